@@ -1,0 +1,10 @@
+"""One trace format for toy and real models (spec extreme-tokens §5).
+
+`TraceRecorder` reduces attention patterns, logits, value norms and residual streams on the fly inside hooks
+(memory O(L·H·(T+V)), never O(B·L·H·T²) unless full patterns are asked for); `Trace` holds the result.
+"""
+
+from attnlab.trace.format import Trace
+from attnlab.trace.recorder import TraceRecorder
+
+__all__ = ["Trace", "TraceRecorder"]

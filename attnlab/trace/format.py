@@ -1,0 +1,131 @@
+"""The `Trace`: reduced attention statistics of one model over a set of sequences (spec extreme-tokens §5).
+
+All arrays are float64 numpy. L = layers, H = heads, T = sequence length, V = vocabulary size (0 if tokens
+were not grouped), N = number of sequences.
+
+| field | shape | meaning |
+|---|---|---|
+| attn_col_mean | [L,H,T] | ᾱ_j = mean over queries i ≥ j (that can see key j) of A_ij |
+| attn_key0_by_query | [L,H,T] | mean over sequences of A_i0, per query position i |
+| attn_key0_by_token, token_count | [L,H,V], [V] | mean of A_i0 grouped by the query's token |
+| logit_key0, logit_rest | [L,H,T] | mean s_i0; mean of (1/(i-1)) Σ_{1≤j≤i-1} s_ij (NaN for i < 2) |
+| dlogit_by_query | [L,H,T] | mean Δ_i = s_i0 − logit_rest_i (NaN for i < 2) |
+| dlogit_by_token, dlogit_count | [L,H,V], [V] | Δ_i grouped by query token, i ≥ 2 |
+| row_entropy | [L,H] | mean over rows i ≥ 1 of H(A_i·/ΣA_i·)/log(i+1); empty rows skipped |
+| empty_rows | [L,H] | number of all-zero rows skipped (ReLU attention) |
+| value_norm | [L,H,T] | mean ‖W_O^h v^h_i‖ per position |
+| resid_norm | [R,T] | mean ‖x_i‖ per position; R = L+1 (embedding output, then after each block) |
+| max_abs, max_pos, max_dim, median_abs | [R] | largest |x| in each residual, where, and the median |x| |
+| sink_score_per_sample | [N,L,H] | (1/(T−1)) Σ_{i≥1} A_i0 for each sequence |
+| key0_col_mean_per_sample | [N,L,H] | ᾱ_0 = (1/T) Σ_{i≥0} A_i0 for each sequence (Sink_k^ε of Gu et al.) |
+| massive | list of dicts | residual entries with |x| > 100 and > 1000 × median (layer, sample, pos, dim, value) |
+| patterns | {"l.h": [N,T,T]} | full attention patterns, only for heads asked for |
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attnlab.errors import AttnlabError
+
+ARRAY_FIELDS = (
+    "attn_col_mean", "attn_key0_by_query", "attn_key0_by_token", "token_count", "logit_key0", "logit_rest",
+    "dlogit_by_query", "dlogit_by_token", "dlogit_count", "row_entropy", "empty_rows", "value_norm",
+    "resid_norm", "max_abs", "max_pos", "max_dim", "median_abs", "sink_score_per_sample",
+    "key0_col_mean_per_sample",
+)
+
+
+@dataclass
+class Trace:
+    attn_col_mean: np.ndarray
+    attn_key0_by_query: np.ndarray
+    attn_key0_by_token: np.ndarray
+    token_count: np.ndarray
+    logit_key0: np.ndarray
+    logit_rest: np.ndarray
+    dlogit_by_query: np.ndarray
+    dlogit_by_token: np.ndarray
+    dlogit_count: np.ndarray
+    row_entropy: np.ndarray
+    empty_rows: np.ndarray
+    value_norm: np.ndarray
+    resid_norm: np.ndarray
+    max_abs: np.ndarray
+    max_pos: np.ndarray
+    max_dim: np.ndarray
+    median_abs: np.ndarray
+    sink_score_per_sample: np.ndarray
+    key0_col_mean_per_sample: np.ndarray
+    massive: list = field(default_factory=list)
+    patterns: dict = field(default_factory=dict)
+
+    @property
+    def n_layers(self) -> int:
+        return self.attn_col_mean.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.attn_col_mean.shape[1]
+
+    @property
+    def seq_len(self) -> int:
+        return self.attn_col_mean.shape[2]
+
+    # ---- derived per-head statistics -------------------------------------------------------------------
+    def sink_score(self) -> np.ndarray:
+        """[L,H] s_h = mean over queries 1..T−1 of A_i0 (spec §10.4), averaged over sequences."""
+        return self.attn_key0_by_query[..., 1:].mean(-1)
+
+    def mean_attn_score_key0(self) -> np.ndarray:
+        """[L,H] ᾱ_0 = (1/T) Σ_{i≥0} A_i0 (spec §10.4 at key i = 0)."""
+        return self.attn_col_mean[..., 0]
+
+    def value_norm_ratio(self) -> np.ndarray:
+        """[L,H] ‖W_O^h v_0‖ / median_{i≥1} ‖W_O^h v_i‖."""
+        return self.value_norm[..., 0] / np.median(self.value_norm[..., 1:], axis=-1)
+
+    def resid_norm_ratio(self) -> np.ndarray:
+        """[R] ‖x_0‖ / median_{i≥1} ‖x_i‖ for each residual stream (embedding, then after each block)."""
+        return self.resid_norm[:, 0] / np.median(self.resid_norm[:, 1:], axis=-1)
+
+    def attn_key0_over_tokens(self, tokens) -> np.ndarray:
+        """[L,H] mean of A_i0 over all queries whose token is in `tokens` (count-weighted)."""
+        idx = np.asarray(sorted(tokens), dtype=int)
+        counts = self.token_count[idx]
+        if counts.sum() == 0:
+            return np.full(self.attn_key0_by_token.shape[:2], np.nan)
+        return (self.attn_key0_by_token[..., idx] * counts).sum(-1) / counts.sum()
+
+    # ---- persistence: safetensors + JSON -----------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write `<path>.safetensors` (arrays and patterns) and `<path>.json` (massive-activation list)."""
+        from safetensors.numpy import save_file
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tensors = {k: np.ascontiguousarray(getattr(self, k), dtype=np.float64) for k in ARRAY_FIELDS}
+        tensors.update({f"pattern.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in self.patterns.items()})
+        save_file(tensors, str(path.with_suffix(".safetensors")))
+        path.with_suffix(".json").write_text(json.dumps({"massive": self.massive}, indent=1))
+        return path.with_suffix(".safetensors")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        from safetensors.numpy import load_file
+
+        path = Path(path)
+        st = path.with_suffix(".safetensors")
+        if not st.exists():
+            raise AttnlabError(f"no trace at {st}")
+        try:
+            arrays = load_file(str(st))
+        except Exception as exc:  # noqa: BLE001
+            raise AttnlabError(f"cannot read trace {st}: {exc}") from None
+        meta = json.loads(path.with_suffix(".json").read_text()) if path.with_suffix(".json").exists() else {}
+        patterns = {k[len("pattern."):]: v for k, v in arrays.items() if k.startswith("pattern.")}
+        return cls(**{k: arrays[k] for k in ARRAY_FIELDS}, massive=meta.get("massive", []), patterns=patterns)

@@ -1,0 +1,227 @@
+"""`TraceRecorder`: streaming reducers that turn per-layer tensors into a `Trace` (spec extreme-tokens §5).
+
+A model (toy or real) calls, for every batch:
+  `begin_batch(tokens)`                          tokens: [B,T] int (or None: no grouping by token)
+  `attention(layer, pattern, scores)`            pattern, scores: [B,H,T,T]; scores are raw pre-mask logits
+  `value_norms(layer, norms)`                    norms: [B,T,H] = ‖W_O^h v^h_i‖
+  `residual(index, hidden)`                      hidden: [B,T,d]; index 0 = embedding output, l+1 = after block l
+and finally `result()`. Sums and counts are float64; nothing of size T² is kept unless `keep_patterns` names a
+head as (layer, head).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from attnlab.errors import AttnlabError
+from attnlab.trace.format import Trace
+
+MASSIVE_ABS = 100.0        # Sun et al.: |h| > 100 ...
+MASSIVE_REL = 1000.0       # ... and > 1000 × the median |h| of the layer
+MAX_MASSIVE_ENTRIES = 64   # keep the largest this many entries per residual stream
+
+
+class TraceRecorder:
+    """Accumulates the trace of an `n_layers`-layer, `n_heads`-head model on sequences of length `seq_len`.
+
+    `vocab_size` > 0 enables grouping of key-0 attention and Δlogit by query token.
+    `keep_patterns`: iterable of (layer, head) whose full [T,T] patterns are kept per sequence.
+    """
+
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, vocab_size: int = 0,
+                 keep_patterns=(), n_resid: int | None = None) -> None:
+        L, H, T, V = n_layers, n_heads, seq_len, vocab_size
+        self.L, self.H, self.T, self.V = L, H, T, V
+        self.R = n_resid if n_resid is not None else L + 1
+        f64 = dict(dtype=torch.float64)
+        self.col_sum = torch.zeros(L, H, T, **f64)
+        self.key0_sum = torch.zeros(L, H, T, **f64)
+        self.key0_tok_sum = torch.zeros(L, H, max(V, 1), **f64)
+        self.tok_count = torch.zeros(max(V, 1), **f64)
+        self.logit0_sum = torch.zeros(L, H, T, **f64)
+        self.logit_rest_sum = torch.zeros(L, H, T, **f64)
+        self.dlogit_tok_sum = torch.zeros(L, H, max(V, 1), **f64)
+        self.dlogit_count = torch.zeros(max(V, 1), **f64)
+        self.ent_sum = torch.zeros(L, H, **f64)
+        self.ent_count = torch.zeros(L, H, **f64)
+        self.empty = torch.zeros(L, H, **f64)
+        self.vnorm_sum = torch.zeros(L, H, T, **f64)
+        self.vnorm_batches = torch.zeros(L, **f64)
+        self.resid_sum = torch.zeros(self.R, T, **f64)
+        self.resid_count = torch.zeros(self.R, **f64)
+        self.max_abs = torch.zeros(self.R, **f64)
+        self.max_pos = torch.full((self.R,), -1.0, **f64)
+        self.max_dim = torch.full((self.R,), -1.0, **f64)
+        self.median_sum = torch.zeros(self.R, **f64)
+        self.median_count = torch.zeros(self.R, **f64)
+        self.massive: list[list[dict]] = [[] for _ in range(self.R)]
+        self.keep = {(int(l), int(h)) for l, h in keep_patterns}
+        self.patterns: dict[str, list[np.ndarray]] = {f"{l}.{h}": [] for l, h in sorted(self.keep)}
+        self.sink_per_sample: list[torch.Tensor] = []   # one [B,L,H] block per batch
+        self.col0_per_sample: list[torch.Tensor] = []
+        self.n_seq = 0
+        self.attn_batches = torch.zeros(L, **f64)
+        self._tokens: torch.Tensor | None = None
+        self._batch_sink: torch.Tensor | None = None
+        self._batch_col0: torch.Tensor | None = None
+        # positions helpers
+        self._i = torch.arange(T, dtype=torch.float64)
+
+    # ------------------------------------------------------------------------------------------------------
+    def begin_batch(self, tokens: torch.Tensor | None, batch_size: int | None = None) -> None:
+        """Start a batch; `tokens` [B,T] groups statistics by query token (None: no grouping)."""
+        self._flush_batch()
+        if tokens is not None:
+            if tokens.dim() != 2 or tokens.shape[1] != self.T:
+                raise AttnlabError(f"trace expects tokens of shape [batch, {self.T}], got {tuple(tokens.shape)}")
+            if self.V and int(tokens.max()) >= self.V:
+                raise AttnlabError(f"token id {int(tokens.max())} >= vocabulary size {self.V}")
+            batch_size = tokens.shape[0]
+        self._tokens = tokens.detach().cpu().long() if tokens is not None else None
+        if batch_size is None:
+            raise AttnlabError("begin_batch needs tokens or batch_size")
+        self._B = int(batch_size)
+        self._batch_sink = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
+        self._batch_col0 = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
+
+    def _flush_batch(self) -> None:
+        if self._batch_sink is not None:
+            self.sink_per_sample.append(self._batch_sink)
+            self.col0_per_sample.append(self._batch_col0)
+            self.n_seq += self._B
+            self._batch_sink = self._batch_col0 = None
+
+    # ------------------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def attention(self, layer: int, pattern: torch.Tensor, scores: torch.Tensor | None = None) -> None:
+        """Reduce one layer's attention. pattern, scores: [B,H,T,T] (query, key); causal (A_ij = 0 for j > i)."""
+        B, H, T, T2 = pattern.shape
+        if (H, T, T2) != (self.H, self.T, self.T) or B != self._B:
+            raise AttnlabError(f"layer {layer}: pattern shape {tuple(pattern.shape)} does not match the trace "
+                               f"[{self._B},{self.H},{self.T},{self.T}]")
+        A = pattern.detach().to(torch.float64).cpu()
+        self.attn_batches[layer] += 1
+        self.col_sum[layer] += A.sum(dim=(0, 2))                   # Σ_b Σ_i A_ij  -> [H,T]
+        key0 = A[..., 0]                                             # [B,H,T] A_i0
+        self.key0_sum[layer] += key0.sum(0)
+        self._batch_sink[:, layer] = key0[..., 1:].mean(-1)
+        self._batch_col0[:, layer] = key0.mean(-1)
+        tok = self._tokens
+        if tok is not None and self.V:
+            idx = tok.unsqueeze(1).expand(B, H, T)                   # query token per (b,h,i)
+            s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, key0)
+            self.key0_tok_sum[layer] += s.sum(0)
+            if layer == 0:
+                self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
+        # Row entropy, normalised by log(i+1), rows i ≥ 1, renormalised, empty rows skipped.
+        rows = A[:, :, 1:, :]                                        # [B,H,T-1,T]
+        mass = rows.sum(-1)                                          # [B,H,T-1]
+        nonempty = mass > 0
+        p = rows / mass.clamp_min(1e-300).unsqueeze(-1)
+        ent = -(torch.where(p > 0, p * p.clamp_min(1e-300).log(), torch.zeros(()))).sum(-1)
+        ent = ent / torch.log(self._i[1:] + 1.0)
+        self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros(())).sum(dim=(0, 2))
+        self.ent_count[layer] += nonempty.to(torch.float64).sum(dim=(0, 2))
+        self.empty[layer] += (~nonempty).to(torch.float64).sum(dim=(0, 2))
+        if scores is not None:
+            S = scores.detach().to(torch.float64).cpu()
+            if S.shape != A.shape:
+                raise AttnlabError(f"layer {layer}: scores shape {tuple(S.shape)} != pattern shape {tuple(A.shape)}")
+            s0 = S[..., 0]                                           # [B,H,T] s_i0
+            # mean over keys 1..i-1 of s_ij: strictly-lower-triangular part excluding column 0.
+            lower = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
+            lower[:, 0] = False
+            denom = (self._i - 1).clamp_min(1.0)
+            rest = torch.where(lower, S, torch.zeros(())).sum(-1) / denom          # [B,H,T]
+            rest[..., :2] = float("nan")
+            self.logit0_sum[layer] += s0.sum(0)
+            self.logit_rest_sum[layer] += rest.sum(0)
+            if tok is not None and self.V:
+                d = (s0 - rest)[..., 2:]                                           # [B,H,T-2]
+                idx = tok[:, 2:].unsqueeze(1).expand(B, H, T - 2)
+                s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, d)
+                self.dlogit_tok_sum[layer] += s.sum(0)
+                if layer == 0:
+                    self.dlogit_count += torch.bincount(tok[:, 2:].reshape(-1), minlength=self.V).to(torch.float64)
+        for h in range(H):
+            if (layer, h) in self.keep:
+                self.patterns[f"{layer}.{h}"].append(A[:, h].to(torch.float32).numpy())
+
+    @torch.no_grad()
+    def value_norms(self, layer: int, norms: torch.Tensor) -> None:
+        """norms: [B,T,H] = ‖W_O^h v^h_i‖ for each position and head."""
+        if norms.shape[1:] != (self.T, self.H):
+            raise AttnlabError(f"layer {layer}: value norms shape {tuple(norms.shape)} is not [B,{self.T},{self.H}]")
+        self.vnorm_sum[layer] += norms.detach().to(torch.float64).cpu().sum(0).T
+        self.vnorm_batches[layer] += norms.shape[0]
+
+    @torch.no_grad()
+    def residual(self, index: int, hidden: torch.Tensor) -> None:
+        """hidden: [B,T,d] residual stream; index 0 = after the embedding, l+1 = after block l."""
+        x = hidden.detach().to(torch.float64).cpu()
+        B, T, d = x.shape
+        self.resid_sum[index] += x.norm(dim=-1).sum(0)
+        self.resid_count[index] += B
+        ax = x.abs()
+        med = float(ax.median())
+        self.median_sum[index] += med
+        self.median_count[index] += 1
+        flat = int(ax.argmax())
+        m = float(ax.reshape(-1)[flat])
+        if m > float(self.max_abs[index]):
+            self.max_abs[index] = m
+            self.max_pos[index] = (flat // d) % T
+            self.max_dim[index] = flat % d
+        thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
+        hits = (ax > thresh).nonzero()
+        if len(hits):
+            vals = x[hits[:, 0], hits[:, 1], hits[:, 2]]
+            order = vals.abs().argsort(descending=True)[:MAX_MASSIVE_ENTRIES]
+            for k in order.tolist():
+                b, t, dim = hits[k].tolist()
+                self.massive[index].append({"layer": index, "sample": self.n_seq + b, "pos": t, "dim": dim,
+                                            "value": float(vals[k]), "median_abs": med})
+            self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
+
+    # ------------------------------------------------------------------------------------------------------
+    def result(self) -> Trace:
+        """Divide sums by counts and return the `Trace`."""
+        self._flush_batch()
+        if self.n_seq == 0:
+            raise AttnlabError("the trace recorded no sequences")
+        n = float(self.n_seq)
+        col_count = (self.T - self._i) * n                                         # queries that see key j
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tok_c = self.tok_count.numpy()
+            dl_c = self.dlogit_count.numpy()
+            trace = Trace(
+                attn_col_mean=(self.col_sum / col_count).numpy(),
+                attn_key0_by_query=(self.key0_sum / n).numpy(),
+                attn_key0_by_token=np.where(tok_c > 0, self.key0_tok_sum.numpy() / np.maximum(tok_c, 1), np.nan),
+                token_count=tok_c.copy(),
+                logit_key0=(self.logit0_sum / n).numpy(),
+                logit_rest=(self.logit_rest_sum / n).numpy(),
+                dlogit_by_query=((self.logit0_sum - self.logit_rest_sum) / n).numpy(),
+                dlogit_by_token=np.where(dl_c > 0, self.dlogit_tok_sum.numpy() / np.maximum(dl_c, 1), np.nan),
+                dlogit_count=dl_c.copy(),
+                row_entropy=(self.ent_sum / self.ent_count).numpy(),
+                empty_rows=self.empty.numpy().copy(),
+                value_norm=(self.vnorm_sum / self.vnorm_batches.clamp_min(1)[:, None, None]).numpy(),
+                resid_norm=(self.resid_sum / self.resid_count.clamp_min(1)[:, None]).numpy(),
+                max_abs=self.max_abs.numpy().copy(),
+                max_pos=self.max_pos.numpy().copy(),
+                max_dim=self.max_dim.numpy().copy(),
+                median_abs=(self.median_sum / self.median_count.clamp_min(1)).numpy(),
+                sink_score_per_sample=torch.cat(self.sink_per_sample).numpy(),
+                key0_col_mean_per_sample=torch.cat(self.col0_per_sample).numpy(),
+                massive=[r for rows in self.massive for r in rows],
+                patterns={k: np.concatenate(v) for k, v in self.patterns.items() if v},
+            )
+        if not self.V:
+            trace.attn_key0_by_token = np.zeros((self.L, self.H, 0))
+            trace.dlogit_by_token = np.zeros((self.L, self.H, 0))
+            trace.token_count = np.zeros(0)
+            trace.dlogit_count = np.zeros(0)
+        return trace
+

@@ -1,0 +1,97 @@
+"""The streaming reducers equal the statistics computed from full patterns."""
+
+import numpy as np
+import torch
+
+from attnlab.trace import Trace, TraceRecorder
+
+
+def _causal_softmax(scores):
+    T = scores.shape[-1]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    return scores.masked_fill(~mask, float("-inf")).softmax(-1)
+
+
+def _record(batches, L, H, T, V, **kw):
+    rec = TraceRecorder(L, H, T, vocab_size=V, **kw)
+    for tok, per_layer in batches:
+        rec.begin_batch(tok, batch_size=per_layer[0][0].shape[0])
+        for layer, (A, S) in enumerate(per_layer):
+            rec.attention(layer, A, S)
+    return rec.result()
+
+
+def test_reducers_match_full_pattern_statistics():
+    torch.manual_seed(0)
+    L, H, T, V, B = 2, 3, 7, 5, 4
+    batches, allA, allS, allTok = [], [], [], []
+    for _ in range(3):
+        tok = torch.randint(0, V, (B, T))
+        per_layer = []
+        for _ in range(L):
+            S = torch.randn(B, H, T, T, dtype=torch.float64) * 2
+            per_layer.append((_causal_softmax(S), S))
+        batches.append((tok, per_layer))
+        allTok.append(tok)
+        allA.append(torch.stack([a for a, _ in per_layer], 1))
+        allS.append(torch.stack([s for _, s in per_layer], 1))
+    tr = _record(batches, L, H, T, V, keep_patterns=[(1, 2)])
+    A = torch.cat(allA).numpy()     # [N,L,H,T,T]
+    S = torch.cat(allS).numpy()
+    tok = torch.cat(allTok).numpy()  # [N,T]
+    N = A.shape[0]
+    # column mean over the queries that see each key
+    col = np.stack([A[..., j:, j].mean(-1) for j in range(T)], -1).mean(0)
+    np.testing.assert_allclose(tr.attn_col_mean, col, atol=1e-12)
+    np.testing.assert_allclose(tr.sink_score(), A[..., 1:, 0].mean(-1).mean(0), atol=1e-12)
+    np.testing.assert_allclose(tr.sink_score_per_sample, A[..., 1:, 0].mean(-1), atol=1e-12)
+    # key-0 attention grouped by query token
+    for v in range(V):
+        sel = tok == v  # [N,T]
+        expect = np.stack([[A[:, l, h, :, 0][sel].mean() for h in range(H)] for l in range(L)])
+        np.testing.assert_allclose(tr.attn_key0_by_token[..., v], expect, atol=1e-12)
+    # Δlogit: s_i0 − mean_{1≤j≤i−1} s_ij for i ≥ 2
+    d = np.full((N, L, H, T), np.nan)
+    for i in range(2, T):
+        d[..., i] = S[..., i, 0] - S[..., i, 1:i].mean(-1)
+    np.testing.assert_allclose(tr.dlogit_by_query[..., 2:], d[..., 2:].mean(0), atol=1e-12)
+    # normalised row entropy
+    ent = np.zeros((N, L, H, T - 1))
+    for i in range(1, T):
+        p = A[..., i, : i + 1]
+        ent[..., i - 1] = -(p * np.log(p)).sum(-1) / np.log(i + 1)
+    np.testing.assert_allclose(tr.row_entropy, ent.mean(axis=(0, 3)), atol=1e-12)
+    assert tr.patterns["1.2"].shape == (N, T, T)
+    np.testing.assert_allclose(tr.patterns["1.2"], A[:, 1, 2], atol=1e-6)
+    assert np.all((tr.attn_col_mean >= 0) & (tr.attn_col_mean <= 1))
+
+
+def test_relu_rows_renormalised_and_empty_rows_counted():
+    T = 4
+    A = torch.zeros(1, 1, T, T, dtype=torch.float64)
+    A[0, 0, 0, 0] = 1.0
+    A[0, 0, 2, :2] = torch.tensor([0.1, 0.1])   # renormalises to uniform over 2 of 3 keys
+    tr = _record([(None, [(A, None)])], 1, 1, T, 0)
+    assert tr.empty_rows[0, 0] == 2               # rows 1 and 3 are all zero
+    np.testing.assert_allclose(tr.row_entropy[0, 0], np.log(2) / np.log(3))
+
+
+def test_residual_and_value_norms_and_save_roundtrip(tmp_path):
+    rec = TraceRecorder(1, 2, 3, vocab_size=0)
+    rec.begin_batch(None, batch_size=2)
+    A = _causal_softmax(torch.zeros(2, 2, 3, 3))
+    rec.attention(0, A)
+    rec.value_norms(0, torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]] * 2))
+    h = torch.ones(2, 3, 4)
+    h[1, 0, 2] = 5000.0
+    rec.residual(0, h)
+    rec.residual(1, h * 2)
+    tr = rec.result()
+    np.testing.assert_allclose(tr.value_norm[0, :, 0], [1.0, 2.0])
+    np.testing.assert_allclose(tr.value_norm_ratio()[0], [1 / 4, 2 / 5])
+    assert tr.max_abs[0] == 5000.0 and tr.max_pos[0] == 0 and tr.max_dim[0] == 2
+    assert any(m["dim"] == 2 and m["pos"] == 0 and m["sample"] == 1 for m in tr.massive)
+    tr.save(tmp_path / "trace")
+    back = Trace.load(tmp_path / "trace")
+    np.testing.assert_array_equal(back.resid_norm, tr.resid_norm)
+    assert back.massive == tr.massive
