@@ -1,0 +1,1 @@
+"""Study 1: extreme-token phenomena on the Bigram-Backcopy task (metrics, interventions, theory)."""
