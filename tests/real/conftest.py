@@ -1,0 +1,43 @@
+"""Shared fixtures for tests/real: a byte-level stand-in tokenizer and tiny random HF models built from configs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+class ByteTokenizer:
+    """Stand-in tokenizer: one id per UTF-8 byte + 3 (ids 0-2 are special)."""
+
+    all_special_ids = [0, 1, 2]
+
+    def __call__(self, text: str, add_special_tokens: bool = False):
+        return {"input_ids": [b + 3 for b in text.encode("utf-8")]}
+
+    def __len__(self) -> int:
+        return 259
+
+    def decode(self, ids) -> str:
+        return bytes(int(i) - 3 for i in ids if int(i) >= 3).decode("utf-8", errors="replace")
+
+
+@pytest.fixture
+def byte_tokenizer() -> ByteTokenizer:
+    return ByteTokenizer()
+
+
+def tiny_llama(n_heads: int = 4, n_kv: int = 2, layers: int = 2, seed: int = 0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=layers,
+                      num_attention_heads=n_heads, num_key_value_heads=n_kv, max_position_embeddings=64)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def tiny_gpt2(n_heads: int = 2, layers: int = 2, seed: int = 0):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=64, n_embd=32, n_layer=layers, n_head=n_heads, n_positions=64)
+    return GPT2LMHeadModel(cfg).eval()
