@@ -1,0 +1,107 @@
+"""The (t, beta) phase diagram (spec sections 4.5 and 11, B2).
+
+For Q = K = V = I and SA with a full mask, integrate a batch of starts for every beta with projected Euler
+(default, h = 0.1, as in GLPR's diagrams) or RK4, and record the clustered fraction (pairs with cosine >= 0.999)
+at every step. The betas are processed in chunks so each score tensor `[chunk*starts, n, n]` stays under
+`max_bytes`. All betas share the same starts (seeded), so the diagram is comparable across beta.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnlab.consensus import measures as M
+from attnlab.consensus.dynamics import check_tokens, tangent
+from attnlab.consensus.errors import ConsensusInputError, StepSizeError, check_name
+from attnlab.consensus.theory import t_equiangular
+
+
+@dataclass
+class PhaseDiagram:
+    """`frac` [beta, steps+1] mean clustered fraction, `t` [steps+1], `betas` [beta], `t50` [beta] (first time the
+    mean fraction reaches 0.5, nan if never), `t_eq` [beta] from the rho-ODE."""
+
+    betas: np.ndarray
+    t: np.ndarray
+    frac: np.ndarray
+    t50: np.ndarray
+    t_eq: np.ndarray
+
+
+def _field_identity(X: torch.Tensor, beta: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """F(X) for P = V = I, full mask, per-item beta `[batch]`; also the cosine matrix. Uses G <= 1 so
+    exp(beta (G - 1)) never overflows (SA weights are invariant to the shift)."""
+    G = X @ X.transpose(-1, -2)
+    b = beta[:, None, None]
+    if kind == "SA":
+        E = torch.exp(b * (G - 1))
+        A = E / E.sum(-1, keepdim=True)
+    else:
+        A = torch.exp(b * G) / X.shape[1]
+    return tangent(X, A @ X), G
+
+
+def first_crossing(t: np.ndarray, y: np.ndarray, level: float = 0.5) -> float:
+    """First time y(t) >= level (linear interpolation), nan if never."""
+    idx = np.nonzero(y >= level)[0]
+    if idx.size == 0:
+        return float("nan")
+    k = int(idx[0])
+    if k == 0:
+        return float(t[0])
+    y0, y1 = y[k - 1], y[k]
+    return float(t[k - 1] + (level - y0) / (y1 - y0) * (t[k] - t[k - 1]))
+
+
+def phase_diagram(betas: np.ndarray, n: int = 32, d: int = 8, starts: int = 256, t_max: float = 30.0, h: float = 0.1,
+                  method: str = "euler", kind: str = "SA", seed: int = 0, theta: float = 0.999,
+                  max_bytes: int = 64 * 2**20, dtype: torch.dtype = torch.float64,
+                  progress: bool = False) -> PhaseDiagram:
+    """Mean clustered fraction over `starts` uniform starts on S^{d-1}, for each beta and time step."""
+    check_name(method, ("euler", "rk4"), "sweep integrator")
+    check_name(kind, ("SA", "USA"), "attention kind")
+    betas = np.asarray(betas, dtype=np.float64)
+    if betas.ndim != 1 or betas.size == 0 or not np.isfinite(betas).all() or (betas < 0).any():
+        raise ConsensusInputError("betas must be a non-empty list of finite values >= 0")
+    if kind == "USA" and betas.max() > 700:
+        raise ConsensusInputError(f"USA with beta = {betas.max():g} > 700 would overflow float64")
+    if not (h > 0 and t_max > 0 and math.isfinite(h) and math.isfinite(t_max)):
+        raise ConsensusInputError(f"need finite h > 0 and t_max > 0, got h={h}, t_max={t_max}")
+    g = torch.Generator().manual_seed(seed)
+    X0 = check_tokens(torch.randn(starts, n, d, generator=g, dtype=torch.float64)).to(dtype)
+    steps = int(round(t_max / h))
+    per_beta = starts * n * n * 8
+    chunk = max(1, int(max_bytes // per_beta))
+    frac = np.zeros((betas.size, steps + 1))
+    chunks = range(0, betas.size, chunk)
+    if progress:
+        from tqdm import tqdm
+
+        chunks = tqdm(chunks, desc="phase diagram (beta chunks)", leave=False)
+    for c0 in chunks:
+        bs = betas[c0:c0 + chunk]
+        X = X0.repeat(len(bs), 1, 1)
+        beta = torch.tensor(bs, dtype=dtype).repeat_interleave(starts)
+        for k in range(steps + 1):
+            F, G = _field_identity(X, beta, kind)
+            frac[c0:c0 + len(bs), k] = M.clustered_fraction_from_gram(G, theta).reshape(len(bs), starts).mean(1).numpy()
+            if k == steps:
+                break
+            if method == "euler":
+                Y = X + h * F
+            else:
+                k2 = _field_identity(X + h / 2 * F, beta, kind)[0]
+                k3 = _field_identity(X + h / 2 * k2, beta, kind)[0]
+                k4 = _field_identity(X + h * k3, beta, kind)[0]
+                Y = X + h / 6 * (F + 2 * k2 + 2 * k3 + k4)
+            if not torch.isfinite(Y).all():
+                raise StepSizeError(f"phase diagram: non-finite state at t={k * h:.4g}, h={h:g}; lower h")
+            X = Y / Y.norm(dim=-1, keepdim=True)
+    t = np.arange(steps + 1) * h
+    t50 = np.array([first_crossing(t, f) for f in frac])
+    t_eq = np.array([t_equiangular(float(b), n, kind) for b in betas])
+    return PhaseDiagram(betas=betas, t=t, frac=frac, t50=t50, t_eq=t_eq)
