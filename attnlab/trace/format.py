@@ -99,7 +99,8 @@ class Trace:
         counts = self.token_count[idx]
         if counts.sum() == 0:
             return np.full(self.attn_key0_by_token.shape[:2], np.nan)
-        return (self.attn_key0_by_token[..., idx] * counts).sum(-1) / counts.sum()
+        vals = np.where(counts > 0, self.attn_key0_by_token[..., idx], 0.0)
+        return (vals * counts).sum(-1) / counts.sum()
 
     # ---- persistence: safetensors + JSON -----------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
