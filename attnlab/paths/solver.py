@@ -1,0 +1,305 @@
+"""Saddle-point solver for the order parameters (spec §5.6).
+
+U_l = R_l R_l^T with R_l lower triangular, diagonal exp(rho_l) (so every U_l stays positive definite); U_a is
+eliminated in closed form. `newton`: L-BFGS (scipy, Moré-Thuente line search, history 20) from the GP point to
+max|dS/dU| < 1e-5, then Newton steps on the exact Hessian (autograd of the analytic gradient) with backtracking
+(Levenberg shift when the Hessian is not PD). `lbfgs`: L-BFGS alone. `fixed_point`: block updates [T8] + damped U_1.
+Stopping: max over entries of |dS/dU_l| < tol, or `max_iter`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlab.paths.errors import KernelConditionError, check
+from attnlab.paths.theory import Problem, U_a_closed_form, energy_terms, evaluate, kron_eye, ptrace
+
+METHODS = ("newton", "lbfgs", "fixed_point")
+
+
+@dataclass
+class SaddlePoint:
+    """Result of a solve: U = U_1 [n_paths, n_paths], chain [U_1..U_L], U_a, S, E, entropy and diagnostics."""
+
+    U: np.ndarray
+    chain: list[np.ndarray]
+    U_a: float
+    S: float
+    E: float
+    entropy: float
+    max_grad: float
+    hessian_min_eig: float | None
+    iterations: int
+    method: str
+    entropy_form: str
+    converged: bool
+    trace: list[dict] = field(default_factory=list)
+    lambda_min: list[float] = field(default_factory=list)
+    cond_K: float = float("nan")
+    wall_s: float = 0.0
+    note: str = ""
+
+    def summary(self) -> dict:
+        """JSON-ready scalars (no trace)."""
+        return {"U": self.U.tolist(), "U_a": self.U_a, "action": self.S, "energy": self.E, "entropy": self.entropy,
+                "max_grad": self.max_grad, "hessian_min_eig": self.hessian_min_eig, "iterations": self.iterations,
+                "method": self.method, "entropy_form": self.entropy_form, "converged": self.converged,
+                "lambda_min": self.lambda_min, "cond_K": self.cond_K, "wall_s": self.wall_s, "note": self.note}
+
+    def save(self, stem: str | Path) -> None:
+        """`<stem>.safetensors` (U and the chain) + `<stem>.json` (scalars and trace)."""
+        from safetensors.numpy import save_file
+
+        stem = Path(stem)
+        save_file({f"U_{l + 1}": np.ascontiguousarray(u) for l, u in enumerate(self.chain)},
+                  str(stem.with_suffix(".safetensors")))
+        stem.with_suffix(".json").write_text(json.dumps({**self.summary(), "trace": self.trace}, indent=1))
+
+
+class Param:
+    """theta <-> (R_l, U_l): per layer the lower-triangular entries of R_l, the diagonal stored as log."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.idx = [torch.tril_indices(n, n) for n in sizes]
+        self.counts = [n * (n + 1) // 2 for n in sizes]
+
+    @property
+    def dim(self) -> int:
+        return sum(self.counts)
+
+    def Rs(self, theta: torch.Tensor) -> list[torch.Tensor]:
+        out, k = [], 0
+        for n, (i, j), c in zip(self.sizes, self.idx, self.counts):
+            v = theta[k:k + c]
+            v = torch.where(i == j, torch.exp(v), v)
+            R = torch.zeros(n, n, dtype=theta.dtype).index_put((i, j), v)
+            out.append(R)
+            k += c
+        return out
+
+    def Us(self, theta: torch.Tensor) -> list[torch.Tensor]:
+        return [R @ R.T for R in self.Rs(theta)]
+
+    def from_Us(self, Us: list[torch.Tensor]) -> torch.Tensor:
+        parts = []
+        for U, (i, j) in zip(Us, self.idx):
+            R = torch.linalg.cholesky(U)
+            v = R[i, j]
+            parts.append(torch.where(i == j, torch.log(v), v))
+        return torch.cat(parts)
+
+    def grad_theta(self, Rs: list[torch.Tensor], grads: list[torch.Tensor]) -> torch.Tensor:
+        """dS/dtheta from dS/dU_l: dS/dR = 2 G R (lower part), times R_ii on the log-diagonal."""
+        parts = []
+        for R, G, (i, j) in zip(Rs, grads, self.idx):
+            gR = 2.0 * G @ R
+            v = gR[i, j]
+            parts.append(torch.where(i == j, v * R[i, j], v))
+        return torch.cat(parts)
+
+
+def _max_grad(grads: list[torch.Tensor]) -> float:
+    return max(float(g.detach().abs().max()) for g in grads)
+
+
+def hessian_min_eig(prob: Problem, Us: list[torch.Tensor], max_params: int = 2000) -> float | None:
+    """Smallest eigenvalue of the Hessian of S in U-coordinates (upper-triangular entries); None above max_params."""
+    idx = [torch.triu_indices(U.shape[0], U.shape[0]) for U in Us]
+    n_par = sum(i.shape[1] for i in idx)
+    if n_par > max_params:
+        return None
+    u0 = torch.cat([U[i, j] for U, (i, j) in zip(Us, idx)]).detach()
+
+    def grad_u(u: torch.Tensor) -> torch.Tensor:
+        Vs, k = [], 0
+        for U, (i, j) in zip(Us, idx):
+            c = i.shape[0]
+            M = torch.zeros_like(U).index_put((i, j), u[k:k + c])
+            Vs.append(M + M.T - torch.diag(torch.diagonal(M)))
+            k += c
+        ev = evaluate(prob, Vs)
+        return torch.cat([torch.where(i == j, G[i, j], 2.0 * G[i, j]) for G, (i, j) in zip(ev.grads, idx)])
+
+    Hm = torch.autograd.functional.jacobian(grad_u, u0)
+    Hm = 0.5 * (Hm + Hm.T)
+    return float(torch.linalg.eigvalsh(Hm)[0])
+
+
+def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max_iter: int, trace: list):
+    """scipy L-BFGS until max|dS/dU| < stop_tol; returns (theta, iterations)."""
+    from scipy.optimize import minimize
+
+    state = {"g": math.inf, "n": 0}
+
+    def fg(th: np.ndarray):
+        t = torch.from_numpy(th)
+        Rs = par.Rs(t)
+        try:
+            ev = evaluate(prob, [R @ R.T for R in Rs])
+        except KernelConditionError:
+            return 1e300, np.zeros_like(th)
+        state["g"] = _max_grad(ev.grads)
+        state["last"] = (th.copy(), ev)
+        return float(ev.S), par.grad_theta(Rs, ev.grads).numpy()
+
+    def cb(intermediate_result):
+        state["n"] += 1
+        ev = state["last"][1]
+        trace.append({"it": len(trace), "phase": "lbfgs", "S": float(ev.S), "E": float(ev.E),
+                      "entropy": float(ev.ent), "max_grad": state["g"]})
+        if state["g"] < stop_tol:
+            raise StopIteration
+
+    res = minimize(fg, theta0.numpy(), jac=True, method="L-BFGS-B", callback=cb,
+                   options={"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50})
+    th = state["last"][0] if "last" in state else res.x
+    return torch.from_numpy(np.array(th)), state["n"]
+
+
+def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter: int, trace: list) -> tuple:
+    """Damped Newton on the exact theta-Hessian; each step accepted only if S decreases (or holds while |g| drops)."""
+    def gfun(th: torch.Tensor) -> torch.Tensor:
+        Rs = par.Rs(th)
+        return par.grad_theta(Rs, evaluate(prob, [R @ R.T for R in Rs]).grads)
+
+    ev = evaluate(prob, par.Us(theta))
+    it = 0
+    while _max_grad(ev.grads) >= tol and it < max_iter:
+        it += 1
+        g = gfun(theta).detach()
+        Hm = torch.autograd.functional.jacobian(gfun, theta)
+        Hm = 0.5 * (Hm + Hm.T)
+        shift = 0.0
+        lam_min = float(torch.linalg.eigvalsh(Hm)[0])
+        if lam_min <= 1e-12:
+            shift = -lam_min + 1e-6 * max(1.0, float(Hm.diagonal().abs().max()))
+        step = -torch.linalg.solve(Hm + shift * torch.eye(len(g), dtype=Hm.dtype), g)
+        t, accepted = 1.0, False
+        g0 = _max_grad(ev.grads)
+        for _ in range(40):
+            cand = theta + t * step
+            try:
+                ev_c = evaluate(prob, par.Us(cand))
+            except KernelConditionError:
+                t *= 0.5
+                continue
+            dS = float(ev_c.S - ev.S)
+            if dS < 0 or (dS <= 1e-13 * max(1.0, abs(float(ev.S))) and _max_grad(ev_c.grads) < g0):
+                theta, ev, accepted = cand, ev_c, True
+                break
+            t *= 0.5
+        trace.append({"it": len(trace), "phase": "newton", "S": float(ev.S), "E": float(ev.E),
+                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads), "step": t if accepted else 0.0})
+        if not accepted:
+            break
+    return theta, ev, it
+
+
+def _fixed_point(prob: Problem, Us: list[torch.Tensor], tol: float, max_iter: int, trace: list):
+    """Block updates [T8] for U_L..U_2, U_a by its quadratic, then a damped U_1 update (eta halved on failure)."""
+    Us = [U.clone() for U in Us]
+    H, N, s2, L = prob.H, prob.widths, prob.variances, prob.L
+    ev = evaluate(prob, Us)
+    eta, it = 0.5, 0
+    while _max_grad(ev.grads) >= tol and it < max_iter:
+        it += 1
+        new = [U.clone() for U in Us]
+        if prob.form == "chain":
+            U_a = U_a_closed_form(torch.trace(new[-1]), H[-1], N[L - 1], N[L], s2[L], s2[L + 1])
+            for l in reversed(range(1, L)):
+                upper_inv = (1.0 / U_a).reshape(1, 1) if l == L - 1 else torch.linalg.inv(new[l + 1])
+                D = kron_eye(H[l], upper_inv) / s2[l + 1]
+                Ml = ptrace(new[l - 1], H[l - 1])
+                c, b, d = N[l - 1] / s2[l], N[l - 1] * H[l - 1] - N[l], N[l]
+                w, V = torch.linalg.eigh(Ml)
+                Mh = (V * w.clamp_min(0).sqrt()) @ V.T
+                Q = Mh @ D @ Mh
+                wq, Vq = torch.linalg.eigh(0.5 * (Q + Q.T))
+                root = (Vq * (b * b + 4 * c * d * wq).clamp_min(0).sqrt()) @ Vq.T
+                Z = 0.5 * (b * torch.eye(len(Q), dtype=Q.dtype) + root)
+                Ul = c * Mh @ torch.linalg.solve(Z, Mh)
+                new[l] = 0.5 * (Ul + Ul.T)
+            upper = (1.0 / U_a).reshape(1, 1) if L == 1 else torch.linalg.inv(new[1])
+            base = kron_eye(H[0], upper) / s2[1]
+            scale = N[0]
+        else:
+            base = torch.eye(Us[0].shape[0], dtype=torch.float64) / prob.Sigma2
+            scale = prob.N_max
+        _, Gam, _ = energy_terms(prob, new[0])
+        bracket = base + Gam / scale
+        if bool(torch.linalg.cholesky_ex(bracket)[1] == 0):
+            target = torch.linalg.inv(bracket)
+        else:  # bracket not PD: fall back to a natural-gradient step U - U G U (stays PD for small eta)
+            Gs = evaluate(prob, new).grads[0] * (prob.N_max / scale)
+            target = new[0] - new[0] @ Gs @ new[0]
+        while True:
+            cand = [*new]
+            cand[0] = (1 - eta) * Us[0] + eta * 0.5 * (target + target.T)
+            try:
+                ev_c = evaluate(prob, cand)
+                ok = float(ev_c.S) <= float(ev.S) + 1e-12 * abs(float(ev.S))
+            except KernelConditionError:
+                ok = False
+            if ok or eta < 1e-8:
+                break
+            eta *= 0.5
+        if not ok:
+            break
+        eta = min(0.5, 2 * eta)
+        Us, ev = cand, ev_c
+        trace.append({"it": len(trace), "phase": "fixed_point", "S": float(ev.S), "E": float(ev.E),
+                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads), "eta": eta})
+    return Us, ev, it
+
+
+def solve(prob: Problem, method: str = "newton", tol: float = 1e-8, max_iter: int = 500,
+          init: list[torch.Tensor] | None = None, hessian: bool = True) -> SaddlePoint:
+    """Minimise S over the order parameters; returns the SaddlePoint with diagnostics (spec §5.6)."""
+    check(method in METHODS, f"method must be one of {METHODS}, got {method!r}")
+    check(tol > 0, f"tol must be > 0, got {tol}")
+    t0 = time.perf_counter()
+    trace: list[dict] = []
+    if math.isinf(prob.N_max):
+        Us = prob.gp_point()
+        _, _, Lc = energy_terms(prob, Us[0], need_grad=False)
+        return _result(prob, Us, None, 0, "gp", True, trace, t0, None, note="GP limit (N = inf)")
+    Us0 = [U.clone() for U in (init if init is not None else prob.gp_point())]
+    par = Param(prob.sizes())
+    if method == "fixed_point":
+        Us, ev, it = _fixed_point(prob, Us0, tol, max_iter, trace)
+    else:
+        theta = par.from_Us(Us0)
+        stop = 1e-5 if method == "newton" else tol
+        theta, it = _lbfgs(prob, par, theta, max(stop, tol), max_iter, trace)
+        ev = evaluate(prob, par.Us(theta))
+        if method == "newton" and _max_grad(ev.grads) >= tol:
+            theta, ev, it2 = _newton(prob, par, theta, tol, max(1, max_iter - it), trace)
+            it += it2
+        Us = [U.detach() for U in par.Us(theta)]
+    mg = _max_grad(ev.grads)
+    hmin = hessian_min_eig(prob, Us) if hessian else None
+    return _result(prob, Us, ev, it, method, mg < tol, trace, t0, hmin)
+
+
+def _result(prob, Us, ev, it, method, converged, trace, t0, hmin, note="") -> SaddlePoint:
+    ev = ev if ev is not None and not math.isinf(prob.N_max) else None
+    K = prob.gram.kernel(Us[0])
+    eig = torch.linalg.eigvalsh(K + prob.T * torch.eye(prob.gram.P, dtype=K.dtype))
+    if ev is None:
+        E, _, _ = energy_terms(prob, Us[0], need_grad=False)
+        S, ent, mg, U_a = float("nan"), float("nan"), 0.0, float(prob.variances[-1])
+    else:
+        E, S, ent, mg, U_a = ev.E, float(ev.S), float(ev.ent), _max_grad(ev.grads), float(ev.U_a)
+    return SaddlePoint(U=Us[0].detach().numpy().copy(), chain=[U.detach().numpy().copy() for U in Us], U_a=U_a,
+                       S=S, E=float(E), entropy=ent, max_grad=mg, hessian_min_eig=hmin, iterations=it,
+                       method=method, entropy_form=prob.form, converged=bool(converged), trace=trace,
+                       lambda_min=[float(torch.linalg.eigvalsh(U)[0]) for U in Us],
+                       cond_K=float(eig[-1] / eig[0]), wall_s=time.perf_counter() - t0, note=note)

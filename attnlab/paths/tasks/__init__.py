@@ -1,0 +1,1 @@
+"""Tasks of the attention-paths study: the hidden-Markov-chain task and one-shot digit episodes."""

@@ -1,0 +1,210 @@
+"""The action of the kernel-renormalisation theory and its analytic gradient (spec §5.1-5.5).
+
+S = L_ent + (P/N_max) E with E = (1/P)[ln det(K(U)+TI) + Y^T (K+TI)^{-1} Y] [T1,T4]. Entropy `chain` [T2] over
+U_1 [n_1, n_1] .. U_L [n_L, n_L] (U_a eliminated by its quadratic) or `simple` [T3] over U_1 alone. The gradient
+returned is dS/dU_l (entries, symmetric) = (left-hand sides of [T6]/[T7]) / N_max.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnlab.paths.errors import KernelConditionError, check
+from attnlab.paths.kernels import PathGram
+
+FORMS = ("chain", "simple")
+
+
+@dataclass
+class Problem:
+    """One saddle-point problem: training Gram, targets Y [P], temperature T, heads per layer, widths
+    (N_1..N_L, N_a), variances (sigma0^2, sigma_1^2..sigma_L^2, sigma_a^2) and the entropy form."""
+
+    gram: PathGram
+    Y: torch.Tensor
+    T: float
+    H: list[int]
+    widths: tuple[float, ...]
+    variances: tuple[float, ...]
+    form: str = "chain"
+
+    def __post_init__(self) -> None:
+        check(self.T > 0 and math.isfinite(self.T), f"temperature: must be > 0, got {self.T}")
+        check(self.form in FORMS, f"entropy_form must be one of {FORMS}, got {self.form!r}")
+        self.Y = torch.as_tensor(self.Y, dtype=torch.float64)
+        check(self.Y.ndim == 1 and self.Y.shape[0] == self.gram.P,
+              f"Y: expected shape [P] = [{self.gram.P}], got {tuple(self.Y.shape)}")
+        check(self.gram.P >= 2, f"P: need at least 2 training examples, got {self.gram.P}")
+        check(int(np.prod(self.H)) == self.gram.n_paths,
+              f"heads {self.H} give {int(np.prod(self.H))} paths but the Gram has {self.gram.n_paths}")
+        check(len(self.widths) == len(self.H) + 1, f"widths: need L+1 = {len(self.H) + 1} entries, got {len(self.widths)}")
+        check(len(self.variances) == len(self.H) + 2, f"variances: need L+2 entries, got {len(self.variances)}")
+        for w in self.widths:
+            check(w > 0, f"widths: each must be > 0 (or inf), got {w}")
+
+    @property
+    def L(self) -> int:
+        return len(self.H)
+
+    @property
+    def N_max(self) -> float:
+        return max(self.widths)
+
+    @property
+    def alpha(self) -> float:
+        return self.gram.P / self.N_max
+
+    @property
+    def Sigma2(self) -> float:
+        """Sigma^2 = sigma_a^2 prod_l sigma_l^2."""
+        return float(np.prod(self.variances[1:]))
+
+    def sizes(self) -> list[int]:
+        """Sizes n_l of the free order parameters (chain: U_1..U_L; simple: U_1)."""
+        n = [int(np.prod(self.H[l:])) for l in range(self.L)]
+        return n if self.form == "chain" else n[:1]
+
+    def gp_point(self) -> list[torch.Tensor]:
+        """The GP limit: U_l = (prod_{k>=l} sigma_k^2) sigma_a^2 I (spec §5.5)."""
+        return [torch.eye(n, dtype=torch.float64) * float(np.prod(self.variances[l + 1:]))
+                for l, n in enumerate(self.sizes())]
+
+
+def ptrace(U: torch.Tensor, H: int) -> torch.Tensor:
+    """Partial trace over the slow head index: [(H n), (H n)] -> [n, n]."""
+    n = U.shape[-1] // H
+    return torch.einsum("...hihj->...ij", U.reshape(*U.shape[:-2], H, n, H, n))
+
+
+def kron_eye(H: int, X: torch.Tensor) -> torch.Tensor:
+    """I_H (x) X (block diagonal)."""
+    return torch.block_diag(*([X] * H))
+
+
+def U_a_closed_form(trace_UL: torch.Tensor, H_L: int, N_L: float, N_a: float, s2_L: float, s2_a: float) -> torch.Tensor:
+    """U_a = (-beta + sqrt(beta^2 + 4 gamma))/2, beta = s2_a (H_L N_L/N_a - 1), gamma = N_L s2_a Tr U_L/(N_a s2_L)."""
+    beta = s2_a * (H_L * N_L / N_a - 1.0)
+    gamma = N_L * s2_a * trace_UL / (N_a * s2_L)
+    return 0.5 * (-beta + torch.sqrt(beta * beta + 4.0 * gamma))
+
+
+@dataclass
+class Evaluation:
+    """S, E, entropy, gradients dS/dU_l [n_l, n_l], U_a and the Cholesky factor of K+TI."""
+
+    S: torch.Tensor
+    E: torch.Tensor
+    ent: torch.Tensor
+    grads: list[torch.Tensor]
+    U_a: torch.Tensor
+    chol: torch.Tensor
+
+
+def energy_terms(prob: Problem, U1: torch.Tensor, need_grad: bool = True):
+    """One Cholesky of K+TI: returns (E, Gamma [n,n] or None, chol). Raises KernelConditionError on failure."""
+    K = prob.gram.kernel(U1)
+    P = prob.gram.P
+    Kt = K + prob.T * torch.eye(P, dtype=K.dtype)
+    Lc, info = torch.linalg.cholesky_ex(Kt)
+    if int(info) != 0:
+        lam = float(torch.linalg.eigvalsh(K.detach())[-1])
+        raise KernelConditionError(f"Cholesky of K+TI failed at pivot {int(info)} (T={prob.T:g}, lambda_max(K)={lam:.3g});"
+                                   f" raise the temperature or rescale the inputs")
+    Y = prob.Y[:, None]
+    a = torch.cholesky_solve(Y, Lc)
+    logdet = 2.0 * torch.log(torch.diagonal(Lc)).sum()
+    E = (logdet + (Y * a).sum()) / P
+    if not need_grad:
+        return E, None, Lc
+    A = torch.cholesky_inverse(Lc)
+    B = A - a @ a.T
+    return E, prob.gram.contract(B), Lc
+
+
+def _inv_logdet(U: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    Lc, info = torch.linalg.cholesky_ex(U)
+    if int(info) != 0:
+        raise KernelConditionError("an order parameter U_l lost positive definiteness")
+    return torch.cholesky_inverse(Lc), 2.0 * torch.log(torch.diagonal(Lc)).sum()
+
+
+def evaluate(prob: Problem, Us: list[torch.Tensor], need_grad: bool = True) -> Evaluation:
+    """Action, energy, entropy and U-space gradients at Us (chain: [U_1..U_L]; simple: [U_1])."""
+    E, Gam, Lc = energy_terms(prob, Us[0], need_grad)
+    Nmax = prob.N_max
+    s2 = prob.variances
+    if math.isinf(Nmax):
+        raise KernelConditionError("infinite widths: use gp_point() (the GP limit) instead of the action")
+    if prob.form == "simple":
+        Uinv, ld = _inv_logdet(Us[0])
+        ent = torch.trace(Us[0]) / prob.Sigma2 - ld
+        S = ent + prob.alpha * E
+        grads = []
+        if need_grad:
+            n = Us[0].shape[0]
+            g = (torch.eye(n, dtype=torch.float64) / prob.Sigma2 - Uinv) + Gam / Nmax
+            grads = [0.5 * (g + g.T)]
+        return Evaluation(S, E, ent, grads, torch.tensor(prob.Sigma2, dtype=torch.float64), Lc)
+    L, H, N = prob.L, prob.H, prob.widths
+    inv, ld = zip(*[_inv_logdet(U) for U in Us])
+    U_a = U_a_closed_form(torch.trace(Us[-1]), H[-1], N[L - 1], N[L], s2[L], s2[L + 1])
+    inv = list(inv) + [(1.0 / U_a).reshape(1, 1)]
+    ld = list(ld) + [torch.log(U_a)]
+    ent = N[L] * (U_a / s2[L + 1] - torch.log(U_a))
+    for l in range(L):
+        ent = ent + N[l] * (torch.sum(kron_eye(H[l], inv[l + 1]) * Us[l]) / s2[l + 1] - ld[l] + H[l] * ld[l + 1])
+    ent = ent / Nmax
+    S = ent + prob.alpha * E
+    grads = []
+    if need_grad:
+        for l in range(L):
+            g = N[l] * (kron_eye(H[l], inv[l + 1]) / s2[l + 1] - inv[l])
+            if l == 0:
+                g = g + Gam
+            else:
+                Ml = ptrace(Us[l - 1], H[l - 1])
+                g = g + N[l - 1] * (H[l - 1] * inv[l] - inv[l] @ Ml @ inv[l] / s2[l])
+            g = g / Nmax
+            grads.append(0.5 * (g + g.T))
+    return Evaluation(S, E, ent, grads, U_a, Lc)
+
+
+def action_value(prob: Problem, Us: list[torch.Tensor]) -> torch.Tensor:
+    """S(Us) alone (differentiable; used by autograd checks)."""
+    return evaluate(prob, Us, need_grad=False).S
+
+
+def entropy_gp_gradient(prob: Problem) -> float:
+    """max |dL_ent/dU_l| at the GP point (energy left out): zero for both forms (test T4)."""
+    Us = prob.gp_point()
+    P = Problem(prob.gram, prob.Y, prob.T, prob.H, prob.widths, prob.variances, prob.form)
+    ev = evaluate(P, Us)
+    _, Gam, _ = energy_terms(prob, Us[0])
+    g0 = ev.grads[0] - Gam / prob.N_max
+    return max([float(g0.abs().max())] + [float(g.abs().max()) for g in ev.grads[1:]])
+
+
+def scalar_reference(C: torch.Tensor, Y: torch.Tensor, T: float, alpha: float, L: int, form: str,
+                     Sigma2: float = 1.0) -> float:
+    """H = 1, equal widths: solve (U/Sigma2)^{1/(L+1)} = 1 - alpha U E'(U) (chain) or U/Sigma2 = 1 - alpha U E'(U)
+    (simple) with a bracketing root finder in ln U (spec §5.5). C [P, P] is the single path kernel."""
+    from scipy.optimize import brentq
+
+    lam, V = np.linalg.eigh(C.detach().cpu().numpy())
+    lam = np.clip(lam, 0.0, None)
+    c2 = (V.T @ Y.detach().cpu().numpy()) ** 2
+    P = len(lam)
+    power = 1.0 / (L + 1) if form == "chain" else 1.0
+
+    def fn(lnU: float) -> float:
+        U = math.exp(lnU)
+        d = U * lam + T
+        UEp = np.sum(U * lam / d - U * lam * c2 / d ** 2) / P
+        return (U / Sigma2) ** power - (1.0 - alpha * UEp)
+
+    lo, hi = -40.0, 40.0
+    return math.exp(brentq(fn, lo, hi, xtol=1e-14, rtol=1e-15, maxiter=500))

@@ -1,0 +1,101 @@
+"""Theory, solver and predictor (spec §5-6; tests T4-T10 and the issue's fast tests)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize_scalar
+
+from attnlab.paths.predictor import gp_U, predict
+from attnlab.paths.solver import solve
+from attnlab.paths.theory import U_a_closed_form, action_value, entropy_gp_gradient, evaluate, scalar_reference
+from tests.paths.conftest import problem, tiny
+
+
+@pytest.mark.parametrize("form", ["chain", "simple"])
+def test_gp_point_is_stationary_for_the_entropy(form):  # T4 (first half)
+    _, _, y, gram = tiny((2, 2))
+    prob = problem(gram, y, (2, 2), N=7.0, form=form, variances=[1.0, 1.3, 0.7, 1.1])
+    assert entropy_gp_gradient(prob) < 1e-10
+
+
+def test_solver_at_huge_width_returns_gp_point():  # T4 (second half)
+    _, _, y, gram = tiny((2, 2))
+    sp = solve(problem(gram, y, (2, 2), N=1e12), hessian=False)
+    assert np.abs(sp.U - np.eye(4)).max() < 1e-8
+
+
+def test_U_a_closed_form_equals_bounded_minimiser():  # T5
+    for H_L, N_L, N_a, trace in [(2, 10.0, 10.0, 3.0), (1, 5.0, 20.0, 0.4), (4, 30.0, 7.0, 9.0)]:
+        s2L, s2a = 1.3, 0.8
+        f = lambda u: N_a * (u / s2a - math.log(u)) + N_L * (trace / (u * s2L) + H_L * math.log(u))
+        ref = minimize_scalar(f, bounds=(1e-6, 1e3), method="bounded", options={"xatol": 1e-13}).x
+        cf = float(U_a_closed_form(torch.tensor(trace, dtype=torch.float64), H_L, N_L, N_a, s2L, s2a))
+        assert abs(cf - ref) < 1e-7 * max(1, ref)
+        # the closed form is an exact root of the stationarity condition
+        d = N_a / s2a - N_a / cf - N_L * trace / (s2L * cf ** 2) + N_L * H_L / cf
+        assert abs(d) < 1e-10
+
+
+@pytest.mark.parametrize("form", ["chain", "simple"])
+def test_analytic_gradient_equals_autograd_and_fd(form):  # T7
+    _, _, y, gram = tiny((2, 2))
+    prob = problem(gram, y, (2, 2), N=4.0, form=form)
+    rng = np.random.default_rng(0)
+    Us = []
+    for n in prob.sizes():
+        A = torch.tensor(rng.standard_normal((n, n)))
+        Us.append((A @ A.T / n + torch.eye(n, dtype=torch.float64)).requires_grad_(True))
+    ev = evaluate(prob, Us)
+    auto = torch.autograd.grad(action_value(prob, Us), Us)
+    for g, a in zip(ev.grads, auto):
+        assert torch.allclose(g, 0.5 * (a + a.T), atol=1e-10, rtol=0)
+    # central finite differences along a random symmetric direction
+    h = 1e-5
+    for l, U in enumerate(Us):
+        D = torch.tensor(rng.standard_normal(U.shape))
+        D = D + D.T
+        plus = [u.detach() + (h * D if k == l else 0) for k, u in enumerate(Us)]
+        minus = [u.detach() - (h * D if k == l else 0) for k, u in enumerate(Us)]
+        fd = float(action_value(prob, plus) - action_value(prob, minus)) / (2 * h)
+        an = float((ev.grads[l].detach() * D).sum())
+        assert abs(fd - an) < 1e-6 * max(1.0, abs(an))
+
+
+@pytest.mark.parametrize("L", [1, 2])
+@pytest.mark.parametrize("form", ["chain", "simple"])
+def test_H1_reduction_equals_root_finder(L, form):  # T8
+    _, _, y, gram = tiny((1,) * L, P=12)
+    for N in [3.0, 30.0]:
+        prob = problem(gram, y, (1,) * L, N=N, T=0.05, form=form)
+        sp = solve(prob, hessian=False)
+        ref = scalar_reference(gram.path_kernels()[0, 0], prob.Y, 0.05, prob.alpha, L, form)
+        assert sp.converged and abs(sp.U[0, 0] - ref) < 1e-8 * max(1, ref)
+    small = solve(problem(gram, y, (1,) * L, N=1e7, T=0.05, form=form), hessian=False)
+    assert abs(small.U[0, 0] - 1.0) < 1e-5
+
+
+def test_predictor_at_gp_point_is_gp_regression():  # T9
+    _, x, y, gram = tiny((2, 2))
+    T = 0.1
+    Kgp = sum(gram.xit[:, p] @ gram.xit[:, p].T for p in range(4))
+    pred = predict(gp_U(4), gram, y, T, gram.xit)
+    A = torch.linalg.solve(Kgp + T * torch.eye(10, dtype=torch.float64), torch.tensor(y))
+    assert np.allclose(pred.mean, (Kgp @ A).numpy(), atol=1e-10)
+    var = torch.diag(Kgp - Kgp @ torch.linalg.solve(Kgp + T * torch.eye(10, dtype=torch.float64), Kgp))
+    assert np.allclose(pred.var, var.numpy(), atol=1e-10) and np.all(pred.var >= 0)
+
+
+def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
+    _, _, y, gram = tiny((2, 2))
+    prob = problem(gram, y, (2, 2), N=5.0, T=0.1)
+    tols = {"newton": 1e-10, "lbfgs": 1e-8, "fixed_point": 1e-10}  # L-BFGS stalls near 5e-9 (line search at eps)
+    sols = {m: solve(prob, m, tol=t, max_iter=3000) for m, t in tols.items()}
+    ref = sols["newton"]
+    assert ref.converged and ref.max_grad < 1e-10 and ref.hessian_min_eig > 0
+    for U in ref.chain:
+        assert np.allclose(U, U.T, atol=1e-12) and np.linalg.eigvalsh(U)[0] > 0
+    for m, s in sols.items():
+        assert s.converged, m
+        assert np.abs(s.U - ref.U).max() < 1e-7, m
