@@ -22,7 +22,7 @@ import torch
 from attnlab.consensus.errors import ConsensusInputError, check_name
 
 SCHEDULES = ("constant", "periodic", "cycle", "random")
-ENSEMBLES = ("gaussian", "goe")
+ENSEMBLES = ("identity", "gaussian", "goe")
 
 Pair = tuple["torch.Tensor | None", "torch.Tensor | None"]
 
@@ -119,7 +119,7 @@ class Cycle(Schedule):
 
 @dataclass
 class RandomSchedule(Schedule):
-    """W(t) = draw(seed, floor(t/delta)): P iid N(0, sigma^2/d) entries or GOE; V = I or drawn the same way.
+    """W(t) = draw(seed, floor(t/delta)): P iid N(0, sigma^2/d) entries, GOE or I; V = I or drawn like P.
 
     `batch` > 0 draws independent weights per start (`[batch, head, d, d]`).
     """
@@ -151,6 +151,8 @@ class RandomSchedule(Schedule):
             P = torch.randn(shape, generator=g, dtype=torch.float64) * scale
             if self.ensemble == "goe":
                 P = (P + P.transpose(-1, -2)) / math.sqrt(2.0)
+            elif self.ensemble == "identity":
+                P = None
             V = torch.randn(shape, generator=g, dtype=torch.float64) * scale if self.random_V else None
             if len(self._cache) > 4096:
                 self._cache.clear()
@@ -176,8 +178,9 @@ def check_schedule_step(schedule: Schedule, h: float) -> None:
 
 
 def make_schedule(name: str, d: int, heads: int = 1, seed: int = 0, *, scale: float = 1.0, value: str = "identity",
-                  omega: float = 1.0, delta: float = 1.0, layers: int = 4) -> Schedule:
-    """Build a named schedule with Gaussian P at `scale` (std scale/sqrt(d)); `value` is 'identity' or 'random'.
+                  omega: float = 1.0, delta: float = 1.0, layers: int = 4, key_query: str = "gaussian") -> Schedule:
+    """Build a named schedule with P drawn from `key_query` (gaussian: std scale/sqrt(d); goe; identity) and V
+    'identity' or 'random' (Gaussian, std scale/sqrt(d)).
 
     constant: one draw; periodic: W_0 + sin(omega t) W_1 with two draws; cycle: `layers` draws each held for
     `delta`; random: redrawn every `delta`.
@@ -185,7 +188,8 @@ def make_schedule(name: str, d: int, heads: int = 1, seed: int = 0, *, scale: fl
     check_name(name, SCHEDULES, "schedule")
     check_name(value, ("identity", "random"), "value matrix")
     rv = value == "random"
-    base = RandomSchedule(d=d, heads=heads, seed=seed, sigma=scale, random_V=rv, delta=max(delta, 1e-9))
+    base = RandomSchedule(d=d, heads=heads, seed=seed, sigma=scale, random_V=rv, delta=max(delta, 1e-9),
+                          ensemble=key_query)
     if name == "constant":
         return Constant(*base.draw(0))
     if name == "periodic":
