@@ -22,14 +22,20 @@ from attnlab.errors import AttnlabError
 STUDIES = ["extreme", "real", "consensus", "paths"]
 
 
+_BROKEN: dict[str, str] = {}
+
+
 def _study_modules() -> list[ModuleType]:
+    """Import each study's CLI module; a study that fails to import is reported, not fatal to the others."""
     mods = []
     for name in STUDIES:
         try:
             mods.append(importlib.import_module(f"attnlab.{name}.cli"))
         except ModuleNotFoundError as exc:  # a study that is not in this checkout
             if exc.name not in (f"attnlab.{name}", f"attnlab.{name}.cli"):
-                raise
+                _BROKEN[name] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - keep the other studies usable
+            _BROKEN[name] = f"{type(exc).__name__}: {exc}"
     return mods
 
 
@@ -40,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "Every command writes a run folder (config.json, metrics, figures, report.html) and prints it.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in _study_modules():
-        mod.register(sub)
+        try:
+            mod.register(sub)
+        except Exception as exc:  # noqa: BLE001 - one broken study must not take the CLI down
+            _BROKEN[mod.__name__.split(".")[1]] = f"{type(exc).__name__}: {exc}"
     demo = sub.add_parser("demo", help="run every study's short demo on embedded defaults and write one report",
                           description="Runs each study's demo on embedded defaults (a few minutes on 2 cores) "
                                       "and writes one combined report.html.")
@@ -86,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("MPLBACKEND", "Agg")
     parser = build_parser()
+    for name, why in _BROKEN.items():
+        print(f"attnlab: warning: study {name!r} is unavailable ({why})", file=sys.stderr)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

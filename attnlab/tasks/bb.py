@@ -129,10 +129,10 @@ def build_bb_task(corpus: str | Path | None = None, vocab_chars: int = 64, n_tri
     text, source = load_corpus(corpus)
     vocab = build_vocabulary(text, vocab_chars, source)
     n = vocab.n_chars
-    if n < n_triggers + 2:
-        raise AttnlabError(f"corpus {source} has {n} kept characters; need at least k+2 = {n_triggers + 2}")
     if not 1 <= n_triggers < n:
         raise AttnlabError(f"k={n_triggers} triggers but the vocabulary has {n} characters; need 1 ≤ k ≤ {n - 1}")
+    if n < n_triggers + 2:
+        raise AttnlabError(f"corpus {source} has {n} kept characters; need at least k+2 = {n_triggers + 2}")
     stats = vocab_statistics(text, vocab)
     triggers = triggers_by_frequency(stats["unigram"] * 1.0, n_triggers)
     return BBTask(vocab=vocab, unigram=stats["unigram"], bigram=stats["bigram"], triggers=triggers,
