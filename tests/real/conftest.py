@@ -39,5 +39,6 @@ def tiny_gpt2(n_heads: int = 2, layers: int = 2, seed: int = 0):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=64, n_embd=32, n_layer=layers, n_head=n_heads, n_positions=64)
+    cfg = GPT2Config(vocab_size=64, n_embd=32, n_layer=layers, n_head=n_heads, n_positions=64,
+                     bos_token_id=0, eos_token_id=0)
     return GPT2LMHeadModel(cfg).eval()

@@ -1,0 +1,164 @@
+"""Streamed statistics equal those from full eager attention weights (spec extreme-tokens §5, §10.2; R15)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab.errors import AttnlabError
+from attnlab.real.arch import get_arch
+from attnlab.real.tracing import Interventions, forward_logits, new_recorder, traced
+from attnlab.trace.recorder import TraceRecorder
+from tests.real.conftest import tiny_gpt2, tiny_llama
+
+T = 12
+MODELS = {
+    "llama-gqa": lambda: tiny_llama(n_heads=4, n_kv=2),
+    "llama-mha": lambda: tiny_llama(n_heads=2, n_kv=2, seed=1),
+    "llama-mqa": lambda: tiny_llama(n_heads=4, n_kv=1, seed=2),
+    "gpt2": lambda: tiny_gpt2(n_heads=2),
+}
+
+
+def _ids(batch: int = 3, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, 64, (batch, T), generator=torch.Generator().manual_seed(seed))
+
+
+def _eager(model, ids):
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        out = model(input_ids=ids, output_attentions=True, output_hidden_states=True, use_cache=False)
+    model.set_attn_implementation("sdpa")
+    return out
+
+
+def _value_states(model, ids) -> list[torch.Tensor]:
+    """Per layer v [B,T,H_kv,d_h], read from the value projection by a hook (independent of the tracer)."""
+    arch = get_arch(model)
+    got, handles = [], []
+    for a in arch.attn:
+        if arch.kind == "llama":
+            handles.append(a.v_proj.register_forward_hook(lambda m, i, o: got.append(o)))
+        else:
+            handles.append(a.c_attn.register_forward_hook(lambda m, i, o: got.append(o.split(arch.d_model, -1)[2])))
+    with torch.no_grad():
+        model(input_ids=ids, use_cache=False)
+    for h in handles:
+        h.remove()
+    return [v.reshape(*v.shape[:2], arch.n_kv_heads, arch.head_dim) for v in got]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("chunk", [1 << 22, 40])
+def test_streamed_trace_equals_full_eager_weights(name, chunk):
+    model = MODELS[name]()
+    arch = get_arch(model)
+    ids = _ids()
+    keep = [(1, 1)]
+    rec = new_recorder(model, T, keep_patterns=keep, vocab_size=64)
+    with traced(model, rec, chunk_elements=chunk):
+        rec.begin_batch(ids)
+        with torch.no_grad():
+            logits = model(input_ids=ids, use_cache=False).logits
+    tr = rec.result()
+    ref = _eager(model, ids)
+    assert torch.allclose(logits, ref.logits, atol=1e-5)
+    # Reference: the shared recorder fed with the full output_attentions patterns.
+    base = TraceRecorder(arch.n_layers, arch.n_heads, T, vocab_size=64, keep_patterns=keep)
+    base.begin_batch(ids)
+    for l, A in enumerate(ref.attentions):
+        base.attention(l, A)
+    want = base.result()
+    for f in ("attn_col_mean", "attn_key0_by_query", "attn_key0_by_token", "row_entropy",
+              "sink_score_per_sample", "key0_col_mean_per_sample"):
+        np.testing.assert_allclose(getattr(tr, f), getattr(want, f), atol=1e-5, err_msg=f)
+    np.testing.assert_allclose(tr.patterns["1.1"], want.patterns["1.1"], atol=1e-5)
+    # Δlogit_i = s_i0 − mean_{1≤j≤i−1} s_ij = −mean_j (log A_ij − log A_i0): an independent check from weights.
+    for l, A in enumerate(ref.attentions):
+        logA = A.double().clamp_min(1e-300).log()
+        d = torch.full(A.shape[:3], float("nan"), dtype=torch.float64)
+        for i in range(2, T):
+            d[:, :, i] = -(logA[:, :, i, 1:i] - logA[:, :, i, :1]).mean(-1)
+        np.testing.assert_allclose(tr.dlogit_by_query[l][:, 2:], d.mean(0)[:, 2:].numpy(), atol=1e-4, rtol=1e-5)
+    # Residual stream: embedding output and inputs of later blocks equal output_hidden_states.
+    for r in range(arch.n_layers):
+        want_norm = ref.hidden_states[r].double().norm(dim=-1).mean(0).numpy()
+        np.testing.assert_allclose(tr.resid_norm[r], want_norm, rtol=1e-5)
+    # Value norms ‖W_O^h v_{g(h),i}‖ from an einsum over the output projection's weights.
+    vs = _value_states(model, ids)
+    g = arch.n_heads // arch.n_kv_heads
+    for l, v in enumerate(vs):
+        W = arch.w_o_heads(l)                                                    # [H,d,d_h]
+        vrep = v.repeat_interleave(g, dim=2)                                     # [B,T,H,d_h]
+        norms = torch.einsum("hdk,bthk->bthd", W, vrep).norm(dim=-1).mean(0).T  # [H,T]
+        np.testing.assert_allclose(tr.value_norm[l], norms.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+def test_zeroed_head_changes_exactly_its_contribution(name):
+    model = MODELS[name]()
+    arch = get_arch(model)
+    ids = _ids(2, seed=3)
+    layer, head = 1, 1
+    D = arch.head_dim
+
+    def run(iv):
+        seen = {}
+        hooks = [arch.out_proj[layer].register_forward_hook(
+            lambda m, i, o: seen.update(z=i[0].detach().clone(), y=o.detach().clone()))]
+        hooks.append(arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.detach().clone())))
+        with traced(model, None, iv), torch.no_grad():
+            model(input_ids=ids, use_cache=False)
+        for h in hooks:
+            h.remove()
+        return seen
+
+    clean = run(None)
+    abl = run(Interventions(zero_heads={(layer, head)}))
+    assert torch.equal(clean["b0"], abl["b0"])                                   # earlier layers untouched
+    sl = slice(head * D, (head + 1) * D)
+    assert torch.all(abl["z"][..., sl] == 0)
+    other = torch.ones(arch.n_heads * D, dtype=torch.bool)
+    other[sl] = False
+    assert torch.equal(abl["z"][..., other], clean["z"][..., other])           # other heads' z unchanged
+    contribution = clean["z"][..., sl] @ arch.w_o(layer)[:, sl].T                # W_O^h z^h
+    torch.testing.assert_close(clean["y"] - abl["y"], contribution, atol=1e-5, rtol=1e-5)
+
+
+def test_move_to_sink_and_zero_mlp_and_dims():
+    model = MODELS["llama-gqa"]()
+    arch = get_arch(model)
+    ids = _ids(2, seed=4)
+    rec = new_recorder(model, T)
+    iv = Interventions(sink_heads={(0, 2)}, zero_mlps={1}, zero_dims=[(0, 0, [3, 5])])
+    seen = {}
+    with traced(model, rec, iv):
+        arch.mlp[1].register_forward_hook(lambda m, i, o: seen.update(mlp=o.clone()))
+        h = arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.clone()))
+        rec.begin_batch(None, batch_size=2)
+        with torch.no_grad():
+            model(input_ids=ids, use_cache=False)
+        h.remove()
+    tr = rec.result()
+    assert np.allclose(tr.sink_score()[0, 2], 1.0) and tr.sink_score()[0, 1] < 0.99
+    assert torch.all(seen["mlp"] == 0)
+    assert torch.all(seen["b0"][:, 0, [3, 5]] == 0) and torch.any(seen["b0"][:, 1, [3, 5]] != 0)
+
+
+def test_bad_inputs():
+    model = MODELS["llama-gqa"]()
+    with pytest.raises(AttnlabError, match=r"head 1\.7 out of range; heads are 0..3"):
+        with traced(model, None, Interventions(zero_heads={(1, 7)})):
+            pass
+    with pytest.raises(AttnlabError, match="layer 5 out of range"):
+        forward_logits(model, _ids(), interventions=Interventions(zero_mlps={5}))
+    with pytest.raises(AttnlabError, match="longer than the model's context"):
+        new_recorder(model, 65)
+
+    class Odd(torch.nn.Module):
+        class config:  # noqa: N801
+            model_type = "bloom"
+
+    with pytest.raises(AttnlabError, match="unsupported architecture Odd"):
+        get_arch(Odd())
