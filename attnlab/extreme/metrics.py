@@ -1,8 +1,12 @@
 """BB metrics from a trace and the logits on the fixed evaluation batch (spec extreme-tokens §6).
 
 Per layer l (head h; the BB models have one head, multi-head models get a list per layer):
-  attn_sink        Attn⟨s⟩: mean A_i0 over non-trigger queries, including i = 0 (§6.1)
-  attn_sink_no0    the same without i = 0
+  attn_sink        Attn⟨s⟩: mean A_i0 over non-trigger queries i ≥ 1 (§6.1; query 0 excluded, see below)
+  attn_sink_with0  the same including query 0 (A_00 = 1 under softmax; the spec's variant)
+
+Query 0 sees only itself: under softmax A_00 = 1 adds ≈ 1/(0.7T), and under ReLU attention A_00 = ReLU(s_00) is
+not a probability at all (it reached 0.15 of the average at cpu scale while every other query gave < 1e-3), so the
+headline metric excludes it (decision recorded in docs/extreme-tokens.md).
   delta_logit      mean over non-trigger, non-special query types of Δ = s_i0 − mean_{1≤j≤i−1} s_ij (§6.2)
   value_norm_bos   ‖W_O v⟨s⟩‖ at position 0; value_norm_others: mean over positions ≥ 1 (§6.3)
   resid_norm_bos   ‖x^{l+1}_0‖ after block l; resid_norm_others: mean over b, i ≥ 1 (§6.4)
@@ -69,8 +73,8 @@ def bb_metrics(trace: Trace, logits: torch.Tensor, seqs: np.ndarray, task: BBTas
             for lst in (sink, sink0, dl, dl_lo, dl_hi, dl_trig, vb, vo):
                 lst.append(None)
             continue
-        sink.append(_per_head(trace.attn_key0_over_tokens(non_trigger)[layer]))
-        sink0.append(_per_head(trace.attn_key0_over_tokens(plain)[layer]))
+        sink.append(_per_head(trace.attn_key0_over_tokens(plain)[layer]))
+        sink0.append(_per_head(trace.attn_key0_over_tokens(non_trigger)[layer]))
         d = trace.dlogit_by_token[layer][:, plain]                               # [H, types]
         d = np.where(trace.dlogit_count[plain] > 0, d, np.nan)
         dl.append(_per_head(np.nanmean(d, -1)))
@@ -81,7 +85,7 @@ def bb_metrics(trace: Trace, logits: torch.Tensor, seqs: np.ndarray, task: BBTas
         vb.append(_per_head(trace.value_norm[layer, :, 0]))
         vo.append(_per_head(trace.value_norm[layer, :, 1:].mean(-1)))
     m["attn_sink"] = _per_layer(sink)
-    m["attn_sink_no0"] = _per_layer(sink0)
+    m["attn_sink_with0"] = _per_layer(sink0)
     m["delta_logit"] = _per_layer(dl)
     m["delta_logit_q10"] = _per_layer(dl_lo)
     m["delta_logit_q90"] = _per_layer(dl_hi)

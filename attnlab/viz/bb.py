@@ -36,9 +36,9 @@ def dynamics(metrics: list[dict], path: Path, lin_until: int = 500, layer: int =
     """2×3 panels over training: Attn⟨s⟩, Δlogit, ‖W_O v‖, ‖Res‖, excess risks, losses."""
     fig, ax = new_figure(3, 2, width=4.3, height=3.2)
     s, v = _series(metrics, "attn_sink", layer)
-    ax[0, 0].plot(s, v, color="C0", label="Attn⟨s⟩ (non-trigger queries)")
-    s2, v2 = _series(metrics, "attn_sink_no0", layer)
-    ax[0, 0].plot(s2, v2, color="C0", ls="--", alpha=0.6, label="without query 0")
+    ax[0, 0].plot(s, v, color="C0", label="Attn⟨s⟩ (non-trigger queries i ≥ 1)")
+    s2, v2 = _series(metrics, "attn_sink_with0", layer)
+    ax[0, 0].plot(s2, v2, color="C0", ls="--", alpha=0.6, label="including query 0")
     ax[0, 0].set_ylabel("attention to <s>")
     ax[0, 0].set_ylim(-0.02, 1.02)
     ax[0, 0].legend(fontsize=7)

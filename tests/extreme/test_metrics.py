@@ -55,8 +55,8 @@ def test_metrics_on_hand_built_trace(task):
     n_non = (~trig).sum()
     # position 0 (A_00 = 1) is a non-trigger query and is included
     expect = (0.8 * (n_non - 32) + 1.0 * 32) / n_non
-    assert m["attn_sink"] == pytest.approx(expect, abs=1e-12)
-    assert m["attn_sink_no0"] == pytest.approx(0.8, abs=1e-12)
+    assert m["attn_sink_with0"] == pytest.approx(expect, abs=1e-12)
+    assert m["attn_sink"] == pytest.approx(0.8, abs=1e-12)
     assert m["delta_logit"] == pytest.approx(4.0, abs=1e-12)
     assert m["delta_logit_trigger"] == pytest.approx(-3.0, abs=1e-12)
     assert m["value_norm_bos"] == pytest.approx(0.5) and m["value_norm_others"] == pytest.approx(3.0)
