@@ -1,0 +1,244 @@
+"""Posterior sampling in PyTorch, float64 (spec §7): the `collapsed` target (V^(0) integrated out exactly) and an
+HMC / MALA sampler with dual-averaging step size and windowed diagonal-mass adaptation, C chains batched.
+
+Collapsed log density (theta = upper weights {V^(l)h, a}, flat [C, d]):
+  log p = -sum |W|^2/(2 sigma_W^2) - 1/2 ln det(K(U(theta)) + T I) - 1/2 Y^T (K + T I)^{-1} Y,
+with U(theta) = V_eff V_eff^T / N_1 [N8]. A failed Cholesky gives -inf (a numerical rejection).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from attnlab.paths.errors import check
+from attnlab.paths.kernels import PathGram
+from attnlab.paths.network import PathConfig, PathNetwork
+
+
+class CollapsedTarget:
+    """log p(theta_up | data) for C chains at once; widths from cfg (finite integers)."""
+
+    def __init__(self, cfg: PathConfig, gram: PathGram, Y, T: float) -> None:
+        check(T > 0, f"temperature: must be > 0, got {T}")
+        for w in cfg.widths:
+            check(math.isfinite(w) and w >= 1, f"widths: sampling needs finite positive widths, got {w}")
+        self.cfg, self.gram, self.T = cfg, gram, float(T)
+        self.net = PathNetwork(cfg)
+        self.Y = torch.as_tensor(Y, dtype=torch.float64)
+        Ns = [int(w) for w in cfg.widths]
+        self.shapes = [(cfg.H[l], Ns[l + 1], Ns[l]) for l in range(cfg.L)] + [(Ns[-1],)]
+        self.sizes = [int(np.prod(s)) for s in self.shapes]
+        self.dim = sum(self.sizes)
+        sd = [math.sqrt(cfg.variances[l + 1]) for l in range(cfg.L + 1)]
+        self.prior_sd = torch.cat([torch.full((n,), s, dtype=torch.float64) for n, s in zip(self.sizes, sd)])
+
+    def unpack(self, theta: torch.Tensor) -> dict:
+        """theta [C, d] -> {'V': [V_l [C, H_l, N_{l+1}, N_l]], 'a': [C, N_a]}."""
+        parts = torch.split(theta, self.sizes, dim=-1)
+        V = [p.reshape(*theta.shape[:-1], *s) for p, s in zip(parts[:-1], self.shapes[:-1])]
+        return {"V": V, "a": parts[-1]}
+
+    def order_parameters(self, theta: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """([U_1..U_L] each [C, n_l, n_l], U_a [C]) at theta."""
+        return self.net.order_parameters(self.unpack(theta))
+
+    def log_prob(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log p [C], numerical-failure mask [C])."""
+        Us, _ = self.order_parameters(theta)
+        K = self.gram.kernel(Us[0]) + self.T * torch.eye(self.gram.P, dtype=torch.float64)
+        Lc, info = torch.linalg.cholesky_ex(K)
+        bad = info != 0
+        if bool(bad.any()):
+            Lc = torch.where(bad[:, None, None], torch.eye(self.gram.P, dtype=torch.float64), Lc)
+        a = torch.cholesky_solve(self.Y.expand(theta.shape[0], -1)[..., None], Lc)[..., 0]
+        lp = (-0.5 * ((theta / self.prior_sd) ** 2).sum(-1) - torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1)
+              - 0.5 * (a * self.Y).sum(-1))
+        return torch.where(bad, torch.full_like(lp, -math.inf), lp), bad
+
+    def log_prob_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log p [C], d log p / d theta [C, d], failure mask [C]). The data term's gradient in U is the analytic
+        -1/2 <A - a a^T, C^{pi pi'}> (spec T5); autograd only carries it from U back to theta."""
+        th = theta.detach().requires_grad_(True)
+        Us, _ = self.order_parameters(th)
+        U = Us[0]
+        with torch.no_grad():
+            K = self.gram.kernel(U) + self.T * torch.eye(self.gram.P, dtype=torch.float64)
+            Lc, info = torch.linalg.cholesky_ex(K)
+            bad = info != 0
+            if bool(bad.any()):
+                Lc = torch.where(bad[:, None, None], torch.eye(self.gram.P, dtype=torch.float64), Lc)
+            a = torch.cholesky_solve(self.Y.expand(theta.shape[0], -1)[..., None], Lc)
+            B = torch.cholesky_inverse(Lc) - a @ a.transpose(-1, -2)
+            GU = -0.5 * self.gram.contract(B)
+            GU = torch.where(bad[:, None, None], torch.zeros_like(GU), GU)
+            lp_data = -torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1) - 0.5 * (a[..., 0] * self.Y).sum(-1)
+        prior = -0.5 * ((th / self.prior_sd) ** 2).sum(-1)
+        g, = torch.autograd.grad(prior.sum() + (U * GU).sum(), th)
+        lp = prior.detach() + lp_data
+        return torch.where(bad, torch.full_like(lp, -math.inf), lp), g, bad
+
+    def prior_draw(self, C: int, generator: torch.Generator) -> torch.Tensor:
+        return torch.randn(C, self.dim, generator=generator, dtype=torch.float64) * self.prior_sd
+
+
+@dataclass
+class SamplerResult:
+    """Stored draws [C, n, ...] and per-chain statistics."""
+
+    U: np.ndarray  # [C, n, n_paths, n_paths]
+    U_a: np.ndarray  # [C, n]
+    chain_Us: list[np.ndarray]  # per layer [C, n, n_l, n_l]
+    log_prob: np.ndarray  # [C, n]
+    accept: np.ndarray  # [C, n] acceptance probabilities
+    energy: np.ndarray  # [C, n] Hamiltonian at each draw
+    energy_error: np.ndarray  # [C, n]
+    divergences: np.ndarray  # [C]
+    numerical_rejections: np.ndarray  # [C]
+    step_size: np.ndarray  # [C]
+    extras: dict = field(default_factory=dict)
+
+
+def _windows(n_warmup: int) -> list[int]:
+    """End iterations of the slow mass-adaptation windows (fast 15%, doubling slow windows, terminal 10%)."""
+    start, end = int(0.15 * n_warmup), n_warmup - int(0.1 * n_warmup)
+    ends, w, s = [], 25, start
+    while s + w < end:
+        nxt = s + w if s + 3 * w <= end else end
+        ends.append(nxt)
+        s, w = nxt, 2 * w
+    if not ends or ends[-1] < end:
+        ends.append(end)
+    return ends
+
+
+def sample(target: CollapsedTarget, chains: int = 4, warmup: int = 1000, draws: int = 2000,
+           n_leapfrog: int = 16, kind: str = "hmc", target_accept: float | None = None, seed: int = 0,
+           thin: int = 1, on_draw=None, progress: bool = True) -> SamplerResult:
+    """HMC (n_leapfrog steps) or MALA (one step) with per-chain step sizes; `on_draw(theta)` is called on every
+    kept draw (e.g. for running predictor sums)."""
+    from tqdm import tqdm
+
+    check(kind in ("hmc", "mala"), f"kind must be hmc or mala, got {kind!r}")
+    check(chains >= 1 and draws >= 4 and warmup >= 0, f"need chains >= 1, draws >= 4, warmup >= 0; got "
+                                                     f"{chains}, {draws}, {warmup}")
+    n_lf = n_leapfrog if kind == "hmc" else 1
+    delta = target_accept if target_accept is not None else (0.75 if kind == "hmc" else 0.574)
+    gen = torch.Generator().manual_seed(seed)
+    C, d = chains, target.dim
+    q = target.prior_draw(C, gen)
+    lp, g, bad = target.log_prob_and_grad(q)
+    minv = torch.ones(C, d, dtype=torch.float64) * target.prior_sd ** 2
+    eps = torch.full((C,), 0.1 if kind == "hmc" else 0.05, dtype=torch.float64)
+    mu, Hbar, logeps_bar, t_da = torch.log(10 * eps), torch.zeros(C, dtype=torch.float64), torch.zeros(C, dtype=torch.float64), 0
+    win_ends, win_start, win_buf = _windows(warmup), int(0.15 * warmup), []
+    keep = {k: [] for k in ["U", "U_a", "lp", "acc", "H", "dH"]}
+    chain_keep: list[list] = []
+    div = torch.zeros(C, dtype=torch.long)
+    numrej = torch.zeros(C, dtype=torch.long)
+    total = warmup + draws * thin
+    for it in tqdm(range(total), desc=f"paths {kind}", disable=not progress):
+        e = eps if it < warmup else eps * (1 + 0.2 * (2 * torch.rand(C, generator=gen, dtype=torch.float64) - 1))
+        p = torch.randn(C, d, generator=gen, dtype=torch.float64) / torch.sqrt(minv)
+        H0 = -lp + 0.5 * (p * p * minv).sum(-1)
+        qn, pn, gn, lpn, badn = q, p + 0.5 * e[:, None] * g, g, lp, bad
+        for k in range(n_lf):
+            qn = qn + e[:, None] * minv * pn
+            lpn, gn, badn_k = target.log_prob_and_grad(qn)
+            badn = badn_k if k == 0 else (badn | badn_k)
+            pn = pn + (e[:, None] * gn if k < n_lf - 1 else 0.5 * e[:, None] * gn)
+        H1 = -lpn + 0.5 * (pn * pn * minv).sum(-1)
+        dH = H1 - H0
+        finite = torch.isfinite(dH) & ~badn
+        divergent = finite & (dH > 1000)
+        acc_prob = torch.where(finite, torch.exp(torch.clamp(-dH, max=0.0)), torch.zeros_like(dH))
+        acc_prob = torch.where(divergent, torch.zeros_like(acc_prob), acc_prob)
+        accept = torch.rand(C, generator=gen, dtype=torch.float64) < acc_prob
+        q = torch.where(accept[:, None], qn, q)
+        g = torch.where(accept[:, None], gn, g)
+        lp = torch.where(accept, lpn, lp)
+        if it < warmup:
+            t_da += 1
+            Hbar = (1 - 1 / (t_da + 10)) * Hbar + (delta - acc_prob) / (t_da + 10)
+            logeps = mu - math.sqrt(t_da) / 0.05 * Hbar
+            w = t_da ** -0.75
+            logeps_bar = w * logeps + (1 - w) * logeps_bar
+            eps = torch.exp(logeps)
+            if it >= win_start:
+                win_buf.append(q)
+            if win_ends and it + 1 == win_ends[0]:
+                n = len(win_buf)
+                var = torch.stack(win_buf).var(0)
+                minv = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0)) * target.prior_sd ** 2
+                win_buf, win_ends = [], win_ends[1:]
+                mu, Hbar, logeps_bar, t_da = torch.log(10 * eps), torch.zeros_like(Hbar), torch.zeros_like(Hbar), 0
+            if it + 1 == warmup:
+                eps = torch.exp(logeps_bar)
+            continue
+        div += divergent.long()
+        numrej += (~finite).long()
+        if (it - warmup) % thin:
+            continue
+        with torch.no_grad():
+            Us, U_a = target.order_parameters(q)
+        keep["U"].append(Us[0])
+        keep["U_a"].append(U_a)
+        chain_keep.append(Us)
+        keep["lp"].append(lp)
+        keep["acc"].append(acc_prob)
+        keep["H"].append(torch.where(accept, H1, H0))
+        keep["dH"].append(dH)
+        if on_draw is not None:
+            on_draw(q)
+    st = {k: torch.stack(v, 1).numpy() for k, v in keep.items()}
+    chain_Us = [torch.stack([u[l] for u in chain_keep], 1).numpy() for l in range(target.cfg.L)]
+    return SamplerResult(st["U"], st["U_a"], chain_Us, st["lp"], st["acc"], st["H"], st["dH"], div.numpy(),
+                         numrej.numpy(), eps.numpy())
+
+
+class PredictorSums:
+    """Running (Welford) Rao-Blackwellised predictor over draws: mean of k_s^T (K_s+TI)^{-1} Y, variance =
+    mean of the conditional variances + variance of the conditional means; `fixed` test points also kept per draw."""
+
+    def __init__(self, target: CollapsedTarget, xit_test: torch.Tensor, every: int = 1, n_fixed: int = 16) -> None:
+        self.t, self.every, self.calls = target, every, 0
+        n = target.gram.n_paths
+        self.Ct = torch.einsum("tpi,mqi->pqtm", xit_test, target.gram.xit).reshape(n * n, -1)  # cross path Gram
+        self.Dt = torch.einsum("tpi,tqi->pqt", xit_test, xit_test).reshape(n * n, -1)
+        self.n_test = xit_test.shape[0]
+        self.count = 0
+        self.mean = torch.zeros(self.n_test, dtype=torch.float64)
+        self.m2 = torch.zeros(self.n_test, dtype=torch.float64)
+        self.cvar = torch.zeros(self.n_test, dtype=torch.float64)
+        self.fixed_idx = torch.linspace(0, self.n_test - 1, min(n_fixed, self.n_test)).long()
+        self.fixed: list[torch.Tensor] = []
+
+    def __call__(self, theta: torch.Tensor) -> None:
+        self.calls += 1
+        if (self.calls - 1) % self.every:
+            return
+        with torch.no_grad():
+            Us, _ = self.t.order_parameters(theta)
+            U = Us[0]  # [C, n, n]
+            C, n, P = U.shape[0], U.shape[1], self.t.gram.P
+            K = self.t.gram.kernel(U) + self.t.T * torch.eye(P, dtype=torch.float64)
+            Lc = torch.linalg.cholesky(K)
+            k = (U.reshape(C, -1) @ self.Ct).reshape(C, self.n_test, P)
+            f = (k @ torch.cholesky_solve(self.t.Y.expand(C, -1)[..., None], Lc))[..., 0]  # [C, n_test]
+            v = torch.linalg.solve_triangular(Lc, k.transpose(1, 2), upper=False)
+            cvar = U.reshape(C, -1) @ self.Dt - (v * v).sum(1)
+            self.fixed.append(f[:, self.fixed_idx])
+            for c in range(C):
+                self.count += 1
+                dlt = f[c] - self.mean
+                self.mean += dlt / self.count
+                self.m2 += dlt * (f[c] - self.mean)
+                self.cvar += (cvar[c] - self.cvar) / self.count
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean [n_test], variance [n_test], fixed-point draws [C, n_draws, 16])."""
+        var = self.cvar + self.m2 / max(self.count - 1, 1)
+        return self.mean.numpy(), var.numpy(), torch.stack(self.fixed, 1).numpy()

@@ -1,0 +1,114 @@
+"""Gradient-descent path (spec §9.3): the same architecture [N1-N4] with `qk` heads computed from the raw x,
+trained in float32 (V0, V^(l)h, a, Q_h, K_h), then handed to the theory with the query/key weights frozen.
+
+Shapes: x [B, n_tok, N0]; Q, K per layer [H, d_qk, N0]; V0 [N, N0]; V per layer [H, N, N]; a [N].
+Head masks (for pruning) zero a head and rescale the head sum to 1/sqrt(#active heads).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlab.paths.network import HeadSpec, PathConfig
+
+
+class GDNetwork(torch.nn.Module):
+    """f(x) = a . x^(L) r / sqrt(N) with x^(l) = (n_active N)^{-1/2} sum_h m_h V^(l)h x^(l-1) Omega^(l)h(x)."""
+
+    def __init__(self, N0: int, H: int = 4, L: int = 2, N: int = 128, d_qk: int = 16, readout: str = "mean",
+                 seed: int = 42) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.N0, self.H, self.L, self.N, self.d_qk, self.readout = N0, H, L, N, d_qk, readout
+        rn = lambda *s: torch.nn.Parameter(torch.randn(*s, generator=g))  # noqa: E731
+        self.V0 = rn(N, N0)
+        self.V = torch.nn.ParameterList([rn(H, N, N) for _ in range(L)])
+        self.a = rn(N)
+        self.Q = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(H, d_qk, N0, generator=g) / math.sqrt(N0))
+                                         for _ in range(L)])
+        self.K = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(H, d_qk, N0, generator=g) / math.sqrt(N0))
+                                         for _ in range(L)])
+        self.masks = [torch.ones(H) for _ in range(L)]
+
+    def attention(self, x: torch.Tensor, l: int) -> torch.Tensor:
+        """[B, H, query, key] from the raw x."""
+        q = torch.einsum("btd,hkd->bhtk", x, self.Q[l])
+        k = torch.einsum("btd,hkd->bhtk", x, self.K[l])
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.d_qk), dim=-1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.einsum("ij,btj->bit", self.V0, x) / math.sqrt(self.N0)
+        for l in range(self.L):
+            A = self.attention(x, l)
+            m = self.masks[l].to(x.dtype)
+            y = torch.einsum("bjt,bhst->bhjs", h, A) * m[None, :, None, None]
+            h = torch.einsum("hij,bhjs->bis", self.V[l], y) / math.sqrt(float(m.sum()) * self.N)
+        xbar = h.mean(-1) if self.readout == "mean" else h[..., -1]
+        return xbar @ self.a / math.sqrt(self.N)
+
+    def set_pruned(self, removed: list[tuple[int, int]]) -> None:
+        """Zero the listed (layer, head) pairs; an empty list restores the full network."""
+        self.masks = [torch.ones(self.H) for _ in range(self.L)]
+        for l, h in removed:
+            self.masks[l][h] = 0.0
+
+    def to_config(self, N: float = 10.0) -> PathConfig:
+        """Freeze Q/K as float64 qk heads of a PathConfig (the theory recomputes the attention)."""
+        layers = [[HeadSpec("qk", Q=self.Q[l][h].detach().double().numpy(), K=self.K[l][h].detach().double().numpy(),
+                            name=f"L{l + 1}H{h}") for h in range(self.H)] for l in range(self.L)]
+        return PathConfig(layers, tuple([float(N)] * (self.L + 1)), tuple([1.0] * (self.L + 2)), self.readout)
+
+
+def accuracy(model: GDNetwork, x: np.ndarray, y: np.ndarray) -> float:
+    with torch.no_grad():
+        f = model(torch.tensor(x, dtype=torch.float32))
+    return float((torch.sign(f).numpy() == y).mean())
+
+
+def train_gd(model: GDNetwork, steps: int = 3000, batch: int = 128, lr: float = 1e-3, weight_decay: float = 5e-5,
+             seed: int = 42, pool_size: int = 20000, progress: bool = True) -> list[dict]:
+    """Adam on the MSE to +-1 over batches drawn from a pool of `pool_size` training episodes (fresh draws are
+    approximated by a large pool, which keeps the episode sampler out of the inner loop)."""
+    from tqdm import tqdm
+
+    from attnlab.paths.tasks.digits import digit_episodes
+
+    xp, yp = digit_episodes(pool_size - pool_size % 2, "train", seed=seed)
+    xp, yp = torch.tensor(xp, dtype=torch.float32), torch.tensor(yp, dtype=torch.float32)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
+    g = torch.Generator().manual_seed(seed)
+    log = []
+    for step in tqdm(range(steps), desc="paths train-gd", disable=not progress):
+        idx = torch.randint(0, len(yp), (batch,), generator=g)
+        loss = torch.mean((model(xp[idx]) - yp[idx]) ** 2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 50 == 0 or step == steps - 1:
+            log.append({"step": step, "loss": float(loss.detach())})
+    return log
+
+
+def save_checkpoint(model: GDNetwork, path: Path) -> None:
+    """safetensors weights + JSON hyper-parameters."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path.with_suffix(".safetensors")))
+    path.with_suffix(".json").write_text(json.dumps({"N0": model.N0, "H": model.H, "L": model.L, "N": model.N,
+                                                     "d_qk": model.d_qk, "readout": model.readout}))
+
+
+def load_checkpoint(path: Path) -> GDNetwork:
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    hp = json.loads(path.with_suffix(".json").read_text())
+    model = GDNetwork(**hp)
+    model.load_state_dict(load_file(str(path.with_suffix(".safetensors"))))
+    return model
