@@ -22,7 +22,8 @@ from attnlab.paths.network import PathConfig, PathNetwork
 class CollapsedTarget:
     """log p(theta_up | data) for C chains at once; widths from cfg (finite integers)."""
 
-    def __init__(self, cfg: PathConfig, gram: PathGram, Y, T: float) -> None:
+    def __init__(self, cfg: PathConfig, gram: PathGram, Y, T: float, prior_only: bool = False) -> None:
+        self.prior_only = prior_only
         check(T > 0, f"temperature: must be > 0, got {T}")
         for w in cfg.widths:
             check(math.isfinite(w) and w >= 1, f"widths: sampling needs finite positive widths, got {w}")
@@ -63,6 +64,9 @@ class CollapsedTarget:
         """(log p [C], d log p / d theta [C, d], failure mask [C]). The data term's gradient in U is the analytic
         -1/2 <A - a a^T, C^{pi pi'}> (spec T5); autograd only carries it from U back to theta."""
         th = theta.detach().requires_grad_(True)
+        if self.prior_only:
+            lp = -0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
+            return lp, -theta / self.prior_sd ** 2, torch.zeros(theta.shape[0], dtype=torch.bool)
         Us, _ = self.order_parameters(th)
         U = Us[0]
         with torch.no_grad():
