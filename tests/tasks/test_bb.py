@@ -99,3 +99,17 @@ def test_bad_corpora(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00" * 5000)
     with pytest.raises(AttnlabError, match="not UTF-8"):
         build_bb_task(binary)
+
+
+def test_binary_search_sampler_equals_direct_inverse_cdf(task):
+    """Two independent implementations of x_t = min(#{b : F(b|x_{t−1}) ≤ U_t}, n−1) agree."""
+    U = np.random.default_rng(0).random((256, 65))
+    x = task.sample_uniforms(U)
+    n = task.vocab.n_chars
+    ref = np.empty_like(x)
+    ref[:, 0] = task.vocab.bos
+    for t in range(1, 65):
+        prev = ref[:, t - 1]
+        drawn = np.minimum((task._cdf[prev] <= U[:, t, None]).sum(1), n - 1)
+        ref[:, t] = np.where(task.is_trigger[prev], ref[:, t - 2], drawn) if t >= 2 else drawn
+    np.testing.assert_array_equal(x, ref)
