@@ -95,7 +95,7 @@ def test_energy_monotone_gradient_case(kind: str, identity: bool) -> None:
         P = Pm.unsqueeze(0)
     sch = Constant(P, P)
     spec = AttentionSpec(kind, "full", torch.tensor([beta]))
-    tr = integrate(_starts(8, 10, d, seed=9), sch, spec, t_max=10.0, h=0.02, method="rk4", record_every=1)
+    tr = integrate(_starts(8, 10, d, seed=9), sch, spec, t_max=8.0, h=0.05, method="rk4", record_every=1)
     X = torch.from_numpy(tr.states)
     F = np.stack([M.energy(X[:, k], beta, Pm).numpy() for k in range(X.shape[1])], 1)
     rel_drop = (F[:, :-1] - F[:, 1:]) / np.abs(F[:, :-1])
@@ -109,8 +109,8 @@ def test_equiangular_matches_rho_ode(kind: str, beta: float) -> None:
     cosine follows GLPR's rho-ODE exactly (up to the integrator error)."""
     n = 8
     X0 = torch.eye(n, dtype=torch.float64).unsqueeze(0)
-    tr = integrate(X0, Constant(), AttentionSpec(kind, "full", torch.tensor([beta])), t_max=8.0, h=0.01,
-                   method="rk4", record_every=10)
+    tr = integrate(X0, Constant(), AttentionSpec(kind, "full", torch.tensor([beta])), t_max=6.0, h=0.02,
+                   method="rk4", record_every=5)
     G = np.einsum("bknd,bkmd->bknm", tr.states, tr.states)[0]
     off = G[:, ~np.eye(n, dtype=bool)]
     rho = rho_solution(tr.t_states, beta, n, kind)

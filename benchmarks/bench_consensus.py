@@ -1,0 +1,117 @@
+"""Consensus benchmarks (spec section 11): B1 batched simulation vs a per-token Python-loop baseline, B2 the
+phase diagram at the issue's size. Prints a Markdown summary and writes JSON to --out.
+
+    .venv/bin/python benchmarks/bench_consensus.py [--threads 2] [--repeats 3] [--skip-phase] [--out FILE]
+
+B1: 256 starts, n = 32, d = 8, SA, Gaussian P (scale 1), V = I, t = 30, h = 0.1, float64. The baseline loops over
+starts, tokens i and keys j in Python with NumPy vectors (projected Euler), on `--baseline-starts` starts and
+`--baseline-steps` steps, extrapolated per start-step to the full workload (RK4 = 4 field evaluations per step).
+B2: Q = K = V = I, SA, n = 32, d = 8, 90 betas in [0.1, 9], 256 starts each, t <= 30, h = 0.1, projected Euler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from attnlab.consensus.dynamics import AttentionSpec  # noqa: E402
+from attnlab.consensus.integrators import integrate  # noqa: E402
+from attnlab.consensus.schedules import Constant  # noqa: E402
+from attnlab.consensus.sweeps import phase_diagram  # noqa: E402
+
+
+def baseline_euler(X: np.ndarray, P: np.ndarray, beta: float, h: float, steps: int) -> np.ndarray:
+    """Per-token loop: for every start, token i and key j, scores, softmax and drive one by one (projected Euler)."""
+    X = X.copy()
+    B, n, d = X.shape
+    for _ in range(steps):
+        for b in range(B):
+            new = np.empty((n, d))
+            for i in range(n):
+                xi = X[b, i]
+                Pxi = xi @ P
+                s = np.empty(n)
+                for j in range(n):
+                    s[j] = beta * float(Pxi @ X[b, j])
+                w = np.exp(s - s.max())
+                w /= w.sum()
+                v = np.zeros(d)
+                for j in range(n):
+                    v += w[j] * X[b, j]
+                y = xi + h * (v - float(xi @ v) * xi)
+                new[i] = y / np.linalg.norm(y)
+            X[b] = new
+    return X
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--repeats", type=int, default=3, help="repeats of the batched runs (median reported)")
+    ap.add_argument("--baseline-starts", type=int, default=2, help="starts run by the loop baseline (default 2)")
+    ap.add_argument("--baseline-steps", type=int, default=20, help="steps run by the loop baseline (default 20)")
+    ap.add_argument("--skip-phase", action="store_true", help="skip B2")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench_consensus.json"), help="JSON results file")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    B, n, d, T, h, beta = 256, 32, 8, 30.0, 0.1, 1.0
+    steps = int(round(T / h))
+    g = torch.Generator().manual_seed(0)
+    X0 = torch.randn(B, n, d, generator=g, dtype=torch.float64)
+    X0 = X0 / X0.norm(dim=-1, keepdim=True)
+    P = torch.randn(1, d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
+    spec = AttentionSpec("SA", "full", torch.tensor([beta]))
+    res: dict = {"threads": args.threads, "load_avg_before": os.getloadavg(), "cpus": os.cpu_count()}
+    for method in ("euler", "rk4"):
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            tr = integrate(X0, Constant(P, None), spec, T, h, method, measures=("E_first",))
+            times.append(time.perf_counter() - t0)
+        res[f"B1_{method}_s"] = statistics.median(times)
+        res[f"B1_{method}_all_s"] = times
+    # correctness of the baseline: same Euler trajectory
+    Xb = X0[: args.baseline_starts].numpy()
+    t0 = time.perf_counter()
+    Yb = baseline_euler(Xb, P[0].numpy(), beta, h, args.baseline_steps)
+    tb = time.perf_counter() - t0
+    ref = integrate(X0[: args.baseline_starts], Constant(P, None), spec, args.baseline_steps * h, h, "euler",
+                    measures=()).final.numpy()
+    res["baseline_max_abs_diff"] = float(np.abs(Yb - ref).max())
+    per_start_step = tb / (args.baseline_starts * args.baseline_steps)
+    res["baseline_per_start_step_s"] = per_start_step
+    res["baseline_euler_full_s_extrapolated"] = per_start_step * B * steps
+    res["baseline_rk4_full_s_extrapolated"] = 4 * per_start_step * B * steps
+    res["B1_speedup_euler"] = res["baseline_euler_full_s_extrapolated"] / res["B1_euler_s"]
+    res["B1_speedup_rk4"] = res["baseline_rk4_full_s_extrapolated"] / res["B1_rk4_s"]
+    if not args.skip_phase:
+        t0 = time.perf_counter()
+        pdg = phase_diagram(np.linspace(0.1, 9.0, 90), n=32, d=8, starts=256, t_max=30.0, h=0.1, method="euler")
+        res["B2_phase_s"] = time.perf_counter() - t0
+        res["B2_t50_finite"] = int(np.isfinite(pdg.t50).sum())
+    res["load_avg_after"] = os.getloadavg()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2))
+    print(f"| B1 Euler, 256x32x8, 300 steps | {res['B1_euler_s']:.2f} s | loop baseline (extrapolated) "
+          f"{res['baseline_euler_full_s_extrapolated']:.0f} s | {res['B1_speedup_euler']:.0f}x |")
+    print(f"| B1 RK4, 256x32x8, 300 steps | {res['B1_rk4_s']:.2f} s | loop baseline (extrapolated) "
+          f"{res['baseline_rk4_full_s_extrapolated']:.0f} s | {res['B1_speedup_rk4']:.0f}x |")
+    if "B2_phase_s" in res:
+        print(f"| B2 phase diagram 90 betas x 256 starts, n=32, d=8, t<=30, h=0.1 | {res['B2_phase_s']:.1f} s | | |")
+    print(f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
