@@ -228,7 +228,7 @@ def compare_report(run_dirs: list[Path], out: Path, layer: int = 0, title: str =
 
 # ---------------------------------------------------------------------------------------------------------------
 def run_demo(out: Path, seed: int) -> Report:
-    """Sample, 1-layer softmax and ReLU runs, interventions, theory and the comparison (the BB part of `make demo`)."""
+    """Sample; 1-layer softmax/Adam, ReLU/Adam and softmax/SGD runs; interventions; comparisons; theory."""
     from attnlab.extreme.experiment import run_training
     from attnlab.extreme.intervene import evaluate_interventions
     from attnlab.extreme.report import build_report, summary_rows
@@ -238,18 +238,24 @@ def run_demo(out: Path, seed: int) -> Report:
     rep = Report("Extreme tokens on the Bigram-Backcopy task")
     cmd_sample(argparse.Namespace(n=64, seq_len=256, seed=seed, corpus=None, vocab_chars=None, triggers=None,
                                   out=out / "sample"))
+    variants = {"softmax": dict(attention="softmax"), "relu": dict(attention="relu"),
+                "sgd": dict(attention="softmax", optimizer="sgd")}
     runs = {}
-    for attention in ("softmax", "relu"):
-        cfg = resolve_config("cpu", attention=attention, steps=DEMO_STEPS, seed=seed)
-        runs[attention] = run_training(cfg, out / attention).path
+    for name, kw in variants.items():
+        cfg = resolve_config("cpu", steps=DEMO_STEPS, seed=seed, ckpt_every=DEMO_STEPS, **kw)
+        runs[name] = run_training(cfg, out / name).path
     rows = evaluate_interventions(runs["softmax"])
     RunDir(runs["softmax"]).write_json("interventions.json", rows)
-    for attention, path in runs.items():
+    final = {name: summary_rows(RunDir(p).metrics())[-1] for name, p in runs.items()}
+    rep.table([{"run": name, **r} for name, r in final.items()],
+              caption=f"Final metrics after {DEMO_STEPS} steps (cpu preset sizes)")
+    for name, path in runs.items():
         section = build_report(path)
         section.write(path / "report.html")
         rep.extend(section, level=3)
-    rep.extend(compare_report(list(runs.values()), out / "compare", title="Softmax vs ReLU attention"), level=3)
+    rep.extend(compare_report([runs["softmax"], runs["relu"]], out / "compare_attention",
+                              title="Softmax vs ReLU attention"), level=3)
+    rep.extend(compare_report([runs["softmax"], runs["sgd"]], out / "compare_optimizer",
+                              title="Adam vs SGD (1 layer)"), level=3)
     rep.extend(_theory(out / "theory", seed), level=3)
-    final = {a: summary_rows(RunDir(p).metrics())[-1] for a, p in runs.items()}
-    rep.table([{"run": a, **r} for a, r in final.items()], caption="Final metrics, softmax vs ReLU")
     return rep
