@@ -26,8 +26,14 @@ def _series(metrics: list[dict], key: str, layer: int = 0) -> tuple[np.ndarray, 
 
 
 def _step_axis(ax, lin_until: int) -> None:
-    """Linear up to `lin_until`, log beyond (spec §4)."""
-    ax.set_xscale("symlog", linthresh=max(lin_until, 1), linscale=1.0)
+    """Linear up to `lin_until`, log beyond (spec §4), with ticks placed in both parts."""
+    lin_until = max(int(lin_until), 1)
+    last = max((max(line.get_xdata(), default=0) for line in ax.get_lines()), default=lin_until)
+    ax.set_xscale("symlog", linthresh=lin_until, linscale=2.0)
+    ticks = [0, lin_until // 2, lin_until]
+    ticks += [v * 10 ** k for k in range(2, 7) for v in (1, 2, 5) if lin_until < v * 10 ** k <= max(last, 1)]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlim(0, max(last, lin_until) * 1.02)
     ax.set_xlabel(f"step (linear ≤ {lin_until}, log beyond)")
     ax.grid(alpha=0.3)
 
