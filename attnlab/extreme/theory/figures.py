@@ -10,6 +10,11 @@ from attnlab.extreme.theory.flow import Trajectory
 from attnlab.viz.common import new_figure, save_figure
 
 
+def _log_indices(n: int, count: int = 400) -> np.ndarray:
+    """About `count` distinct log-spaced indices in [1, n − 1] (for drawing long step series on a log axis)."""
+    return np.unique(np.geomspace(1, n - 1, count).astype(int))
+
+
 def plot_alpha(traj: Trajectory, single: Trajectory | None, path: Path) -> Path:
     """α_v against log t (log-x axis) with a ½ log t guide through the last point of the mean α; optional
     single-n control (dashed) that stalls at a finite value."""
@@ -58,10 +63,10 @@ def plot_residual(reduced: dict[str, np.ndarray], closed_form: np.ndarray, two_p
     model at each learning rate (m/m₀)."""
     fig, axes = new_figure(2, 1, width=5.0, height=3.9)
     ax = axes[0, 0]
-    steps = np.arange(reduced["adam"].size)
-    ax.plot(steps[1:], reduced["adam"][1:], label="Adam")
-    ax.plot(steps[1:], reduced["sgd"][1:], label="SGD")
-    ax.plot(steps[1:], closed_form[1:], "k:", label="SGD closed form")
+    idx = _log_indices(reduced["adam"].size)
+    ax.plot(idx, reduced["adam"][idx], label="Adam")
+    ax.plot(idx, reduced["sgd"][idx], label="SGD")
+    ax.plot(idx, closed_form[idx], "k:", label="SGD closed form")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("step t")
@@ -74,7 +79,8 @@ def plot_residual(reduced: dict[str, np.ndarray], closed_form: np.ndarray, two_p
         col = colors[j % len(colors)]
         for opt, style in (("adam", "-"), ("sgd", "--")):
             m = two_param[opt]["m"][:, j]
-            ax.plot(steps[1:m.size], m[1:] / m[0], style, color=col, label=f"{opt} lr {lr:g}")
+            idx = _log_indices(m.size)
+            ax.plot(idx, m[idx] / m[0], style, color=col, label=f"{opt} lr {lr:g}")
     ax.set_xscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("m / m₀")
