@@ -85,10 +85,31 @@ def build_report(run_dir: Path) -> Report:
                 "value_norms": "‖W_O v_i‖ for the first positions: the <s> bar (red) drains."}
     for name, path in figs.items():
         rep.figure(path, captions.get(name, name))
+    probe = probe_rows(run.path)
+    if probe:
+        rep.table(probe, caption="Active-token probe (§6.6): input [<s>, every character, probe]; the probe is "
+                                 "active when its attention to <s> is below 0.89")
     iv = run.path / "interventions.json"
     if iv.exists():
         rep.table(json.loads(iv.read_text()), caption="Interventions on the final model (evaluation batch)")
     return rep
+
+
+def probe_rows(run_dir: Path) -> list[dict]:
+    """Which query tokens are active (attend away from <s>) in each attention layer of the final model."""
+    from attnlab.extreme.metrics import active_token_probe
+
+    cfg, task, model, _ = load_run(run_dir)
+    rows = []
+    for layer in range(cfg.n_layers):
+        if layer in cfg.no_attn or cfg.attention != "softmax":
+            continue
+        p = active_token_probe(model, task, layer=layer)
+        names = task.vocab.token_names()
+        rows.append({"layer": layer, "active tokens": " ".join(names[t] for t in p["active_tokens"]) or "none",
+                     "triggers": " ".join(names[t] for t in task.triggers),
+                     "active = triggers": p["active_equals_triggers"]})
+    return rows
 
 
 def write_report(run_dir: Path) -> Path:

@@ -103,3 +103,40 @@ def test_sample_command_writes_checkable_data(tmp_path):
     assert seqs.shape == (6, 21) and seqs.dtype == np.int64 and bigram.shape == (66, 66)
     assert (seqs[:, 0] == meta["bos_id"]).all() and [meta["vocabulary"][t] for t in meta["trigger_ids"]] == [" ", "e", "t"]
     assert Path(tmp_path / "s" / "config.json").exists()
+
+
+def test_ctrl_c_saves_a_checkpoint_and_resume_matches(tmp_path):
+    """A KeyboardInterrupt mid-run leaves a complete checkpoint; resuming reaches the uninterrupted weights."""
+    from attnlab.extreme import experiment
+
+    cfg = resolve_config("cpu", steps=12, **{**TINY, "ckpt_every": 100})
+    straight = run_training(cfg, tmp_path / "straight", progress=False)
+    real_train = experiment.train
+
+    def interrupted_train(model, cfg_, run, batch_fn, snapshot_fn, **kw):
+        def flaky(step):
+            if step == 7:
+                raise KeyboardInterrupt
+            return batch_fn(step)
+        return real_train(model, cfg_, run, flaky, snapshot_fn, **kw)
+
+    experiment.train = interrupted_train
+    try:
+        with pytest.raises(AttnlabError, match="interrupted at step 7") as info:
+            run_training(cfg, tmp_path / "cut", progress=False)
+    finally:
+        experiment.train = real_train
+    assert info.value.exit_code == 130
+    assert (tmp_path / "cut" / "checkpoints" / "step_7" / "model.safetensors").exists()
+    resumed = run_training(cfg, tmp_path / "cut", resume=True, progress=False)
+    wa = load_file(str(straight.path / "checkpoints" / "step_12" / "model.safetensors"))
+    wb = load_file(str(resumed.path / "checkpoints" / "step_12" / "model.safetensors"))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], atol=1e-6, rtol=0)
+
+
+def test_three_layer_run_with_options(tmp_path):
+    cfg = resolve_config("cpu", steps=5, n_layers=3, no_attn=[2], linear_mlp=[0], **TINY)
+    m = run_training(cfg, tmp_path / "three", progress=False).metrics()[-1]
+    assert len(m["attn_sink"]) == 3 and m["attn_sink"][2] is None and m["attn_sink"][0] is not None
+    assert len(m["resid_norm_bos"]) == 3 and all(v > 0 for v in m["resid_norm_bos"])
