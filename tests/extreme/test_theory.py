@@ -10,6 +10,7 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.extreme.theory import flow, residual
+from attnlab.extreme.theory.run import check_t_max as run_check_t_max
 
 T_MAX = 1e9
 
@@ -141,6 +142,8 @@ def test_two_parameter_gradients_match_finite_differences():
     lambda: residual.ElementwiseOptimizer("rmsprop", 0.1),
     lambda: residual.ElementwiseOptimizer("sgd", -0.1),
     lambda: residual.two_param_model("adam", np.array([0.1]), c=1.0),
+    lambda: run_check_t_max(10.0),
+    lambda: run_check_t_max(float("inf")),
 ])
 def test_bad_input_raises_one_line_error(call):
     with pytest.raises(AttnlabError) as exc:

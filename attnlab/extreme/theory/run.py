@@ -34,6 +34,13 @@ def late_window(t_max: float) -> tuple[float, float]:
     return t_max / 10.0, t_max
 
 
+def check_t_max(t_max: float) -> None:
+    """Raise one clear line unless 1e5 <= t_max < inf."""
+    require(math.isfinite(t_max) and t_max >= 1e5,
+            f"t_max={t_max:g} is out of range; need a finite t_max >= 1e5 so the late window [t_max/10, t_max] "
+            f"follows the transient window [1e3, 1e4]")
+
+
 def _at(traj: flow.Trajectory, t: float) -> int:
     """Index of the sample nearest to t in log time."""
     return int(np.argmin(np.abs(np.log(np.maximum(traj.t, 1e-300)) - math.log(t))))
@@ -41,8 +48,7 @@ def _at(traj: flow.Trajectory, t: float) -> int:
 
 def simulate(seed: int = 0, t_max: float = 1e9) -> tuple[dict, dict]:
     """Run everything; returns (metrics, arrays) — the arrays are named numpy arrays for `arrays.npz`."""
-    require(t_max >= 1e5, f"t_max={t_max:g} is too short; need t_max >= 1e5 so the late window follows the "
-                          f"transient window {TRANSIENT}")
+    check_t_max(t_max)
     n_points = int(round(POINTS_PER_DECADE * math.log10(t_max / T_MIN))) + 1
     prob = flow.make_problem(seed, M_TOKENS, K_VOCAB, MIXED_NS)
     single_prob = flow.make_problem(seed, M_TOKENS, K_VOCAB, SINGLE_N)
@@ -98,6 +104,7 @@ def simulate(seed: int = 0, t_max: float = 1e9) -> tuple[dict, dict]:
 
 def run_theory(out: Path, seed: int = 0, t_max: float = 1e9) -> Report:
     """Simulate §9.1–9.5, write the run folder `out` and return the report section."""
+    check_t_max(t_max)
     run = RunDir(out, "extreme")
     config = {"command": "bb theory", "seed": seed, "t_max": t_max, "m": M_TOKENS, "K": K_VOCAB,
               "context_sizes": list(MIXED_NS), "context_weights": "uniform", "single_n_control": SINGLE_N[0],
@@ -119,7 +126,6 @@ def run_theory(out: Path, seed: int = 0, t_max: float = 1e9) -> Report:
                                     run.figure_path("theory_residual_adam_sgd"))
     report = _report(metrics, fig_alpha, fig_beta, fig_res, run.path)
     report.write(run.path / "report.html")
-    print(f"run folder: {run.path}")
     return report
 
 
