@@ -12,7 +12,7 @@ from attnlab.errors import AttnlabError
 from attnlab.report import Report
 from attnlab.runs import RunDir, default_run_dir
 
-DEMO_STEPS = 1000
+DEMO_STEPS = 800
 
 
 def _int_list(text: str) -> list[int]:

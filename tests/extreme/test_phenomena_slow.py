@@ -40,8 +40,8 @@ def test_interventions_on_trained_softmax_model(softmax_run):
     full = rows["none (full model)"]
     head = rows["zero head 0.0"]
     assert head["risk_backcopy"] > 2.0                                                # R7
-    assert abs(head["risk_bigram"] - full["risk_bigram"]) < 0.05
-    assert rows["zero MLP 0"]["risk_bigram"] > 3.5
+    assert abs(head["risk_bigram"] - full["risk_bigram"]) < 0.03                      # measured 0.010 at step 500
+    assert rows["zero MLP 0"]["risk_bigram"] > full["risk_bigram"] + 1.0              # measured 3.56 vs 2.19
     dormant = rows["attention 0.0 -> <s> (non-trigger queries)"]
     assert abs(dormant["risk_bigram"] - full["risk_bigram"]) < 0.05                   # the head is dormant there
     assert rows["attention 0.0 -> <s> (all queries)"]["risk_backcopy"] > 2.0          # ... and active on triggers
