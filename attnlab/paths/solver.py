@@ -106,6 +106,43 @@ class Param:
         return torch.cat(parts)
 
 
+class NumpyParam:
+    """NumPy mirror of `Param` for the fast path."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.idx = [np.tril_indices(n) for n in sizes]
+        self.counts = [n * (n + 1) // 2 for n in sizes]
+
+    def Rs(self, theta: np.ndarray) -> list[np.ndarray]:
+        out, k = [], 0
+        for n, (i, j), c in zip(self.sizes, self.idx, self.counts):
+            v = theta[k:k + c].copy()
+            v[i == j] = np.exp(v[i == j])
+            R = np.zeros((n, n))
+            R[i, j] = v
+            out.append(R)
+            k += c
+        return out
+
+    def grad_theta(self, Rs: list[np.ndarray], grads: list[np.ndarray]) -> np.ndarray:
+        parts = []
+        for R, G, (i, j) in zip(Rs, grads, self.idx):
+            v = (2.0 * G @ R)[i, j]
+            v[i == j] *= R[i, j][i == j]
+            parts.append(v)
+        return np.concatenate(parts)
+
+
+def _fast(prob: Problem):
+    """(FastAction, NumpyParam) when the Gram tensor is stored, else None."""
+    if prob.gram.M is None:
+        return None
+    from attnlab.paths.fast import FastAction
+
+    return FastAction(prob), NumpyParam(prob.sizes())
+
+
 def _max_grad(grads: list[torch.Tensor]) -> float:
     return max(float(g.detach().abs().max()) for g in grads)
 
@@ -138,8 +175,19 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
     from scipy.optimize import minimize
 
     state = {"g": math.inf, "n": 0}
+    fast = _fast(prob)
 
     def fg(th: np.ndarray):
+        if fast is not None:
+            act, npar = fast
+            Rs = npar.Rs(th)
+            try:
+                S, grads = act([R @ R.T for R in Rs])
+            except (KernelConditionError, np.linalg.LinAlgError):
+                return 1e300, np.zeros_like(th)
+            state["g"] = max(float(np.abs(g).max()) for g in grads)
+            state["last"] = (th.copy(), S)
+            return S, npar.grad_theta(Rs, grads)
         t = torch.from_numpy(th)
         Rs = par.Rs(t)
         try:
@@ -153,14 +201,19 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
     def cb(intermediate_result):
         state["n"] += 1
         ev = state["last"][1]
-        trace.append({"it": len(trace), "phase": "lbfgs", "S": float(ev.S), "E": float(ev.E),
-                      "entropy": float(ev.ent), "max_grad": state["g"]})
+        S = float(ev) if fast is not None else float(ev.S)
+        trace.append({"it": len(trace), "phase": "lbfgs", "S": S, "max_grad": state["g"]})
         if state["g"] < stop_tol:
             raise StopIteration
 
-    res = minimize(fg, theta0.numpy(), jac=True, method="L-BFGS-B", callback=cb,
-                   options={"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50})
-    th = state["last"][0] if "last" in state else res.x
+    th = theta0.numpy()
+    for _ in range(4):  # restart with fresh memory when the line search stalls short of the tolerance
+        res = minimize(fg, th, jac=True, method="L-BFGS-B", callback=cb,
+                       options={"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50})
+        th = res.x
+        fg(th)
+        if state["g"] < stop_tol or state["n"] >= max_iter:
+            break
     return torch.from_numpy(np.array(th)), state["n"]
 
 
@@ -170,12 +223,29 @@ def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter
         Rs = par.Rs(th)
         return par.grad_theta(Rs, evaluate(prob, [R @ R.T for R in Rs]).grads)
 
+    fast = _fast(prob)
+
+    def fd_hessian(th: torch.Tensor) -> torch.Tensor:
+        """Central differences (h = 1e-6) of the analytic NumPy theta-gradient."""
+        act, npar = fast
+        x = th.numpy()
+
+        def gnp(v):
+            Rs = npar.Rs(v)
+            return npar.grad_theta(Rs, act([R @ R.T for R in Rs])[1])
+        h, cols = 1e-6, []
+        for k in range(len(x)):
+            e = np.zeros_like(x)
+            e[k] = h
+            cols.append((gnp(x + e) - gnp(x - e)) / (2 * h))
+        return torch.from_numpy(np.stack(cols, 1))
+
     ev = evaluate(prob, par.Us(theta))
     it = 0
     while _max_grad(ev.grads) >= tol and it < max_iter:
         it += 1
         g = gfun(theta).detach()
-        Hm = torch.autograd.functional.jacobian(gfun, theta)
+        Hm = fd_hessian(theta) if fast is not None else torch.autograd.functional.jacobian(gfun, theta)
         Hm = 0.5 * (Hm + Hm.T)
         shift = 0.0
         lam_min = float(torch.linalg.eigvalsh(Hm)[0])
@@ -265,6 +335,14 @@ def solve(prob: Problem, method: str = "newton", tol: float = 1e-8, max_iter: in
     """Minimise S over the order parameters; returns the SaddlePoint with diagnostics (spec §5.6)."""
     check(method in METHODS, f"method must be one of {METHODS}, got {method!r}")
     check(tol > 0, f"tol must be > 0, got {tol}")
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):  # small dense algebra: threads only add overhead
+        return _solve(prob, method, tol, max_iter, init, hessian)
+
+
+def _solve(prob: Problem, method: str, tol: float, max_iter: int, init: list[torch.Tensor] | None,
+           hessian: bool) -> SaddlePoint:
     t0 = time.perf_counter()
     trace: list[dict] = []
     if math.isinf(prob.N_max):

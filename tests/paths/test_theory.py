@@ -90,7 +90,7 @@ def test_predictor_at_gp_point_is_gp_regression():  # T9
 def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
     _, _, y, gram = tiny((2, 2))
     prob = problem(gram, y, (2, 2), N=5.0, T=0.1)
-    tols = {"newton": 1e-10, "lbfgs": 1e-8, "fixed_point": 1e-10}  # L-BFGS stalls near 5e-9 (line search at eps)
+    tols = {"newton": 1e-10, "lbfgs": 3e-8, "fixed_point": 1e-10}  # L-BFGS alone stalls near 1e-8 (S at eps)
     sols = {m: solve(prob, m, tol=t, max_iter=3000) for m, t in tols.items()}
     ref = sols["newton"]
     assert ref.converged and ref.max_grad < 1e-10 and ref.hessian_min_eig > 0
@@ -98,4 +98,23 @@ def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
         assert np.allclose(U, U.T, atol=1e-12) and np.linalg.eigvalsh(U)[0] > 0
     for m, s in sols.items():
         assert s.converged, m
-        assert np.abs(s.U - ref.U).max() < 1e-7, m
+        # L-BFGS alone stops near max|grad| ~ 1e-8, i.e. ~1e-7 in U at this conditioning
+        assert np.abs(s.U - ref.U).max() < (3e-7 if m == "lbfgs" else 1e-8), m
+
+
+@pytest.mark.parametrize("form", ["chain", "simple"])
+def test_numpy_fast_path_equals_torch_action(form):
+    from attnlab.paths.fast import FastAction
+
+    _, _, y, gram = tiny((2, 2))
+    prob = problem(gram, y, (2, 2), N=4.0, form=form)
+    rng = np.random.default_rng(1)
+    Us = []
+    for n in prob.sizes():
+        A = rng.standard_normal((n, n))
+        Us.append(A @ A.T / n + np.eye(n))
+    S, grads = FastAction(prob)(Us)
+    ev = evaluate(prob, [torch.tensor(u) for u in Us])
+    assert abs(S - float(ev.S)) < 1e-12 * max(1, abs(S))
+    for g, h in zip(grads, ev.grads):
+        assert np.allclose(g, h.numpy(), atol=1e-12)
