@@ -80,17 +80,15 @@ def git_sha() -> str | None:
 
 def environment_manifest() -> dict:
     """Versions of Python and the main libraries, the platform and the git SHA."""
-    import torch
+    from importlib.metadata import PackageNotFoundError, version
 
-    info = {"python": sys.version.split()[0], "platform": platform.platform(), "torch": torch.__version__,
-            "numpy": np.__version__, "git_sha": git_sha(),
-            "created": _dt.datetime.now().isoformat(timespec="seconds")}
-    try:
-        import transformers
-
-        info["transformers"] = transformers.__version__
-    except Exception:  # noqa: BLE001
-        pass
+    info = {"python": sys.version.split()[0], "platform": platform.platform(), "numpy": np.__version__,
+            "git_sha": git_sha(), "created": _dt.datetime.now().isoformat(timespec="seconds")}
+    for package in ("torch", "transformers", "scipy", "attnlab"):
+        try:  # read from the installed metadata: importing transformers just for its version takes seconds
+            info[package] = version(package)
+        except PackageNotFoundError:
+            pass
     return info
 
 
