@@ -39,6 +39,7 @@ class AblateConfig:
     seed: int = 0
     text: str | None = None
     prefix: str = "none"
+    align: str = "random"
     batch_size: int = 4
     heads: list = field(default_factory=list)        # [(layer, head)]
     sink_heads: list = field(default_factory=list)   # [(layer, head)]
@@ -127,7 +128,7 @@ def run_ablation(lm: LoadedModel, cfg: AblateConfig, out: str | Path | None) -> 
     run = RunDir(out, "real-ablate")
     run.write_config(asdict(cfg) | {"model_path": str(lm.path), "conditions": [c.name for c in conds]})
     scfg = ScanConfig(model=cfg.model, domains=cfg.domains, tokens=cfg.tokens, samples=cfg.samples, seed=cfg.seed,
-                      text=cfg.text, prefix=cfg.prefix)
+                      text=cfg.text, prefix=cfg.prefix, align=cfg.align)
     rows: list[dict] = []
     baseline = {}
     for d in cfg.domains:

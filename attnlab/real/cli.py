@@ -19,6 +19,8 @@ def _common(p: argparse.ArgumentParser, default_domains: list[str], samples: int
     p.add_argument("--tokens", type=int, default=128, help="sequence length T (default 128)")
     p.add_argument("--samples", type=int, default=samples, help=f"windows per domain (default {samples})")
     p.add_argument("--prefix", default="none", help="token before each window: none, bos, eos or an id (default none)")
+    p.add_argument("--align", default="random", choices=["random", "doc"],
+                   help="window starts: seeded random offsets, or document starts (pydoc topic / file) (default random)")
     p.add_argument("--batch-size", type=int, default=None, help="windows per forward pass")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="model cache root (default $ATTNLAB_CACHE or ~/.cache/attnlab)")
@@ -49,7 +51,7 @@ def cmd_scan(args) -> int:
     _threads()
     cfg = ScanConfig(model=args.model, domains=_domains(args), tokens=args.tokens, samples=args.samples,
                      seed=args.seed, text=str(args.text) if args.text else None, prefix=args.prefix,
-                     batch_size=args.batch_size or 1, pattern_heads=[parse_head(h) for h in args.pattern_head or []])
+                     align=args.align, batch_size=args.batch_size or 1, pattern_heads=[parse_head(h) for h in args.pattern_head or []])
     lm = load_causal_lm(args.model, args.cache_dir)
     run, res = run_scan(lm, cfg, args.out or default_run_dir("real-scan"))
     scan_report(run, res)
@@ -71,7 +73,7 @@ def cmd_ablate(args) -> int:
     cfg = AblateConfig(model=args.model, domains=_domains(args) if (args.domain or args.text) else ["prose", "code"],
                        tokens=args.tokens, samples=args.samples, seed=args.seed,
                        text=str(args.text) if args.text else None, prefix=args.prefix,
-                       batch_size=args.batch_size or 4, heads=[parse_head(h) for h in args.head or []],
+                       align=args.align, batch_size=args.batch_size or 4, heads=[parse_head(h) for h in args.head or []],
                        sink_heads=[parse_head(h) for h in args.sink_head or []], mlps=list(args.mlp or []),
                        dims=[parse_dim(d) for d in args.dim or []], sweep_layers=list(args.sweep_layer or []),
                        together=args.together)

@@ -157,6 +157,9 @@ def load_causal_lm(model: str = "smollm2", cache_dir: str | Path | None = None) 
     path = resolve_model_folder(model, cache_dir)
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     try:
         config = AutoConfig.from_pretrained(str(path), local_files_only=True)

@@ -23,7 +23,7 @@ from attnlab.real import analysis
 from attnlab.real.arch import get_arch
 from attnlab.real.loader import LoadedModel
 from attnlab.real.texts import domain_windows, source_manifest
-from attnlab.real.tracing import forward_logits, new_recorder
+from attnlab.real.tracing import new_recorder, traced
 from attnlab.runs import RunDir
 from attnlab.trace.format import Trace
 
@@ -39,6 +39,7 @@ class ScanConfig:
     seed: int = 0
     text: str | None = None
     prefix: str = "none"
+    align: str = "random"
     batch_size: int = 1
     pattern_heads: list = field(default_factory=list)
     n_auto_pattern_heads: int = 3
@@ -80,7 +81,8 @@ def build_windows(lm: LoadedModel, cfg: ScanConfig, domain: str) -> torch.Tensor
     """[N,T] ids of one domain, with the prefix token (if any) at position 0."""
     pid = prefix_id(cfg.prefix, lm.tokenizer)
     body = cfg.tokens - (1 if pid is not None else 0)
-    ids = domain_windows(lm.tokenizer, domain, cfg.samples, body, cfg.seed, text_file=cfg.text)
+    ids = domain_windows(lm.tokenizer, domain, cfg.samples, body, cfg.seed, text_file=cfg.text,
+                         align=cfg.align)
     if pid is not None:
         ids = torch.cat([torch.full((ids.shape[0], 1), pid, dtype=torch.long), ids], dim=1)
     return ids
@@ -97,10 +99,12 @@ def trace_domain(lm: LoadedModel, ids: torch.Tensor, batch_size: int = 1, keep_p
     """Stream all windows of one domain through the model; returns its Trace and the per-sample NLL [N]."""
     rec = new_recorder(lm.model, ids.shape[1], keep_patterns=keep_patterns)
     nll = []
-    for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
-        batch = ids[b0:b0 + batch_size]
-        logits = forward_logits(lm.model, batch, rec)
-        nll.append(next_token_nll(logits, batch))
+    with traced(lm.model, rec), torch.no_grad():
+        for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
+            batch = ids[b0:b0 + batch_size]
+            rec.begin_batch(None, batch_size=batch.shape[0])
+            logits = lm.model(input_ids=batch, use_cache=False).logits
+            nll.append(next_token_nll(logits, batch))
     return rec.result(), torch.cat(nll).numpy()
 
 
@@ -149,6 +153,7 @@ def run_scan(lm: LoadedModel, cfg: ScanConfig, out: str | Path | None) -> tuple[
             tr, _ = trace_domain(lm, ids[d][:1], 1, keep_patterns=chosen, desc=f"patterns {d}")
             patterns[d] = {k: v[0] for k, v in tr.patterns.items()}
     summary = {"model": lm.name, "model_path": str(lm.path), "tokens": cfg.tokens, "prefix": cfg.prefix,
+               "align": cfg.align,
                "thresholds": {"dormant": analysis.DORMANT, "active": analysis.ACTIVE, "sink_eps": analysis.SINK_EPS},
                "domains": [analysis.domain_summary(d, traces[d], nll[d]) for d in cfg.domains],
                "class_counts": analysis.class_counts(classes),

@@ -9,10 +9,11 @@ accumulators, so `result()` returns the same `Trace` as the whole-pattern path (
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from attnlab.errors import AttnlabError
-from attnlab.trace.recorder import TraceRecorder
+from attnlab.trace.recorder import MASSIVE_ABS, MASSIVE_REL, MAX_MASSIVE_ENTRIES, TraceRecorder
 
 
 class StreamingRecorder(TraceRecorder):
@@ -25,8 +26,13 @@ class StreamingRecorder(TraceRecorder):
         self._pattern_parts: dict[tuple[int, int], list[torch.Tensor]] = {}
 
     @torch.no_grad()
-    def attention_rows(self, layer: int, q0: int, rows: torch.Tensor) -> None:
-        """Reduce rows q0..q0+C−1 of one layer's pattern. rows: [B,H,C,T] (query, key), causal, rows sum to ≤ 1."""
+    def attention_rows(self, layer: int, q0: int, rows: torch.Tensor, scores: torch.Tensor | None = None) -> None:
+        """Reduce rows q0..q0+C−1 of one layer's pattern. rows: [B,H,C,T] (query, key), causal, rows sum to ≤ 1.
+
+        `scores` [B,H,C,T]: the masked logits with rows = softmax(scores) (masked entries finite and very
+        negative); when given, the row entropy is computed as H_i = lse_i − Σ_j A_ij s_ij, one pass instead of
+        two, with lse_i = s_ik − log A_ik at the row's largest weight k.
+        """
         B, H, C, T = rows.shape
         if (H, T) != (self.H, self.T) or B != self._B or q0 < 0 or q0 + C > T:
             raise AttnlabError(f"layer {layer}: chunk {tuple(rows.shape)} at query {q0} does not fit the trace "
@@ -51,10 +57,17 @@ class StreamingRecorder(TraceRecorder):
         # Row entropy of rows i ≥ 1, renormalised: H(A/m) = log m − (1/m) Σ_j A_ij log A_ij, divided by log(i+1).
         if q1 > 1:
             R = A[:, :, first:, :]
-            mass = R.sum(-1)                                                      # [B,H,C']
-            nonempty = mass > 0
-            m = mass.clamp_min(1e-30)
-            ent = (m.log() - torch.special.xlogy(R, R).sum(-1) / m).double()
+            if scores is not None:
+                S = scores[:, :, first:, :].float()
+                top, arg = R.max(dim=-1, keepdim=True)
+                lse = S.gather(-1, arg).squeeze(-1) - top.squeeze(-1).log()
+                ent = (lse.double() - torch.einsum("bhij,bhij->bhi", R, S).double())
+                nonempty = torch.ones(ent.shape, dtype=torch.bool)
+            else:
+                mass = R.sum(-1)                                                  # [B,H,C']
+                nonempty = mass > 0
+                m = mass.clamp_min(1e-30)
+                ent = (m.log() - torch.special.xlogy(R, R).sum(-1) / m).double()
             pos = torch.arange(q0 + first, q1, dtype=torch.float64)
             ent = ent / torch.log(pos + 1.0)
             self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros((), dtype=torch.float64)).sum(dim=(0, 2))
@@ -70,6 +83,40 @@ class StreamingRecorder(TraceRecorder):
                 parts = self._pattern_parts.pop((layer, h), None)
                 if parts:
                     self.patterns[f"{layer}.{h}"].append(torch.cat(parts, dim=1).numpy())
+
+    @torch.no_grad()
+    def residual(self, index: int, hidden: torch.Tensor) -> None:
+        """As `TraceRecorder.residual`, but the scans over [B,T,d] run in the input's precision; sums stay float64.
+
+        The median (found with a linear-time partition) and the maximum are order statistics, so they equal the
+        float64 ones exactly.
+        """
+        x = hidden.detach()
+        B, T, d = x.shape
+        self.resid_sum[index] += x.norm(dim=-1).double().sum(0)
+        self.resid_count[index] += B
+        ax = x.abs()
+        flat_np = ax.reshape(-1).numpy()
+        k = (flat_np.size - 1) // 2                      # torch's median: the lower of the two middle values
+        med = float(np.partition(flat_np, k)[k])
+        self.median_sum[index] += med
+        self.median_count[index] += 1
+        flat = int(ax.argmax())
+        m = float(ax.reshape(-1)[flat])
+        if m > float(self.max_abs[index]):
+            self.max_abs[index] = m
+            self.max_pos[index] = (flat // d) % T
+            self.max_dim[index] = flat % d
+        thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
+        if m > thresh:
+            hits = (ax > thresh).nonzero()
+            vals = x[hits[:, 0], hits[:, 1], hits[:, 2]].double()
+            order = vals.abs().argsort(descending=True)[:MAX_MASSIVE_ENTRIES]
+            for k in order.tolist():
+                b, t, dim = hits[k].tolist()
+                self.massive[index].append({"layer": index, "sample": self.n_seq + b, "pos": t, "dim": dim,
+                                            "value": float(vals[k]), "median_abs": med})
+            self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
 
     @torch.no_grad()
     def logits(self, layer: int, s0: torch.Tensor, rest: torch.Tensor) -> None:

@@ -7,13 +7,16 @@
 | random | token ids drawn uniformly from the non-special vocabulary |
 | text   | a user text file (`text_file=`), UTF-8 |
 
-Windows of `seq_len` tokens start at seeded offsets into the tokenised source (no prefix token is added; the
-caller may prepend one). For `code` each window comes from one file long enough to hold it.
+Windows of `seq_len` tokens start at seeded offsets into the tokenised source (`align="random"`, the default), or
+at the start of a document (`align="doc"`: a pydoc topic for prose, a file for code, the whole text for a text
+file), so that position 0 holds a document's first token. No prefix token is added; the caller may prepend one.
+For `code` each window comes from one file long enough to hold it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import sysconfig
 from functools import lru_cache
 from pathlib import Path
@@ -40,11 +43,10 @@ def stdlib_py_files() -> tuple[Path, ...]:
     """Sorted standard-library `.py` files, excluding tests, idlelib and site-packages."""
     root = Path(sysconfig.get_paths()["stdlib"])
     files = []
-    for p in sorted(root.rglob("*.py")):
-        rel = p.relative_to(root).parts
-        if any(part in CODE_EXCLUDE for part in rel[:-1]):
-            continue
-        files.append(p)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in CODE_EXCLUDE and not d.startswith(".")]
+        files += [Path(dirpath) / f for f in filenames if f.endswith(".py")]
+    files.sort()
     if not files:
         raise AttnlabError(f"no Python source files found under {root} for the code domain")
     return tuple(files)
@@ -71,6 +73,32 @@ def _encode(tokenizer, text: str) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
+def _windows_from_text(tokenizer, text: str, n: int, seq_len: int, rng: np.random.Generator,
+                       what: str) -> np.ndarray:
+    """n windows of seq_len tokens from a long text, without tokenising all of it.
+
+    Each window starts at a seeded character offset; the slice from there is tokenised (doubling its length until
+    it holds seq_len + 1 tokens) and its first token, possibly a fragment of a word, is dropped. Texts shorter
+    than 16·seq_len characters are tokenised whole and cut at seeded token offsets.
+    """
+    span = 8 * seq_len + 64
+    if len(text) < 2 * span:
+        return _windows_from_stream(_encode(tokenizer, text), n, seq_len, rng, what)
+    out = []
+    for start in np.sort(rng.integers(0, len(text) - span, size=n)):
+        width = span
+        while True:
+            ids = _encode(tokenizer, text[start:start + width])
+            if len(ids) >= seq_len + 1 or start + width >= len(text):
+                break
+            width *= 2
+        if len(ids) < seq_len + 1:                      # near the end: take the last seq_len tokens instead
+            ids = _encode(tokenizer, text[max(0, len(text) - 16 * span):])
+            ids = np.concatenate([ids[:1], ids[-seq_len:]])
+        out.append(ids[1:seq_len + 1])
+    return np.stack(out)
+
+
 def _windows_from_stream(ids: np.ndarray, n: int, seq_len: int, rng: np.random.Generator, what: str) -> np.ndarray:
     """n windows of seq_len tokens at seeded offsets into one token stream."""
     if len(ids) < seq_len:
@@ -82,7 +110,23 @@ def _windows_from_stream(ids: np.ndarray, n: int, seq_len: int, rng: np.random.G
     return np.stack([ids[s:s + seq_len] for s in starts])
 
 
-def _code_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
+def _prose_doc_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
+    """n windows, each the first seq_len tokens of a pydoc topic with ≥ seq_len tokens (seeded choice)."""
+    from pydoc_data.topics import topics
+
+    keys = sorted(topics)
+    out = []
+    for k in rng.permutation(len(keys)):
+        ids = _encode(tokenizer, topics[keys[k]].lstrip())
+        if len(ids) >= seq_len:
+            out.append(ids[:seq_len])
+        if len(out) == n:
+            return np.stack(out)
+    raise AttnlabError(f"prose domain: only {len(out)} pydoc topics have ≥ {seq_len} tokens, need {n}; lower "
+                       f"--samples or --tokens")
+
+
+def _code_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator, align: str = "random") -> np.ndarray:
     """n windows, each from one stdlib file with ≥ seq_len tokens (files visited in seeded order)."""
     files = list(stdlib_py_files())
     order = rng.permutation(len(files))
@@ -95,6 +139,17 @@ def _code_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator) -> 
         try:
             text = files[k].read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
+            continue
+        if align == "doc":
+            ids = _encode(tokenizer, text[:16 * seq_len + 256])
+            if len(ids) >= seq_len:
+                out.append(ids[:seq_len])
+            continue
+        if len(text) > 4 * (16 * seq_len + 256):   # long file: tokenise a seeded slice (first token dropped)
+            try:
+                out.append(_windows_from_text(tokenizer, text, 1, seq_len, rng, str(files[k]))[0])
+            except AttnlabError:
+                pass
             continue
         ids = _encode(tokenizer, text)
         if len(ids) < seq_len:
@@ -119,24 +174,33 @@ def _random_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator) -
     return rng.choice(allowed, size=(n, seq_len), replace=True).astype(np.int64)
 
 
-def domain_windows(tokenizer, domain: str, n: int, seq_len: int, seed: int, text_file=None) -> torch.LongTensor:
+def domain_windows(tokenizer, domain: str, n: int, seq_len: int, seed: int, text_file=None,
+                   align: str = "random") -> torch.LongTensor:
     """[n, seq_len] token ids for `domain` ("prose", "code", "random", or "text" with `text_file`).
 
+    `align`: "random" (seeded offsets) or "doc" (windows start at a document start; see the module docstring).
     A `text_file` given with any domain name other than the three built-ins is used as that domain's source.
     """
     if n < 1:
         raise AttnlabError(f"--samples must be ≥ 1, got {n}")
     if seq_len < 2:
         raise AttnlabError(f"--tokens must be ≥ 2, got {seq_len}")
+    if align not in ("random", "doc"):
+        raise AttnlabError(f"--align must be random or doc; got {align!r}")
     digest = int(hashlib.sha256(domain.encode()).hexdigest()[:8], 16)
     rng = np.random.default_rng([seed, digest])
     if text_file is not None and domain not in DOMAINS:
-        arr = _windows_from_stream(_encode(tokenizer, read_text_file(text_file)), n, seq_len, rng,
-                                   f"text file {text_file}")
+        text = read_text_file(text_file)
+        if align == "doc":
+            arr = _windows_from_stream(_encode(tokenizer, text)[:seq_len], n, seq_len, rng, f"text file {text_file}")
+        else:
+            arr = _windows_from_text(tokenizer, text, n, seq_len, rng, f"text file {text_file}")
+    elif domain == "prose" and align == "doc":
+        arr = _prose_doc_windows(tokenizer, n, seq_len, rng)
     elif domain == "prose":
-        arr = _windows_from_stream(_encode(tokenizer, prose_text()), n, seq_len, rng, "the prose domain")
+        arr = _windows_from_text(tokenizer, prose_text(), n, seq_len, rng, "the prose domain")
     elif domain == "code":
-        arr = _code_windows(tokenizer, n, seq_len, rng)
+        arr = _code_windows(tokenizer, n, seq_len, rng, align)
     elif domain == "random":
         arr = _random_windows(tokenizer, n, seq_len, rng)
     else:

@@ -16,6 +16,7 @@ Without a recorder and without move-to-sink heads the model keeps its own (sdpa)
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -27,6 +28,8 @@ from attnlab.real.stream import StreamingRecorder
 
 ATTN_NAME = "attnlab"
 CHUNK_ELEMENTS = 1 << 22       # at most ~4M fp32 scores (16 MiB) per query chunk
+MASKED = -1e30                 # finite "minus infinity": exp underflows to exactly 0 and 0 · MASKED = 0
+_GRAMS: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -61,17 +64,33 @@ class _Session:
     recorder: StreamingRecorder | None
     interventions: Interventions
     chunk_elements: int
-    grams: dict = field(default_factory=dict)
+    masks: dict = field(default_factory=dict)
 
     def gram(self, layer: int) -> torch.Tensor:
-        """[H,d_h,d_h] W_O^hᵀ W_O^h in float64 (cached per layer)."""
-        if layer not in self.grams:
+        """[H,d_h,d_h] W_O^hᵀ W_O^h in float64 (cached per output projection until its weight changes)."""
+        mod = self.arch.out_proj[layer]
+        key = (mod.weight.data_ptr(), mod.weight._version)
+        hit = _GRAMS.get(mod)
+        if hit is None or hit[0] != key:
             w = self.arch.w_o_heads(layer).double()                                # [H,d,d_h]
-            self.grams[layer] = w.transpose(1, 2) @ w
-        return self.grams[layer]
+            hit = (key, w.transpose(1, 2) @ w)
+            _GRAMS[mod] = hit
+        return hit[1]
+
+    def causal_mask(self, q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
+        """[q1−q0, tk] additive mask: 0 where key j ≤ query i + offset, MASKED after."""
+        key = (q0, q1, tk, offset)
+        if key not in self.masks:
+            self.masks[key] = _causal_mask(q0, q1, tk, offset)
+        return self.masks[key]
 
 
 _ACTIVE: _Session | None = None
+
+
+def _causal_mask(q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
+    future = torch.ones(q1 - q0, tk, dtype=torch.bool).triu(q0 + offset + 1)
+    return torch.zeros(q1 - q0, tk).masked_fill_(future, MASKED)
 
 
 def _expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -81,15 +100,15 @@ def _expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """s0 [B,H,T] = s_i0 and rest [B,H,T] = (1/(i−1)) Σ_{j=1}^{i−1} s_ij, via a running sum of keys."""
+    """s0 [B,H,T] = s_i0 and rest [B,H,T] = (1/(i−1)) Σ_{j=1}^{i−1} s_ij, via a running sum of keys (fp32)."""
     B, H, T, D = query.shape
-    q = query.double()
-    k = _expand_kv(key.double(), H)
+    q = query.float()
+    k = _expand_kv(key.float(), H)
     s0 = (q * k[:, :, :1]).sum(-1) * scaling
     ksum = torch.zeros_like(k)
     if T > 2:
         ksum[:, :, 2:] = torch.cumsum(k[:, :, 1:T - 1], dim=2)                      # Σ_{j=1}^{i-1} k_j at i
-    denom = (torch.arange(T, dtype=torch.float64) - 1).clamp_min(1.0)
+    denom = (torch.arange(T, dtype=torch.float32) - 1).clamp_min(1.0)
     rest = (q * ksum).sum(-1) * scaling / denom
     return s0, rest
 
@@ -112,21 +131,24 @@ def attnlab_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
     chunk = max(1, min(T, (sess.chunk_elements if sess else CHUNK_ELEMENTS) // max(1, B * H * Tk)))
     out = torch.empty(B, H, T, D, dtype=value.dtype, device=value.device)
     offset = Tk - T
+    qf = query.float()
+    kt = k.reshape(B * H, Tk, D).transpose(1, 2)
     for q0 in range(0, T, chunk):
         q1 = min(T, q0 + chunk)
-        s = torch.matmul(query[:, :, q0:q1].float(), k.transpose(-1, -2)) * scaling            # [B,H,C,Tk]
-        if attention_mask is not None:
-            m = attention_mask[:, :, q0:q1, :Tk]
-            s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m
+        qc = qf[:, :, q0:q1].reshape(B * H, q1 - q0, D)
+        if attention_mask is None:                      # s = q kᵀ·scaling + causal mask, fused
+            mask = sess.causal_mask(q0, q1, Tk, offset) if sess is not None else _causal_mask(q0, q1, Tk, offset)
+            s = torch.baddbmm(mask.expand(B * H, q1 - q0, Tk), qc, kt, alpha=scaling).view(B, H, q1 - q0, Tk)
         else:
-            future = torch.ones(q1 - q0, Tk, dtype=torch.bool, device=s.device).triu(q0 + offset + 1)
-            s.masked_fill_(future, float("-inf"))
+            s = torch.bmm(qc, kt).view(B, H, q1 - q0, Tk) * scaling
+            m = attention_mask[:, :, q0:q1, :Tk]
+            s = s.masked_fill(~m, MASKED) if m.dtype == torch.bool else s + m.clamp_min(MASKED)
         w = torch.softmax(s, dim=-1, dtype=torch.float32)
         if sink:
             w[:, sink] = 0.0
             w[:, sink, :, 0] = 1.0
         if rec is not None:
-            rec.attention_rows(layer, q0, w)
+            rec.attention_rows(layer, q0, w, scores=None if sink else s)
         out[:, :, q0:q1] = torch.matmul(w.to(v.dtype), v)
     if rec is not None:
         rec.logits(layer, *_logit_stats(query, key, scaling))

@@ -42,3 +42,30 @@ def tiny_gpt2(n_heads: int = 2, layers: int = 2, seed: int = 0):
     cfg = GPT2Config(vocab_size=64, n_embd=32, n_layer=layers, n_head=n_heads, n_positions=64,
                      bos_token_id=0, eos_token_id=0)
     return GPT2LMHeadModel(cfg).eval()
+
+
+def save_tiny_hf_folder(path, kind: str = "llama"):
+    """Save a tiny random causal LM with a byte-level tokenizer (259 ids: 3 specials + 256 bytes) to `path`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2}
+    vocab.update({ch: i + 3 for i, ch in enumerate(sorted(alphabet))})
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    torch.manual_seed(0)
+    if kind == "llama":
+        cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                          bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        model = LlamaForCausalLM(cfg)
+    else:
+        cfg = GPT2Config(vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                         bos_token_id=1, eos_token_id=2)
+        model = GPT2LMHeadModel(cfg)
+    model.save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path
