@@ -79,5 +79,5 @@ def test_sink_heads_and_value_drain(traces):
         assert (s[d][:3] > 0.5).sum() <= 1, d             # almost none in layers 0-2
         vr = np.median(tr.value_norm_ratio()[12:], axis=1)
         assert 0.1 <= np.median(vr) <= 0.35, d           # token 0's value norm is drained
-    # layers 3-9 attend more to position 0 on code than on prose
-    assert s["code"][3:10].mean() > s["prose"][3:10].mean() + 0.03
+    # (Layers 3-9: whether code or prose parks more attention on position 0 depends on which token sits there
+    # with random window offsets, so no direction is asserted; see docs/real-models.md.)
