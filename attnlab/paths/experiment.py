@@ -94,10 +94,11 @@ def gp_baselines(data: PathData, T: float) -> dict[str, float]:
 
 
 def theory_point(data: PathData, N: float, T: float, form: str = "chain", method: str = "newton",
-                 tol: float = 1e-8, init: list | None = None, max_iter: int = 500) -> tuple[SaddlePoint, dict]:
+                 tol: float = 1e-8, init: list | None = None, max_iter: int = 500,
+                 hessian: bool = True) -> tuple[SaddlePoint, dict]:
     """Solve one (N, T) point and evaluate it on the test set; returns (saddle point, metrics record)."""
     prob = make_problem(data, N, T, form)
-    sp = solve(prob, method, tol=tol, init=init, max_iter=max_iter)
+    sp = solve(prob, method, tol=tol, init=init, max_iter=max_iter, hessian=hessian)
     m = metrics(predict(sp.U, data.gram, data.y_train, T, data.xit_test), data.y_test)
     gp = gp_baselines(data, T)
     n_paths = data.cfg.n_paths
