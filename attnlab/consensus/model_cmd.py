@@ -39,7 +39,7 @@ def _fall_stats(E: np.ndarray, L: int) -> dict:
     """From E `[prompt, steps+1]`: mean log10 E at pass ends, its fall from pass 1 to the last pass with a
     bootstrap CI, and Spearman(pass, mean log10 E)."""
     ends = np.arange(L, E.shape[1], L)
-    logE = np.log10(np.maximum(E[:, ends], 1e-300))
+    logE = np.log10(np.maximum(E[:, ends], 1e-17))
     means = logE.mean(0)
     fall = logE[:, 0] - logE[:, -1]
     rng = np.random.default_rng(0)
@@ -160,9 +160,9 @@ def run_model_command(args: argparse.Namespace) -> int:
 
 
 def demo_model(out: Path, seed: int) -> Report:
-    """Short SmolLM2 run for the demo: periodic, MLP on and off, 2 prompts per domain, T = 16, 4 passes."""
+    """Short SmolLM2 run for the demo: periodic, MLP on and off, 2 prompts per domain, T = 16, 3 passes."""
     from attnlab.real.loader import load_causal_lm
 
     loaded = load_causal_lm("smollm2")
-    _, _, rep = run_model(loaded, out, ["periodic"], [True, False], 4, list(DOMAINS), 2, 16, seed, progress=False)
+    _, _, rep = run_model(loaded, out, ["periodic"], [True, False], 3, list(DOMAINS), 2, 16, seed, progress=False)
     return rep

@@ -1,7 +1,8 @@
 """Summary statistics for curves over starts or prompts (spec section 6, Decision on bands).
 
 Curves are `[batch, time]`. The band is the 95% percentile-bootstrap CI of the mean of log10 E (2,000 seeded
-resamples); the line is the median. Values are floored at `floor` before the log.
+resamples); the line is the median. Values are floored at `floor` (default 1e-17, below the float64 resolution
+of 1 - cos) before the log, so an exact 0 does not dominate a mean of logs.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def log_band(E: np.ndarray, resamples: int = 2000, seed: int = 0, floor: float = 1e-300) -> dict[str, np.ndarray]:
+def log_band(E: np.ndarray, resamples: int = 2000, seed: int = 0, floor: float = 1e-17) -> dict[str, np.ndarray]:
     """For E `[batch, time]`: median, mean of log10 E and its bootstrap CI (lo, hi), quantiles q10/q90 (`[time]`)."""
     E = np.asarray(E, dtype=np.float64)
     L = np.log10(np.maximum(E, floor))
