@@ -117,8 +117,13 @@ def _nll(model, ids: torch.Tensor, iv: Interventions | None, batch_size: int) ->
     return torch.cat(out).numpy()
 
 
-def run_ablation(lm: LoadedModel, cfg: AblateConfig, out: str | Path | None) -> tuple[RunDir, list[dict], dict]:
-    """Baseline (traced) and ablated runs on every domain; returns the run folder, rows and a summary."""
+def run_ablation(lm: LoadedModel, cfg: AblateConfig, out: str | Path | None,
+                 sink_scores: dict | None = None) -> tuple[RunDir, list[dict], dict]:
+    """Baseline and ablated runs on every domain; returns the run folder, rows and a summary.
+
+    `sink_scores` {domain: [L,H]}: sink scores measured on the same windows by a scan; for those domains the
+    baseline runs with the model's own attention instead of being traced again.
+    """
     t0 = time.perf_counter()
     arch = get_arch(lm.model)
     arch.check_seq_len(cfg.tokens)
@@ -133,8 +138,11 @@ def run_ablation(lm: LoadedModel, cfg: AblateConfig, out: str | Path | None) -> 
     baseline = {}
     for d in cfg.domains:
         ids = build_windows(lm, scfg, d)
-        trace, nll0 = trace_domain(lm, ids, batch_size=1, desc=f"baseline {d}")
-        sink = trace.sink_score()
+        if sink_scores is not None and d in sink_scores:
+            sink, nll0 = np.asarray(sink_scores[d]), _nll(lm.model, ids, None, cfg.batch_size)
+        else:
+            trace, nll0 = trace_domain(lm, ids, batch_size=1, desc=f"baseline {d}")
+            sink = trace.sink_score()
         baseline[d] = {"nll": float(nll0.mean()), "perplexity": float(np.exp(nll0.mean()))}
         for c in tqdm(conds, desc=f"ablate {d}", leave=False):
             nll1 = _nll(lm.model, ids, c.interventions, cfg.batch_size)

@@ -28,10 +28,9 @@ def _common(p: argparse.ArgumentParser, default_domains: list[str], samples: int
     p.add_argument("--seed", type=int, default=0, help="seed of the window offsets and random tokens (default 0)")
 
 
-def _domains(args) -> list[str]:
-    ds = list(dict.fromkeys(args.domain)) if args.domain else ([] if args.text else list(DEFAULT_DOMAINS))
-    if args.text is not None and args.domain is None and not ds:
-        ds = []
+def _domains(args, default: list[str]) -> list[str]:
+    """--domain values in order (default: `default`, or none when only --text is given), then 'text'."""
+    ds = list(dict.fromkeys(args.domain)) if args.domain else ([] if args.text else list(default))
     return ds + (["text"] if args.text is not None else [])
 
 
@@ -42,16 +41,17 @@ def _threads() -> None:
 
 
 def cmd_scan(args) -> int:
+    from attnlab.real.ablate import parse_head
     from attnlab.real.loader import load_causal_lm
     from attnlab.real.reporting import scan_report
     from attnlab.real.scan import ScanConfig, run_scan
     from attnlab.runs import default_run_dir
-    from attnlab.real.ablate import parse_head
 
     _threads()
-    cfg = ScanConfig(model=args.model, domains=_domains(args), tokens=args.tokens, samples=args.samples,
-                     seed=args.seed, text=str(args.text) if args.text else None, prefix=args.prefix,
-                     align=args.align, batch_size=args.batch_size or 1, pattern_heads=[parse_head(h) for h in args.pattern_head or []])
+    cfg = ScanConfig(model=args.model, domains=_domains(args, DEFAULT_DOMAINS), tokens=args.tokens,
+                     samples=args.samples, seed=args.seed, text=str(args.text) if args.text else None,
+                     prefix=args.prefix, align=args.align, batch_size=args.batch_size or 1,
+                     pattern_heads=[parse_head(h) for h in args.pattern_head or []])
     lm = load_causal_lm(args.model, args.cache_dir)
     run, res = run_scan(lm, cfg, args.out or default_run_dir("real-scan"))
     scan_report(run, res)
@@ -70,10 +70,10 @@ def cmd_ablate(args) -> int:
     from attnlab.runs import default_run_dir
 
     _threads()
-    cfg = AblateConfig(model=args.model, domains=_domains(args) if (args.domain or args.text) else ["prose", "code"],
-                       tokens=args.tokens, samples=args.samples, seed=args.seed,
-                       text=str(args.text) if args.text else None, prefix=args.prefix,
-                       align=args.align, batch_size=args.batch_size or 4, heads=[parse_head(h) for h in args.head or []],
+    cfg = AblateConfig(model=args.model, domains=_domains(args, ["prose", "code"]), tokens=args.tokens,
+                       samples=args.samples, seed=args.seed, text=str(args.text) if args.text else None,
+                       prefix=args.prefix, align=args.align, batch_size=args.batch_size or 4,
+                       heads=[parse_head(h) for h in args.head or []],
                        sink_heads=[parse_head(h) for h in args.sink_head or []], mlps=list(args.mlp or []),
                        dims=[parse_dim(d) for d in args.dim or []], sweep_layers=list(args.sweep_layer or []),
                        together=args.together)
@@ -81,8 +81,8 @@ def cmd_ablate(args) -> int:
     run, rows, summary = run_ablation(lm, cfg, args.out or default_run_dir("real-ablate"))
     ablation_report(run, rows, summary)
     for r in rows:
-        print(f"{r['domain']:>7} {r['condition']:>14}  sink {r['sink_score'] if r['sink_score'] == '' else round(r['sink_score'], 3)!s:>6}"
-              f"  ΔNLL {r['dnll_mean']:+.4f} ± {r['dnll_se']:.4f}")
+        sink = "" if r["sink_score"] == "" else f"{r['sink_score']:.3f}"
+        print(f"{r['domain']:>7} {r['condition']:>14}  sink {sink:>6}  ΔNLL {r['dnll_mean']:+.4f} ± {r['dnll_se']:.4f}")
     print(f"run folder: {run.path}")
     return 0
 
@@ -132,7 +132,8 @@ def run_demo(out: Path, seed: int) -> Report:
     rep.extend(scan_report(run, res, "SmolLM2 scan (3 windows per domain, T = 128)"), level=3)
     heads = [tuple(int(x) for x in h.split(".")) for h in res.summary["pattern_heads"][:2]]
     acfg = AblateConfig(domains=["prose", "code"], samples=3, seed=seed, heads=heads, mlps=[11])
-    arun, rows, summary = run_ablation(lm, acfg, out / "ablate")
+    sink = {d: tr.sink_score() for d, tr in res.traces.items()}       # same windows: same seed and settings
+    arun, rows, summary = run_ablation(lm, acfg, out / "ablate", sink_scores=sink)
     rep.extend(ablation_report(arun, rows, summary, "SmolLM2 ablation (heads with the largest prose/code shift; "
                                                      "layer-11 MLP)"), level=3)
     print(f"run folder: {out}")

@@ -1,0 +1,149 @@
+"""Benchmark: the streaming scan against a plain sdpa forward and an eager `output_attentions=True` forward on
+SmolLM2-135M-Instruct (time and peak memory, as ratios; issue "Real LLMs", spec extreme-tokens §10).
+
+Each (mode, T) runs in a fresh subprocess: load the model, note the resident set size (RSS), run one forward and
+read the peak RSS (VmHWM) -> extra peak memory of that forward over the loaded model; then time `--repeats`
+further forwards (median, process CPU time and wall time). Modes:
+  sdpa   plain forward (transformers' default sdpa attention), no hooks;
+  scan   attnlab's traced forward (chunked eager attention + StreamingRecorder + residual/value hooks);
+  eager  eager attention with output_attentions=True (all [L,H,T,T] patterns kept).
+TransformerLens `run_with_cache` is measured only if `transformer_lens` is importable (it is an optional extra).
+
+Usage: .venv/bin/python benchmarks/bench_real.py [--tokens 128 512] [--long 4096] [--repeats 3] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def child(mode: str, T: int, repeats: int, threads: int) -> dict:
+    """Run inside the subprocess: one measured forward for memory, then `repeats` timed forwards."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from attnlab.real.loader import load_causal_lm
+    from attnlab.real.texts import domain_windows
+    from attnlab.real.tracing import new_recorder, traced
+
+    lm = load_causal_lm("smollm2")
+    model = lm.model
+    ids = domain_windows(lm.tokenizer, "prose", 1, T, 0)
+
+    def run_once():
+        with torch.no_grad():
+            if mode == "sdpa":
+                model(input_ids=ids, use_cache=False)
+            elif mode == "scan":
+                rec = new_recorder(model, T)
+                with traced(model, rec):
+                    rec.begin_batch(None, batch_size=1)
+                    model(input_ids=ids, use_cache=False)
+                rec.result()
+            elif mode == "eager":
+                model.set_attn_implementation("eager")
+                out = model(input_ids=ids, use_cache=False, output_attentions=True)
+                del out
+                model.set_attn_implementation("sdpa")
+            else:
+                raise SystemExit(f"unknown mode {mode}")
+
+    rss0 = _rss_kib("VmRSS")
+    try:
+        Path("/proc/self/clear_refs").write_text("5")      # reset the peak-RSS high-water mark
+    except OSError:
+        pass
+    t0 = time.perf_counter()
+    run_once()
+    first = time.perf_counter() - t0
+    peak = _rss_kib("VmHWM")
+    cpu, wall = [], []
+    for _ in range(repeats):
+        c, w = time.process_time(), time.perf_counter()
+        run_once()
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+    return {"mode": mode, "tokens": T, "rss_model_mib": rss0 / 1024, "peak_rss_mib": peak / 1024,
+            "extra_peak_mib": (peak - rss0) / 1024, "first_s": first,
+            "cpu_s": statistics.median(cpu) if cpu else first, "wall_s": statistics.median(wall) if wall else first,
+            "repeats": repeats, "threads": threads}
+
+
+def measure(mode: str, T: int, repeats: int, threads: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, str(T), str(repeats), str(threads)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    if out.returncode:
+        return {"mode": mode, "tokens": T, "error": out.stderr.strip().splitlines()[-1:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, nargs="+", default=[128, 512], help="sequence lengths (default 128 512)")
+    ap.add_argument("--long", type=int, nargs="*", default=[], help="extra lengths measured for the scan only")
+    ap.add_argument("--repeats", type=int, default=3, help="timed forwards per measurement (default 3)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    ap.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        mode, T, rep, thr = args.child
+        print(json.dumps(child(mode, int(T), int(rep), int(thr))))
+        return 0
+    try:
+        import transformer_lens  # noqa: F401
+        lens = True
+    except ImportError:
+        lens = False
+    rows = []
+    for T in args.tokens:
+        for mode in ("sdpa", "scan", "eager"):
+            rows.append(measure(mode, T, args.repeats, args.threads))
+            print(json.dumps(rows[-1]), flush=True)
+    for T in args.long:
+        for mode in ("sdpa", "scan"):
+            rows.append(measure(mode, T, 1, args.threads))
+            print(json.dumps(rows[-1]), flush=True)
+    summary = []
+    for T in sorted({r["tokens"] for r in rows}):
+        base = next((r for r in rows if r["tokens"] == T and r["mode"] == "sdpa" and "error" not in r), None)
+        for r in rows:
+            if r["tokens"] != T or "error" in r or base is None:
+                continue
+            summary.append({"tokens": T, "mode": r["mode"], "cpu_s": round(r["cpu_s"], 3),
+                            "cpu_ratio_vs_sdpa": round(r["cpu_s"] / base["cpu_s"], 3),
+                            "wall_ratio_vs_sdpa": round(r["wall_s"] / base["wall_s"], 3),
+                            "extra_peak_mib": round(r["extra_peak_mib"], 1),
+                            "extra_over_sdpa_mib": round(r["extra_peak_mib"] - base["extra_peak_mib"], 1),
+                            "peak_rss_mib": round(r["peak_rss_mib"], 1)})
+    print("\n| T | mode | CPU s | CPU ratio vs sdpa | wall ratio | extra peak MiB | over sdpa MiB | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s in summary:
+        print(f"| {s['tokens']} | {s['mode']} | {s['cpu_s']} | {s['cpu_ratio_vs_sdpa']} | {s['wall_ratio_vs_sdpa']} | "
+              f"{s['extra_peak_mib']} | {s['extra_over_sdpa_mib']} | {s['peak_rss_mib']} |")
+    print(f"TransformerLens: {'installed' if lens else 'not installed - not measured'}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"rows": rows, "summary": summary, "transformer_lens": lens}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
