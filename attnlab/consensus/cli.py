@@ -130,7 +130,7 @@ def run_demo(out: Path, seed: int) -> Report:
 
     from attnlab.consensus.simulate import PhaseConfig, SimulateConfig, run_phase, run_simulate
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # the CPU is shared: two threads on a loaded 2-core machine are slower than one
     rep = Report("Consensus: attention dynamics on the sphere")
     t0 = time.perf_counter()
     _, _, r1 = run_simulate(SimulateConfig(n=16, d=3, batch=32, mask="causal", schedule="random", t_max=20.0,

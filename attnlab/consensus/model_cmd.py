@@ -160,9 +160,9 @@ def run_model_command(args: argparse.Namespace) -> int:
 
 
 def demo_model(out: Path, seed: int) -> Report:
-    """Short SmolLM2 run for the demo: periodic, MLP on and off, 2 prompts per domain, T = 16, 3 passes."""
+    """Short SmolLM2 run for the demo: periodic, MLP on and off, 2 prompts per domain, T = 12, 2 passes."""
     from attnlab.real.loader import load_causal_lm
 
     loaded = load_causal_lm("smollm2")
-    _, _, rep = run_model(loaded, out, ["periodic"], [True, False], 3, list(DOMAINS), 2, 16, seed, progress=False)
+    _, _, rep = run_model(loaded, out, ["periodic"], [True, False], 2, list(DOMAINS), 2, 12, seed, progress=False)
     return rep

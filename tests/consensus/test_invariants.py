@@ -125,3 +125,21 @@ def test_prenorm_stream_grows_and_collapses() -> None:
     assert (np.linalg.norm(tr.states[:, -1], axis=-1) > 2).all()
     E = tr.measures["E_first"]
     assert (E[:, -1] < 0.5 * E[:, 0]).all()  # slow (power-law) decay: the effective step shrinks like 1/k
+
+
+@pytest.mark.parametrize("mask", ["full", "causal"])
+def test_symmetric_value_consensus_at_top_eigenvector(mask: str) -> None:
+    """R4b: constant symmetric V with lambda_1 > 0 and gap >= 0.3: 1 - |<x_i, v_1>| < 1e-10 for every i by t = 60."""
+    from attnlab.consensus.theory import consensus_point
+
+    g = torch.Generator().manual_seed(11)
+    d = 4
+    Q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+    V = Q @ torch.diag(torch.tensor([1.0, 0.6, 0.2, -0.3], dtype=torch.float64)) @ Q.T
+    P = torch.randn(1, d, d, generator=g, dtype=torch.float64) / d
+    v1, l1, l2 = consensus_point(V.numpy())
+    assert l1 - l2 >= 0.3
+    tr = integrate(_starts(8, 6, d, seed=12), Constant(P, V.unsqueeze(0)), AttentionSpec("SA", mask, 1.0),
+                   t_max=60.0, h=0.1, method="rk4", measures=())
+    align = 1 - np.abs(tr.final.numpy() @ v1)
+    assert align.max() < 1e-10
