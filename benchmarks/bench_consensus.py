@@ -62,6 +62,8 @@ def main() -> int:
     ap.add_argument("--baseline-starts", type=int, default=2, help="starts run by the loop baseline (default 2)")
     ap.add_argument("--baseline-steps", type=int, default=20, help="steps run by the loop baseline (default 20)")
     ap.add_argument("--skip-phase", action="store_true", help="skip B2")
+    ap.add_argument("--skip-b1", action="store_true", help="skip B1 (and its baseline)")
+    ap.add_argument("--phase-float32", action="store_true", help="run B2 in float32 instead of float64")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_consensus.json"), help="JSON results file")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -73,7 +75,7 @@ def main() -> int:
     P = torch.randn(1, d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
     spec = AttentionSpec("SA", "full", torch.tensor([beta]))
     res: dict = {"threads": args.threads, "load_avg_before": os.getloadavg(), "cpus": os.cpu_count()}
-    for method in ("euler", "rk4"):
+    for method in () if args.skip_b1 else ("euler", "rk4"):
         times = []
         cpu0 = time.process_time()
         for _ in range(args.repeats):
@@ -83,7 +85,35 @@ def main() -> int:
         res[f"B1_{method}_cpu_s_per_run"] = (time.process_time() - cpu0) / args.repeats
         res[f"B1_{method}_s"] = statistics.median(times)
         res[f"B1_{method}_all_s"] = times
-    # correctness of the baseline: same Euler trajectory
+    if not args.skip_b1:
+        baseline(args, res, X0, P, spec, beta, h, B, steps)
+    if not args.skip_phase:
+        dtype = torch.float32 if args.phase_float32 else torch.float64
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        pdg = phase_diagram(np.linspace(0.1, 9.0, 90), n=32, d=8, starts=256, t_max=30.0, h=0.1, method="euler",
+                            dtype=dtype)
+        res["B2_dtype"] = str(dtype)
+        res["B2_phase_s"] = time.perf_counter() - t0
+        res["B2_phase_cpu_s"] = time.process_time() - cpu0
+        res["B2_t50_finite"] = int(np.isfinite(pdg.t50).sum())
+    res["load_avg_after"] = os.getloadavg()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2))
+    if not args.skip_b1:
+        print(f"| B1 Euler, 256x32x8, 300 steps | {res['B1_euler_s']:.2f} s | loop baseline (extrapolated) "
+              f"{res['baseline_euler_full_s_extrapolated']:.0f} s | {res['B1_speedup_euler']:.0f}x |")
+        print(f"| B1 RK4, 256x32x8, 300 steps | {res['B1_rk4_s']:.2f} s | loop baseline (extrapolated) "
+              f"{res['baseline_rk4_full_s_extrapolated']:.0f} s | {res['B1_speedup_rk4']:.0f}x |")
+    if "B2_phase_s" in res:
+        print(f"| B2 phase diagram 90 betas x 256 starts, n=32, d=8, t<=30, h=0.1, {res['B2_dtype']} | "
+              f"{res['B2_phase_s']:.1f} s (CPU {res['B2_phase_cpu_s']:.1f} s) | | |")
+    print(f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
+    return 0
+
+
+def baseline(args: argparse.Namespace, res: dict, X0: torch.Tensor, P: torch.Tensor, spec: AttentionSpec,
+             beta: float, h: float, B: int, steps: int) -> None:
+    """Run the loop baseline on a few starts, check it against our Euler, and extrapolate (fills `res`)."""
     Xb = X0[: args.baseline_starts].numpy()
     t0 = time.perf_counter()
     Yb = baseline_euler(Xb, P[0].numpy(), beta, h, args.baseline_steps)
@@ -98,23 +128,6 @@ def main() -> int:
     res["baseline_rk4_full_s_extrapolated"] = 4 * per_start_step * B * steps
     res["B1_speedup_euler"] = res["baseline_euler_full_s_extrapolated"] / res["B1_euler_s"]
     res["B1_speedup_rk4"] = res["baseline_rk4_full_s_extrapolated"] / res["B1_rk4_s"]
-    if not args.skip_phase:
-        t0, cpu0 = time.perf_counter(), time.process_time()
-        pdg = phase_diagram(np.linspace(0.1, 9.0, 90), n=32, d=8, starts=256, t_max=30.0, h=0.1, method="euler")
-        res["B2_phase_s"] = time.perf_counter() - t0
-        res["B2_phase_cpu_s"] = time.process_time() - cpu0
-        res["B2_t50_finite"] = int(np.isfinite(pdg.t50).sum())
-    res["load_avg_after"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2))
-    print(f"| B1 Euler, 256x32x8, 300 steps | {res['B1_euler_s']:.2f} s | loop baseline (extrapolated) "
-          f"{res['baseline_euler_full_s_extrapolated']:.0f} s | {res['B1_speedup_euler']:.0f}x |")
-    print(f"| B1 RK4, 256x32x8, 300 steps | {res['B1_rk4_s']:.2f} s | loop baseline (extrapolated) "
-          f"{res['baseline_rk4_full_s_extrapolated']:.0f} s | {res['B1_speedup_rk4']:.0f}x |")
-    if "B2_phase_s" in res:
-        print(f"| B2 phase diagram 90 betas x 256 starts, n=32, d=8, t<=30, h=0.1 | {res['B2_phase_s']:.1f} s | | |")
-    print(f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
-    return 0
 
 
 if __name__ == "__main__":

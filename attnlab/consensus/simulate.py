@@ -130,6 +130,7 @@ class PhaseConfig:
     h: float = 0.1
     integrator: str = "euler"
     kind: str = "SA"
+    float32: bool = False
     seed: int = 0
 
 
@@ -146,7 +147,7 @@ def run_phase(cfg: PhaseConfig, out: Path, progress: bool = True) -> tuple[RunDi
     betas = np.linspace(cfg.beta_min, cfg.beta_max, cfg.num_betas)
     t0 = time.perf_counter()
     pdg = phase_diagram(betas, cfg.n, cfg.d, cfg.starts, cfg.t_max, cfg.h, cfg.integrator, cfg.kind, cfg.seed,
-                        progress=progress)
+                        dtype=torch.float32 if cfg.float32 else torch.float64, progress=progress)
     wall = time.perf_counter() - t0
     np.save(run.path / "frac.npy", pdg.frac)
     np.save(run.path / "betas.npy", pdg.betas)
@@ -157,7 +158,8 @@ def run_phase(cfg: PhaseConfig, out: Path, progress: bool = True) -> tuple[RunDi
                "betas_never_half_clustered": int(np.isnan(pdg.t50).sum()), "wall_seconds": round(wall, 2)}
     run.write_json("metrics.json", metrics)
     run.write_manifest(cfg.seed, command="consensus phase")
-    title = (f"Q=K=V=I, {cfg.kind}, n={cfg.n}, d={cfg.d}, {cfg.starts} starts, {cfg.integrator} h={cfg.h:g}")
+    title = (f"Q=K=V=I, {cfg.kind}, n={cfg.n}, d={cfg.d}, {cfg.starts} starts, {cfg.integrator} h={cfg.h:g}"
+             + (", float32" if cfg.float32 else ""))
     fig = plots.plot_phase(run.figure_path("phase_diagram"), pdg.betas, pdg.t, pdg.frac, pdg.t_eq, pdg.t50, title)
     rep = Report("Consensus: phase diagram")
     rep.paragraph(title + f"; {wall:.1f} s.")

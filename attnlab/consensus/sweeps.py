@@ -38,10 +38,10 @@ def _field_identity(X: torch.Tensor, beta: torch.Tensor, kind: str) -> tuple[tor
     G = X @ X.transpose(-1, -2)
     b = beta[:, None, None]
     if kind == "SA":
-        E = torch.exp(b * (G - 1))
-        A = E / E.sum(-1, keepdim=True)
+        A = (G - 1).mul_(b).exp_()  # in place on one temporary: exp is the dominant cost
+        A = A.div_(A.sum(-1, keepdim=True))
     else:
-        A = torch.exp(b * G) / X.shape[1]
+        A = (G * b).exp_().div_(X.shape[1])
     return tangent(X, A @ X), G
 
 
