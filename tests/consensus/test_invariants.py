@@ -143,3 +143,26 @@ def test_symmetric_value_consensus_at_top_eigenvector(mask: str) -> None:
                    t_max=60.0, h=0.1, method="rk4", measures=())
     align = 1 - np.abs(tr.final.numpy() @ v1)
     assert align.max() < 1e-10
+
+
+def test_global_clustering_small_beta() -> None:
+    """R7a: Q = K = V = I, d = 3, n = 32, beta <= 1: >= 99% of starts have one cluster at t = 30."""
+    for beta in (0.5, 1.0):
+        tr = integrate(_starts(64, 32, 3, seed=13), Constant(), AttentionSpec("SA", "full", beta), t_max=30.0,
+                       h=0.1, method="euler", measures=())
+        assert (M.cluster_count(tr.final) == 1).double().mean() >= 0.99
+
+
+def test_toy_optimal_depth_context_influence() -> None:
+    """R11 toy: causal, V = I. S(t) = ||x_n(t; X) - x_n(t; X')||, X' redraws tokens 2..n-1: S(0) = 0, an interior
+    peak max S >= 0.3, and S(40) <= 1e-5 (the last token forgets its context)."""
+    X = _starts(16, 8, 3, seed=14)
+    Xc = X.clone()
+    Xc[:, 1:-1] = _starts(16, 6, 3, seed=15)
+    both = torch.cat([X, Xc])
+    tr = integrate(both, Constant(), AttentionSpec("SA", "causal", 1.0), t_max=40.0, h=0.1, method="rk4",
+                   measures=(), record_every=1)
+    S = np.linalg.norm(tr.states[:16, :, -1] - tr.states[16:, :, -1], axis=-1).mean(0)
+    assert S[0] == 0.0
+    assert S.max() >= 0.3 and 0 < S.argmax() < len(S) - 1
+    assert S[-1] <= 1e-5
