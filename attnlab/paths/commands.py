@@ -11,7 +11,7 @@ import numpy as np
 from attnlab.errors import AttnlabError
 from attnlab.paths import plots
 from attnlab.paths.errors import check
-from attnlab.paths.experiment import PathData, alignment_record, build_data, sweep, theory_point
+from attnlab.paths.experiment import PathData, ablations, alignment_record, build_data, sweep, theory_point
 from attnlab.report import Report
 from attnlab.runs import RunDir, default_run_dir
 
@@ -85,6 +85,9 @@ def run_sweep(data: PathData, Ns: list[float], T: float, form: str, method: str,
     t0 = time.perf_counter()
     res = sweep(data, Ns, T, form, method, tol)
     recs = [r for _, r in res]
+    for sp, r in res:  # U ablations: off-diagonal zeroed / diagonal equalised to U[0, 0]
+        ab = ablations(data, sp.U, T)
+        r["accuracy_diagonal_only"], r["accuracy_equalised_diagonal"] = ab["diagonal_only"], ab["equalised_diagonal"]
     for r in recs:
         run.append_metrics(r)
     (run.path / "points.jsonl").write_bytes(run.metrics_path.read_bytes())
@@ -94,7 +97,8 @@ def run_sweep(data: PathData, Ns: list[float], T: float, form: str, method: str,
     rep.paragraph(f"Markov-style sweep over N with the {form} entropy, T = {T}, P = {data.P}; points run from "
                   f"large to small N, each warm-started. Wall time {time.perf_counter() - t0:.1f} s.")
     rep.table([{k: r[k] for k in ["N", "alpha", "converged", "iterations", "max_grad", "hessian_min_eig",
-                                 "accuracy"] + [k for k in r if k.startswith("accuracy_gp")]} for r in recs])
+                                 "accuracy", "accuracy_diagonal_only", "accuracy_equalised_diagonal"]
+                + [k for k in r if k.startswith("accuracy_gp")]} for r in recs])
     rep.figure(plots.accuracy_vs_alpha(run.figure_path("accuracy_vs_alpha"), recs), "accuracy vs alpha")
     smallest = res[-1][0]
     rep.figure(plots.u_heatmaps(run.figure_path(f"U_heatmap_N{_fmtN(recs[-1]['N'])}"), smallest.U, names),

@@ -129,3 +129,18 @@ def alignment_record(data: PathData, U: np.ndarray, top: int = 30) -> dict:
     S2 = float(np.prod(data.cfg.variances[1:]))
     return {"renormalised": alignment(U, data.gram, data.y_train, top),
             "gp": alignment(gp_U(data.cfg.n_paths, S2), data.gram, data.y_train, top)}
+
+
+def ablations(data: PathData, U: np.ndarray, T: float) -> dict[str, float]:
+    """Test accuracy of the theory's U and of two ablations (spec §9.1, 2-path variant): `diagonal_only` (off-diagonal
+    entries zeroed) and `equalised_diagonal` (every diagonal entry set to U[0, 0], off-diagonal kept)."""
+    U = np.asarray(U, dtype=np.float64)
+    variants = {"full": U, "diagonal_only": np.diag(np.diag(U)),
+                "equalised_diagonal": U - np.diag(np.diag(U)) + U[0, 0] * np.eye(len(U))}
+    out = {}
+    for name, V in variants.items():
+        if np.linalg.eigvalsh(V)[0] < 0:  # an ablated U need not be PSD; report it instead of failing
+            out[name] = float("nan")
+            continue
+        out[name] = metrics(predict(V, data.gram, data.y_train, T, data.xit_test), data.y_test)["accuracy"]
+    return out
