@@ -11,7 +11,7 @@ import torch
 from attnlab.paths import plots
 from attnlab.paths.experiment import build_data, theory_point
 from attnlab.paths.kernels import scaled_paths
-from attnlab.paths.network import PathNetwork
+from attnlab.paths.network import PathConfig, PathNetwork
 from attnlab.paths.predictor import metrics, predict
 from attnlab.paths.pruning import head_labels, head_scores, progressive_orders, spearman
 from attnlab.paths.tasks.digits import digit_episodes
@@ -54,6 +54,8 @@ def run_prune(args: argparse.Namespace, run: RunDir) -> dict:
         drops.append(acc_full - accuracy(model, xte, yte))
     model.set_pruned([])
     rho = spearman(scores, drops)
+    theory_drops = _theory_drops(cfg, args, N, T, labels)
+    rho_theory = spearman(scores, theory_drops)
     curves = {}
     for name, order in progressive_orders(scores, 5, args.seed).items():
         accs, removed = [acc_full], []
@@ -70,16 +72,39 @@ def run_prune(args: argparse.Namespace, run: RunDir) -> dict:
     out = {"gd_test_accuracy": acc_full, "gd_val_accuracy": accuracy(model, xva, yva), "handoff_attention_err": handoff_err,
            "chosen_N": N, "chosen_T": T, "grid": grid, "score": scores, "acc_drop": drops, "spearman_rho": rho,
            "heads": names, "drops_lowest2": [drops[i] for i in order[:2]], "drops_highest2": [drops[i] for i in order[-2:]],
-           "progressive": curves, "U": sp.U, "train_log": log}
+           "progressive": curves, "U": sp.U, "train_log": log,
+           "theory_accuracy": float(grid_best_test(grid, N, T)), "theory_acc_drop": theory_drops,
+           "spearman_rho_theory": rho_theory}
     run.write_json("metrics.json", out)
     rep = Report("attention paths: head scores and pruning (digits)")
     rep.paragraph(f"GD network: {args.layers} layers x {args.heads} heads, width {args.width}, {args.steps} steps; "
                   f"test accuracy {acc_full:.3f}. Theory (N={N}, T={T}, chosen on validation episodes). "
-                  f"Hand-off attention max error {handoff_err:.2e}. Spearman rho(score, drop) = {rho:.2f}.")
+                  f"Hand-off attention max error {handoff_err:.2e}. Spearman rho(score, GD drop) = {rho:.2f}; rho(score, theory refit drop) = {rho_theory:.2f}.")
     rep.table(grid, "validation grid")
-    rep.table([{"head": names[i], "score": scores[i], "acc_drop": drops[i]} for i in order], "heads by score")
+    rep.table([{"head": names[i], "score": scores[i], "acc_drop": drops[i], "theory_acc_drop": theory_drops[i]}
+               for i in order], "heads by score (GD drop; theory drop = refit without the head)")
     rep.figure(plots.head_scores(run.figure_path("head_scores"), names, scores, np.array(drops), rho))
     rep.figure(plots.progressive(run.figure_path("progressive_pruning"), curves))
     rep.write(run.path / "report.html")
-    print(f"GD test accuracy {acc_full:.3f}; Spearman rho(score, drop) = {rho:.2f}")
+    print(f"GD test accuracy {acc_full:.3f}; Spearman rho(score, GD drop) = {rho:.2f}, "
+          f"rho(score, theory drop) = {rho_theory:.2f}")
+    return out
+
+
+def grid_best_test(grid: list[dict], N: float, T: float) -> float:
+    return next(g["test_accuracy"] for g in grid if g["N"] == N and g["T"] == T)
+
+
+def _theory_drops(cfg: PathConfig, args: argparse.Namespace, N: float, T: float,
+                  labels: list[tuple[int, int]]) -> list[float]:
+    """Theory-side analogue of single-head pruning: refit U without the head (its layer's head sum then has
+    H_l - 1 terms, and the path normalisation 1/sqrt(n_paths) of [K1] rescales accordingly)."""
+    full = build_data("digits", args.P, args.n_test, cfg=cfg)
+    _, rec = theory_point(full, N, T, hessian=False)
+    out = []
+    for l, h in labels:
+        layers = [[hd for k, hd in enumerate(heads) if (i, k) != (l, h)] for i, heads in enumerate(cfg.layers)]
+        sub = PathConfig(layers, cfg.widths, cfg.variances, cfg.readout)
+        _, r = theory_point(build_data("digits", args.P, args.n_test, cfg=sub), N, T, hessian=False)
+        out.append(rec["accuracy"] - r["accuracy"])
     return out

@@ -39,3 +39,21 @@ def test_markov_sweep_s1_s2():
     assert recs[int(np.argmax(gains))]["N"] <= 30
     al = alignment_record(data, res[-1][0].U)
     assert np.all(al["renormalised"]["captured"][:5] > al["gp"]["captured"][:5])
+
+
+@pytest.mark.slow
+def test_prune_pipeline_smoke(tmp_path):
+    """S5 (reduced): GD steps -> hand-off (attention reproduced to 1e-6) -> theory -> finite head scores."""
+    import json
+
+    from attnlab.cli import main
+
+    out = tmp_path / "prune"
+    rc = main(["paths", "prune", "--steps", "10", "--pool", "200", "--P", "40", "--n-test", "60", "--heads", "2",
+               "--width", "16", "--Ns", "20", "--temperatures", "0.1", "--out", str(out)])
+    assert rc == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["handoff_attention_err"] < 1e-6
+    assert len(m["score"]) == 4 and np.all(np.isfinite(m["score"])) and max(m["score"]) == 1.0
+    assert len(m["acc_drop"]) == 4 and len(m["theory_acc_drop"]) == 4
+    assert (out / "figures" / "head_scores.png").exists() and (out / "gd_model.safetensors").exists()
