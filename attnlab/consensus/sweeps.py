@@ -59,9 +59,15 @@ def first_crossing(t: np.ndarray, y: np.ndarray, level: float = 0.5) -> float:
 
 def phase_diagram(betas: np.ndarray, n: int = 32, d: int = 8, starts: int = 256, t_max: float = 30.0, h: float = 0.1,
                   method: str = "euler", kind: str = "SA", seed: int = 0, theta: float = 0.999,
-                  max_bytes: int = 64 * 2**20, dtype: torch.dtype = torch.float64,
+                  max_bytes: int = 64 * 2**20, dtype: torch.dtype = torch.float64, retire: bool = True,
                   progress: bool = False) -> PhaseDiagram:
-    """Mean clustered fraction over `starts` uniform starts on S^{d-1}, for each beta and time step."""
+    """Mean clustered fraction over `starts` uniform starts on S^{d-1}, for each beta and time step.
+
+    With `retire` (Euler and SA only) a start stops being integrated once all its tokens lie in the cap
+    <w, x_i> >= cos(arccos(theta)/2) around their mean direction w: by the hemisphere theorem (spec 4.2, exact for
+    projected Euler with h <= 1, tested in R2a) they stay in that cap, so every pair keeps cosine >= theta and the
+    start's clustered fraction is 1 from then on. This changes no value of `frac`; it only skips work.
+    """
     check_name(method, ("euler", "rk4"), "sweep integrator")
     check_name(kind, ("SA", "USA"), "attention kind")
     betas = np.asarray(betas, dtype=np.float64)
@@ -82,13 +88,19 @@ def phase_diagram(betas: np.ndarray, n: int = 32, d: int = 8, starts: int = 256,
         from tqdm import tqdm
 
         chunks = tqdm(chunks, desc="phase diagram (beta chunks)", leave=False)
+    retire = retire and method == "euler" and kind == "SA" and h <= 1.0
+    cap = math.cos(math.acos(theta) / 2)
     for c0 in chunks:
         bs = betas[c0:c0 + chunk]
         X = X0.repeat(len(bs), 1, 1)
         beta = torch.tensor(bs, dtype=dtype).repeat_interleave(starts)
+        owner = torch.arange(len(bs)).repeat_interleave(starts)  # beta index of each active start
+        done = np.zeros(len(bs))  # retired starts per beta (their fraction is 1)
         for k in range(steps + 1):
             F, G = _field_identity(X, beta, kind)
-            frac[c0:c0 + len(bs), k] = M.clustered_fraction_from_gram(G, theta).reshape(len(bs), starts).mean(1).numpy()
+            cf = M.clustered_fraction_from_gram(G, theta)
+            sums = np.bincount(owner.numpy(), weights=cf.double().numpy(), minlength=len(bs))
+            frac[c0:c0 + len(bs), k] = (sums + done) / starts
             if k == steps:
                 break
             if method == "euler":
@@ -101,6 +113,17 @@ def phase_diagram(betas: np.ndarray, n: int = 32, d: int = 8, starts: int = 256,
             if not torch.isfinite(Y).all():
                 raise StepSizeError(f"phase diagram: non-finite state at t={k * h:.4g}, h={h:g}; lower h")
             X = Y / Y.norm(dim=-1, keepdim=True)
+            if retire:
+                w = X.mean(1)
+                w = w / w.norm(dim=-1, keepdim=True)
+                inside = (X * w.unsqueeze(1)).sum(-1).amin(-1) >= cap
+                if inside.any():
+                    done += np.bincount(owner[inside].numpy(), minlength=len(bs))
+                    keep = ~inside
+                    X, beta, owner = X[keep], beta[keep], owner[keep]
+                    if X.shape[0] == 0:
+                        frac[c0:c0 + len(bs), k + 1:] = 1.0
+                        break
     t = np.arange(steps + 1) * h
     t50 = np.array([first_crossing(t, f) for f in frac])
     t_eq = np.array([t_equiangular(float(b), n, kind) for b in betas])

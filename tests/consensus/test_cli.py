@@ -54,3 +54,14 @@ def test_simulate_bad_input_one_line(tmp_path: Path, argv: list[str], message: s
     with pytest.raises(ConsensusInputError) as exc:
         args.func(args)
     assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def test_phase_retirement_changes_nothing() -> None:
+    """Retiring starts whose tokens sit in a small cap (hemisphere theorem) leaves the phase diagram unchanged."""
+    from attnlab.consensus.sweeps import phase_diagram
+
+    betas = np.array([0.5, 2.0, 6.0])
+    a = phase_diagram(betas, n=8, d=4, starts=16, t_max=15.0, retire=False)
+    b = phase_diagram(betas, n=8, d=4, starts=16, t_max=15.0, retire=True)
+    assert np.abs(a.frac - b.frac).max() <= 1e-12
+    assert a.frac[0, -1] == 1.0
