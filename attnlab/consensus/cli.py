@@ -136,7 +136,7 @@ def run_demo(out: Path, seed: int) -> Report:
     rep = Report("Consensus: attention dynamics on the sphere")
     t0 = time.perf_counter()
     _, _, r1 = run_simulate(SimulateConfig(n=16, d=3, batch=32, mask="causal", schedule="random", t_max=20.0,
-                                           seed=seed), out / "simulate", progress=False)
+                                           record_every=2, seed=seed), out / "simulate", progress=False)
     _, _, r2 = run_phase(PhaseConfig(n=16, d=8, starts=32, num_betas=24, beta_max=9.0, t_max=20.0, seed=seed),
                          out / "phase", progress=False)
     rep.extend(r1, level=3)

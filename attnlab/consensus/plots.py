@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,7 @@ def plot_E_curves(path: Path, t: np.ndarray, curves: dict[str, np.ndarray], ylab
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both", lw=0.4)
     axes[0][0].legend(fontsize=7)
-    axes[0][0].set_title(title, fontsize=9)
+    axes[0][0].set_title(textwrap.fill(title, 70), fontsize=8)
     return save_figure(fig, path)
 
 
