@@ -14,7 +14,7 @@ from attnlab.paths.diagnostics import ebfmi, summarize
 from attnlab.paths.errors import check
 from attnlab.paths.experiment import PathData, theory_point
 from attnlab.paths.predictor import metrics
-from attnlab.paths.sampling import CollapsedTarget, PredictorSums, sample
+from attnlab.paths.sampling import CollapsedTarget, FullTarget, PredictorSums, sample
 from attnlab.report import Report
 
 GATES = {"rhat_max": 1.01, "ess_bulk_min": 400, "ebfmi_min": 0.3, "divergence_rate": 0.005}
@@ -22,6 +22,8 @@ GATES = {"rhat_max": 1.01, "ess_bulk_min": 400, "ebfmi_min": 0.3, "divergence_ra
 
 def add_sampler_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sampler", choices=["hmc", "mala"], default="hmc", help="sampler (default hmc)")
+    p.add_argument("--target", choices=["collapsed", "full"], default="collapsed",
+                   help="posterior: collapsed (V0 integrated out, default) or full (all weights)")
     p.add_argument("--chains", type=int, default=4, help="chains (default 4)")
     p.add_argument("--warmup", type=int, default=1000, help="warmup iterations (default 1000)")
     p.add_argument("--draws", type=int, default=2000, help="kept draws per chain (default 2000)")
@@ -33,10 +35,13 @@ def add_sampler_opts(p: argparse.ArgumentParser) -> None:
 
 def run_sampler(data: PathData, N: int, T: float, chains: int, warmup: int, draws: int, kind: str = "hmc",
                 n_leapfrog: int = 16, thin: int = 1, predict_every: int = 5, seed: int = 0,
-                progress: bool = True) -> dict:
-    """Collapsed sampling at width N: U_hat (Eq 14) with MCSE, diagnostics, gates and the sampled predictor."""
+                progress: bool = True, target_kind: str = "collapsed") -> dict:
+    """Sampling at width N: U_hat (Eq 14) with MCSE, diagnostics, gates and the sampled predictor. The predictor
+    is the Rao-Blackwellised mean over the upper-weight draws (valid for both targets: their upper-weight
+    marginals are the same posterior)."""
     cfg = data.cfg.with_widths(N)
-    target = CollapsedTarget(cfg, data.gram, data.y_train, T)
+    cls = FullTarget if target_kind == "full" else CollapsedTarget
+    target = cls(cfg, data.gram, data.y_train, T)
     sums = PredictorSums(target, data.xit_test, every=predict_every)
     t0 = time.perf_counter()
     res = sample(target, chains, warmup, draws, n_leapfrog, kind, seed=seed, thin=thin, on_draw=sums,
@@ -55,7 +60,7 @@ def run_sampler(data: PathData, N: int, T: float, chains: int, warmup: int, draw
     rh = np.concatenate([s_U["rhat"], s_a["rhat"], s_lp["rhat"], s_f["rhat"]])
     es = np.concatenate([s_U["ess_bulk"], s_a["ess_bulk"], s_lp["ess_bulk"], s_f["ess_bulk"]])
     n_iter = res.U.shape[1] * thin
-    rec = {"N": N, "T": T, "alpha": data.P / N, "sampler": kind, "chains": chains, "warmup": warmup, "draws": draws,
+    rec = {"N": N, "T": T, "alpha": data.P / N, "sampler": kind, "target": target_kind, "chains": chains, "warmup": warmup, "draws": draws,
            "U_hat": U_hat, "U_mcse": U_mcse, "U_a_hat": float(s_a["mean"][0]), "U_a_mcse": float(s_a["mcse"][0]),
            "rhat_max": float(np.nanmax(rh)), "ess_bulk_min": float(np.nanmin(es)),
            "accept_mean": float(res.accept.mean()), "divergences": int(res.divergences.sum()),
@@ -87,7 +92,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     data = data_from_args(args)
     sp, th = theory_point(data, args.N, args.temperature, args.entropy_form, args.method)
     rec = run_sampler(data, int(args.N), args.temperature, args.chains, args.warmup, args.draws, args.sampler,
-                      args.leapfrog, args.thin, args.predict_every, args.seed)
+                      args.leapfrog, args.thin, args.predict_every, args.seed, target_kind=args.target)
     rec["rel_frob_err"] = float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U))
     rec["theory"] = th
     rec["pred_gap"] = float(np.sqrt(np.mean((rec["pred_mean"] - _theory_mean(data, sp.U, args.temperature)) ** 2)))

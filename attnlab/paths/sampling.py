@@ -246,3 +246,42 @@ class PredictorSums:
         """(mean [n_test], variance [n_test], fixed-point draws [C, n_draws, 16])."""
         var = self.cvar + self.m2 / max(self.count - 1, 1)
         return self.mean.numpy(), var.numpy(), torch.stack(self.fixed, 1).numpy()
+
+
+class FullTarget(CollapsedTarget):
+    """The paper's setting: all weights {V0, V^(l)h, a}, theta [C, d] with V0 [N_1, N0] first.
+    log p = -(1/2T) sum_mu (f(x^mu) - y^mu)^2 - sum |W|^2/(2 sigma_W^2), f in the path form [N7] over the
+    precomputed scaled paths: f = sum_pi V_eff^pi V0 xi~^pi / (sigma0 sqrt(N_1))."""
+
+    def __init__(self, cfg: PathConfig, gram: PathGram, Y, T: float) -> None:
+        super().__init__(cfg, gram, Y, T)
+        if T < 1e-3:
+            import warnings
+
+            warnings.warn(f"full sampler at T = {T:g} < 1e-3: the posterior is stiff; expect small steps", stacklevel=2)
+        self.N1, self.N0 = int(cfg.widths[0]), gram.N0
+        self.n_v0 = self.N1 * self.N0
+        self.dim = self.n_v0 + self.dim
+        self.prior_sd = torch.cat([torch.full((self.n_v0,), math.sqrt(cfg.variances[0]), dtype=torch.float64),
+                                   self.prior_sd])
+
+    def unpack(self, theta: torch.Tensor) -> dict:
+        w = super().unpack(theta[..., self.n_v0:])
+        w["V0"] = theta[..., :self.n_v0].reshape(*theta.shape[:-1], self.N1, self.N0)
+        return w
+
+    def order_parameters(self, theta: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        return self.net.order_parameters(super().unpack(theta[..., self.n_v0:]))
+
+    def log_prob(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.unpack(theta)
+        Veff = self.net.partial_weights(w)[0]  # [C, n_paths, N_1]
+        f = torch.einsum("cpj,cji,mpi->cm", Veff, w["V0"], self.gram.xit) / math.sqrt(self.cfg.variances[0] * self.N1)
+        lp = -0.5 * ((f - self.Y) ** 2).sum(-1) / self.T - 0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
+        return lp, torch.zeros(theta.shape[0], dtype=torch.bool)
+
+    def log_prob_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        th = theta.detach().requires_grad_(True)
+        lp, bad = self.log_prob(th)
+        g, = torch.autograd.grad(lp.sum(), th)
+        return lp.detach(), g, bad

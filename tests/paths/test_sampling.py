@@ -104,3 +104,21 @@ def test_collapsed_density_equals_explicit_gaussian_marginal():  # T17
         marg = -0.5 * torch.logdet(cov) - 0.5 * Y @ torch.linalg.solve(cov, Y)
         prior = -0.5 * (theta[c] ** 2 / tgt.prior_sd ** 2).sum()
         assert abs(float(lp[c] - prior - marg)) < 1e-10
+
+
+def test_full_target_is_the_layer_form_posterior():
+    """The full log density equals -(1/2T)|f - y|^2 - prior with f from the layer recursion [N1-N4]."""
+    from attnlab.paths.network import PathNetwork
+    from attnlab.paths.sampling import FullTarget
+
+    net, x, y, gram = tiny((2, 2), P=8)
+    cfg = net.cfg.with_widths(3)
+    tgt = FullTarget(cfg, gram, y, 0.3)
+    theta = tgt.prior_draw(2, torch.Generator().manual_seed(2))
+    lp, _ = tgt.log_prob(theta)
+    for c in range(2):
+        w = tgt.unpack(theta[c:c + 1])
+        w = {"V0": w["V0"][0], "V": [v[0] for v in w["V"]], "a": w["a"][0]}
+        f = PathNetwork(cfg).forward(x, w)
+        ref = -0.5 * ((f - torch.tensor(y)) ** 2).sum() / 0.3 - 0.5 * (theta[c] ** 2 / tgt.prior_sd ** 2).sum()
+        assert abs(float(lp[c] - ref)) < 1e-10

@@ -57,3 +57,22 @@ def test_prune_pipeline_smoke(tmp_path):
     assert len(m["score"]) == 4 and np.all(np.isfinite(m["score"])) and max(m["score"]) == 1.0
     assert len(m["acc_drop"]) == 4 and len(m["theory_acc_drop"]) == 4
     assert (out / "figures" / "head_scores.png").exists() and (out / "gd_model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_full_and_collapsed_samplers_agree():
+    """S4: full and collapsed U_hat agree within 4 combined MCSE (N = 4, N0 = 6, P = 8)."""
+    from attnlab.paths.diagnostics import summarize
+    from attnlab.paths.sampling import CollapsedTarget, FullTarget, sample
+    from tests.paths.conftest import tiny
+
+    net, x, y, gram = tiny((2, 2), P=8, N0=6)
+    cfg = net.cfg.with_widths(4)
+    iu = np.triu_indices(4)
+    out = {}
+    for name, cls in [("full", FullTarget), ("collapsed", CollapsedTarget)]:
+        res = sample(cls(cfg, gram, y, 0.5), chains=4, warmup=200, draws=400, n_leapfrog=6, seed=4, progress=False)
+        out[name] = summarize(res.U[:, :, iu[0], iu[1]])
+    diff = np.abs(out["full"]["mean"] - out["collapsed"]["mean"])
+    comb = np.sqrt(out["full"]["mcse"] ** 2 + out["collapsed"]["mcse"] ** 2)
+    assert np.all(diff < 4 * comb), (diff / comb).max()
