@@ -114,7 +114,7 @@ def register(subparsers) -> None:
 
 
 def run_demo(out: Path, seed: int) -> Report:
-    """Short SmolLM2 scan (3 samples per domain, T = 128) and a one-layer ablation; skipped without the package."""
+    """Short SmolLM2 scan (2 windows per domain, T = 128) and a small ablation; skipped without the package."""
     import importlib.util
 
     from attnlab.real.ablate import AblateConfig, run_ablation
@@ -128,13 +128,13 @@ def run_demo(out: Path, seed: int) -> Report:
         return rep
     _threads()
     lm = load_causal_lm("smollm2")
-    run, res = run_scan(lm, ScanConfig(samples=3, seed=seed), out / "scan")
-    rep.extend(scan_report(run, res, "SmolLM2 scan (3 windows per domain, T = 128)"), level=3)
-    heads = [tuple(int(x) for x in h.split(".")) for h in res.summary["pattern_heads"][:2]]
-    acfg = AblateConfig(domains=["prose", "code"], samples=3, seed=seed, heads=heads, mlps=[11])
+    run, res = run_scan(lm, ScanConfig(samples=2, seed=seed, n_auto_pattern_heads=2), out / "scan")
+    rep.extend(scan_report(run, res, "SmolLM2 scan (2 windows per domain, T = 128)"), level=3)
+    heads = [tuple(int(x) for x in h.split(".")) for h in res.summary["pattern_heads"][:1]]
+    acfg = AblateConfig(domains=["prose", "code"], samples=2, seed=seed, heads=heads, mlps=[11], batch_size=2)
     sink = {d: tr.sink_score() for d, tr in res.traces.items()}       # same windows: same seed and settings
     arun, rows, summary = run_ablation(lm, acfg, out / "ablate", sink_scores=sink)
-    rep.extend(ablation_report(arun, rows, summary, "SmolLM2 ablation (heads with the largest prose/code shift; "
+    rep.extend(ablation_report(arun, rows, summary, "SmolLM2 ablation (the head with the largest prose/code shift; "
                                                      "layer-11 MLP)"), level=3)
     print(f"run folder: {out}")
     return rep
