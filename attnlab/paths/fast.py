@@ -76,3 +76,31 @@ class FastAction:
             g = g / Nmax
             grads.append(0.5 * (g + g.T))
         return S, grads
+
+
+class NumpyParam:
+    """NumPy mirror of `Param` for the fast path."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.idx = [np.tril_indices(n) for n in sizes]
+        self.counts = [n * (n + 1) // 2 for n in sizes]
+
+    def Rs(self, theta: np.ndarray) -> list[np.ndarray]:
+        out, k = [], 0
+        for n, (i, j), c in zip(self.sizes, self.idx, self.counts):
+            v = theta[k:k + c].copy()
+            v[i == j] = np.exp(v[i == j])
+            R = np.zeros((n, n))
+            R[i, j] = v
+            out.append(R)
+            k += c
+        return out
+
+    def grad_theta(self, Rs: list[np.ndarray], grads: list[np.ndarray]) -> np.ndarray:
+        parts = []
+        for R, G, (i, j) in zip(Rs, grads, self.idx):
+            v = (2.0 * G @ R)[i, j]
+            v[i == j] *= R[i, j][i == j]
+            parts.append(v)
+        return np.concatenate(parts)

@@ -106,39 +106,11 @@ class Param:
         return torch.cat(parts)
 
 
-class NumpyParam:
-    """NumPy mirror of `Param` for the fast path."""
-
-    def __init__(self, sizes: list[int]) -> None:
-        self.sizes = sizes
-        self.idx = [np.tril_indices(n) for n in sizes]
-        self.counts = [n * (n + 1) // 2 for n in sizes]
-
-    def Rs(self, theta: np.ndarray) -> list[np.ndarray]:
-        out, k = [], 0
-        for n, (i, j), c in zip(self.sizes, self.idx, self.counts):
-            v = theta[k:k + c].copy()
-            v[i == j] = np.exp(v[i == j])
-            R = np.zeros((n, n))
-            R[i, j] = v
-            out.append(R)
-            k += c
-        return out
-
-    def grad_theta(self, Rs: list[np.ndarray], grads: list[np.ndarray]) -> np.ndarray:
-        parts = []
-        for R, G, (i, j) in zip(Rs, grads, self.idx):
-            v = (2.0 * G @ R)[i, j]
-            v[i == j] *= R[i, j][i == j]
-            parts.append(v)
-        return np.concatenate(parts)
-
-
 def _fast(prob: Problem):
     """(FastAction, NumpyParam) when the Gram tensor is stored, else None."""
     if prob.gram.M is None:
         return None
-    from attnlab.paths.fast import FastAction
+    from attnlab.paths.fast import FastAction, NumpyParam
 
     return FastAction(prob), NumpyParam(prob.sizes())
 
@@ -350,6 +322,7 @@ def _solve(prob: Problem, method: str, tol: float, max_iter: int, init: list[tor
         _, _, Lc = energy_terms(prob, Us[0], need_grad=False)
         return _result(prob, Us, None, 0, "gp", True, trace, t0, None, note="GP limit (N = inf)")
     Us0 = [U.clone() for U in (init if init is not None else prob.gp_point())]
+    check_condition(prob, Us0[0], "start point")
     par = Param(prob.sizes())
     if method == "fixed_point":
         Us, ev, it = _fixed_point(prob, Us0, tol, max_iter, trace)
@@ -367,10 +340,27 @@ def _solve(prob: Problem, method: str, tol: float, max_iter: int, init: list[tor
     return _result(prob, Us, ev, it, method, mg < tol, trace, t0, hmin)
 
 
+COND_WARN, COND_REFUSE = 1e10, 1e12
+
+
+def check_condition(prob: Problem, U1: torch.Tensor, where: str) -> float:
+    """cond(K+TI) by eigvalsh (spec §12): warn above 1e10, refuse above 1e12 (KernelConditionError)."""
+    K = prob.gram.kernel(U1)
+    eig = torch.linalg.eigvalsh(K + prob.T * torch.eye(prob.gram.P, dtype=K.dtype))
+    cond = float(eig[-1] / eig[0]) if float(eig[0]) > 0 else math.inf
+    if cond > COND_REFUSE:
+        raise KernelConditionError(f"cond(K+TI) = {cond:.3g} > {COND_REFUSE:g} at the {where} (T={prob.T:g}, "
+                                   f"lambda_max(K)={float(eig[-1]):.3g}); raise the temperature or rescale the inputs")
+    if cond > COND_WARN:
+        import warnings
+
+        warnings.warn(f"cond(K+TI) = {cond:.3g} > {COND_WARN:g} at the {where}; results may lose digits", stacklevel=3)
+    return cond
+
+
 def _result(prob, Us, ev, it, method, converged, trace, t0, hmin, note="") -> SaddlePoint:
     ev = ev if ev is not None and not math.isinf(prob.N_max) else None
-    K = prob.gram.kernel(Us[0])
-    eig = torch.linalg.eigvalsh(K + prob.T * torch.eye(prob.gram.P, dtype=K.dtype))
+    cond = check_condition(prob, Us[0], "solution")
     if ev is None:
         E, _, _ = energy_terms(prob, Us[0], need_grad=False)
         S, ent, mg, U_a = float("nan"), float("nan"), 0.0, float(prob.variances[-1])
@@ -380,4 +370,4 @@ def _result(prob, Us, ev, it, method, converged, trace, t0, hmin, note="") -> Sa
                        S=S, E=float(E), entropy=ent, max_grad=mg, hessian_min_eig=hmin, iterations=it,
                        method=method, entropy_form=prob.form, converged=bool(converged), trace=trace,
                        lambda_min=[float(torch.linalg.eigvalsh(U)[0]) for U in Us],
-                       cond_K=float(eig[-1] / eig[0]), wall_s=time.perf_counter() - t0, note=note)
+                       cond_K=cond, wall_s=time.perf_counter() - t0, note=note)

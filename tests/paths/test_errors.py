@@ -97,3 +97,13 @@ def test_kernel_needing_jitter_says_how_much():
     with pytest.raises(PathsConfigError) as e:
         add_jitter(np.array([[1.0, 0.5], [0.4, 1.0]]))
     assert "not symmetric" in _one_line(e)
+
+
+def test_ill_conditioned_kernel_is_refused():
+    from attnlab.paths.errors import KernelConditionError
+    from attnlab.paths.solver import solve
+
+    _, _, y, gram = tiny((2, 2), P=12, N0=2)  # K has rank <= N0 n_paths = 8 < P: singular
+    with pytest.raises(KernelConditionError) as e:
+        solve(problem(gram, y, (2, 2), T=1e-14))
+    assert "cond(K+TI)" in _one_line(e) and "> 1e+12" in str(e.value)
