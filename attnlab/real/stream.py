@@ -57,11 +57,20 @@ class StreamingRecorder(TraceRecorder):
         # Row entropy of rows i ≥ 1, renormalised: H(A/m) = log m − (1/m) Σ_j A_ij log A_ij, divided by log(i+1).
         if q1 > 1:
             R = A[:, :, first:, :]
-            if scores is not None:
-                S = scores[:, :, first:, :].float()
-                top, arg = R.max(dim=-1, keepdim=True)
+            if scores is not None:                       # whole contiguous chunk (no copies), then drop row 0
+                S = scores.float()
+                # lse_i = s_ij − log A_ij holds for any j with A_ij a normal float; use j = 0 or j = i (the larger),
+                # and the row maximum only for rows where both are below 1e-30.
+                diag = torch.arange(q0, q1).clamp_max(T - 1).view(1, 1, C, 1).expand(B, H, C, 1)
+                a0, ad = A[..., :1], A.gather(-1, diag)
+                arg = torch.where(a0 >= ad, torch.zeros_like(diag), diag)
+                top = torch.maximum(a0, ad)
+                small = top < 1e-30
+                if bool(small.any()):
+                    mtop, marg = A.max(dim=-1, keepdim=True)
+                    top, arg = torch.where(small, mtop, top), torch.where(small, marg, arg)
                 lse = S.gather(-1, arg).squeeze(-1) - top.squeeze(-1).log()
-                ent = (lse.double() - torch.einsum("bhij,bhij->bhi", R, S).double())
+                ent = (lse.double() - torch.einsum("bhij,bhij->bhi", A, S).double())[:, :, first:]
                 nonempty = torch.ones(ent.shape, dtype=torch.bool)
             else:
                 mass = R.sum(-1)                                                  # [B,H,C']

@@ -162,3 +162,22 @@ def test_bad_inputs():
 
     with pytest.raises(AttnlabError, match="unsupported architecture Odd"):
         get_arch(Odd())
+
+
+def test_entropy_fast_path_with_peaked_rows():
+    """Rows whose weight on key 0 and on the diagonal underflow take the row-maximum fallback; same trace."""
+    from attnlab.real.stream import StreamingRecorder
+
+    g = torch.Generator().manual_seed(5)
+    B, H, Tn = 2, 3, 16
+    S = torch.randn(B, H, Tn, Tn, generator=g) * 60.0
+    S[..., 0] -= 200.0
+    S = S.masked_fill(torch.ones(Tn, Tn, dtype=torch.bool).triu(1), -1e30)
+    A = torch.softmax(S, -1)
+    fast, ref = StreamingRecorder(1, H, Tn), TraceRecorder(1, H, Tn)
+    fast.begin_batch(None, batch_size=B)
+    ref.begin_batch(None, batch_size=B)
+    for q0 in range(0, Tn, 5):
+        fast.attention_rows(0, q0, A[:, :, q0:q0 + 5], S[:, :, q0:q0 + 5])
+    ref.attention(0, A)
+    np.testing.assert_allclose(fast.result().row_entropy, ref.result().row_entropy, atol=1e-5)
