@@ -48,6 +48,9 @@ class BBTask:
         cdf[:, -1] = 1.0
         self._cdf = cdf                                                # [V,n]
         self._flat_cdf = (cdf + np.arange(self.vocab.size)[:, None]).ravel()   # row r shifted by r: sorted
+        # searchsorted gives r·n + c with c = #{b : F(b|r) ≤ U} ≤ n−1 (the last column is 1 > U), so the token
+        # is the flat index modulo n; token_of maps it back in one gather.
+        self._token_of_flat = np.arange(self._flat_cdf.size + 1) % n
         self._law = law
 
     # ------------------------------------------------------------------------------------------------------
@@ -88,12 +91,11 @@ class BBTask:
         cols = np.empty((T1, B), dtype=np.int64)
         cols[0] = self.vocab.bos
         key = np.empty(B)
+        token_of = self._token_of_flat
         for t in range(1, T1):
             prev = cols[t - 1]
             np.add(keys[t], prev, out=key)
-            drawn = np.searchsorted(self._flat_cdf, key, side="right")
-            drawn -= prev * n
-            np.minimum(drawn, n - 1, out=drawn)
+            drawn = token_of[np.searchsorted(self._flat_cdf, key, side="right")]
             cols[t] = np.where(trig[prev], cols[t - 2], drawn) if t >= 2 else drawn
         x[:] = cols.T
         return x
