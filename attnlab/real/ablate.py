@@ -130,7 +130,7 @@ def run_ablation(lm: LoadedModel, cfg: AblateConfig, out: str | Path | None,
     conds = build_conditions(cfg, arch)
     if not cfg.domains:
         raise AttnlabError("give at least one --domain (prose, code, random) or --text FILE")
-    run = RunDir(out, "real-ablate")
+    run = RunDir(out, "real")
     run.write_config(asdict(cfg) | {"model_path": str(lm.path), "conditions": [c.name for c in conds]})
     scfg = ScanConfig(model=cfg.model, domains=cfg.domains, tokens=cfg.tokens, samples=cfg.samples, seed=cfg.seed,
                       text=cfg.text, prefix=cfg.prefix, align=cfg.align)

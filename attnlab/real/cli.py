@@ -53,7 +53,7 @@ def cmd_scan(args) -> int:
                      prefix=args.prefix, align=args.align, batch_size=args.batch_size or 1,
                      pattern_heads=[parse_head(h) for h in args.pattern_head or []])
     lm = load_causal_lm(args.model, args.cache_dir)
-    run, res = run_scan(lm, cfg, args.out or default_run_dir("real-scan"))
+    run, res = run_scan(lm, cfg, args.out or default_run_dir("real"))
     scan_report(run, res)
     for d in res.summary["domains"]:
         print(f"{d['domain']}: perplexity {d['perplexity']:.2f}, Sink_1^0.3 {d['sink_1_eps_percent']:.1f}%, "
@@ -78,7 +78,7 @@ def cmd_ablate(args) -> int:
                        dims=[parse_dim(d) for d in args.dim or []], sweep_layers=list(args.sweep_layer or []),
                        together=args.together)
     lm = load_causal_lm(args.model, args.cache_dir)
-    run, rows, summary = run_ablation(lm, cfg, args.out or default_run_dir("real-ablate"))
+    run, rows, summary = run_ablation(lm, cfg, args.out or default_run_dir("real"))
     ablation_report(run, rows, summary)
     for r in rows:
         sink = "" if r["sink_score"] == "" else f"{r['sink_score']:.3f}"

@@ -129,7 +129,7 @@ def run_scan(lm: LoadedModel, cfg: ScanConfig, out: str | Path | None) -> tuple[
         raise AttnlabError(f"--samples and --batch-size must be ≥ 1; got {cfg.samples} and {cfg.batch_size}")
     for l, h in cfg.pattern_heads:
         arch.check_head(l, h)
-    run = RunDir(out, "real-scan")
+    run = RunDir(out, "real")
     run.write_config(asdict(cfg) | {"model_path": str(lm.path)})
     ids = {d: build_windows(lm, cfg, d) for d in cfg.domains}
     with open(run.path / "samples.jsonl", "w") as f:
