@@ -23,8 +23,10 @@ pytestmark = [
 def lm():
     from attnlab.real.loader import load_causal_lm
 
-    torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
-    return load_causal_lm("smollm2")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)                       # restored for the tests of other studies
+    yield load_causal_lm("smollm2")
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")
