@@ -164,7 +164,9 @@ class TraceRecorder:
         self.resid_sum[index] += x.norm(dim=-1).sum(0)
         self.resid_count[index] += B
         ax = x.abs()
-        med = float(ax.median())
+        flat_np = ax.reshape(-1).numpy()
+        k = (flat_np.size - 1) // 2          # torch.median's convention (the lower middle), ~8× faster
+        med = float(np.partition(flat_np, k)[k])
         self.median_sum[index] += med
         self.median_count[index] += 1
         flat = int(ax.argmax())
