@@ -28,10 +28,15 @@ from attnlab.tasks import build_bb_task
 from attnlab.train.presets import resolve_config
 
 
-def per_token_sampler(task, batch: int, seq_len: int, seed: int) -> np.ndarray:
-    """The baseline: one token at a time, one sequence at a time."""
+def per_token_sampler(task, batch: int, seq_len: int, seed: int, fast_draw: bool = False) -> np.ndarray:
+    """The baseline: one token at a time, one sequence at a time.
+
+    `fast_draw=False` draws with `rng.choice(n, p=row)` (the straightforward way); `fast_draw=True` uses a
+    cumulative sum and a binary search per token (a tuned loop), so the speed-up is reported against both.
+    """
     rng = np.random.default_rng(seed)
-    law = task.bigram_matrix()
+    law = task.bigram_matrix()[:, : task.vocab.n_chars]
+    n = task.vocab.n_chars
     out = np.empty((batch, seq_len + 1), dtype=np.int64)
     for b in range(batch):
         out[b, 0] = task.vocab.bos
@@ -39,9 +44,10 @@ def per_token_sampler(task, batch: int, seq_len: int, seed: int) -> np.ndarray:
             prev = out[b, t - 1]
             if t >= 2 and task.is_trigger[prev]:
                 out[b, t] = out[b, t - 2]
+            elif fast_draw:
+                out[b, t] = min(int(np.searchsorted(np.cumsum(law[prev]), rng.random(), side="right")), n - 1)
             else:
-                cdf = np.cumsum(law[prev])
-                out[b, t] = min(int(np.searchsorted(cdf, rng.random(), side="right")), task.vocab.n_chars - 1)
+                out[b, t] = rng.choice(n, p=law[prev])
     return out
 
 
@@ -114,8 +120,11 @@ def main() -> None:
 
     vec = best_of(lambda: task.sample(512, 256, seed=0), 5)
     loop = best_of(lambda: per_token_sampler(task, 512, 256, seed=0), 1)
-    res.update(generator_vectorised_s=vec, generator_loop_s=loop, generator_speedup=loop / vec)
-    print(f"generator 512x257: vectorised {vec * 1e3:.1f} ms, per-token loop {loop:.2f} s, ratio {loop / vec:.0f}x")
+    tuned = best_of(lambda: per_token_sampler(task, 512, 256, seed=0, fast_draw=True), 1)
+    res.update(generator_vectorised_s=vec, generator_loop_s=loop, generator_speedup=loop / vec,
+               generator_tuned_loop_s=tuned, generator_speedup_vs_tuned=tuned / vec)
+    print(f"generator 512x257: vectorised {vec * 1e3:.1f} ms; per-token loop (rng.choice) {loop:.2f} s, ratio "
+          f"{loop / vec:.0f}x; tuned per-token loop (cumsum+searchsorted) {tuned:.2f} s, ratio {tuned / vec:.0f}x")
 
     torch.manual_seed(0)
     x = torch.randint(0, task.V, (64, 64))

@@ -47,10 +47,12 @@ class BBTask:
         cdf = np.cumsum(law, axis=1)
         cdf[:, -1] = 1.0
         self._cdf = cdf                                                # [V,n]
-        self._flat_cdf = (cdf + np.arange(self.vocab.size)[:, None]).ravel()   # row r shifted by r: sorted
-        # searchsorted gives r·n + c with c = #{b : F(b|r) ≤ U} ≤ n−1 (the last column is 1 > U), so the token
-        # is the flat index modulo n; token_of maps it back in one gather.
-        self._token_of_flat = np.arange(self._flat_cdf.size + 1) % n
+        # Guide table for the sampler: guide[r·G + k] = #{b : F(b|r) ≤ k/G}; cdf_pad ends each row with 2.0 so
+        # the advancing passes stop at n.
+        self._guide_bins = G = 4096
+        grid = np.arange(G) / G
+        self._guide = np.concatenate([np.searchsorted(cdf[r], grid, side="right") for r in range(len(cdf))])
+        self._cdf_pad = np.concatenate([cdf, np.full((len(cdf), 1), 2.0)], axis=1).ravel()
         self._law = law
 
     # ------------------------------------------------------------------------------------------------------
@@ -76,9 +78,10 @@ class BBTask:
         """Sequences [B, T+1] (int64) from uniforms U ∈ [0,1)^{B×(T+1)} by inverse CDF (column 0 is unused).
 
         x_t = min(#{b : F(b|x_{t−1}) ≤ U_t}, n−1). The only loop is over positions; each step updates the whole
-        batch with one binary search: row r of F is shifted by r, so the flattened table is sorted and
-        `searchsorted(r + U)` counts exactly the entries of row r that are ≤ U (rows r' < r end at ≤ r' + 1 ≤ r,
-        rows r' > r start at ≥ r + 1 > r + U). This is O(B log(V·n)) per position instead of O(B·n).
+        batch. A guide table (Chen and Asau's method) gives, for row r and bin k = ⌊U·G⌋, the count
+        #{b : F(b|r) ≤ k/G}, a lower bound of the answer; a few vectorised passes then advance every entry while
+        the next CDF value is still ≤ U. The result is exactly the inverse-CDF count (tested against the direct
+        formula); numpy's searchsorted on the same table was 3× slower (cache misses on 512 independent searches).
         """
         B, T1 = uniforms.shape
         n = self.vocab.n_chars
@@ -87,16 +90,24 @@ class BBTask:
         if T1 == 1:
             return x
         trig = self.is_trigger
+        G = self._guide_bins
         keys = np.ascontiguousarray(uniforms.T)                        # [T+1, B]: one contiguous row per step
+        bins = (keys * G).astype(np.int64)
         cols = np.empty((T1, B), dtype=np.int64)
         cols[0] = self.vocab.bos
-        key = np.empty(B)
-        token_of = self._token_of_flat
+        guide, cdf_pad = self._guide, self._cdf_pad                     # [V·G], [V·(n+1)] with a sentinel 2.0
         for t in range(1, T1):
             prev = cols[t - 1]
-            np.add(keys[t], prev, out=key)
-            drawn = token_of[np.searchsorted(self._flat_cdf, key, side="right")]
-            cols[t] = np.where(trig[prev], cols[t - 2], drawn) if t >= 2 else drawn
+            u = keys[t]
+            count = guide[prev * G + bins[t]]
+            row = prev * (n + 1)
+            while True:
+                step = cdf_pad[row + count] <= u
+                if not step.any():
+                    break
+                count += step
+            np.minimum(count, n - 1, out=count)
+            cols[t] = np.where(trig[prev], cols[t - 2], count) if t >= 2 else count
         x[:] = cols.T
         return x
 
