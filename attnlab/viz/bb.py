@@ -29,6 +29,11 @@ def _step_axis(ax, lin_until: int) -> None:
     """Linear up to `lin_until`, log beyond (spec §4), with ticks placed in both parts."""
     lin_until = max(int(lin_until), 1)
     last = max((max(line.get_xdata(), default=0) for line in ax.get_lines()), default=lin_until)
+    if last <= 4 * lin_until:          # a short run: the log part would be a sliver, stay linear
+        ax.set_xlim(0, max(last, 1) * 1.02)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        return
     ax.set_xscale("symlog", linthresh=lin_until, linscale=2.0)
     ticks = [0, lin_until // 2, lin_until]
     ticks += [v * 10 ** k for k in range(2, 7) for v in (1, 2, 5) if lin_until < v * 10 ** k <= max(last, 1)]
