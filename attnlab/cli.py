@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    import torch
+
     from attnlab.report import Report
 
     out: Path = args.out
@@ -78,7 +80,9 @@ def run_demo(args: argparse.Namespace) -> int:
             continue
         t0 = time.perf_counter()
         print(f"== demo: {name}", flush=True)
+        threads = torch.get_num_threads()
         section = mod.run_demo(out / name, args.seed)
+        torch.set_num_threads(threads)       # a study may lower it for itself
         timings.append({"study": name, "seconds": round(time.perf_counter() - t0, 1), "folder": str(out / name)})
         report.extend(section)
         report.write(out / "report.html")  # keep a partial report if a later study fails

@@ -1,0 +1,12 @@
+"""Suite-wide fixtures."""
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """Commands may set torch's thread count (several default to 1); give every test the count it started with."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
