@@ -9,11 +9,10 @@ accumulators, so `result()` returns the same `Trace` as the whole-pattern path (
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from attnlab.errors import AttnlabError
-from attnlab.trace.recorder import MASSIVE_ABS, MASSIVE_REL, MAX_MASSIVE_ENTRIES, TraceRecorder
+from attnlab.trace.recorder import TraceRecorder
 
 
 class StreamingRecorder(TraceRecorder):
@@ -92,40 +91,6 @@ class StreamingRecorder(TraceRecorder):
                 parts = self._pattern_parts.pop((layer, h), None)
                 if parts:
                     self.patterns[f"{layer}.{h}"].append(torch.cat(parts, dim=1).numpy())
-
-    @torch.no_grad()
-    def residual(self, index: int, hidden: torch.Tensor) -> None:
-        """As `TraceRecorder.residual`, but the scans over [B,T,d] run in the input's precision; sums stay float64.
-
-        The median (found with a linear-time partition) and the maximum are order statistics, so they equal the
-        float64 ones exactly.
-        """
-        x = hidden.detach()
-        B, T, d = x.shape
-        self.resid_sum[index] += x.norm(dim=-1).double().sum(0)
-        self.resid_count[index] += B
-        ax = x.abs()
-        flat_np = ax.reshape(-1).numpy()
-        k = (flat_np.size - 1) // 2                      # torch's median: the lower of the two middle values
-        med = float(np.partition(flat_np, k)[k])
-        self.median_sum[index] += med
-        self.median_count[index] += 1
-        flat = int(ax.argmax())
-        m = float(ax.reshape(-1)[flat])
-        if m > float(self.max_abs[index]):
-            self.max_abs[index] = m
-            self.max_pos[index] = (flat // d) % T
-            self.max_dim[index] = flat % d
-        thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
-        if m > thresh:
-            hits = (ax > thresh).nonzero()
-            vals = x[hits[:, 0], hits[:, 1], hits[:, 2]].double()
-            order = vals.abs().argsort(descending=True)[:MAX_MASSIVE_ENTRIES]
-            for k in order.tolist():
-                b, t, dim = hits[k].tolist()
-                self.massive[index].append({"layer": index, "sample": self.n_seq + b, "pos": t, "dim": dim,
-                                            "value": float(vals[k]), "median_abs": med})
-            self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
 
     @torch.no_grad()
     def logits(self, layer: int, s0: torch.Tensor, rest: torch.Tensor) -> None:

@@ -158,14 +158,18 @@ class TraceRecorder:
 
     @torch.no_grad()
     def residual(self, index: int, hidden: torch.Tensor) -> None:
-        """hidden: [B,T,d] residual stream; index 0 = after the embedding, l+1 = after block l."""
-        x = hidden.detach().to(torch.float64).cpu()
+        """hidden: [B,T,d] residual stream; index 0 = after the embedding, l+1 = after block l.
+
+        The scans over [B,T,d] run in the input's precision and the sums are float64; the median (a linear-time
+        partition, torch.median's lower-middle convention) and the maximum are order statistics, so they are exact.
+        """
+        x = hidden.detach().cpu()
         B, T, d = x.shape
-        self.resid_sum[index] += x.norm(dim=-1).sum(0)
+        self.resid_sum[index] += x.norm(dim=-1).double().sum(0)
         self.resid_count[index] += B
         ax = x.abs()
         flat_np = ax.reshape(-1).numpy()
-        k = (flat_np.size - 1) // 2          # torch.median's convention (the lower middle), ~8× faster
+        k = (flat_np.size - 1) // 2
         med = float(np.partition(flat_np, k)[k])
         self.median_sum[index] += med
         self.median_count[index] += 1
@@ -176,9 +180,9 @@ class TraceRecorder:
             self.max_pos[index] = (flat // d) % T
             self.max_dim[index] = flat % d
         thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
-        hits = (ax > thresh).nonzero()
-        if len(hits):
-            vals = x[hits[:, 0], hits[:, 1], hits[:, 2]]
+        if m > thresh:
+            hits = (ax > thresh).nonzero()
+            vals = x[hits[:, 0], hits[:, 1], hits[:, 2]].double()
             order = vals.abs().argsort(descending=True)[:MAX_MASSIVE_ENTRIES]
             for k in order.tolist():
                 b, t, dim = hits[k].tolist()
