@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/attnlab demo --out runs/demo
+	$(BIN)/attnlab demo --out runs/demo --overwrite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -1,89 +1,122 @@
-"""The `attnlab` command line: one subcommand (or group) per study.
+"""The `attnlab` command line: one command (or group) per study, plus `demo` and `rerun`.
 
-Each study package may provide `attnlab/<study>/cli.py` with
-  - `register(subparsers)`: adds its subcommands; each parser sets `func(args) -> int`;
-  - `run_demo(out: Path, seed: int) -> Report` (optional): the study's part of `attnlab demo`.
-Studies are discovered in `STUDIES` order, so adding one needs no edit here beyond the list.
+Each study package `attnlab/<name>/` provides `cli.py` with `register(subparsers)` (its parsers set
+`func(args) -> int`), and optionally `demo.py` with `run_demo(out, seed) -> Report`, its part of `attnlab demo`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
+import shutil
 import sys
 import time
 from pathlib import Path
 from types import ModuleType
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, InputError
 
-# The order is the order of `attnlab --help` and of the demo report.
-STUDIES = ["extreme", "real", "consensus", "paths"]
-
-
-_BROKEN: dict[str, str] = {}
-
-
-def _study_modules() -> list[ModuleType]:
-    """Import each study's CLI module; a study that fails to import is reported, not fatal to the others."""
-    mods = []
-    for name in STUDIES:
-        try:
-            mods.append(importlib.import_module(f"attnlab.{name}.cli"))
-        except ModuleNotFoundError as exc:  # a study that is not in this checkout
-            if exc.name not in (f"attnlab.{name}", f"attnlab.{name}.cli"):
-                _BROKEN[name] = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # noqa: BLE001 - keep the other studies usable
-            _BROKEN[name] = f"{type(exc).__name__}: {exc}"
-    return mods
+# The order of `attnlab --help`.
+STUDY_CLIS = ["bb", "scan", "ablate", "consensus", "paths"]
+# demo section -> the module with its `run_demo`; the order of the demo report.
+DEMOS = {"bb": "attnlab.bb.demo", "real": "attnlab.scan.demo", "consensus": "attnlab.consensus.demo",
+         "paths": "attnlab.paths.demo"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _import_optional(name: str, broken: dict[str, str]) -> ModuleType | None:
+    """Import `name`; a module absent from this checkout gives None, any other failure is noted in `broken`."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            return None
+        broken[name] = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one broken study must not take the CLI down
+        broken[name] = f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def build_parser(broken: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    """The full parser; studies that fail to import are listed in `broken` instead."""
+    broken = {} if broken is None else broken
     parser = argparse.ArgumentParser(
         prog="attnlab",
         description="attnlab: measure and explain attention on toy and real transformers. "
                     "Every command writes a run folder (config.json, metrics, figures, report.html) and prints it.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in _study_modules():
-        try:
+    for name in STUDY_CLIS:
+        mod = _import_optional(f"attnlab.{name}.cli", broken)
+        if mod is not None:
             mod.register(sub)
-        except Exception as exc:  # noqa: BLE001 - one broken study must not take the CLI down
-            _BROKEN[mod.__name__.split(".")[1]] = f"{type(exc).__name__}: {exc}"
+    _register_demo(sub)
+    _register_rerun(sub)
+    return parser
+
+
+def _register_demo(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="run every study's short demo on embedded defaults and write one report",
                           description="Runs each study's demo on embedded defaults (a few minutes on 2 cores) "
                                       "and writes one combined report.html.")
     demo.add_argument("--out", type=Path, default=Path("runs/demo"), help="run folder (default runs/demo)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--only", action="append", default=None, metavar="STUDY",
-                      help=f"run only these studies (repeatable; one of {', '.join(STUDIES)})")
+                      help=f"run only these studies (repeatable; one of {', '.join(DEMOS)})")
+    demo.add_argument("--overwrite", action="store_true", help="replace an earlier demo in --out")
     demo.set_defaults(func=run_demo)
-    return parser
+
+
+def _register_rerun(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rerun", help="run a run folder's command again from its config.json into a new folder",
+                       description="Reads RUN_DIR/manifest.json (the command) and RUN_DIR/config.json (the resolved "
+                                   "config, seed included) and runs the same command into a new folder.")
+    p.add_argument("run_dir", type=Path, help="a run folder written by an attnlab command")
+    p.add_argument("--out", type=Path, default=None, help="new run folder (default runs/<command>-<time>)")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default torch's choice)")
+    p.set_defaults(func=cmd_rerun)
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from attnlab.clitools import threads
+    from attnlab.configs import config_from_dict
+    from attnlab.registry import resolve
+    from attnlab.runs import RunDir
+
+    old = RunDir(args.run_dir)
+    command = old.read_manifest().get("command")
+    if not command:
+        raise InputError(f"{args.run_dir}/manifest.json names no command; it was not written by this attnlab")
+    config_cls, run = resolve(command)
+    config = config_from_dict(config_cls, old.read_config())
+    with threads(args.threads):
+        result = run(config, args.out)
+    print(f"run folder: {result.path}")
+    return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    import torch
-
+    """Run each study's demo into `out/<study>` and write one combined report."""
     from attnlab.report import Report
+    from attnlab.runs import check_out_folder, write_json
 
+    unknown = [s for s in args.only or [] if s not in DEMOS]
+    if unknown:
+        raise InputError(f"--only {unknown[0]}: unknown study; choose from {', '.join(DEMOS)}")
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_folder(out, "overwrite" if args.overwrite else "new", "demo")
+    if args.overwrite and out.exists():
+        shutil.rmtree(out)
+    write_json(out / "manifest.json", {"command": "demo", "argv": sys.argv[1:], "seed": args.seed})
     report = Report("attnlab demo")
     report.paragraph("Each section below is one study's demo, run on embedded defaults; its own run folder "
                      "(with config.json, metrics and figures) is named in the section.")
     timings = []
-    for mod in _study_modules():
-        name = mod.__name__.split(".")[1]
+    for name, module in DEMOS.items():
         if args.only and name not in args.only:
-            continue
-        if not hasattr(mod, "run_demo"):
             continue
         t0 = time.perf_counter()
         print(f"== demo: {name}", flush=True)
-        threads = torch.get_num_threads()
-        section = mod.run_demo(out / name, args.seed)
-        torch.set_num_threads(threads)       # a study may lower it for itself
-        timings.append({"study": name, "seconds": round(time.perf_counter() - t0, 1), "folder": str(out / name)})
+        section = importlib.import_module(module).run_demo(out / name, args.seed)
+        timings.append({"study": name, "seconds": round(time.perf_counter() - t0, 1), "folder": name})
         report.extend(section)
         report.write(out / "report.html")  # keep a partial report if a later study fails
     report.table(timings, caption="Demo timings")
@@ -94,25 +127,26 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    parser = build_parser()
-    for name, why in _BROKEN.items():
-        print(f"attnlab: warning: study {name!r} is unavailable ({why})", file=sys.stderr)
+    from attnlab.clitools import process_settings
+
+    broken: dict[str, str] = {}
+    parser = build_parser(broken)
+    for name, why in broken.items():
+        print(f"attnlab: warning: {name} is unavailable ({why})", file=sys.stderr)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
-    try:
-        return int(args.func(args) or 0)
-    except AttnlabError as exc:
-        print(f"attnlab: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("attnlab: interrupted", file=sys.stderr)
-        return 130
+    with process_settings():
+        try:
+            return int(args.func(args) or 0)
+        except AttnlabError as exc:
+            print(f"\nattnlab: error: {exc}" if getattr(exc, "after_progress", False)
+                  else f"attnlab: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            print("\nattnlab: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

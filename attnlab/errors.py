@@ -1,20 +1,69 @@
-"""One error type for bad input: the CLI prints its message as a single line and exits non-zero."""
+"""The one error module: bad input and numerical failure, each a one-line message with an exit code.
+
+`AttnlabError` is what the CLI catches: it prints `attnlab: error: <message>` on one line and exits with
+`exit_code`. Library code raises `InputError` (bad config, bad file, too big for memory or time; exit 1) or
+`NumericalError` (a diverged or non-finite run; exit 2), usually through `check()`.
+"""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
+
 
 class AttnlabError(Exception):
-    """Bad input or an unrecoverable run condition, with a message meant for the user.
+    """A failure with a message meant for the user; `exit_code` is what the CLI returns."""
 
-    `exit_code` is what the CLI returns (1 for bad input, 2 for a diverged run).
-    """
+    exit_code = 1
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
-def require(condition: bool, message: str) -> None:
-    """Raise `AttnlabError(message)` unless `condition` holds."""
+class InputError(AttnlabError, ValueError):
+    """Bad input: a config field, a file, a size too big for memory or time. Exit code 1."""
+
+
+class NumericalError(AttnlabError, ArithmeticError):
+    """A run that diverged or produced non-finite values; the message names where. Exit code 2."""
+
+    exit_code = 2
+
+
+def check(condition: object, message: str, error: type[AttnlabError] = InputError) -> None:
+    """Raise `error(message)` unless `condition` holds."""
     if not condition:
-        raise AttnlabError(message)
+        raise error(message)
+
+
+def check_choice(value: str, allowed: Sequence[str], what: str) -> str:
+    """Return `value` if it is one of `allowed`, else raise naming the valid values and the closest match."""
+    if value in allowed:
+        return value
+    close = difflib.get_close_matches(str(value), list(allowed), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise InputError(f"unknown {what} '{value}'; valid: {', '.join(allowed)}{hint}")
+
+
+def check_int(value: object, minimum: int, what: str, maximum: int | None = None) -> int:
+    """Return `value` as an int if it is an integer in [minimum, maximum], else raise naming `what`."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and int(value) == value
+    if not ok or value < minimum or (maximum is not None and value > maximum):  # type: ignore[operator]
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise InputError(f"{what} must be an integer {bound}, got {value!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def check_finite(value: float, what: str, positive: bool = False) -> float:
+    """Return `value` if it is a finite number (and > 0 when `positive`), else raise naming `what`."""
+    import math
+
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(x) or (positive and x <= 0):
+        raise InputError(f"{what} must be a finite {'positive ' if positive else ''}number, got {value!r}")
+    return x

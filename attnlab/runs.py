@@ -1,22 +1,41 @@
-"""Run folders: every command writes its resolved config, metrics and figures into one folder.
+"""Run folders that never lose data (the run layer every command writes through).
 
-Layout: `config.json`, `manifest.json` (seed, versions, git SHA), `metrics.jsonl` (one JSON object per line),
-`figures/*.png`, `report.html`.
+A run folder holds `config.json` (the resolved config), `manifest.json` (command, argv, seed, versions, git SHA,
+config hash), metrics (`metrics.jsonl` or JSON/CSV tables), arrays (`.npy`/safetensors), `figures/` and
+`report.html`. Rules, enforced by `open_run`:
+
+- a new run never writes into a non-empty folder; `mode="resume"` continues a run of the same command and
+  `mode="overwrite"` replaces an earlier attnlab run (never an arbitrary folder);
+- a lock file (`.attnlab.lock`, holding the owner's pid) keeps two processes out of one folder;
+- every file is written atomically (temporary file, then rename), and a JSON-lines file whose last line was cut
+  by a `kill -9` is read without that line;
+- a command that fails before writing anything leaves no empty folder behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import math
+import os
 import platform
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
+
+from attnlab.errors import AttnlabError, InputError
+
+LOCK_NAME = ".attnlab.lock"
+MODES = ("new", "resume", "overwrite")
+_BOOKKEEPING = {LOCK_NAME, "figures"}
 
 
 def default_run_dir(study: str, root: str | Path = "runs") -> Path:
@@ -50,24 +69,82 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_json(path: str | Path, obj: Any) -> Path:
-    """Write `obj` as indented JSON (atomically: temp file then rename)."""
+# --- atomic writes ------------------------------------------------------------------------------------------
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write `data` atomically: a temporary file in the same folder, flushed, then renamed over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(to_jsonable(obj), indent=2) + "\n")
+    tmp = _tmp_path(path)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
     tmp.replace(path)
     return path
 
 
+def write_text(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) atomically."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    """Write `obj` as indented JSON, atomically."""
+    return write_text(path, json.dumps(to_jsonable(obj), indent=2) + "\n")
+
+
+def save_npy(path: str | Path, array: np.ndarray) -> Path:
+    """Save one array as `.npy`, atomically."""
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    return write_bytes(path, buf.getvalue())
+
+
+def read_json(path: str | Path, what: str = "file") -> Any:
+    """Read a JSON file, or raise one line naming the file when it is missing or corrupt."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{what} {path} not found")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{what} {path} is corrupt ({exc.__class__.__name__}: {exc}); restore or delete it") from None
+
+
 def read_jsonl(path: str | Path) -> list[dict]:
-    """Read a JSON-lines file into a list of dicts (an absent file gives [])."""
+    """Read a JSON-lines file (absent: []). A cut-off last line (a `kill -9` mid-write) is dropped; a corrupt
+    line elsewhere is an error naming the file and line."""
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text(errors="replace")
+    lines = text.split("\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == last and not text.endswith("\n"):
+                break  # the last line was being written when the process died
+            raise InputError(f"{path} line {i + 1} is corrupt; restore or delete the file") from None
+    return rows
 
 
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
+    """Write rows as JSON lines, atomically (used to rewrite a metrics file on resume)."""
+    return write_text(path, "".join(json.dumps(to_jsonable(r)) + "\n" for r in rows))
+
+
+# --- provenance ------------------------------------------------------------------------------------------------
 def git_sha() -> str | None:
     """The current git commit of the attnlab checkout, if any."""
     try:
@@ -82,8 +159,9 @@ def environment_manifest() -> dict:
     """Versions of Python and the main libraries, the platform and the git SHA."""
     from importlib.metadata import PackageNotFoundError, version
 
-    info = {"python": sys.version.split()[0], "platform": platform.platform(), "numpy": np.__version__,
-            "git_sha": git_sha(), "created": _dt.datetime.now().isoformat(timespec="seconds")}
+    info: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
+                            "numpy": np.__version__, "git_sha": git_sha(),
+                            "created": _dt.datetime.now().isoformat(timespec="seconds")}
     for package in ("torch", "transformers", "scipy", "attnlab"):
         try:  # read from the installed metadata: importing transformers just for its version takes seconds
             info[package] = version(package)
@@ -92,60 +170,224 @@ def environment_manifest() -> dict:
     return info
 
 
-class RunDir:
-    """A run folder with helpers to write the config, manifest, metrics and figures.
+def config_hash(config: Any) -> str:
+    """A stable 16-hex-digit hash of a config (its JSON form with sorted keys)."""
+    text = json.dumps(to_jsonable(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    `RunDir(path)` creates the folder; `figure_path(name)` gives `figures/<name>.png`.
+
+# --- the run folder -------------------------------------------------------------------------------------------
+class RunDir:
+    """A run folder: helpers that write the config, manifest, metrics, arrays and figures atomically.
+
+    Open one for writing with `open_run`; `RunDir(path)` alone only reads (or writes into a folder that
+    `open_run` already holds).
     """
 
-    def __init__(self, path: str | Path, study: str = "run") -> None:
-        self.path = Path(path) if path is not None else default_run_dir(study)
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "figures").mkdir(exist_ok=True)
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
 
     @property
     def metrics_path(self) -> Path:
         return self.path / "metrics.jsonl"
 
+    def file(self, name: str) -> Path:
+        return self.path / name
+
     def write_config(self, config: Any) -> Path:
         return write_json(self.path / "config.json", config)
 
+    def read_config(self) -> dict:
+        return read_json(self.path / "config.json", "run config")
+
     def write_manifest(self, seed: int | None, **extra: Any) -> Path:
-        return write_json(self.path / "manifest.json", {"seed": seed, **environment_manifest(), **extra})
+        old = self.read_manifest() if (self.path / "manifest.json").exists() else {}
+        keep = {k: old[k] for k in ("command", "argv", "config_hash") if k in old}
+        return write_json(self.path / "manifest.json", {**keep, "seed": seed, **environment_manifest(), **extra})
+
+    def read_manifest(self) -> dict:
+        return read_json(self.path / "manifest.json", "run manifest")
 
     def write_json(self, name: str, obj: Any) -> Path:
         return write_json(self.path / name, obj)
 
+    def read_json(self, name: str) -> Any:
+        return read_json(self.path / name, "run file")
+
+    def save_npy(self, name: str, array: np.ndarray) -> Path:
+        return save_npy(self.path / name, array)
+
     def append_metrics(self, record: dict) -> None:
+        """Append one JSON line (flushed); a line cut by a crash is dropped when read back."""
         with open(self.metrics_path, "a") as f:
             f.write(json.dumps(to_jsonable(record)) + "\n")
+            f.flush()
 
     def reset_metrics(self, keep_until_step: int | None = None) -> None:
         """Drop metric lines (all, or those with step > keep_until_step) - used when resuming."""
         if keep_until_step is None:
             self.metrics_path.unlink(missing_ok=True)
             return
-        kept = [r for r in read_jsonl(self.metrics_path) if r.get("step", -1) <= keep_until_step]
-        self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        write_jsonl(self.metrics_path, [r for r in self.metrics() if r.get("step", -1) <= keep_until_step])
 
     def metrics(self) -> list[dict]:
         return read_jsonl(self.metrics_path)
 
     def figure_path(self, name: str) -> Path:
+        (self.path / "figures").mkdir(parents=True, exist_ok=True)
         return self.path / "figures" / f"{name}.png"
 
     def write_csv(self, name: str, rows: Iterable[dict]) -> Path:
         import csv
+        import io
 
         rows = list(rows)
-        path = self.path / name
-        with open(path, "w", newline="") as f:
-            if rows:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-                writer.writeheader()
-                for r in rows:
-                    writer.writerow(to_jsonable(r))
-        return path
+        buf = io.StringIO()
+        if rows:
+            cols: list[str] = []
+            for r in rows:
+                cols += [k for k in r if k not in cols]
+            writer = csv.DictWriter(buf, fieldnames=cols)
+            writer.writeheader()
+            for r in rows:
+                writer.writerow(to_jsonable(r))
+        return write_text(self.path / name, buf.getvalue())
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+def _is_run_folder(path: Path) -> bool:
+    return (path / "manifest.json").is_file() or (path / "config.json").is_file()
+
+
+def _contents(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir() if p.name not in _BOOKKEEPING or p.name == "figures"
+                  and any((path / "figures").iterdir()))
+
+
+def check_out_folder(path: Path, mode: str, command: str) -> None:
+    """Refuse, with one line, an `--out` that would lose or mix data; see `open_run` for the rules."""
+    if mode not in MODES:
+        raise InputError(f"run mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--out {path} is a file, not a folder; choose a folder path")
+    parent = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--out {path}: {parent} is not writable")
+    busy = path.is_dir() and _contents(path)
+    if mode == "new" and busy:
+        raise InputError(f"--out {path} is not empty; pass --resume to continue that run or --overwrite to "
+                         "replace it (or choose a new folder)")
+    if mode == "overwrite" and busy and not _is_run_folder(path):
+        raise InputError(f"--overwrite refuses {path}: it is not an attnlab run folder (no manifest.json)")
+    if mode == "resume":
+        if not _is_run_folder(path):
+            raise InputError(f"--resume needs --out pointing at an existing run folder; {path} holds none")
+        old = read_json(path / "manifest.json", "run manifest") if (path / "manifest.json").exists() else {}
+        if old.get("command") not in (None, command):
+            raise InputError(f"--resume: {path} is a run of `attnlab {old['command']}`, not `attnlab {command}`")
+
+
+def _acquire_lock(path: Path) -> Path:
+    lock = path / LOCK_NAME
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _alive(pid):
+                raise InputError(f"{path} is in use by another attnlab process (pid {pid}); wait for it or "
+                                 f"choose another --out") from None
+            lock.unlink(missing_ok=True)  # stale: its owner died
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return lock
+    raise InputError(f"could not lock {path}")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clear_for_overwrite(path: Path) -> None:
+    for child in path.iterdir():
+        if child.name == LOCK_NAME:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+@contextlib.contextmanager
+def open_run(out: str | Path | None, command: str, config: Any, *, mode: str = "new", seed: int | None = None,
+             argv: list[str] | None = None, prefix: str | None = None) -> Iterator[RunDir]:
+    """Hold a run folder for one command: check it, lock it, record the command and config, release it.
+
+    out: the folder (None: `runs/<prefix>-<time>`). mode: "new" (the folder must be absent or empty), "resume"
+    (an earlier run of the same `command`; the study checks that the configs agree) or "overwrite" (an earlier
+    attnlab run, cleared first). Writes `config.json` and `manifest.json` (command, argv, config hash, seed,
+    versions) unless resuming. If the body raises before anything but bookkeeping was written, a folder that
+    this call created is removed again.
+    """
+    path = Path(out) if out is not None else default_run_dir(prefix or command.replace(" ", "-"))
+    check_out_folder(path, mode, command)
+    created = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    lock = _acquire_lock(path)
+    run = RunDir(path)
+    try:
+        if mode == "overwrite":
+            _clear_for_overwrite(path)
+        if mode != "resume":
+            run.write_config(config)
+            write_json(path / "manifest.json", {"command": command, "argv": argv if argv is not None
+                                                else sys.argv[1:], "config_hash": config_hash(config),
+                                                "seed": seed, **environment_manifest()})
+        yield run
+    except BaseException:
+        lock.unlink(missing_ok=True)
+        if created and _only_bookkeeping(path):
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+    lock.unlink(missing_ok=True)
+
+
+def _only_bookkeeping(path: Path) -> bool:
+    names = {p.name for p in path.iterdir()}
+    if (path / "figures").is_dir() and any((path / "figures").iterdir()):
+        return False
+    return names <= _BOOKKEEPING | {"config.json", "manifest.json"}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What every study's `run(config, out)` returns: the folder, the config, a summary and named tables.
+
+    `tables` maps a name to a pandas DataFrame (e.g. `result.tables["heads"]`); `summary` holds the final
+    scalar metrics a report leads with.
+    """
+
+    path: Path
+    config: Any
+    summary: dict = dataclasses.field(default_factory=dict)
+    tables: dict = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         return str(self.path)

@@ -39,8 +39,8 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
     import torch
 
     torch.set_num_threads(threads)
-    from attnlab.real.loader import load_causal_lm
-    from attnlab.real.texts import domain_windows
+    from attnlab.hf.loader import load_causal_lm
+    from attnlab.hf.texts import domain_windows
     from attnlab.real.tracing import new_recorder, traced
 
     lm = load_causal_lm("smollm2")

@@ -29,7 +29,7 @@ CAVEAT = ("SmolLM2 differs from RST's GPT-2/GPT-Neo: RMSNorm instead of LayerNor
 
 def load_prompts(tokenizer, domains: list[str], per_domain: int, seq_len: int, seed: int) -> tuple[torch.Tensor, list[int]]:
     """`[domains*per_domain, seq_len]` ids from the shared text module, and the group sizes."""
-    from attnlab.real.texts import domain_windows
+    from attnlab.hf.texts import domain_windows
 
     blocks = [domain_windows(tokenizer, dom, per_domain, seq_len, seed) for dom in domains]
     return torch.cat(blocks), [b.shape[0] for b in blocks]
@@ -140,7 +140,7 @@ def run_model(loaded, out: Path, variants: list[str], mlp_settings: list[bool], 
 
 def run_model_command(args: argparse.Namespace) -> int:
     """CLI entry for `attnlab consensus model`."""
-    from attnlab.real.loader import load_causal_lm
+    from attnlab.hf.loader import load_causal_lm
 
     torch.set_num_threads(args.threads)
     variants = args.schedule or ["periodic"]
@@ -161,7 +161,7 @@ def run_model_command(args: argparse.Namespace) -> int:
 
 def demo_model(out: Path, seed: int) -> Report:
     """Short SmolLM2 run for the demo: periodic, MLP on and off, 2 prompts per domain, T = 12, 2 passes."""
-    from attnlab.real.loader import load_causal_lm
+    from attnlab.hf.loader import load_causal_lm
 
     loaded = load_causal_lm("smollm2")
     _, _, rep = run_model(loaded, out, ["periodic"], [True, False], 2, list(DOMAINS), 2, 12, seed, progress=False)

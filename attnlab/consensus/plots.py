@@ -1,4 +1,4 @@
-"""Figures of the consensus study (spec section 10), all with matplotlib Agg via attnlab.viz.common.
+"""Figures of the consensus study (spec section 10), all with matplotlib Agg via attnlab.plotting.
 
 - `plot_E_curves`: E against time or depth on a log-y scale, median line and bootstrap band per group;
   optional log-log panel and pass boundaries;
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.consensus.stats import log_band
-from attnlab.viz.common import new_figure, save_figure
+from attnlab.plotting import new_figure, save_figure
 
 
 def plot_E_curves(path: Path, t: np.ndarray, curves: dict[str, np.ndarray], ylabel: str = "E_first",

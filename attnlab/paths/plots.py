@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.viz.common import new_figure, save_figure
+from attnlab.plotting import new_figure, save_figure
 
 
 def u_heatmaps(path: Path, U_theory: np.ndarray, names: list[str], U_sampled: np.ndarray | None = None,

@@ -21,9 +21,9 @@ from tqdm import tqdm
 from attnlab.errors import AttnlabError
 from attnlab.real.analysis import ACTIVE, DORMANT
 from attnlab.real.arch import Arch, get_arch
-from attnlab.real.loader import LoadedModel
+from attnlab.hf.loader import LoadedModel
 from attnlab.real.scan import ScanConfig, build_windows, next_token_nll, trace_domain
-from attnlab.real.texts import source_manifest
+from attnlab.hf.texts import source_manifest
 from attnlab.real.tracing import Interventions, forward_logits
 from attnlab.runs import RunDir
 

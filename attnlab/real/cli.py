@@ -44,7 +44,7 @@ def _threads(n: int = 1) -> None:
 
 def cmd_scan(args) -> int:
     from attnlab.real.ablate import parse_head
-    from attnlab.real.loader import load_causal_lm
+    from attnlab.hf.loader import load_causal_lm
     from attnlab.real.reporting import scan_report
     from attnlab.real.scan import ScanConfig, run_scan
     from attnlab.runs import default_run_dir
@@ -67,7 +67,7 @@ def cmd_scan(args) -> int:
 
 def cmd_ablate(args) -> int:
     from attnlab.real.ablate import AblateConfig, parse_dim, parse_head, run_ablation
-    from attnlab.real.loader import load_causal_lm
+    from attnlab.hf.loader import load_causal_lm
     from attnlab.real.reporting import ablation_report
     from attnlab.runs import default_run_dir
 
@@ -120,7 +120,7 @@ def run_demo(out: Path, seed: int) -> Report:
     import importlib.util
 
     from attnlab.real.ablate import AblateConfig, run_ablation
-    from attnlab.real.loader import load_causal_lm
+    from attnlab.hf.loader import load_causal_lm
     from attnlab.real.reporting import ablation_report, scan_report
     from attnlab.real.scan import ScanConfig, run_scan
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.viz.common import new_figure, save_figure
+from attnlab.plotting import new_figure, save_figure
 
 
 def sink_heatmaps(sink: dict[str, np.ndarray], path: Path) -> Path:

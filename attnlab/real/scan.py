@@ -21,8 +21,8 @@ from tqdm import tqdm
 from attnlab.errors import AttnlabError
 from attnlab.real import analysis
 from attnlab.real.arch import get_arch
-from attnlab.real.loader import LoadedModel
-from attnlab.real.texts import domain_windows, source_manifest
+from attnlab.hf.loader import LoadedModel
+from attnlab.hf.texts import domain_windows, source_manifest
 from attnlab.real.tracing import new_recorder, traced
 from attnlab.runs import RunDir
 from attnlab.trace.format import Trace

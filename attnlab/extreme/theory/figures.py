@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.extreme.theory.flow import Trajectory
-from attnlab.viz.common import new_figure, save_figure
+from attnlab.plotting import new_figure, save_figure
 
 
 def _log_indices(n: int, count: int = 400) -> np.ndarray:

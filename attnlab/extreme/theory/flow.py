@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from attnlab.errors import require
+from attnlab.errors import check
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,8 @@ def make_problem(seed: int = 0, m: int = 3, K: int = 10, ns: tuple[int, ...] = t
     The §9.3 design decision: n uniform on {1..10} (heterogeneity that makes the flow diverge); pass a single
     n, e.g. `ns=(5,)`, for the negative control that converges to a finite point.
     """
-    require(m >= 1 and K >= 2, f"theory problem needs m >= 1 and K >= 2; got m={m}, K={K}")
-    require(len(ns) >= 1 and all(n >= 1 for n in ns), f"context sizes must be positive integers; got {ns}")
+    check(m >= 1 and K >= 2, f"theory problem needs m >= 1 and K >= 2; got m={m}, K={K}")
+    check(len(ns) >= 1 and all(n >= 1 for n in ns), f"context sizes must be positive integers; got {ns}")
     rng = np.random.default_rng(seed)
     p = rng.uniform(size=(m, K))
     p /= p.sum(axis=1, keepdims=True)
@@ -190,7 +190,7 @@ class Trajectory:
 
 def gradient_descent(prob: FlowProblem, lr: float = 1.0, steps: int = 10_000) -> Trajectory:
     """Integrator (a) of §9.4: plain gradient descent from α = 0, β = 0; records every step (t = step index)."""
-    require(lr > 0 and steps >= 1, f"gradient descent needs lr > 0 and steps >= 1; got lr={lr}, steps={steps}")
+    check(lr > 0 and steps >= 1, f"gradient descent needs lr > 0 and steps >= 1; got lr={lr}, steps={steps}")
     alpha, beta = np.zeros(prob.m), np.zeros(prob.K)
     al, be, ls = np.empty((steps + 1, prob.m)), np.empty((steps + 1, prob.K)), np.empty(steps + 1)
     for k in range(steps + 1):
@@ -206,12 +206,12 @@ def integrate_flow(prob: FlowProblem, t_max: float = 1e9, n_points: int = 400, t
 
     The grid holds t = 0 and `n_points` log-spaced times in [t_min, t_max].
     """
-    require(t_max > t_min > 0, f"need t_max > t_min > 0; got t_min={t_min}, t_max={t_max}")
+    check(t_max > t_min > 0, f"need t_max > t_min > 0; got t_min={t_min}, t_max={t_max}")
     t_eval = np.concatenate([[0.0], np.logspace(np.log10(t_min), np.log10(t_max), n_points)])
     y0 = np.zeros(prob.m + prob.K)
     sol = solve_ivp(flow_rhs(prob), (0.0, t_max), y0, method="LSODA", t_eval=t_eval, rtol=rtol, atol=atol,
                     jac=flow_jacobian(prob))
-    require(sol.success, f"solve_ivp failed: {sol.message}")
+    check(sol.success, f"solve_ivp failed: {sol.message}")
     alpha, beta = sol.y[: prob.m].T, sol.y[prob.m:].T
     losses = np.array([loss(prob, a, b) for a, b in zip(alpha, beta)])
     return Trajectory(t=sol.t, alpha=alpha, beta=beta, loss=losses)
@@ -220,7 +220,7 @@ def integrate_flow(prob: FlowProblem, t_max: float = 1e9, n_points: int = 400, t
 def loglog_slope(t: np.ndarray, y: np.ndarray, lo: float, hi: float, log_y: bool = True) -> float:
     """Least-squares slope of log y (or y when `log_y` is False) against log t over samples with lo ≤ t ≤ hi."""
     sel = (t >= lo) & (t <= hi)
-    require(int(sel.sum()) >= 2, f"need at least 2 samples in [{lo:g}, {hi:g}]; got {int(sel.sum())}")
+    check(int(sel.sum()) >= 2, f"need at least 2 samples in [{lo:g}, {hi:g}]; got {int(sel.sum())}")
     yy = np.log(y[sel]) if log_y else y[sel]
     return float(np.polyfit(np.log(t[sel]), yy, 1)[0])
 

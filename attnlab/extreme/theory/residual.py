@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlab.errors import require
+from attnlab.errors import check
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -39,8 +39,8 @@ class ElementwiseOptimizer:
     eps: float = 1e-8
 
     def __post_init__(self) -> None:
-        require(self.name in OPTIMIZERS, f"unknown optimizer {self.name!r}; choose one of {', '.join(OPTIMIZERS)}")
-        require(bool(np.all(np.asarray(self.lr) > 0)), f"learning rates must be > 0; got {self.lr}")
+        check(self.name in OPTIMIZERS, f"unknown optimizer {self.name!r}; choose one of {', '.join(OPTIMIZERS)}")
+        check(bool(np.all(np.asarray(self.lr) > 0)), f"learning rates must be > 0; got {self.lr}")
         self._k = 0
         self._m1: np.ndarray | float = 0.0
         self._m2: np.ndarray | float = 0.0
@@ -59,7 +59,7 @@ class ElementwiseOptimizer:
 
 def reduced_recursion(optimizer: str, lr: float = 0.3, m0: float = 10.0, steps: int = 10_000) -> np.ndarray:
     """§9.5 (a): m_t under g_t = −log t/(m_t³ t), t = 1..steps; returns m [steps + 1] (m[0] = m₀)."""
-    require(m0 > 0 and steps >= 1, f"reduced recursion needs m0 > 0 and steps >= 1; got m0={m0}, steps={steps}")
+    check(m0 > 0 and steps >= 1, f"reduced recursion needs m0 > 0 and steps >= 1; got m0={m0}, steps={steps}")
     opt = ElementwiseOptimizer(optimizer, lr)
     out = np.empty(steps + 1)
     m = np.array(m0, dtype=np.float64)
@@ -94,8 +94,8 @@ def two_param_model(optimizer: str, lrs: np.ndarray, c: float = 0.0, m0: float =
 
     Returns `y`, `m`, `loss`, each [steps + 1, R] (row 0 is the start).
     """
-    require(-1.0 < c < 1.0, f"cos(u, e) = c must lie in (-1, 1); got {c}")
-    require(m0 > 0 and steps >= 1, f"two-parameter model needs m0 > 0 and steps >= 1; got m0={m0}, steps={steps}")
+    check(-1.0 < c < 1.0, f"cos(u, e) = c must lie in (-1, 1); got {c}")
+    check(m0 > 0 and steps >= 1, f"two-parameter model needs m0 > 0 and steps >= 1; got m0={m0}, steps={steps}")
     lrs = np.asarray(lrs, dtype=np.float64)
     theta = np.stack([np.full_like(lrs, y0), np.full_like(lrs, m0)])  # [2, R]: rows y, m
     opt = ElementwiseOptimizer(optimizer, lrs[None, :])

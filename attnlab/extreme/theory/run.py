@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.errors import require
+from attnlab.errors import check
 from attnlab.extreme.theory import figures, flow, residual
 from attnlab.report import Report
 from attnlab.runs import RunDir
@@ -36,7 +36,7 @@ def late_window(t_max: float) -> tuple[float, float]:
 
 def check_t_max(t_max: float) -> None:
     """Raise one clear line unless 1e5 <= t_max < inf."""
-    require(math.isfinite(t_max) and t_max >= 1e5,
+    check(math.isfinite(t_max) and t_max >= 1e5,
             f"t_max={t_max:g} is out of range; need a finite t_max >= 1e5 so the late window [t_max/10, t_max] "
             f"follows the transient window [1e3, 1e4]")
 
