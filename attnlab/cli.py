@@ -19,8 +19,12 @@ from attnlab.errors import AttnlabError, InputError
 # The order of `attnlab --help`.
 STUDY_CLIS = ["bb", "scan", "ablate", "consensus", "paths"]
 # demo section -> the module with its `run_demo`; the order of the demo report.
-DEMOS = {"bb": "attnlab.bb.demo", "real": "attnlab.scan.demo", "consensus": "attnlab.consensus.demo",
-         "paths": "attnlab.paths.demo"}
+DEMOS = {
+    "bb": "attnlab.bb.demo",
+    "real": "attnlab.scan.demo",
+    "consensus": "attnlab.consensus.demo",
+    "paths": "attnlab.paths.demo",
+}
 
 
 def _import_optional(name: str, broken: dict[str, str]) -> ModuleType | None:
@@ -42,7 +46,8 @@ def build_parser(broken: dict[str, str] | None = None) -> argparse.ArgumentParse
     parser = argparse.ArgumentParser(
         prog="attnlab",
         description="attnlab: measure and explain attention on toy and real transformers. "
-                    "Every command writes a run folder (config.json, metrics, figures, report.html) and prints it.")
+        "Every command writes a run folder (config.json, metrics, figures, report.html) and prints it.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in STUDY_CLIS:
         mod = _import_optional(f"attnlab.{name}.cli", broken)
@@ -54,21 +59,32 @@ def build_parser(broken: dict[str, str] | None = None) -> argparse.ArgumentParse
 
 
 def _register_demo(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="run every study's short demo on embedded defaults and write one report",
-                          description="Runs each study's demo on embedded defaults (a few minutes on 2 cores) "
-                                      "and writes one combined report.html.")
+    demo = sub.add_parser(
+        "demo",
+        help="run every study's short demo on embedded defaults and write one report",
+        description="Runs each study's demo on embedded defaults (a few minutes on 2 cores) "
+        "and writes one combined report.html.",
+    )
     demo.add_argument("--out", type=Path, default=Path("runs/demo"), help="run folder (default runs/demo)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    demo.add_argument("--only", action="append", default=None, metavar="STUDY",
-                      help=f"run only these studies (repeatable; one of {', '.join(DEMOS)})")
+    demo.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        metavar="STUDY",
+        help=f"run only these studies (repeatable; one of {', '.join(DEMOS)})",
+    )
     demo.add_argument("--overwrite", action="store_true", help="replace an earlier demo in --out")
     demo.set_defaults(func=run_demo)
 
 
 def _register_rerun(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rerun", help="run a run folder's command again from its config.json into a new folder",
-                       description="Reads RUN_DIR/manifest.json (the command) and RUN_DIR/config.json (the resolved "
-                                   "config, seed included) and runs the same command into a new folder.")
+    p = sub.add_parser(
+        "rerun",
+        help="run a run folder's command again from its config.json into a new folder",
+        description="Reads RUN_DIR/manifest.json (the command) and RUN_DIR/config.json (the resolved "
+        "config, seed included) and runs the same command into a new folder.",
+    )
     p.add_argument("run_dir", type=Path, help="a run folder written by an attnlab command")
     p.add_argument("--out", type=Path, default=None, help="new run folder (default runs/<command>-<time>)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default torch's choice)")
@@ -86,7 +102,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if not command:
         raise InputError(f"{args.run_dir}/manifest.json names no command; it was not written by this attnlab")
     config_cls, run = resolve(command)
-    config = config_from_dict(config_cls, old.read_config())
+    config: object = config_from_dict(config_cls, old.read_config())
     with threads(args.threads):
         result = run(config, args.out)
     print(f"run folder: {result.path}")
@@ -107,8 +123,10 @@ def run_demo(args: argparse.Namespace) -> int:
         shutil.rmtree(out)
     write_json(out / "manifest.json", {"command": "demo", "argv": sys.argv[1:], "seed": args.seed})
     report = Report("attnlab demo")
-    report.paragraph("Each section below is one study's demo, run on embedded defaults; its own run folder "
-                     "(with config.json, metrics and figures) is named in the section.")
+    report.paragraph(
+        "Each section below is one study's demo, run on embedded defaults; its own run folder "
+        "(with config.json, metrics and figures) is named in the section."
+    )
     timings = []
     for name, module in DEMOS.items():
         if args.only and name not in args.only:
@@ -141,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except AttnlabError as exc:
-            print(f"\nattnlab: error: {exc}" if getattr(exc, "after_progress", False)
-                  else f"attnlab: error: {exc}", file=sys.stderr)
+            print(
+                f"\nattnlab: error: {exc}" if getattr(exc, "after_progress", False) else f"attnlab: error: {exc}",
+                file=sys.stderr,
+            )
             return exc.exit_code
         except KeyboardInterrupt:
             print("\nattnlab: interrupted", file=sys.stderr)

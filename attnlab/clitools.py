@@ -44,9 +44,13 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 def process_settings() -> Iterator[None]:
     """The process-wide settings of one CLI call, restored afterwards: SIGTERM acts as Ctrl-C (so a killed run
     checkpoints), matplotlib draws off-screen, tokenizers do not fork threads."""
-    defaults = {"MPLBACKEND": "Agg", "TOKENIZERS_PARALLELISM": "false",
-                # models are read from local folders and attnlab's own cache (the any-model issue revisits this)
-                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    defaults = {
+        "MPLBACKEND": "Agg",
+        "TOKENIZERS_PARALLELISM": "false",
+        # models are read from local folders and attnlab's own cache (the any-model issue revisits this)
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     saved_env = {k: os.environ.get(k) for k in defaults}
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
@@ -77,22 +81,31 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_run_args(p: argparse.ArgumentParser, *, seed: bool = True, threads_default: int = 0,
-                 resume: bool = False) -> None:
+def add_run_args(
+    p: argparse.ArgumentParser, *, seed: bool = True, threads_default: int = 0, resume: bool = False
+) -> None:
     """Add `--out`, `--overwrite` (and `--resume`, `--seed`, `--threads`) to a command's parser."""
-    p.add_argument("--out", type=Path, default=None, help="run folder (default runs/<command>-<time>); must be "
-                   "new or empty unless --resume/--overwrite")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="run folder (default runs/<command>-<time>); must be new or empty unless --resume/--overwrite",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an earlier attnlab run in --out")
     if resume:
         p.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint")
     if seed:
         p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--threads", type=int, default=threads_default,
-                   help=f"torch CPU threads (default {threads_default or 'torch' + chr(39) + 's choice'})")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=threads_default,
+        help=f"torch CPU threads (default {threads_default or 'torch' + chr(39) + 's choice'})",
+    )
 
 
 def run_mode(args: argparse.Namespace) -> str:
-    """"new", "resume" or "overwrite" from the parsed `--resume/--overwrite` flags (both at once is an error)."""
+    """ "new", "resume" or "overwrite" from the parsed `--resume/--overwrite` flags (both at once is an error)."""
     resume, overwrite = bool(getattr(args, "resume", False)), bool(getattr(args, "overwrite", False))
     if resume and overwrite:
         raise InputError("--resume and --overwrite exclude each other")

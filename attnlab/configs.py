@@ -32,7 +32,7 @@ def _convert(tp: Any, value: Any) -> Any:
         inner = args[0] if args else Any
         return tuple(_convert(inner, v) for v in value)
     if origin is list and isinstance(value, list):
-        (inner,) = typing.get_args(tp) or (Any,)
+        inner = (typing.get_args(tp) or (Any,))[0]
         return [_convert(inner, v) for v in value]
     if tp is float and isinstance(value, (int, str)) and not isinstance(value, bool):
         return float(value)  # "inf" / "-inf" as written by to_jsonable

@@ -15,7 +15,9 @@ from matplotlib.figure import Figure
 from attnlab.runs import write_bytes
 
 
-def new_figure(ncols: int = 1, nrows: int = 1, width: float = 4.5, height: float = 3.4, **kw: Any) -> tuple[Figure, Any]:
+def new_figure(
+    ncols: int = 1, nrows: int = 1, width: float = 4.5, height: float = 3.4, **kw: Any
+) -> tuple[Figure, Any]:
     """A figure with an `nrows x ncols` grid of axes (always a 2-D array: `axes[row, col]`)."""
     fig = Figure(figsize=(width * ncols, height * nrows))
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)

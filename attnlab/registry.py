@@ -15,8 +15,13 @@ from typing import Any
 from attnlab.errors import InputError
 
 # first word of a command -> the package whose run.py holds its RUNNERS
-STUDY_PACKAGES = {"bb": "attnlab.bb", "scan": "attnlab.scan", "ablate": "attnlab.ablate",
-                  "consensus": "attnlab.consensus", "paths": "attnlab.paths"}
+STUDY_PACKAGES = {
+    "bb": "attnlab.bb",
+    "scan": "attnlab.scan",
+    "ablate": "attnlab.ablate",
+    "consensus": "attnlab.consensus",
+    "paths": "attnlab.paths",
+}
 
 
 def resolve(command: str) -> tuple[type, Callable[..., Any]]:

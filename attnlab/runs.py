@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.errors import AttnlabError, InputError
+from attnlab.errors import InputError
 
 LOCK_NAME = ".attnlab.lock"
 MODES = ("new", "resume", "overwrite")
-_BOOKKEEPING = {LOCK_NAME, "figures"}
+_BOOKKEEPING = frozenset({LOCK_NAME, "figures"})
 
 
 def default_run_dir(study: str, root: str | Path = "runs") -> Path:
@@ -148,8 +148,9 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
 def git_sha() -> str | None:
     """The current git commit of the attnlab checkout, if any."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
+        )
         return out.stdout.strip() or None
     except Exception:  # noqa: BLE001 - no git is fine
         return None
@@ -159,9 +160,13 @@ def environment_manifest() -> dict:
     """Versions of Python and the main libraries, the platform and the git SHA."""
     from importlib.metadata import PackageNotFoundError, version
 
-    info: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
-                            "numpy": np.__version__, "git_sha": git_sha(),
-                            "created": _dt.datetime.now().isoformat(timespec="seconds")}
+    info: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "numpy": np.__version__,
+        "git_sha": git_sha(),
+        "created": _dt.datetime.now().isoformat(timespec="seconds"),
+    }
     for package in ("torch", "transformers", "scipy", "attnlab"):
         try:  # read from the installed metadata: importing transformers just for its version takes seconds
             info[package] = version(package)
@@ -265,8 +270,11 @@ def _is_run_folder(path: Path) -> bool:
 
 
 def _contents(path: Path) -> list[str]:
-    return sorted(p.name for p in path.iterdir() if p.name not in _BOOKKEEPING or p.name == "figures"
-                  and any((path / "figures").iterdir()))
+    return sorted(
+        p.name
+        for p in path.iterdir()
+        if p.name not in _BOOKKEEPING or p.name == "figures" and any((path / "figures").iterdir())
+    )
 
 
 def check_out_folder(path: Path, mode: str, command: str) -> None:
@@ -280,8 +288,10 @@ def check_out_folder(path: Path, mode: str, command: str) -> None:
         raise InputError(f"--out {path}: {parent} is not writable")
     busy = path.is_dir() and _contents(path)
     if mode == "new" and busy:
-        raise InputError(f"--out {path} is not empty; pass --resume to continue that run or --overwrite to "
-                         "replace it (or choose a new folder)")
+        raise InputError(
+            f"--out {path} is not empty; pass --resume to continue that run or --overwrite to "
+            "replace it (or choose a new folder)"
+        )
     if mode == "overwrite" and busy and not _is_run_folder(path):
         raise InputError(f"--overwrite refuses {path}: it is not an attnlab run folder (no manifest.json)")
     if mode == "resume":
@@ -303,8 +313,9 @@ def _acquire_lock(path: Path) -> Path:
             except (OSError, ValueError):
                 pid = 0
             if pid and _alive(pid):
-                raise InputError(f"{path} is in use by another attnlab process (pid {pid}); wait for it or "
-                                 f"choose another --out") from None
+                raise InputError(
+                    f"{path} is in use by another attnlab process (pid {pid}); wait for it or choose another --out"
+                ) from None
             lock.unlink(missing_ok=True)  # stale: its owner died
             continue
         with os.fdopen(fd, "w") as f:
@@ -336,8 +347,16 @@ def _clear_for_overwrite(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def open_run(out: str | Path | None, command: str, config: Any, *, mode: str = "new", seed: int | None = None,
-             argv: list[str] | None = None, prefix: str | None = None) -> Iterator[RunDir]:
+def open_run(
+    out: str | Path | None,
+    command: str,
+    config: Any,
+    *,
+    mode: str = "new",
+    seed: int | None = None,
+    argv: list[str] | None = None,
+    prefix: str | None = None,
+) -> Iterator[RunDir]:
     """Hold a run folder for one command: check it, lock it, record the command and config, release it.
 
     out: the folder (None: `runs/<prefix>-<time>`). mode: "new" (the folder must be absent or empty), "resume"
@@ -357,9 +376,16 @@ def open_run(out: str | Path | None, command: str, config: Any, *, mode: str = "
             _clear_for_overwrite(path)
         if mode != "resume":
             run.write_config(config)
-            write_json(path / "manifest.json", {"command": command, "argv": argv if argv is not None
-                                                else sys.argv[1:], "config_hash": config_hash(config),
-                                                "seed": seed, **environment_manifest()})
+            write_json(
+                path / "manifest.json",
+                {
+                    "command": command,
+                    "argv": argv if argv is not None else sys.argv[1:],
+                    "config_hash": config_hash(config),
+                    "seed": seed,
+                    **environment_manifest(),
+                },
+            )
         yield run
     except BaseException:
         lock.unlink(missing_ok=True)

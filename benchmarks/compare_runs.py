@@ -18,8 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-SKIP_KEY = re.compile(r"(time|seconds|elapsed|wall|duration|created|git_sha|platform|python|torch|numpy|"
-                      r"transformers|scipy|attnlab|per_s|_ms|_s$|folder|path|argv)", re.IGNORECASE)
+SKIP_KEY = re.compile(
+    r"(time|seconds|elapsed|wall|duration|created|git_sha|platform|python|torch|numpy|"
+    r"transformers|scipy|attnlab|per_s|_ms|_s$|folder|path|argv)",
+    re.IGNORECASE,
+)
 
 
 def _clean(obj):
@@ -47,16 +50,22 @@ def result_files(root: Path) -> list[Path]:
     for p in sorted(root.rglob("*")):
         if not p.is_file() or "checkpoints" in p.parts:
             continue
-        if p.suffix in (".npy", ".jsonl", ".csv") or (p.suffix == ".json" and p.name not in
-                                                      ("config.json", "manifest.json", "state.json")):
+        if p.suffix in (".npy", ".jsonl", ".csv") or (
+            p.suffix == ".json" and p.name not in ("config.json", "manifest.json", "state.json")
+        ):
             keep.append(p.relative_to(root))
     return keep
 
 
 def same(a, b) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and \
-            a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and a.tobytes() == b.tobytes()
+        )
     return a == b
 
 
