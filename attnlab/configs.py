@@ -23,8 +23,8 @@ def _convert(tp: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None:
             return None
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _convert(args[0], value) if len(args) == 1 else value
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _convert(members[0], value) if len(members) == 1 else value
     if dataclasses.is_dataclass(tp) and isinstance(value, dict):
         return config_from_dict(tp, value)  # type: ignore[arg-type]
     if origin is tuple and isinstance(value, list):
