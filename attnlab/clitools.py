@@ -70,6 +70,23 @@ def process_settings() -> Iterator[None]:
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def loopback_ray(local: bool) -> Iterator[None]:
+    """While a local Ray instance is started, keep it on 127.0.0.1: Ray's single-machine mode (the variable must
+    be set before `ray` is imported; with an --address the cluster's own addresses are used)."""
+    key = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+    old = os.environ.get(key)
+    if local:
+        os.environ[key] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     try:

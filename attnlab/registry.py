@@ -21,6 +21,7 @@ STUDY_PACKAGES = {
     "ablate": "attnlab.ablate",
     "consensus": "attnlab.consensus",
     "paths": "attnlab.paths",
+    "sweep": "attnlab.sweep",
 }
 
 

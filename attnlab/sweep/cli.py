@@ -1,0 +1,52 @@
+"""`attnlab sweep SPEC.toml --out DIR`: argparse <-> SweepConfig."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from attnlab.clitools import loopback_ray, positive_int, run_mode
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a grid, list or random draws of any command's configs on Ray",
+        description="Runs each trial of SPEC (TOML: command, [base], [grid] / [[list]] / [random]) "
+        "as a Ray task into DIR/trials/<id>/ and writes sweep.csv, figures and "
+        "report.html. Rerunning the same spec into DIR skips finished trials.",
+    )
+    p.add_argument("spec", type=Path, help="the sweep spec (TOML)")
+    p.add_argument("--out", type=Path, default=None, help="sweep folder (default runs/sweep-<time>)")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
+    p.add_argument("--address", default=None, help="join this Ray cluster (default $RAY_ADDRESS, else a local one)")
+    p.add_argument("--cpus", type=positive_int, default=None, help="CPUs of the local Ray instance (default all)")
+    p.add_argument("--threads-per-trial", type=positive_int, default=1, help="torch threads (= CPUs) per trial")
+    p.add_argument("--gpus-per-trial", type=float, default=0.0, help="GPUs per trial (default 0)")
+    p.add_argument("--retries", type=int, default=2, help="retries of a trial whose worker died (default 2)")
+    p.add_argument("--yes", action="store_true", help="run even when the spec makes many trials")
+    p.set_defaults(func=cmd_sweep)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import os
+
+    from attnlab.sweep.config import SweepConfig, load_spec
+    from attnlab.sweep.run import sweep
+
+    address = args.address or os.environ.get("RAY_ADDRESS") or None
+    config = SweepConfig(
+        spec=load_spec(args.spec),
+        address=address,
+        cpus=args.cpus,
+        threads_per_trial=args.threads_per_trial,
+        gpus_per_trial=args.gpus_per_trial,
+        retries=args.retries,
+        yes=args.yes,
+    )
+    with loopback_ray(address is None):
+        result = sweep(config, args.out, mode=run_mode(args))
+    s = result.summary
+    print(f"{s['trials']} trials: {s['done']} done, {s['failed']} failed")
+    print(f"run folder: {result.path}")
+    return 0

@@ -1,0 +1,105 @@
+"""Trials as Ray tasks: a local Ray instance (or an existing cluster), retries when a worker dies, a failing
+trial recorded without stopping the sweep, and Ctrl-C leaving every finished trial intact.
+
+A trial's folder `trials/<id>/` is complete when its `trial.json` says `"status": "done"` (written last,
+atomically); a folder without it (a worker killed mid-run) is run again from scratch.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from attnlab.runs import read_json, to_jsonable, write_json
+from attnlab.sweep.config import SweepConfig
+from attnlab.sweep.plan import Trial
+
+TRIAL_FILE = "trial.json"
+
+
+def trial_state(folder: Path) -> dict[str, Any] | None:
+    """The trial's `trial.json` (status done or failed), or None when it never finished."""
+    path = folder / TRIAL_FILE
+    return read_json(path, "trial record") if path.is_file() else None
+
+
+def run_trial(command: str, config: dict[str, Any], folder: str, threads: int) -> dict[str, Any]:
+    """Run one trial (in a Ray worker): the command's run function into `folder`; returns its record.
+
+    A folder left by a worker that died is replaced; an error in the trial is recorded, not raised.
+    """
+    from attnlab.clitools import threads as torch_threads
+    from attnlab.configs import config_from_dict
+    from attnlab.registry import resolve
+
+    path = Path(folder)
+    mode = "overwrite" if (path / "manifest.json").is_file() else "new"
+    try:
+        config_cls, fn = resolve(command)
+        with torch_threads(threads):
+            result = fn(config_from_dict(config_cls, config), path, mode=mode)
+        record = {"status": "done", "summary": to_jsonable(result.summary)}
+    except Exception as exc:  # noqa: BLE001 - a failing trial is recorded and the sweep goes on
+        record = {
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=5),
+        }
+    path.mkdir(parents=True, exist_ok=True)
+    write_json(path / TRIAL_FILE, record)
+    return record
+
+
+def _init_ray(config: SweepConfig) -> Any:
+    import ray
+
+    if config.address:
+        ray.init(address=config.address, log_to_driver=False, include_dashboard=False)
+    else:
+        ray.init(num_cpus=config.cpus, num_gpus=None, log_to_driver=False, include_dashboard=False)
+    return ray
+
+
+def execute(
+    trials: Iterable[Trial], config: SweepConfig, root: Path, on_done: Callable[[Trial, dict[str, Any]], None]
+) -> None:
+    """Run `trials` as Ray tasks; call `on_done(trial, record)` as each ends. Starts and stops Ray itself."""
+    trials = list(trials)
+    if not trials:
+        return
+    ray = _init_ray(config)
+    try:
+        task = ray.remote(run_trial).options(
+            num_cpus=config.threads_per_trial,
+            num_gpus=config.gpus_per_trial,
+            max_retries=config.retries,
+            retry_exceptions=False,
+        )
+        refs = {
+            task.remote(
+                config.spec.command, to_jsonable(t.config), str(root / "trials" / t.id), config.threads_per_trial
+            ): t
+            for t in trials
+        }
+        _collect(ray, refs, on_done)
+    finally:
+        ray.shutdown()
+
+
+def _collect(ray: Any, refs: dict[Any, Trial], on_done: Callable[[Trial, dict[str, Any]], None]) -> None:
+    pending = list(refs)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            trial = refs[done[0]]
+            try:
+                record = ray.get(done[0])
+            except Exception as exc:  # noqa: BLE001 - the worker died more often than the retries allow
+                record = {"status": "failed", "error": f"{type(exc).__name__}: worker lost ({exc})"[:500]}
+            on_done(trial, record)
+    except KeyboardInterrupt:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise

@@ -1,0 +1,90 @@
+"""`attnlab sweep`: run a spec's trials on Ray into `DIR/trials/<id>/` and aggregate them (issue 10).
+
+Rerunning the same spec into the same folder skips finished trials (by id, the hash of the trial's config) and
+runs the rest; a different spec in that folder is refused unless `--overwrite`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from attnlab.runs import RunResult, config_hash, open_run, read_json, write_json
+from attnlab.sweep.config import SweepConfig
+from attnlab.sweep.engine import TRIAL_FILE, execute, trial_state
+from attnlab.sweep.plan import Trial, build_trials
+
+COMMAND = "sweep"
+
+
+def _mode_for(out: Path | None, config: SweepConfig, mode: str) -> str:
+    """ "resume" when `out` already holds a sweep of the same spec (rerunning it adds the missing trials)."""
+    if mode != "new" or out is None or not (Path(out) / "manifest.json").is_file():
+        return mode
+    manifest = read_json(Path(out) / "manifest.json", "run manifest")
+    same = manifest.get("command") == COMMAND and manifest.get("spec_hash") == config_hash(config.spec)
+    return "resume" if same else mode
+
+
+def sweep(config: SweepConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """Run every trial of `config.spec` not yet finished in `out`; write sweep.csv, figures and report.html."""
+    trials = build_trials(config.spec, config.yes)  # every trial validated before any work starts
+    out = Path(out) if out is not None else None
+    with open_run(out, COMMAND, config, mode=_mode_for(out, config, mode)) as run:
+        manifest = run.read_manifest()
+        write_json(run.path / "manifest.json", {**manifest, "spec_hash": config_hash(config.spec)})
+        todo = [t for t in trials if (trial_state(run.path / "trials" / t.id) or {}).get("status") != "done"]
+        bar = tqdm(total=len(trials), initial=len(trials) - len(todo), desc="sweep", unit="trial")
+
+        def on_done(trial: Trial, record: dict[str, Any]) -> None:
+            folder = run.path / "trials" / trial.id
+            if trial_state(folder) is None:  # the worker died before it could record anything
+                write_json(folder / TRIAL_FILE, record)
+            bar.update(1)
+
+        try:
+            execute(todo, config, run.path, on_done)
+        finally:
+            bar.close()
+        table = aggregate(trials, run.path)
+        from attnlab.sweep.report import write_report
+
+        write_report(run.path)
+    return RunResult(run.path, config, summary=_summary(table), tables={"trials": table})
+
+
+def aggregate(trials: list[Trial], root: Path) -> Any:
+    """`sweep.csv`: one row per trial (id, status, its fields, its final summary metrics)."""
+    import pandas as pd
+
+    rows = []
+    for t in trials:
+        record = trial_state(root / "trials" / t.id) or {"status": "not run"}
+        scalars = {k: v for k, v in (record.get("summary") or {}).items() if isinstance(v, (int, float, str))}
+        rows.append(
+            {
+                "trial": t.id,
+                "status": record["status"],
+                **t.fields,
+                **scalars,
+                **({"error": record["error"]} if "error" in record else {}),
+            }
+        )
+    table = pd.DataFrame(rows)
+    write_json(
+        root / "trials.json", {"fields": sorted({k for t in trials for k in t.fields}), "ids": [t.id for t in trials]}
+    )
+    tmp = root / ".sweep.csv.tmp"
+    table.to_csv(tmp, index=False)
+    tmp.replace(root / "sweep.csv")
+    return table
+
+
+def _summary(table: Any) -> dict[str, Any]:
+    counts = table["status"].value_counts().to_dict()
+    return {"trials": len(table), "done": int(counts.get("done", 0)), "failed": int(counts.get("failed", 0))}
+
+
+RUNNERS = {"sweep": (SweepConfig, sweep)}
