@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attnlab-installed
 
-.PHONY: demo test test-fast setup bench clean
+.PHONY: demo test test-fast setup bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,7 +21,13 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/attnlab demo --out runs/demo --overwrite
 
-test: $(STAMP)
+# The browser tests drive the system Chromium (Debian package); installed here when missing and we are root.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "chromium not installed: browser tests will be skipped"
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)

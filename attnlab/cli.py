@@ -111,7 +111,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run each study's demo into `out/<study>` and write one combined report."""
-    from attnlab.report import Report
+    from attnlab.report import Report, plotly_asset
     from attnlab.runs import check_out_folder, write_json
 
     unknown = [s for s in args.only or [] if s not in DEMOS]
@@ -122,6 +122,7 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.overwrite and out.exists():
         shutil.rmtree(out)
     write_json(out / "manifest.json", {"command": "demo", "argv": sys.argv[1:], "seed": args.seed})
+    plotly_asset(out)  # one copy of plotly.js that every report of the demo refers to
     report = Report("attnlab demo")
     report.paragraph(
         "Each section below is one study's demo, run on embedded defaults; its own run folder "

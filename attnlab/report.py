@@ -1,16 +1,60 @@
-"""Self-contained HTML reports: figures embedded as base64 PNG, tables, short paragraphs."""
+"""Self-contained, offline HTML reports: tables that sort and scroll, PNG figures, interactive plotly views.
+
+Nothing is fetched at view time. PNG figures are embedded as base64. Interactive views use plotly.js from the
+`plotly` package, written once as `plotly.min.js` beside the report (or found in an enclosing run folder, as in
+the demo, whose reports share one copy) and referenced by a relative path. A little hand-written glue (sortable
+tables, click handlers) is inlined: no library offers those few lines offline.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+
+from attnlab.runs import to_jsonable, write_bytes, write_text
+
+PLOTLY_ASSET = "plotly.min.js"
+ASSET_SEARCH_LEVELS = 3  # a report may use the plotly.min.js of an enclosing folder this many levels up
+
+STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+    ".scroll{overflow-x:auto;max-width:100%;margin:1em 0}"
+    "table{border-collapse:collapse;font-size:0.9em}"
+    "td,th{border:1px solid #bbb;padding:3px 8px;text-align:right;white-space:nowrap}th{background:#eee}"
+    "table.sortable th{cursor:pointer}table.sortable th:after{content:' \\2195';color:#999}"
+    "caption{font-weight:bold;text-align:left;padding:4px 0}"
+    "img{max-width:100%}figure{margin:1em 0}figcaption{color:#555;font-size:0.9em}"
+    ".plot{width:100%;min-height:420px}"
+)
+
+# Click a header to sort by that column (numbers numerically, then text); click again to reverse.
+SORT_JS = """
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  table.querySelectorAll('th').forEach(function (th, col) {
+    th.addEventListener('click', function () {
+      var body = table.tBodies[0], rows = Array.from(body.rows);
+      var dir = th.dataset.dir === 'asc' ? -1 : 1; th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+      var key = function (r) { var t = r.cells[col] ? r.cells[col].textContent : ''; var x = parseFloat(t);
+        return isNaN(x) ? [1, t] : [0, x]; };
+      rows.sort(function (a, b) { var ka = key(a), kb = key(b);
+        if (ka[0] !== kb[0]) return ka[0] - kb[0]; return (ka[1] > kb[1] ? 1 : ka[1] < kb[1] ? -1 : 0) * dir; });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
 
 
-def _fmt(value: Any) -> str:
+def fmt(value: Any) -> str:
+    """A table cell: floats to 4 significant digits (scientific outside [1e-3, 1e5)), everything escaped."""
     if isinstance(value, float):
+        if value != value:
+            return "nan"
         if value == 0 or 1e-3 <= abs(value) < 1e5:
             return f"{value:.4g}"
         return f"{value:.3e}"
@@ -19,59 +63,106 @@ def _fmt(value: Any) -> str:
 
 @dataclass
 class Report:
-    """An ordered list of HTML blocks; `write(path)` produces one file with everything embedded."""
+    """An ordered list of HTML blocks; `write(path)` produces the page (plus plotly.min.js when needed)."""
 
     title: str
     blocks: list[str] = field(default_factory=list)
+    scripts: list[str] = field(default_factory=list)
+    uses_plotly: bool = False
 
-    def heading(self, text: str, level: int = 2) -> "Report":
+    def heading(self, text: str, level: int = 2) -> Report:
         self.blocks.append(f"<h{level}>{html.escape(text)}</h{level}>")
         return self
 
-    def paragraph(self, text: str) -> "Report":
+    def paragraph(self, text: str) -> Report:
         self.blocks.append(f"<p>{html.escape(text)}</p>")
         return self
 
-    def table(self, rows: Sequence[dict], caption: str | None = None) -> "Report":
-        """A table from a list of dicts (columns: the union of keys in first-seen order)."""
+    def table(self, rows: Sequence[dict], caption: str | None = None, table_id: str | None = None) -> Report:
+        """A sortable table from a list of dicts (columns: the union of keys in first-seen order), in a box that
+        scrolls sideways when it is wider than the page."""
         if not rows:
             return self
         cols: list[str] = []
         for r in rows:
             cols += [k for k in r if k not in cols]
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-        body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(c, ''))}</td>" for c in cols) + "</tr>" for r in rows)
+        body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(c, ''))}</td>" for c in cols) + "</tr>" for r in rows)
         cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-        self.blocks.append(f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        ident = f' id="{html.escape(table_id)}"' if table_id else ""
+        self.blocks.append(
+            f'<div class="scroll"><table class="sortable"{ident}>{cap}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>"
+        )
         return self
 
-    def figure(self, png: str | Path, caption: str = "") -> "Report":
+    def figure(self, png: str | Path, caption: str = "") -> Report:
         png = Path(png)
         if not png.exists():
             return self
         data = base64.b64encode(png.read_bytes()).decode()
-        self.blocks.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(png.stem)}">'
-                           f"<figcaption>{html.escape(caption or png.stem)}</figcaption></figure>")
+        self.blocks.append(
+            f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(png.stem)}">'
+            f"<figcaption>{html.escape(caption or png.stem)}</figcaption></figure>"
+        )
         return self
 
-    def extend(self, other: "Report", level: int = 2) -> "Report":
-        """Append another report's blocks under a heading with its title."""
+    def plotly(self, figure: Any, div_id: str, caption: str = "") -> Report:
+        """An interactive plotly figure (a `plotly.graph_objects.Figure` or its dict) in `<div id=div_id>`."""
+        spec = figure.to_plotly_json() if hasattr(figure, "to_plotly_json") else figure
+        payload = json.dumps(to_jsonable({"data": spec.get("data", []), "layout": spec.get("layout", {})}))
+        self.uses_plotly = True
+        self.blocks.append(
+            f'<figure><div class="plot" id="{html.escape(div_id)}"></div>'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        )
+        self.scripts.append(
+            f"Plotly.newPlot({json.dumps(div_id)}, ...(function (s) {{ return [s.data, s.layout, "
+            f"{{responsive: true}}]; }})({payload}));"
+        )
+        return self
+
+    def raw(self, block: str, script: str = "", plotly: bool = False) -> Report:
+        """A hand-made block of HTML and the script that drives it (for views no library offers)."""
+        self.blocks.append(block)
+        if script:
+            self.scripts.append(script)
+        self.uses_plotly = self.uses_plotly or plotly
+        return self
+
+    def extend(self, other: Report, level: int = 2) -> Report:
+        """Append another report's blocks and scripts under a heading with its title."""
         self.heading(other.title, level)
         self.blocks.extend(other.blocks)
+        self.scripts.extend(other.scripts)
+        self.uses_plotly = self.uses_plotly or other.uses_plotly
         return self
 
-    def html(self) -> str:
-        style = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-                 "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
-                 "td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}th{background:#eee}"
-                 "caption{font-weight:bold;text-align:left;padding:4px 0}"
-                 "img{max-width:100%}figure{margin:1em 0}figcaption{color:#555;font-size:0.9em}")
-        return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
-                f"<style>{style}</style></head><body><h1>{html.escape(self.title)}</h1>"
-                + "\n".join(self.blocks) + "</body></html>\n")
+    def html(self, plotly_src: str | None = None) -> str:
+        head_js = f'<script src="{html.escape(plotly_src)}"></script>' if plotly_src else ""
+        body_js = "".join(f"<script>{s}</script>" for s in [SORT_JS, *self.scripts])
+        return (
+            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
+            f"<style>{STYLE}</style>{head_js}</head><body><h1>{html.escape(self.title)}</h1>"
+            + "\n".join(self.blocks)
+            + body_js
+            + "</body></html>\n"
+        )
 
     def write(self, path: str | Path) -> Path:
+        """Write the page atomically; with interactive views, make sure plotly.min.js is reachable offline."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.html())
-        return path
+        src = plotly_asset(path.parent) if self.uses_plotly else None
+        return write_text(path, self.html(src))
+
+
+def plotly_asset(folder: Path) -> str:
+    """A relative URL of plotly.min.js for a page in `folder`: an enclosing folder's copy, or a new one here."""
+    folder = folder.resolve()
+    for level, parent in enumerate([folder, *folder.parents][: ASSET_SEARCH_LEVELS + 1]):
+        if (parent / PLOTLY_ASSET).is_file():
+            return "../" * level + PLOTLY_ASSET
+    from plotly.offline import get_plotlyjs
+
+    write_bytes(folder / PLOTLY_ASSET, get_plotlyjs().encode("utf-8"))
+    return PLOTLY_ASSET
