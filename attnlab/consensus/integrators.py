@@ -7,7 +7,7 @@
 - `prenorm`: y_i <- y_i + tau v_i(pi(Y)); the stream is unnormalised, measures use pi(Y).
 
 Piecewise-constant schedules use the weights of the step midpoint for all stages (spec Decision).
-`guard` stops with `StepSizeError` on a non-finite value or a pre-projection norm outside [1-delta, 1+delta].
+`guard` stops with `NumericalError` on a non-finite value or a pre-projection norm outside [1-delta, 1+delta].
 States are `[batch, token, dim]` float64.
 """
 
@@ -24,7 +24,7 @@ import torch
 from attnlab.consensus import measures as M
 from attnlab.consensus.dynamics import (AttentionSpec, check_tokens, check_usa_overflow, check_weights, drive,
                                         tangent)
-from attnlab.consensus.errors import ConsensusInputError, StepSizeError, check_name
+from attnlab.errors import InputError, NumericalError, check_choice
 from attnlab.consensus.schedules import Schedule, check_schedule_step
 
 METHODS = ("rk4", "euler", "exp_euler", "postnorm", "prenorm")
@@ -73,7 +73,7 @@ class Field:
 
 
 def guard(Y: torch.Tensor, t: float, h: float, F: torch.Tensor | None, delta: float | None) -> None:
-    """Raise `StepSizeError` if Y has a non-finite value or a token norm outside [1-delta, 1+delta]."""
+    """Raise `NumericalError` if Y has a non-finite value or a token norm outside [1-delta, 1+delta]."""
     norms = Y.norm(dim=-1)
     bad = ~torch.isfinite(norms)
     kind = "a non-finite value"
@@ -84,7 +84,7 @@ def guard(Y: torch.Tensor, t: float, h: float, F: torch.Tensor | None, delta: fl
         b, i = bad.nonzero()[0].tolist()
         fmax = float(F.norm(dim=-1).max()) if F is not None and torch.isfinite(F).all() else float("inf")
         hint = f"; try h <= {0.1 / fmax:.3g}" if math.isfinite(fmax) and fmax > 0 else "; lower h"
-        raise StepSizeError(f"step size too large: {kind} at t={t:.4g}, h={h:g}, batch {b}, token {i}, "
+        raise NumericalError(f"step size too large: {kind} at t={t:.4g}, h={h:g}, batch {b}, token {i}, "
                             f"max||F||={fmax:.3g}{hint}")
 
 
@@ -122,7 +122,7 @@ def step(method: str, field_: Field, t: float, X: torch.Tensor, h: float, delta:
         n = Y.norm(dim=-1, keepdim=True)
         if (n < 1e-12).any():
             b, i = (n[..., 0] < 1e-12).nonzero()[0].tolist()
-            raise ConsensusInputError(f"x + tau*v = 0 at t={t:.4g}, batch {b}, token {i}; the post-norm map is undefined")
+            raise NumericalError(f"x + tau*v = 0 at t={t:.4g}, batch {b}, token {i}; the post-norm map is undefined")
         return Y / n
     # prenorm: the stream Y is unnormalised; the drive acts on pi(Y)
     v = field_.drive(ts[0], M.unit(X))
@@ -154,13 +154,13 @@ def integrate(X0: torch.Tensor, schedule: Schedule, spec: AttentionSpec, t_max: 
               delta: float = 0.05, callback: Callable[[int, float, torch.Tensor], None] | None = None,
               progress: bool = False, stop_on_error: bool = False, **measure_kw) -> Trajectory:
     """Integrate from `X0` `[batch, token, dim]` to `t_max` with step `h`; record `measures` every step and the
-    state every `record_every` steps (0: only start and end). With `stop_on_error` a `StepSizeError` ends the
+    state every `record_every` steps (0: only start and end). With `stop_on_error` a `NumericalError` ends the
     run early and is reported in `Trajectory.stopped` (partial results kept); otherwise it propagates."""
-    check_name(method, METHODS, "integrator")
+    check_choice(method, METHODS, "integrator")
     if not (math.isfinite(h) and h > 0):
-        raise ConsensusInputError(f"step h must be finite and > 0, got {h}")
+        raise InputError(f"step h must be finite and > 0, got {h}")
     if not (math.isfinite(t_max) and t_max > 0):
-        raise ConsensusInputError(f"t_max must be finite and > 0, got {t_max}")
+        raise InputError(f"t_max must be finite and > 0, got {t_max}")
     check_schedule_step(schedule, h)
     X = check_tokens(X0)
     B = X.shape[0]
@@ -190,7 +190,7 @@ def integrate(X0: torch.Tensor, schedule: Schedule, spec: AttentionSpec, t_max: 
         t = k * h
         try:
             X = step(method, field_, t, X, h, delta)
-        except StepSizeError as exc:
+        except NumericalError as exc:
             if not stop_on_error:
                 raise
             stopped = str(exc)

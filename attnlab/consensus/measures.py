@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlab.consensus.errors import ConsensusInputError
+from attnlab.errors import InputError
 
 MEASURES = ("E_first", "E_pair", "max_gap", "clustered_fraction", "cluster_count", "top_share",
             "participation_ratio", "energy")
@@ -22,7 +22,7 @@ def unit(X: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     norms = X.norm(dim=-1, keepdim=True)
     if (norms < eps).any():
         b, i = (norms[..., 0] < eps).nonzero()[0].tolist()
-        raise ConsensusInputError(f"zero vector (norm < {eps:g}) at batch {b}, token {i}; measures need nonzero tokens")
+        raise InputError(f"zero vector (norm < {eps:g}) at batch {b}, token {i}; measures need nonzero tokens")
     return X / norms
 
 
@@ -141,6 +141,6 @@ def compute(names: tuple[str, ...] | list[str], X: torch.Tensor, **kw) -> dict[s
     out = {}
     for name in names:
         if name not in fns:
-            raise ConsensusInputError(f"unknown measure '{name}'; valid: {', '.join(MEASURES)}")
+            raise InputError(f"unknown measure '{name}'; valid: {', '.join(MEASURES)}")
         out[name] = fns[name]()
     return out

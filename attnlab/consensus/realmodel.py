@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from attnlab.consensus import measures as M
-from attnlab.consensus.errors import ConsensusInputError, check_name, check_size
+from attnlab.errors import InputError, NumericalError, check_choice, check_int
 
 VARIANTS = ("constant", "periodic", "random")
 
@@ -41,7 +41,7 @@ class StackRunner:
     def __init__(self, model: nn.Module) -> None:
         inner = getattr(model, "model", None)
         if inner is None or not hasattr(inner, "layers") or not hasattr(inner, "rotary_emb"):
-            raise ConsensusInputError("model iteration needs a Llama-style causal LM (model.model.layers, rotary_emb)")
+            raise InputError("model iteration needs a Llama-style causal LM (model.model.layers, rotary_emb)")
         self.model, self.inner, self.config = model, inner, model.config
         self.layers = list(inner.layers)
         self.n_layers = len(self.layers)
@@ -153,12 +153,12 @@ def iterate_stack(runner: StackRunner, ids: torch.Tensor, variant: str, passes: 
                   layer: int = 20, seed: int = 0, feedback_final_norm: bool = False, depth_view: bool = True,
                   controls: torch.Tensor | None = None, progress: bool = False) -> StackRun:
     """Iterate the stack for `passes` passes on `ids` `[batch, T]`; `controls` (same shape) adds C(k)."""
-    check_name(variant, VARIANTS, "model variant")
-    check_size(passes, 1, "passes")
+    check_choice(variant, VARIANTS, "model variant")
+    check_int(passes, 1, "passes")
     if ids.ndim != 2 or ids.shape[1] < 2:
-        raise ConsensusInputError(f"prompts must be [batch, T] with T >= 2, got {tuple(ids.shape)}")
+        raise InputError(f"prompts must be [batch, T] with T >= 2, got {tuple(ids.shape)}")
     if variant == "constant" and not 0 <= layer < runner.n_layers:
-        raise ConsensusInputError(f"layer {layer} outside 0..{runner.n_layers - 1}")
+        raise InputError(f"layer {layer} outside 0..{runner.n_layers - 1}")
     B = ids.shape[0]
     all_ids = ids if controls is None else torch.cat([ids, controls])
     L = runner.n_layers
@@ -198,7 +198,7 @@ def iterate_stack(runner: StackRunner, ids: torch.Tensor, variant: str, passes: 
         for k in it:
             h = runner.layer_step(runner.layer_at(variant, k, layer, seed), h, rot, mask, mlp)
             if not torch.isfinite(h).all():
-                raise ConsensusInputError(f"non-finite hidden state at layer step {k} ({variant}); "
+                raise NumericalError(f"non-finite hidden state at layer step {k} ({variant}); "
                                           "stopping (float32 overflow)")
             if feedback_final_norm and k % L == 0 and k < K:
                 h = runner.final(h)

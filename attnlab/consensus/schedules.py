@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnlab.consensus.errors import ConsensusInputError, check_name
+from attnlab.errors import InputError, check_choice
 
 SCHEDULES = ("constant", "periodic", "cycle", "random")
 ENSEMBLES = ("identity", "gaussian", "goe")
@@ -35,7 +35,7 @@ class Schedule:
     delta: float | None = None
 
     def weights(self, t: float) -> Pair:
-        raise ConsensusInputError(f"schedule {self.name} defines no weights")
+        raise InputError(f"schedule {self.name} defines no weights")
 
     def interval(self, t: float) -> int:
         """Index of the piecewise-constant interval containing t (0 for smooth schedules)."""
@@ -110,7 +110,7 @@ class Cycle(Schedule):
 
     def __post_init__(self) -> None:
         if not self.layers:
-            raise ConsensusInputError("cycle schedule needs at least one layer")
+            raise InputError("cycle schedule needs at least one layer")
         _check_delta(self.delta)
 
     def weights(self, t: float) -> Pair:
@@ -137,10 +137,10 @@ class RandomSchedule(Schedule):
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        check_name(self.ensemble, ENSEMBLES, "random ensemble")
+        check_choice(self.ensemble, ENSEMBLES, "random ensemble")
         _check_delta(self.delta)
         if not math.isfinite(self.sigma) or self.sigma < 0:
-            raise ConsensusInputError(f"sigma must be finite and >= 0, got {self.sigma}")
+            raise InputError(f"sigma must be finite and >= 0, got {self.sigma}")
 
     def draw(self, k: int) -> Pair:
         """The weights of interval k: a pure function of (seed, k)."""
@@ -165,7 +165,7 @@ class RandomSchedule(Schedule):
 
 def _check_delta(delta: float) -> None:
     if not (math.isfinite(delta) and delta > 0):
-        raise ConsensusInputError(f"schedule interval delta must be finite and > 0, got {delta}")
+        raise InputError(f"schedule interval delta must be finite and > 0, got {delta}")
 
 
 def check_schedule_step(schedule: Schedule, h: float) -> None:
@@ -173,7 +173,7 @@ def check_schedule_step(schedule: Schedule, h: float) -> None:
     if schedule.piecewise:
         ratio = schedule.delta / h
         if abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
-            raise ConsensusInputError(f"schedule interval delta={schedule.delta:g} must be a multiple of the "
+            raise InputError(f"schedule interval delta={schedule.delta:g} must be a multiple of the "
                                       f"step h={h:g}")
 
 
@@ -185,8 +185,8 @@ def make_schedule(name: str, d: int, heads: int = 1, seed: int = 0, *, scale: fl
     constant: one draw; periodic: W_0 + sin(omega t) W_1 with two draws; cycle: `layers` draws each held for
     `delta`; random: redrawn every `delta`.
     """
-    check_name(name, SCHEDULES, "schedule")
-    check_name(value, ("identity", "random"), "value matrix")
+    check_choice(name, SCHEDULES, "schedule")
+    check_choice(value, ("identity", "random"), "value matrix")
     rv = value == "random"
     base = RandomSchedule(d=d, heads=heads, seed=seed, sigma=scale, random_V=rv, delta=max(delta, 1e-9),
                           ensemble=key_query)

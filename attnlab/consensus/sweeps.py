@@ -16,7 +16,7 @@ import torch
 
 from attnlab.consensus import measures as M
 from attnlab.consensus.dynamics import check_tokens, tangent
-from attnlab.consensus.errors import ConsensusInputError, StepSizeError, check_name
+from attnlab.errors import InputError, NumericalError, check_choice
 from attnlab.consensus.theory import t_equiangular
 
 
@@ -68,15 +68,15 @@ def phase_diagram(betas: np.ndarray, n: int = 32, d: int = 8, starts: int = 256,
     projected Euler with h <= 1, tested in R2a) they stay in that cap, so every pair keeps cosine >= theta and the
     start's clustered fraction is 1 from then on. This changes no value of `frac`; it only skips work.
     """
-    check_name(method, ("euler", "rk4"), "sweep integrator")
-    check_name(kind, ("SA", "USA"), "attention kind")
+    check_choice(method, ("euler", "rk4"), "sweep integrator")
+    check_choice(kind, ("SA", "USA"), "attention kind")
     betas = np.asarray(betas, dtype=np.float64)
     if betas.ndim != 1 or betas.size == 0 or not np.isfinite(betas).all() or (betas < 0).any():
-        raise ConsensusInputError("betas must be a non-empty list of finite values >= 0")
+        raise InputError("betas must be a non-empty list of finite values >= 0")
     if kind == "USA" and betas.max() > 700:
-        raise ConsensusInputError(f"USA with beta = {betas.max():g} > 700 would overflow float64")
+        raise InputError(f"USA with beta = {betas.max():g} > 700 would overflow float64")
     if not (h > 0 and t_max > 0 and math.isfinite(h) and math.isfinite(t_max)):
-        raise ConsensusInputError(f"need finite h > 0 and t_max > 0, got h={h}, t_max={t_max}")
+        raise InputError(f"need finite h > 0 and t_max > 0, got h={h}, t_max={t_max}")
     g = torch.Generator().manual_seed(seed)
     X0 = check_tokens(torch.randn(starts, n, d, generator=g, dtype=torch.float64)).to(dtype)
     steps = int(round(t_max / h))
@@ -111,7 +111,7 @@ def phase_diagram(betas: np.ndarray, n: int = 32, d: int = 8, starts: int = 256,
                 k4 = _field_identity(X + h * k3, beta, kind)[0]
                 Y = X + h / 6 * (F + 2 * k2 + 2 * k3 + k4)
             if not torch.isfinite(Y).all():
-                raise StepSizeError(f"phase diagram: non-finite state at t={k * h:.4g}, h={h:g}; lower h")
+                raise NumericalError(f"phase diagram: non-finite state at t={k * h:.4g}, h={h:g}; lower h")
             X = Y / Y.norm(dim=-1, keepdim=True)
             if retire:
                 w = X.mean(1)
