@@ -33,7 +33,7 @@ from attnlab.consensus.stats import log_band, timeseries_rows
 from attnlab.consensus.sweeps import PhaseDiagram, phase_diagram
 from attnlab.consensus.theory import fit_log_slope, tail_slope
 from attnlab.errors import InputError, NumericalError
-from attnlab.runs import RunDir, RunResult, open_run
+from attnlab.runs import RunDir, RunResult, check_out_folder, open_run
 
 
 def _refuse_resume(mode: str, command: str) -> None:
@@ -153,6 +153,8 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
     from attnlab.hf.loader import load_causal_lm
 
     _refuse_resume(mode, "consensus model")
+    if out is not None:  # refuse a bad --out before spending seconds on loading the model
+        check_out_folder(Path(out), mode, "consensus model")
     loaded = load_causal_lm(config.model, cache_dir=config.cache_dir)
     runner = modelrun.runner_for(loaded.model, config)
     with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run:

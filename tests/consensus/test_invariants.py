@@ -12,7 +12,6 @@ from attnlab.consensus.integrators import integrate, step, Field
 from attnlab.consensus.schedules import Constant, make_schedule
 from attnlab.consensus.theory import rho_solution
 
-torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore:step bound")
 
 

@@ -12,7 +12,6 @@ from attnlab.consensus.integrators import integrate
 from attnlab.consensus.schedules import Constant
 from attnlab.consensus.sweeps import phase_diagram
 
-torch.set_num_threads(1)
 
 
 @pytest.mark.slow

@@ -12,7 +12,6 @@ from attnlab.consensus.integrators import integrate
 from attnlab.consensus.schedules import Constant
 from attnlab.consensus.theory import fit_log_slope, rho_rhs, tail_slope
 
-torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore:step bound")
 
 
