@@ -57,7 +57,12 @@ def baseline_euler(X: np.ndarray, P: np.ndarray, beta: float, h: float, steps: i
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the CPU is shared; 2 threads on a loaded 2-core machine spin)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: the CPU is shared; 2 threads on a loaded 2-core machine spin)",
+    )
     ap.add_argument("--repeats", type=int, default=3, help="repeats of the batched runs (median reported)")
     ap.add_argument("--baseline-starts", type=int, default=2, help="starts run by the loop baseline (default 2)")
     ap.add_argument("--baseline-steps", type=int, default=20, help="steps run by the loop baseline (default 20)")
@@ -90,8 +95,9 @@ def main() -> int:
     if not args.skip_phase:
         dtype = torch.float32 if args.phase_float32 else torch.float64
         t0, cpu0 = time.perf_counter(), time.process_time()
-        pdg = phase_diagram(np.linspace(0.1, 9.0, 90), n=32, d=8, starts=256, t_max=30.0, h=0.1, method="euler",
-                            dtype=dtype)
+        pdg = phase_diagram(
+            np.linspace(0.1, 9.0, 90), n=32, d=8, starts=256, t_max=30.0, h=0.1, method="euler", dtype=dtype
+        )
         res["B2_dtype"] = str(dtype)
         res["B2_phase_s"] = time.perf_counter() - t0
         res["B2_phase_cpu_s"] = time.process_time() - cpu0
@@ -100,27 +106,43 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2))
     if not args.skip_b1:
-        print(f"| B1 Euler, 256x32x8, 300 steps | {res['B1_euler_s']:.2f} s | loop baseline (extrapolated) "
-              f"{res['baseline_euler_full_s_extrapolated']:.0f} s | {res['B1_speedup_euler']:.0f}x |")
-        print(f"| B1 RK4, 256x32x8, 300 steps | {res['B1_rk4_s']:.2f} s | loop baseline (extrapolated) "
-              f"{res['baseline_rk4_full_s_extrapolated']:.0f} s | {res['B1_speedup_rk4']:.0f}x |")
+        print(
+            f"| B1 Euler, 256x32x8, 300 steps | {res['B1_euler_s']:.2f} s | loop baseline (extrapolated) "
+            f"{res['baseline_euler_full_s_extrapolated']:.0f} s | {res['B1_speedup_euler']:.0f}x |"
+        )
+        print(
+            f"| B1 RK4, 256x32x8, 300 steps | {res['B1_rk4_s']:.2f} s | loop baseline (extrapolated) "
+            f"{res['baseline_rk4_full_s_extrapolated']:.0f} s | {res['B1_speedup_rk4']:.0f}x |"
+        )
     if "B2_phase_s" in res:
-        print(f"| B2 phase diagram 90 betas x 256 starts, n=32, d=8, t<=30, h=0.1, {res['B2_dtype']} | "
-              f"{res['B2_phase_s']:.1f} s (CPU {res['B2_phase_cpu_s']:.1f} s) | | |")
+        print(
+            f"| B2 phase diagram 90 betas x 256 starts, n=32, d=8, t<=30, h=0.1, {res['B2_dtype']} | "
+            f"{res['B2_phase_s']:.1f} s (CPU {res['B2_phase_cpu_s']:.1f} s) | | |"
+        )
     print(f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
     return 0
 
 
-def baseline(args: argparse.Namespace, res: dict, X0: torch.Tensor, P: torch.Tensor, spec: AttentionSpec,
-             beta: float, h: float, B: int, steps: int) -> None:
+def baseline(
+    args: argparse.Namespace,
+    res: dict,
+    X0: torch.Tensor,
+    P: torch.Tensor,
+    spec: AttentionSpec,
+    beta: float,
+    h: float,
+    B: int,
+    steps: int,
+) -> None:
     """Run the loop baseline on a few starts, check it against our Euler, and extrapolate (fills `res`)."""
     Xb = X0[: args.baseline_starts].numpy()
     t0 = time.perf_counter()
     Yb = baseline_euler(Xb, P[0].numpy(), beta, h, args.baseline_steps)
     tb = time.perf_counter() - t0
     res["baseline_wall_s"] = tb
-    ref = integrate(X0[: args.baseline_starts], Constant(P, None), spec, args.baseline_steps * h, h, "euler",
-                    measures=()).final.numpy()
+    ref = integrate(
+        X0[: args.baseline_starts], Constant(P, None), spec, args.baseline_steps * h, h, "euler", measures=()
+    ).final.numpy()
     res["baseline_max_abs_diff"] = float(np.abs(Yb - ref).max())
     per_start_step = tb / (args.baseline_starts * args.baseline_steps)
     res["baseline_per_start_step_s"] = per_start_step

@@ -38,19 +38,25 @@ def _steps(t_max: float, h: float) -> int:
     """Number of steps of size h to t_max (as the integrators count them), refused above `MAX_STEPS`."""
     ratio = t_max / h
     if not ratio <= MAX_STEPS + 0.5:
-        raise InputError(f"t_max/h = {t_max:g}/{h:g} = {ratio:.3g} steps exceeds the limit of {MAX_STEPS:,} steps; "
-                         "raise h or lower t_max")
+        raise InputError(
+            f"t_max/h = {t_max:g}/{h:g} = {ratio:.3g} steps exceeds the limit of {MAX_STEPS:,} steps; "
+            "raise h or lower t_max"
+        )
     return int(round(ratio))
 
 
 def _check_size(work: float, nbytes: float, fields: str) -> None:
     """Refuse a run whose work (`MAX_WORK`) or memory (`MAX_BYTES`) is too big, naming the fields to change."""
     if work > MAX_WORK:
-        raise InputError(f"{fields} = {work:.3g} token-pair updates exceeds the limit of {MAX_WORK:.0e} "
-                         "(about two hours on one core); lower one of them")
+        raise InputError(
+            f"{fields} = {work:.3g} token-pair updates exceeds the limit of {MAX_WORK:.0e} "
+            "(about two hours on one core); lower one of them"
+        )
     if nbytes > MAX_BYTES:
-        raise InputError(f"{fields} needs about {nbytes / 2**30:.3g} GiB of arrays, over the "
-                         f"{MAX_BYTES / 2**30:.0f} GiB limit; lower one of them")
+        raise InputError(
+            f"{fields} needs about {nbytes / 2**30:.3g} GiB of arrays, over the "
+            f"{MAX_BYTES / 2**30:.0f} GiB limit; lower one of them"
+        )
 
 
 @dataclass(frozen=True)
@@ -103,8 +109,10 @@ class SimulateConfig:
         check_finite(self.h, "h (step)", positive=True)
         if self.schedule in ("cycle", "random"):
             ratio = self.delta / self.h
-            check(abs(ratio - round(ratio)) <= 1e-9 and round(ratio) >= 1,
-                  f"schedule interval delta={self.delta:g} must be a multiple of the step h={self.h:g}")
+            check(
+                abs(ratio - round(ratio)) <= 1e-9 and round(ratio) >= 1,
+                f"schedule interval delta={self.delta:g} must be a multiple of the step h={self.h:g}",
+            )
         self._check_budget()
 
     def _check_budget(self) -> None:
@@ -112,8 +120,7 @@ class SimulateConfig:
         stages = 4 if self.integrator == "rk4" else 1
         work = float(steps) * self.batch * self.heads * self.n**2 * self.d * stages
         records = steps // self.record_every + 2 if self.record_every else 2
-        nbytes = _FLOAT64 * self.batch * (3 * (steps + 1) + records * self.n * self.d
-                                          + 6 * self.heads * self.n**2)
+        nbytes = _FLOAT64 * self.batch * (3 * (steps + 1) + records * self.n * self.d + 6 * self.heads * self.n**2)
         _check_size(work, nbytes, "t_max/h x batch x heads x n^2 x d")
 
 
@@ -184,15 +191,26 @@ class ModelConfig:
         check(len(self.domains) > 0, "domains must name at least one of " + ", ".join(DOMAINS))
         for dom in self.domains:
             check_choice(dom, DOMAINS, "domain")
-        check(len(self.mlp) > 0 and all(isinstance(m, bool) for m in self.mlp),
-              f"mlp must be a non-empty list of true/false, got {self.mlp!r}")
+        check(
+            len(self.mlp) > 0 and all(isinstance(m, bool) for m in self.mlp),
+            f"mlp must be a non-empty list of true/false, got {self.mlp!r}",
+        )
         check_int(self.passes, 1, "passes")
         check_int(self.seq_len, 2, "seq_len (T)", maximum=MAX_SEQ_LEN)
         check_int(self.prompts, 1, "prompts per domain")
         check_int(self.layer, 0, "layer")
         check_int(self.seed, 0, "seed")
-        token_passes = self.passes * len(self.schedules) * len(self.mlp) * self.prompts * len(self.domains) \
-            * self.seq_len * (2 if self.depth_view else 1)
-        check(token_passes <= MAX_TOKEN_PASSES,
-              f"passes x schedules x mlp x prompts x domains x seq_len = {token_passes:.3g} token-passes exceeds "
-              f"the limit of {MAX_TOKEN_PASSES:.0e}; lower one of them")
+        token_passes = (
+            self.passes
+            * len(self.schedules)
+            * len(self.mlp)
+            * self.prompts
+            * len(self.domains)
+            * self.seq_len
+            * (2 if self.depth_view else 1)
+        )
+        check(
+            token_passes <= MAX_TOKEN_PASSES,
+            f"passes x schedules x mlp x prompts x domains x seq_len = {token_passes:.3g} token-passes exceeds "
+            f"the limit of {MAX_TOKEN_PASSES:.0e}; lower one of them",
+        )

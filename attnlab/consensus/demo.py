@@ -23,15 +23,26 @@ def run_demo(out: Path, seed: int) -> Report:
     rep = Report("Consensus: attention dynamics on the sphere")
     t0 = time.perf_counter()
     with threads(1):
-        sim = simulate(SimulateConfig(n=16, d=3, batch=32, mask="causal", schedule="random", t_max=20.0,
-                                      record_every=2, seed=seed), out / "simulate", progress=False)
-        ph = phase(PhaseConfig(n=16, d=8, starts=32, num_betas=24, beta_max=9.0, t_max=20.0, seed=seed),
-                   out / "phase", progress=False)
+        sim = simulate(
+            SimulateConfig(
+                n=16, d=3, batch=32, mask="causal", schedule="random", t_max=20.0, record_every=2, seed=seed
+            ),
+            out / "simulate",
+            progress=False,
+        )
+        ph = phase(
+            PhaseConfig(n=16, d=8, starts=32, num_betas=24, beta_max=9.0, t_max=20.0, seed=seed),
+            out / "phase",
+            progress=False,
+        )
         rep.extend(report.simulate_report(sim.path), level=3)
         rep.extend(report.phase_report(ph.path), level=3)
         try:
-            res = model(ModelConfig(schedules=("periodic",), mlp=(True, False), passes=2, prompts=2, seq_len=12,
-                                    seed=seed), out / "model", progress=False)
+            res = model(
+                ModelConfig(schedules=("periodic",), mlp=(True, False), passes=2, prompts=2, seq_len=12, seed=seed),
+                out / "model",
+                progress=False,
+            )
             rep.extend(report.model_report(res.path), level=3)
         except Exception as exc:  # noqa: BLE001 - the toy part of the demo stands on its own
             rep.paragraph(f"SmolLM2 part skipped: {exc}")

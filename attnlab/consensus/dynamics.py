@@ -64,8 +64,9 @@ def check_tokens(X: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     return X / norms.unsqueeze(-1)
 
 
-def check_weights(W: torch.Tensor | None, name: str, d: int, heads: int | None = None,
-                  batch: int | None = None) -> torch.Tensor | None:
+def check_weights(
+    W: torch.Tensor | None, name: str, d: int, heads: int | None = None, batch: int | None = None
+) -> torch.Tensor | None:
     """Validate a weight tensor `[d,d]`, `[H,d,d]` or `[B,H,d,d]`; return it float64 with a head axis."""
     if W is None:
         return None
@@ -73,8 +74,7 @@ def check_weights(W: torch.Tensor | None, name: str, d: int, heads: int | None =
     if W.ndim == 2:
         W = W.unsqueeze(0)
     if W.ndim not in (3, 4) or W.shape[-1] != d or W.shape[-2] != d:
-        raise InputError(f"{name} must have shape [{d},{d}], [H,{d},{d}] or [B,H,{d},{d}], "
-                                  f"got {tuple(W.shape)}")
+        raise InputError(f"{name} must have shape [{d},{d}], [H,{d},{d}] or [B,H,{d},{d}], got {tuple(W.shape)}")
     if heads is not None and W.shape[-3] != heads:
         raise InputError(f"{name} has {W.shape[-3]} heads but beta has {heads}")
     if W.ndim == 4 and batch is not None and W.shape[0] != batch:
@@ -154,5 +154,6 @@ def check_usa_overflow(P: torch.Tensor | None, spec: AttentionSpec) -> None:
     pn = torch.ones(1, dtype=torch.float64) if P is None else torch.linalg.matrix_norm(P, ord=2).reshape(-1)
     bound = float(spec.beta.max()) * float(pn.max())
     if bound > 700:
-        raise InputError(f"USA with beta*||P|| = {bound:.1f} > 700 would overflow float64; "
-                                  "lower beta or the scale of P")
+        raise InputError(
+            f"USA with beta*||P|| = {bound:.1f} > 700 would overflow float64; lower beta or the scale of P"
+        )

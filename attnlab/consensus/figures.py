@@ -17,23 +17,26 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab.configs import config_from_dict
 from attnlab.consensus.config import ModelConfig, PhaseConfig, SimulateConfig
 from attnlab.consensus.stats import log_band
-from attnlab.configs import config_from_dict
 from attnlab.plotting import new_figure, save_figure
 from attnlab.runs import RunDir
 
 
 def simulate_title(cfg: SimulateConfig) -> str:
     """One-line description of a simulation (figure title and report lead)."""
-    return (f"{cfg.kind}, {cfg.mask} mask, {cfg.schedule} P ({cfg.key_query}, scale {cfg.scale:g}), V={cfg.value}, "
-            f"beta={cfg.beta:g}, n={cfg.n}, d={cfg.d}, {cfg.batch} starts, {cfg.integrator} h={cfg.h:g}")
+    return (
+        f"{cfg.kind}, {cfg.mask} mask, {cfg.schedule} P ({cfg.key_query}, scale {cfg.scale:g}), V={cfg.value}, "
+        f"beta={cfg.beta:g}, n={cfg.n}, d={cfg.d}, {cfg.batch} starts, {cfg.integrator} h={cfg.h:g}"
+    )
 
 
 def phase_title(cfg: PhaseConfig) -> str:
     """One-line description of a phase diagram."""
-    return (f"Q=K=V=I, {cfg.kind}, n={cfg.n}, d={cfg.d}, {cfg.starts} starts, {cfg.integrator} h={cfg.h:g}"
-            + (", float32" if cfg.float32 else ""))
+    return f"Q=K=V=I, {cfg.kind}, n={cfg.n}, d={cfg.d}, {cfg.starts} starts, {cfg.integrator} h={cfg.h:g}" + (
+        ", float32" if cfg.float32 else ""
+    )
 
 
 def model_title(cfg: ModelConfig, name: str) -> str:
@@ -65,8 +68,15 @@ def phase_figures(path: Path) -> dict[str, Path]:
     run = RunDir(path)
     cfg = config_from_dict(PhaseConfig, run.read_config())
     metrics = run.read_json("metrics.json")
-    fig = plot_phase(run.figure_path("phase_diagram"), np.load(run.file("betas.npy")), np.load(run.file("t.npy")),
-                     np.load(run.file("frac.npy")), floats(metrics["t_eq"]), floats(metrics["t50"]), phase_title(cfg))
+    fig = plot_phase(
+        run.figure_path("phase_diagram"),
+        np.load(run.file("betas.npy")),
+        np.load(run.file("t.npy")),
+        np.load(run.file("frac.npy")),
+        floats(metrics["t_eq"]),
+        floats(metrics["t50"]),
+        phase_title(cfg),
+    )
     return {"phase_diagram": fig}
 
 
@@ -81,10 +91,19 @@ def model_figures(path: Path) -> dict[str, Path]:
         curves = {key.split("|")[0]: z[key] for key in z.files if key.endswith("|E_first")}
     steps = np.arange(cfg.passes * L + 1)
     marks = np.arange(L, cfg.passes * L + 1, L) / L
-    out = {"E_vs_depth": plot_E_curves(run.figure_path("E_vs_depth"), steps / L, curves,
-                                       ylabel="E_first (final-normed)", xlabel="depth (passes of 30 layers)",
-                                       title=model_title(cfg, info["name"]), loglog=True,
-                                       marks=marks if cfg.passes <= 30 else None, floor=1e-9)}
+    out = {
+        "E_vs_depth": plot_E_curves(
+            run.figure_path("E_vs_depth"),
+            steps / L,
+            curves,
+            ylabel="E_first (final-normed)",
+            xlabel="depth (passes of 30 layers)",
+            title=model_title(cfg, info["name"]),
+            loglog=True,
+            marks=marks if cfg.passes <= 30 else None,
+            floor=1e-9,
+        )
+    }
     if cfg.depth_view:
         key, grid, series = depth_series(run)
         k_star = metrics["groups"][key].get("context_influence", {}).get("k_star_passes")
@@ -105,9 +124,17 @@ def depth_series(run: RunDir) -> tuple[str, np.ndarray, dict[str, np.ndarray]]:
     return key, grid, groups[key]
 
 
-def plot_E_curves(path: Path, t: np.ndarray, curves: dict[str, np.ndarray], ylabel: str = "E_first",
-                  xlabel: str = "t", title: str = "", loglog: bool = False, marks: np.ndarray | None = None,
-                  floor: float = 1e-17) -> Path:
+def plot_E_curves(
+    path: Path,
+    t: np.ndarray,
+    curves: dict[str, np.ndarray],
+    ylabel: str = "E_first",
+    xlabel: str = "t",
+    title: str = "",
+    loglog: bool = False,
+    marks: np.ndarray | None = None,
+    floor: float = 1e-17,
+) -> Path:
     """Median of E `[batch, time]` per group with the 95% bootstrap band of the mean of log10 E."""
     fig, axes = new_figure(2 if loglog else 1, 1, width=5.2)
     for ax_i, ax in enumerate(axes[0]):
@@ -116,8 +143,7 @@ def plot_E_curves(path: Path, t: np.ndarray, curves: dict[str, np.ndarray], ylab
             band = log_band(E, resamples=500)
             x = np.asarray(t, dtype=np.float64)
             line = ax.plot(x, band["median"], label=label, lw=1.4)[0]
-            ax.fill_between(x, 10 ** band["lo_log10"], 10 ** band["hi_log10"], color=line.get_color(), alpha=0.25,
-                            lw=0)
+            ax.fill_between(x, 10 ** band["lo_log10"], 10 ** band["hi_log10"], color=line.get_color(), alpha=0.25, lw=0)
         ax.set_yscale("log")
         if ax_i == 1:
             ax.set_xscale("log")
@@ -132,13 +158,15 @@ def plot_E_curves(path: Path, t: np.ndarray, curves: dict[str, np.ndarray], ylab
     return save_figure(fig, path)
 
 
-def plot_phase(path: Path, betas: np.ndarray, t: np.ndarray, frac: np.ndarray, t_eq: np.ndarray,
-               t50: np.ndarray, title: str = "") -> Path:
+def plot_phase(
+    path: Path, betas: np.ndarray, t: np.ndarray, frac: np.ndarray, t_eq: np.ndarray, t50: np.ndarray, title: str = ""
+) -> Path:
     """Heatmap of the mean clustered fraction `[beta, time]` with t_eq(beta) (rho-ODE) and t50 overlaid."""
     fig, axes = new_figure(1, 1, width=6.0, height=4.2)
     ax = axes[0][0]
-    im = ax.imshow(frac, origin="lower", aspect="auto", cmap="viridis", vmin=0, vmax=1,
-                   extent=[t[0], t[-1], betas[0], betas[-1]])
+    im = ax.imshow(
+        frac, origin="lower", aspect="auto", cmap="viridis", vmin=0, vmax=1, extent=[t[0], t[-1], betas[0], betas[-1]]
+    )
     fig.colorbar(im, ax=ax, label="clustered fraction (cos >= 0.999)")
     ax.plot(np.minimum(t_eq, t[-1] * 2), betas, "w--", lw=1.5, label="t_eq(beta): rho-ODE reaches 0.999")
     ax.plot(t50, betas, "r.", ms=3, label="t50: fraction reaches 0.5")
@@ -154,7 +182,7 @@ def plot_sphere(path: Path, states: np.ndarray, title: str = "") -> Path:
     """Trajectories `[records, token, 3]` of one start on S^2: start (open), end (filled), paths (lines)."""
     fig, axes = new_figure(1, 1, width=4.8, height=4.6, subplot_kw={"projection": "3d"})
     ax = axes[0][0]
-    u, v = np.mgrid[0:2 * np.pi:40j, 0:np.pi:20j]
+    u, v = np.mgrid[0 : 2 * np.pi : 40j, 0 : np.pi : 20j]
     ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.3)
     for i in range(states.shape[1]):
         p = states[:, i]
@@ -167,8 +195,9 @@ def plot_sphere(path: Path, states: np.ndarray, title: str = "") -> Path:
     return save_figure(fig, path)
 
 
-def plot_depth_view(path: Path, depth: np.ndarray, series: dict[str, np.ndarray], k_star: float | None = None,
-                    title: str = "") -> Path:
+def plot_depth_view(
+    path: Path, depth: np.ndarray, series: dict[str, np.ndarray], k_star: float | None = None, title: str = ""
+) -> Path:
     """Panels of depth-view series (`[prompt, depth]` each, mean and min..max shown) against layer steps / 30."""
     fig, axes = new_figure(len(series), 1, width=3.8)
     for ax, (name, Y) in zip(axes[0], series.items()):

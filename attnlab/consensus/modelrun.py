@@ -22,8 +22,10 @@ from attnlab.consensus.stats import log_band, spearman, timeseries_rows
 from attnlab.errors import InputError
 from attnlab.runs import RunDir
 
-CAVEAT = ("SmolLM2 differs from RST's GPT-2/GPT-Neo: RMSNorm instead of LayerNorm, RoPE, grouped KV heads "
-          "(9 query / 3 KV), SwiGLU MLPs, and a massive activation at position 0 that makes it an attention sink.")
+CAVEAT = (
+    "SmolLM2 differs from RST's GPT-2/GPT-Neo: RMSNorm instead of LayerNorm, RoPE, grouped KV heads "
+    "(9 query / 3 KV), SwiGLU MLPs, and a massive activation at position 0 that makes it an attention sink."
+)
 MEASURES_NOTE = "float64; E_first on the final-normed state (primary), position 0 as reference"
 
 
@@ -50,7 +52,9 @@ def load_prompts(tokenizer, cfg: ModelConfig) -> tuple[torch.Tensor, list[int]]:
     """`[domains*prompts, seq_len]` ids from the shared text module, and the group sizes."""
     from attnlab.hf.texts import domain_windows
 
-    blocks = [domain_windows(tokenizer, dom, cfg.prompts, cfg.seq_len, cfg.seed) for dom in cfg.domains]
+    blocks: list[torch.Tensor] = [
+        domain_windows(tokenizer, dom, cfg.prompts, cfg.seq_len, cfg.seed) for dom in cfg.domains
+    ]
     return torch.cat(blocks), [b.shape[0] for b in blocks]
 
 
@@ -63,10 +67,13 @@ def fall_stats(E: np.ndarray, L: int) -> dict:
     fall = logE[:, 0] - logE[:, -1]
     rng = np.random.default_rng(0)
     boots = [fall[rng.integers(0, len(fall), len(fall))].mean() for _ in range(2000)]
-    return {"mean_log10_E_pass_end": means, "fall_pass1_to_last": float(fall.mean()),
-            "fall_ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
-            "spearman_pass_vs_mean_log10_E": spearman(np.arange(len(means)), means) if len(means) > 2 else None,
-            "final_band_log10": {k: float(v[0]) for k, v in log_band(E[:, -1:]).items() if k != "median"}}
+    return {
+        "mean_log10_E_pass_end": means,
+        "fall_pass1_to_last": float(fall.mean()),
+        "fall_ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
+        "spearman_pass_vs_mean_log10_E": spearman(np.arange(len(means)), means) if len(means) > 2 else None,
+        "final_band_log10": {k: float(v[0]) for k, v in log_band(E[:, -1:]).items() if k != "median"},
+    }
 
 
 def group_summary(res: StackRun, L: int) -> dict:
@@ -82,15 +89,20 @@ def group_summary(res: StackRun, L: int) -> dict:
         if "C(k)" in res.depth:
             C = res.depth["C(k)"].mean(0)
             kp = int(np.argmax(C))
-            st["context_influence"] = {"C0": float(C[0]), "k_star_layers": int(res.grid[kp]),
-                                       "k_star_passes": float(res.grid[kp] / L), "C_peak": float(C[kp]),
-                                       "C_final": float(C[-1]),
-                                       "interior_peak": bool(0 < kp < len(C) - 1 and C[-1] <= 0.5 * C[kp])}
+            st["context_influence"] = {
+                "C0": float(C[0]),
+                "k_star_layers": int(res.grid[kp]),
+                "k_star_passes": float(res.grid[kp] / L),
+                "C_peak": float(C[kp]),
+                "C_final": float(C[-1]),
+                "interior_peak": bool(0 < kp < len(C) - 1 and C[-1] <= 0.5 * C[kp]),
+            }
     return st
 
 
-def iterate_groups(runner: StackRunner, ids: torch.Tensor, groups: list[int], cfg: ModelConfig,
-                   progress: bool = True) -> GroupResults:
+def iterate_groups(
+    runner: StackRunner, ids: torch.Tensor, groups: list[int], cfg: ModelConfig, progress: bool = True
+) -> GroupResults:
     """Run every (schedule, MLP) group on `ids` `[prompt, T]`; controls (C(k)) only for periodic with MLPs."""
     out = GroupResults()
     for variant in cfg.schedules:
@@ -98,8 +110,19 @@ def iterate_groups(runner: StackRunner, ids: torch.Tensor, groups: list[int], cf
             name = f"{variant}, MLP {'on' if mlp else 'off'}"
             ctrl = control_prompts(ids, groups) if (cfg.depth_view and variant == "periodic" and mlp) else None
             t0 = time.perf_counter()
-            res = iterate_stack(runner, ids, variant, cfg.passes, mlp, cfg.layer, cfg.seed, cfg.feedback_final_norm,
-                                cfg.depth_view, ctrl, progress)
+            res = iterate_stack(
+                runner,
+                ids,
+                variant,
+                cfg.passes,
+                mlp,
+                cfg.layer,
+                cfg.seed,
+                cfg.feedback_final_norm,
+                cfg.depth_view,
+                ctrl,
+                progress,
+            )
             out.timings[name] = round(time.perf_counter() - t0, 2)
             out.curves[name], out.depth[name] = res.curves, res.depth
             out.summary[name] = group_summary(res, runner.n_layers)
@@ -110,21 +133,27 @@ def iterate_groups(runner: StackRunner, ids: torch.Tensor, groups: list[int], cf
 def model_metrics(runner: StackRunner, res: GroupResults) -> dict:
     """`metrics.json` of a model run: group summaries, timings, norm-gain CV per layer, float32-floor counts."""
     eps = float(np.finfo(np.float32).eps)
-    return {"groups": res.summary, "seconds_per_group": res.timings, "norm_gain_cv_per_layer": norm_gain_cv(runner),
-            "E_floor_float32": eps,
-            "below_float32_floor": {g: int((c["E_first"] < eps).sum()) for g, c in res.curves.items()},
-            "caveat": CAVEAT}
+    return {
+        "groups": res.summary,
+        "seconds_per_group": res.timings,
+        "norm_gain_cv_per_layer": norm_gain_cv(runner),
+        "E_floor_float32": eps,
+        "below_float32_floor": {g: int((c["E_first"] < eps).sum()) for g, c in res.curves.items()},
+        "caveat": CAVEAT,
+    }
 
 
 def save_model(run: RunDir, cfg: ModelConfig, L: int, res: GroupResults, metrics: dict) -> list[dict]:
     """Write `curves.npz`, `depth.npz`, `metrics.json` and `timeseries.csv`; returns the time-series rows."""
     save_npz(run.file("curves.npz"), **{f"{g}|{k}": v for g, c in res.curves.items() for k, v in c.items()})
     if cfg.depth_view:
-        save_npz(run.file("depth.npz"), grid=res.grid,
-                 **{f"{g}|{k}": v for g, c in res.depth.items() for k, v in c.items()})
+        save_npz(
+            run.file("depth.npz"), grid=res.grid, **{f"{g}|{k}": v for g, c in res.depth.items() for k, v in c.items()}
+        )
     run.write_json("metrics.json", metrics)
     steps = np.arange(cfg.passes * L + 1)
-    rows = timeseries_rows(steps, {g: c["E_first"] for g, c in res.curves.items()}, "E_first",
-                           every=max(1, len(steps) // 300))
+    rows = timeseries_rows(
+        steps, {g: c["E_first"] for g, c in res.curves.items()}, "E_first", every=max(1, len(steps) // 300)
+    )
     run.write_csv("timeseries.csv", rows)
     return rows

@@ -50,8 +50,18 @@ def _tables(rows: list[dict]) -> Any:
 # --- simulate ------------------------------------------------------------------------------------------------
 def simulate_inputs(cfg: SimulateConfig) -> tuple[Schedule, AttentionSpec, torch.Tensor]:
     """The schedule of (P, V), the attention spec and the uniform starts X0 `[batch, n, d]` (seeded generator)."""
-    sch = make_schedule(cfg.schedule, cfg.d, cfg.heads, cfg.seed, scale=cfg.scale, value=cfg.value,
-                        omega=cfg.omega, delta=cfg.delta, layers=cfg.layers, key_query=cfg.key_query)
+    sch = make_schedule(
+        cfg.schedule,
+        cfg.d,
+        cfg.heads,
+        cfg.seed,
+        scale=cfg.scale,
+        value=cfg.value,
+        omega=cfg.omega,
+        delta=cfg.delta,
+        layers=cfg.layers,
+        key_query=cfg.key_query,
+    )
     spec = AttentionSpec(cfg.kind, cfg.mask, torch.full((cfg.heads,), float(cfg.beta)))
     g = torch.Generator().manual_seed(cfg.seed)
     X0 = check_tokens(torch.randn(cfg.batch, cfg.n, cfg.d, generator=g, dtype=torch.float64))
@@ -66,26 +76,39 @@ def simulate_metrics(cfg: SimulateConfig, tr: Trajectory, sch: Schedule, wall: f
     if cfg.value == "identity" and cfg.kind == "SA":
         predicted = tail_slope("full_SA" if cfg.mask == "full" else "causal_SA")
     band = log_band(E[:, -1:])
-    return {"final_E_first": {"median": float(np.median(E[:, -1])), "q10": float(np.quantile(E[:, -1], 0.1)),
-                              "q90": float(np.quantile(E[:, -1], 0.9)), "mean_log10": float(band["mean_log10"][0]),
-                              "ci_log10": [float(band["lo_log10"][0]), float(band["hi_log10"][0])]},
-            "share_E_first_below_1e-6": float((E[:, -1] < 1e-6).mean()),
-            "final_clustered_fraction_mean": float(tr.measures["clustered_fraction"][:, -1].mean()),
-            "tail_slope_log_E_pair": {"median": float(np.nanmedian(slopes)) if np.isfinite(slopes).any() else None,
-                                      "fitted_starts": int(np.isfinite(slopes).sum()), "predicted": predicted},
-            "roughness": roughness(sch, cfg.t_max), "stopped": tr.stopped, "t_reached": float(tr.t[-1]),
-            "wall_seconds": round(wall, 3), "E_floor_float64": 2.2e-16}
+    return {
+        "final_E_first": {
+            "median": float(np.median(E[:, -1])),
+            "q10": float(np.quantile(E[:, -1], 0.1)),
+            "q90": float(np.quantile(E[:, -1], 0.9)),
+            "mean_log10": float(band["mean_log10"][0]),
+            "ci_log10": [float(band["lo_log10"][0]), float(band["hi_log10"][0])],
+        },
+        "share_E_first_below_1e-6": float((E[:, -1] < 1e-6).mean()),
+        "final_clustered_fraction_mean": float(tr.measures["clustered_fraction"][:, -1].mean()),
+        "tail_slope_log_E_pair": {
+            "median": float(np.nanmedian(slopes)) if np.isfinite(slopes).any() else None,
+            "fitted_starts": int(np.isfinite(slopes).sum()),
+            "predicted": predicted,
+        },
+        "roughness": roughness(sch, cfg.t_max),
+        "stopped": tr.stopped,
+        "t_reached": float(tr.t[-1]),
+        "wall_seconds": round(wall, 3),
+        "E_floor_float64": 2.2e-16,
+    }
 
 
-def _save_simulate(run: RunDir, cfg: SimulateConfig, X0: torch.Tensor, sch: Schedule, tr: Trajectory,
-                   metrics: dict) -> list[dict]:
+def _save_simulate(
+    run: RunDir, cfg: SimulateConfig, X0: torch.Tensor, sch: Schedule, tr: Trajectory, metrics: dict
+) -> list[dict]:
     """Write the arrays, metrics and time series of a simulation; returns the time-series rows."""
     E = tr.measures["E_first"]
     run.save_npy("E.npy", E)
     run.save_npy("E_pair.npy", tr.measures["E_pair"])
     run.save_npy("t.npy", tr.t)
     run.save_npy("x0.npy", X0.numpy())
-    run.save_npy("states.npy", tr.states)
+    run.save_npy("states.npy", np.asarray(tr.states))
     run.save_npy("t_states.npy", tr.t_states)
     save_npz(run.file("weights.npz"), **schedule_arrays(sch, cfg.t_max))
     run.write_json("metrics.json", metrics)
@@ -94,17 +117,27 @@ def _save_simulate(run: RunDir, cfg: SimulateConfig, X0: torch.Tensor, sch: Sche
     return rows
 
 
-def simulate(config: SimulateConfig, out: str | Path | None = None, *, mode: str = "new",
-             progress: bool = True) -> RunResult:
+def simulate(
+    config: SimulateConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True
+) -> RunResult:
     """Integrate `config.batch` uniform starts and write the run folder; tables: `timeseries` (median, mean log10
     E_first and its CI per time) and `final` (E_first, E_pair at the last time, per start)."""
     _refuse_resume(mode, "consensus simulate")
     sch, spec, X0 = simulate_inputs(config)
     with open_run(out, "consensus simulate", config, mode=mode, seed=config.seed) as run:
         t0 = time.perf_counter()
-        tr = integrate(X0, sch, spec, config.t_max, config.h, config.integrator,
-                       measures=("E_first", "E_pair", "clustered_fraction"), record_every=config.record_every,
-                       progress=progress, stop_on_error=True)
+        tr = integrate(
+            X0,
+            sch,
+            spec,
+            config.t_max,
+            config.h,
+            config.integrator,
+            measures=("E_first", "E_pair", "clustered_fraction"),
+            record_every=config.record_every,
+            progress=progress,
+            stop_on_error=True,
+        )
         metrics = simulate_metrics(config, tr, sch, time.perf_counter() - t0)
         rows = _save_simulate(run, config, X0, sch, tr, metrics)
         figures.simulate_figures(run.path)
@@ -112,17 +145,29 @@ def simulate(config: SimulateConfig, out: str | Path | None = None, *, mode: str
     if tr.stopped:
         raise NumericalError(f"{tr.stopped}; partial results in {run.path}")
     final = {"E_first": tr.measures["E_first"][:, -1], "E_pair": tr.measures["E_pair"][:, -1]}
-    return RunResult(run.path, config, metrics, {"timeseries": _tables(rows), "final": _tables([
-        {"start": i, **{k: float(v[i]) for k, v in final.items()}} for i in range(config.batch)])})
+    return RunResult(
+        run.path,
+        config,
+        metrics,
+        {
+            "timeseries": _tables(rows),
+            "final": _tables([{"start": i, **{k: float(v[i]) for k, v in final.items()}} for i in range(config.batch)]),
+        },
+    )
 
 
 # --- phase ---------------------------------------------------------------------------------------------------
 def phase_metrics(pdg: PhaseDiagram, wall: float) -> dict:
     """t50 and t_eq per beta, their relative gap and its median, betas that never reach half clustering."""
     rel = (pdg.t50 - pdg.t_eq) / pdg.t_eq
-    return {"t50": pdg.t50, "t_eq": pdg.t_eq, "relative_gap_t50_vs_t_eq": rel,
-            "median_abs_relative_gap": float(np.nanmedian(np.abs(rel))) if np.isfinite(rel).any() else None,
-            "betas_never_half_clustered": int(np.isnan(pdg.t50).sum()), "wall_seconds": round(wall, 2)}
+    return {
+        "t50": pdg.t50,
+        "t_eq": pdg.t_eq,
+        "relative_gap_t50_vs_t_eq": rel,
+        "median_abs_relative_gap": float(np.nanmedian(np.abs(rel))) if np.isfinite(rel).any() else None,
+        "betas_never_half_clustered": int(np.isnan(pdg.t50).sum()),
+        "wall_seconds": round(wall, 2),
+    }
 
 
 def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
@@ -132,8 +177,19 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
     with open_run(out, "consensus phase", config, mode=mode, seed=config.seed) as run:
         betas = np.linspace(cfg.beta_min, cfg.beta_max, cfg.num_betas)
         t0 = time.perf_counter()
-        pdg = phase_diagram(betas, cfg.n, cfg.d, cfg.starts, cfg.t_max, cfg.h, cfg.integrator, cfg.kind, cfg.seed,
-                            dtype=torch.float32 if cfg.float32 else torch.float64, progress=progress)
+        pdg = phase_diagram(
+            betas,
+            cfg.n,
+            cfg.d,
+            cfg.starts,
+            cfg.t_max,
+            cfg.h,
+            cfg.integrator,
+            cfg.kind,
+            cfg.seed,
+            dtype=torch.float32 if cfg.float32 else torch.float64,
+            progress=progress,
+        )
         metrics = phase_metrics(pdg, time.perf_counter() - t0)
         run.save_npy("frac.npy", pdg.frac)
         run.save_npy("betas.npy", pdg.betas)
@@ -141,8 +197,12 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
         run.write_json("metrics.json", metrics)
         figures.phase_figures(run.path)
         write_report(run.path, "consensus phase")
-    table = _tables([{"beta": float(b), "t50": float(a), "t_eq": float(c), "relative_gap": float(r)}
-                     for b, a, c, r in zip(pdg.betas, pdg.t50, pdg.t_eq, metrics["relative_gap_t50_vs_t_eq"])])
+    table = _tables(
+        [
+            {"beta": float(b), "t50": float(a), "t_eq": float(c), "relative_gap": float(r)}
+            for b, a, c, r in zip(pdg.betas, pdg.t50, pdg.t_eq, metrics["relative_gap_t50_vs_t_eq"])
+        ]
+    )
     return RunResult(run.path, config, metrics, {"betas": table})
 
 
@@ -160,16 +220,33 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
     with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run:
         ids, groups = modelrun.load_prompts(loaded.tokenizer, config)
         run.save_npy("prompts.npy", ids.numpy())
-        run.write_json("model.json", {"name": loaded.name, "path": loaded.path, "n_layers": runner.n_layers,
-                                      "dtype": "float32", "measures": modelrun.MEASURES_NOTE})
+        run.write_json(
+            "model.json",
+            {
+                "name": loaded.name,
+                "path": loaded.path,
+                "n_layers": runner.n_layers,
+                "dtype": "float32",
+                "measures": modelrun.MEASURES_NOTE,
+            },
+        )
         res = modelrun.iterate_groups(runner, ids, groups, config, progress)
         metrics = modelrun.model_metrics(runner, res)
         rows = modelrun.save_model(run, config, runner.n_layers, res, metrics)
         figures.model_figures(run.path)
         write_report(run.path, "consensus model")
-    table = _tables([{"group": g, "fall_pass1_to_last": s["fall_pass1_to_last"], "ci95_lo": s["fall_ci95"][0],
-                      "ci95_hi": s["fall_ci95"][1], "spearman": s["spearman_pass_vs_mean_log10_E"]}
-                     for g, s in metrics["groups"].items()])
+    table = _tables(
+        [
+            {
+                "group": g,
+                "fall_pass1_to_last": s["fall_pass1_to_last"],
+                "ci95_lo": s["fall_ci95"][0],
+                "ci95_hi": s["fall_ci95"][1],
+                "spearman": s["spearman_pass_vs_mean_log10_E"],
+            }
+            for g, s in metrics["groups"].items()
+        ]
+    )
     return RunResult(run.path, config, metrics, {"groups": table, "timeseries": _tables(rows)})
 
 

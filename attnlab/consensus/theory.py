@@ -32,8 +32,15 @@ def rho_rhs(rho: float | np.ndarray, beta: float, n: int, kind: str = "SA") -> f
 def rho_solution(t: np.ndarray, beta: float, n: int, kind: str = "SA", rho0: float = 0.0) -> np.ndarray:
     """rho(t) on the times `t` (increasing, t[0] >= 0) by DOP853 with rtol = atol = 1e-12."""
     t = np.asarray(t, dtype=np.float64)
-    sol = solve_ivp(lambda _, r: rho_rhs(r, beta, n, kind), (0.0, float(t[-1])), [rho0], method="DOP853",
-                    t_eval=t, rtol=1e-12, atol=1e-12)
+    sol = solve_ivp(
+        lambda _, r: rho_rhs(r, beta, n, kind),
+        (0.0, float(t[-1])),
+        [rho0],
+        method="DOP853",
+        t_eval=t,
+        rtol=1e-12,
+        atol=1e-12,
+    )
     return np.minimum(sol.y[0], 1.0)
 
 
@@ -50,8 +57,12 @@ def t_equiangular(beta: float, n: int, kind: str = "SA", level: float = 0.999, r
 def tail_slope(case: str, beta: float = 1.0, n: int = 2, lambda1: float = 1.0) -> float:
     """Predicted slope of log E near consensus (spec 4.6): 'full_SA' -2*lambda1(V), 'full_USA' -2 e^beta,
     'causal_SA' -1, 'causal_USA' -2 e^beta / n (the last two for V = I, P = I)."""
-    table = {"full_SA": -2.0 * lambda1, "full_USA": -2.0 * math.exp(beta), "causal_SA": -1.0,
-             "causal_USA": -2.0 * math.exp(beta) / n}
+    table = {
+        "full_SA": -2.0 * lambda1,
+        "full_USA": -2.0 * math.exp(beta),
+        "causal_SA": -1.0,
+        "causal_USA": -2.0 * math.exp(beta) / n,
+    }
     check_choice(case, tuple(table), "tail-rate case")
     return table[case]
 

@@ -12,14 +12,33 @@ import pytest
 
 from attnlab.cli import main
 
-SMALL_SIM = ["--n", "6", "--d", "3", "--batch", "4", "--t-max", "2", "--h", "0.1", "--schedule", "random",
-             "--delta", "0.5", "--mask", "causal"]
+SMALL_SIM = [
+    "--n",
+    "6",
+    "--d",
+    "3",
+    "--batch",
+    "4",
+    "--t-max",
+    "2",
+    "--h",
+    "0.1",
+    "--schedule",
+    "random",
+    "--delta",
+    "0.5",
+    "--mask",
+    "causal",
+]
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     """Bytes and modification time of every file under `folder`."""
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _error_line(capsys: pytest.CaptureFixture) -> str:
@@ -27,11 +46,12 @@ def _error_line(capsys: pytest.CaptureFixture) -> str:
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     errors = [line for line in lines if "attnlab:" in line]
     assert len(errors) == 1 and lines[-1] == errors[0] and errors[0].startswith("attnlab: error: "), lines
-    return errors[0][len("attnlab: error: "):]
+    return errors[0][len("attnlab: error: ") :]
 
 
-def test_simulate_writes_reintegrable_run_and_rerun_reproduces_it(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture) -> None:
+def test_simulate_writes_reintegrable_run_and_rerun_reproduces_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     out = tmp_path / "sim"
     assert main(["consensus", "simulate", *SMALL_SIM, "--out", str(out)]) == 0
     assert f"run folder: {out}" in capsys.readouterr().out
@@ -40,8 +60,15 @@ def test_simulate_writes_reintegrable_run_and_rerun_reproduces_it(tmp_path: Path
     assert np.allclose(np.linalg.norm(x0, axis=-1), 1.0, atol=1e-15)
     w = np.load(out / "weights.npz", allow_pickle=False)
     assert w["P"].shape == (4, 1, 3, 3) and "V" in set(w["identity"].tolist())
-    for name in ("config.json", "manifest.json", "metrics.json", "timeseries.csv", "report.html",
-                 "figures/E_vs_time.png", "figures/sphere_t0.png"):
+    for name in (
+        "config.json",
+        "manifest.json",
+        "metrics.json",
+        "timeseries.csv",
+        "report.html",
+        "figures/E_vs_time.png",
+        "figures/sphere_t0.png",
+    ):
         assert (out / name).exists(), name
     assert json.loads((out / "config.json").read_text())["schedule"] == "random"
     assert json.loads((out / "manifest.json").read_text())["command"] == "consensus simulate"
@@ -59,8 +86,27 @@ def test_simulate_writes_reintegrable_run_and_rerun_reproduces_it(tmp_path: Path
 
 def test_phase_command(tmp_path: Path) -> None:
     out = tmp_path / "phase"
-    assert main(["consensus", "phase", "--n", "8", "--d", "4", "--starts", "8", "--num-betas", "3",
-                 "--t-max", "3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "consensus",
+                "phase",
+                "--n",
+                "8",
+                "--d",
+                "4",
+                "--starts",
+                "8",
+                "--num-betas",
+                "3",
+                "--t-max",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     frac = np.load(out / "frac.npy")
     assert frac.shape == (3, 31) and np.all((frac >= 0) & (frac <= 1))
     assert frac[0, -1] > frac[0, 0]  # at beta = 0.1 the tokens start to cluster by t = 3
@@ -80,37 +126,53 @@ def test_python_api_returns_run_result_with_dataframes(tmp_path: Path) -> None:
     assert series["median"].iloc[0] == pytest.approx(float(np.median(E[:, 0])), rel=1e-12)
     assert result.summary["final_E_first"]["median"] == pytest.approx(float(np.median(E[:, -1])), rel=1e-12)
     assert result.summary == json.loads((result.path / "metrics.json").read_text()) | {
-        "wall_seconds": result.summary["wall_seconds"]}
+        "wall_seconds": result.summary["wall_seconds"]
+    }
     assert np.median(E[:, -1]) < np.median(E[:, 0])  # causal, V = I: tokens move toward the first one
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["simulate", "--schedule", "sine"], "unknown schedule 'sine'; valid: constant, periodic, cycle, random"),
-    (["simulate", "--d", "1"], "d (dimension) must be an integer >= 2, got 1"),
-    (["simulate", "--n", "1"], "n (tokens) must be an integer >= 2, got 1"),
-    (["simulate", "--t-max", "1e9", "--h", "1e-9"], "t_max/h = 1e+09/1e-09 = 1e+18 steps exceeds the limit of "
-                                                    "1,000,000 steps; raise h or lower t_max"),
-    (["simulate", "--t-max", "1e5", "--batch", "100", "--n", "64"], "t_max/h x batch x heads x n^2 x d = 4.92e+12 "
-                                                                     "token-pair updates exceeds the limit of 2e+12"),
-    (["simulate", "--batch", "100000", "--n", "64"], "t_max/h x batch x heads x n^2 x d needs about 23.6 GiB of "
-                                                     "arrays, over the 4 GiB limit"),
-    (["simulate", "--h", "nan"], "h (step) must be a finite positive number, got nan"),
-    (["simulate", "--schedule", "random", "--delta", "0.25"], "schedule interval delta=0.25 must be a multiple of "
-                                                              "the step h=0.1"),
-    (["simulate", "--threads", "-1"], "--threads must be >= 1 (or 0 for torch's default), got -1"),
-    (["simulate", "--kind", "USA", "--beta", "800", "--key-query", "identity"], "USA with beta*||P|| = 800.0 > 700"),
-    (["phase", "--t-max", "1e9", "--h", "1e-9"], "t_max/h = 1e+09/1e-09 = 1e+18 steps exceeds the limit"),
-    (["phase", "--starts", "100000", "--n", "100"], "t_max/h x num_betas x starts x n^2 x d = "),
-    (["phase", "--beta-min", "5", "--beta-max", "1"], "need 0 <= beta_min <= beta_max, got 5.0, 1.0"),
-    (["phase", "--threads", "-1"], "--threads must be >= 1"),
-    (["model", "--seq-len", "100000"], "seq_len (T) must be an integer in [2, 2048], got 100000"),
-    (["model", "--schedule", "periodc"], "unknown schedule 'periodc'; valid: constant, periodic, random"),
-    (["model", "--passes", "0"], "passes must be an integer >= 1, got 0"),
-    (["model", "--passes", "100000"], "passes x schedules x mlp x prompts x domains x seq_len = "),
-    (["model", "--domains", "poetry"], "unknown domain 'poetry'; valid: prose, code, random"),
-])
-def test_bad_input_one_line_and_no_folder(tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str],
-                                          message: str) -> None:
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["simulate", "--schedule", "sine"], "unknown schedule 'sine'; valid: constant, periodic, cycle, random"),
+        (["simulate", "--d", "1"], "d (dimension) must be an integer >= 2, got 1"),
+        (["simulate", "--n", "1"], "n (tokens) must be an integer >= 2, got 1"),
+        (
+            ["simulate", "--t-max", "1e9", "--h", "1e-9"],
+            "t_max/h = 1e+09/1e-09 = 1e+18 steps exceeds the limit of 1,000,000 steps; raise h or lower t_max",
+        ),
+        (
+            ["simulate", "--t-max", "1e5", "--batch", "100", "--n", "64"],
+            "t_max/h x batch x heads x n^2 x d = 4.92e+12 token-pair updates exceeds the limit of 2e+12",
+        ),
+        (
+            ["simulate", "--batch", "100000", "--n", "64"],
+            "t_max/h x batch x heads x n^2 x d needs about 23.6 GiB of arrays, over the 4 GiB limit",
+        ),
+        (["simulate", "--h", "nan"], "h (step) must be a finite positive number, got nan"),
+        (
+            ["simulate", "--schedule", "random", "--delta", "0.25"],
+            "schedule interval delta=0.25 must be a multiple of the step h=0.1",
+        ),
+        (["simulate", "--threads", "-1"], "--threads must be >= 1 (or 0 for torch's default), got -1"),
+        (
+            ["simulate", "--kind", "USA", "--beta", "800", "--key-query", "identity"],
+            "USA with beta*||P|| = 800.0 > 700",
+        ),
+        (["phase", "--t-max", "1e9", "--h", "1e-9"], "t_max/h = 1e+09/1e-09 = 1e+18 steps exceeds the limit"),
+        (["phase", "--starts", "100000", "--n", "100"], "t_max/h x num_betas x starts x n^2 x d = "),
+        (["phase", "--beta-min", "5", "--beta-max", "1"], "need 0 <= beta_min <= beta_max, got 5.0, 1.0"),
+        (["phase", "--threads", "-1"], "--threads must be >= 1"),
+        (["model", "--seq-len", "100000"], "seq_len (T) must be an integer in [2, 2048], got 100000"),
+        (["model", "--schedule", "periodc"], "unknown schedule 'periodc'; valid: constant, periodic, random"),
+        (["model", "--passes", "0"], "passes must be an integer >= 1, got 0"),
+        (["model", "--passes", "100000"], "passes x schedules x mlp x prompts x domains x seq_len = "),
+        (["model", "--domains", "poetry"], "unknown domain 'poetry'; valid: prose, code, random"),
+    ],
+)
+def test_bad_input_one_line_and_no_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str], message: str
+) -> None:
     out = tmp_path / "x"
     assert main(["consensus", *argv, "--out", str(out)]) == 1
     assert _error_line(capsys).startswith(message)
@@ -147,8 +209,27 @@ def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path: Path, capsys: py
 
 def test_overwrite_replaces_an_earlier_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "sim"
-    assert main(["consensus", "phase", "--n", "4", "--d", "3", "--starts", "2", "--num-betas", "2", "--t-max", "1",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "consensus",
+                "phase",
+                "--n",
+                "4",
+                "--d",
+                "3",
+                "--starts",
+                "2",
+                "--num-betas",
+                "2",
+                "--t-max",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert main(["consensus", "simulate", *SMALL_SIM, "--out", str(out), "--overwrite"]) == 0
     assert not (out / "frac.npy").exists() and np.load(out / "E.npy").shape == (4, 21)
     assert json.loads((out / "manifest.json").read_text())["command"] == "consensus simulate"
@@ -157,8 +238,26 @@ def test_overwrite_replaces_an_earlier_run(tmp_path: Path, capsys: pytest.Captur
 def test_step_size_blowup_keeps_partial_results_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "blow"
     with pytest.warns(UserWarning, match="step bound"):
-        code = main(["consensus", "simulate", "--n", "6", "--batch", "2", "--value", "random", "--scale", "40",
-                     "--h", "1", "--t-max", "10", "--out", str(out)])
+        code = main(
+            [
+                "consensus",
+                "simulate",
+                "--n",
+                "6",
+                "--batch",
+                "2",
+                "--value",
+                "random",
+                "--scale",
+                "40",
+                "--h",
+                "1",
+                "--t-max",
+                "10",
+                "--out",
+                str(out),
+            ]
+        )
     assert code == 2
     msg = _error_line(capsys)
     assert msg.startswith("step size too large") and "try h <=" in msg and f"partial results in {out}" in msg

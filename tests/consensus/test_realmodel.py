@@ -10,17 +10,30 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from attnlab.errors import InputError
 from attnlab.consensus.realmodel import StackRunner, control_prompts, depth_grid, iterate_stack
 from attnlab.consensus.stats import spearman
+from attnlab.errors import InputError
 
 
-
-def _tiny(dtype: torch.dtype = torch.float32, layers: int = 2, d: int = 64, heads: int = 4, kv: int = 2,
-          seed: int = 0, init_std: float | None = None) -> LlamaForCausalLM:
+def _tiny(
+    dtype: torch.dtype = torch.float32,
+    layers: int = 2,
+    d: int = 64,
+    heads: int = 4,
+    kv: int = 2,
+    seed: int = 0,
+    init_std: float | None = None,
+) -> LlamaForCausalLM:
     """A random Llama; `init_std` redraws every Linear weight of the decoder layers from N(0, init_std^2)."""
-    cfg = LlamaConfig(vocab_size=97, hidden_size=d, intermediate_size=2 * d, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        vocab_size=97,
+        hidden_size=d,
+        intermediate_size=2 * d,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        max_position_embeddings=128,
+    )
     with torch.random.fork_rng():  # the library initialisers draw from the global generator
         torch.manual_seed(seed)
         model = LlamaForCausalLM(cfg).eval().to(dtype)

@@ -13,7 +13,6 @@ from attnlab.consensus.schedules import Constant
 from attnlab.consensus.sweeps import phase_diagram
 
 
-
 @pytest.mark.slow
 def test_phase_diagram_follows_equiangular_curve_in_high_dimension() -> None:
     """R6a: d = 128, n = 32, beta in [0.5, 5], 64 starts: t50 within 10% of t_eq(beta) (rho-ODE reaches 0.999)."""
@@ -30,8 +29,16 @@ def test_metastable_clusters_at_large_beta() -> None:
     X0 = torch.randn(32, 32, 3, generator=g, dtype=torch.float64)
     counts = {}
     for beta in (4.0, 9.0):
-        tr = integrate(X0, Constant(), AttentionSpec("SA", "full", beta), t_max=200.0, h=0.1, method="euler",
-                       measures=(), record_every=100)
+        tr = integrate(
+            X0,
+            Constant(),
+            AttentionSpec("SA", "full", beta),
+            t_max=200.0,
+            h=0.1,
+            method="euler",
+            measures=(),
+            record_every=100,
+        )
         S = torch.from_numpy(tr.states)
         counts[beta] = {float(t): float(M.cluster_count(S[:, k]).double().mean()) for k, t in enumerate(tr.t_states)}
     c9 = [counts[9.0][t] for t in (30.0, 100.0, 200.0)]
@@ -48,8 +55,9 @@ def test_high_dimensional_random_start_follows_rho_ode(kind: str, beta: float) -
     n = 32
     g = torch.Generator().manual_seed(22)
     X0 = torch.randn(8, n, 512, generator=g, dtype=torch.float64)
-    tr = integrate(X0, Constant(), AttentionSpec(kind, "full", beta), t_max=12.0, h=0.05, method="rk4",
-                   measures=(), record_every=4)
+    tr = integrate(
+        X0, Constant(), AttentionSpec(kind, "full", beta), t_max=12.0, h=0.05, method="rk4", measures=(), record_every=4
+    )
     S = torch.from_numpy(tr.states)
     G = S @ S.transpose(-1, -2)
     off = (G.sum((-1, -2)) - n) / (n * (n - 1))  # [batch, records]
