@@ -192,10 +192,11 @@ class _Recorder:
         )
 
 
-def _start(
+def prepare(
     X0: torch.Tensor, schedule: Schedule, spec: AttentionSpec, t_max: float, h: float, method: str
 ) -> tuple[torch.Tensor, Field]:
-    """Check the inputs of `integrate`; returns the normalised start and the field (weights checked at t = 0)."""
+    """Check the inputs of `integrate` (names, h, t_max, delta a multiple of h, tokens, the weights at t = 0 and
+    USA overflow); returns the normalised start `[batch, token, dim]` and the field."""
     check_choice(method, METHODS, "integrator")
     if not (math.isfinite(h) and h > 0):
         raise InputError(f"step h must be finite and > 0, got {h}")
@@ -205,7 +206,6 @@ def _start(
     X = check_tokens(X0)
     field_ = Field(schedule, spec, X.shape[2], X.shape[0])
     field_.weights(0.0)
-    preflight(schedule, spec, h)
     return X, field_
 
 
@@ -227,7 +227,8 @@ def integrate(
     """Integrate from `X0` `[batch, token, dim]` to `t_max` with step `h`; record `measures` every step and the
     state every `record_every` steps (0: only start and end). With `stop_on_error` a `NumericalError` ends the
     run early and is reported in `Trajectory.stopped` (partial results kept); otherwise it propagates."""
-    X, field_ = _start(X0, schedule, spec, t_max, h, method)
+    X, field_ = prepare(X0, schedule, spec, t_max, h, method)
+    preflight(schedule, spec, h)
     steps = int(round(t_max / h))
     rec = _Recorder(measures, steps, h, record_every, measure_kw)
     rec.record(0, X)

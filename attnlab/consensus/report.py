@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -102,13 +101,7 @@ def model_report(path: Path) -> Report:
     return rep
 
 
-REPORTS: dict[str, Callable[[Path], Report]] = {
-    "consensus simulate": simulate_report,
-    "consensus phase": phase_report,
-    "consensus model": model_report,
-}
-
-
 def write_report(path: Path, command: str) -> Path:
     """Write `report.html` of the run folder `path`, a run of `command` ("consensus simulate" ...)."""
-    return REPORTS[command](path).write(Path(path) / "report.html")
+    build = {"consensus simulate": simulate_report, "consensus phase": phase_report}.get(command, model_report)
+    return build(path).write(Path(path) / "report.html")

@@ -26,7 +26,7 @@ from attnlab.consensus import figures, modelrun
 from attnlab.consensus.arrays import save_npz
 from attnlab.consensus.config import ModelConfig, PhaseConfig, SimulateConfig
 from attnlab.consensus.dynamics import AttentionSpec, check_tokens
-from attnlab.consensus.integrators import Trajectory, integrate
+from attnlab.consensus.integrators import Trajectory, integrate, prepare
 from attnlab.consensus.report import write_report
 from attnlab.consensus.schedules import Schedule, make_schedule, roughness, schedule_arrays
 from attnlab.consensus.stats import log_band, timeseries_rows
@@ -124,6 +124,7 @@ def simulate(
     E_first and its CI per time) and `final` (E_first, E_pair at the last time, per start)."""
     _refuse_resume(mode, "consensus simulate")
     sch, spec, X0 = simulate_inputs(config)
+    prepare(X0, sch, spec, config.t_max, config.h, config.integrator)  # refuse bad weights before the folder
     with open_run(out, "consensus simulate", config, mode=mode, seed=config.seed) as run:
         t0 = time.perf_counter()
         tr = integrate(
@@ -217,8 +218,8 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
         check_out_folder(Path(out), mode, "consensus model")
     loaded = load_causal_lm(config.model, cache_dir=config.cache_dir)
     runner = modelrun.runner_for(loaded.model, config)
+    ids, groups = modelrun.load_prompts(loaded.tokenizer, config)
     with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run:
-        ids, groups = modelrun.load_prompts(loaded.tokenizer, config)
         run.save_npy("prompts.npy", ids.numpy())
         run.write_json(
             "model.json",

@@ -235,6 +235,26 @@ def test_overwrite_replaces_an_earlier_run(tmp_path: Path, capsys: pytest.Captur
     assert json.loads((out / "manifest.json").read_text())["command"] == "consensus simulate"
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--t-max", "1e9", "--h", "1e-9"],
+        ["simulate", "--kind", "USA", "--beta", "800", "--key-query", "identity"],
+        ["simulate", "--threads", "-1"],
+        ["phase", "--t-max", "1e9", "--h", "1e-9"],
+        ["model", "--seq-len", "100000"],
+    ],
+)
+def test_failed_overwrite_keeps_the_earlier_run(tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str]) -> None:
+    out = tmp_path / "sim"
+    assert main(["consensus", "simulate", *SMALL_SIM, "--out", str(out)]) == 0
+    before = _snapshot(out)
+    capsys.readouterr()
+    assert main(["consensus", *argv, "--out", str(out), "--overwrite"]) == 1
+    _error_line(capsys)
+    assert _snapshot(out) == before
+
+
 def test_step_size_blowup_keeps_partial_results_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "blow"
     with pytest.warns(UserWarning, match="step bound"):
