@@ -197,6 +197,15 @@ def test_new_run_refuses_an_earlier_run_folder(tmp_path: Path, capsys: pytest.Ca
         assert _snapshot(bb) == before
 
 
+def test_out_an_existing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "results.txt"
+    path.write_text("keep")
+    for command in (["simulate", *SMALL_SIM], ["phase"], ["model"]):
+        assert main(["consensus", *command, "--out", str(path)]) == 1
+        assert _error_line(capsys) == f"--out {path} is a file, not a folder; choose a folder path"
+        assert path.read_text() == "keep"
+
+
 def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()
