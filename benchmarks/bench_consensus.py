@@ -25,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from attnlab.clitools import threads  # noqa: E402
 from attnlab.consensus.dynamics import AttentionSpec  # noqa: E402
 from attnlab.consensus.integrators import integrate  # noqa: E402
 from attnlab.consensus.schedules import Constant  # noqa: E402
@@ -55,9 +56,14 @@ def baseline_euler(X: np.ndarray, P: np.ndarray, beta: float, h: float, steps: i
     return X
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the CPU is shared; 2 threads on a loaded 2-core machine spin)")
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: the CPU is shared; 2 threads on a loaded 2-core machine spin)",
+    )
     ap.add_argument("--repeats", type=int, default=3, help="repeats of the batched runs (median reported)")
     ap.add_argument("--baseline-starts", type=int, default=2, help="starts run by the loop baseline (default 2)")
     ap.add_argument("--baseline-steps", type=int, default=20, help="steps run by the loop baseline (default 20)")
@@ -65,8 +71,11 @@ def main() -> int:
     ap.add_argument("--skip-b1", action="store_true", help="skip B1 (and its baseline)")
     ap.add_argument("--phase-float32", action="store_true", help="run B2 in float32 instead of float64")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_consensus.json"), help="JSON results file")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    return ap
+
+
+def bench_b1(args: argparse.Namespace, res: dict) -> None:
+    """B1: batched Euler and RK4 (median of `--repeats`), then the loop baseline; fills `res`."""
     B, n, d, T, h, beta = 256, 32, 8, 30.0, 0.1, 1.0
     steps = int(round(T / h))
     g = torch.Generator().manual_seed(0)
@@ -74,8 +83,7 @@ def main() -> int:
     X0 = X0 / X0.norm(dim=-1, keepdim=True)
     P = torch.randn(1, d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
     spec = AttentionSpec("SA", "full", torch.tensor([beta]))
-    res: dict = {"threads": args.threads, "load_avg_before": os.getloadavg(), "cpus": os.cpu_count()}
-    for method in () if args.skip_b1 else ("euler", "rk4"):
+    for method in ("euler", "rk4"):
         times = []
         cpu0 = time.process_time()
         for _ in range(args.repeats):
@@ -85,42 +93,75 @@ def main() -> int:
         res[f"B1_{method}_cpu_s_per_run"] = (time.process_time() - cpu0) / args.repeats
         res[f"B1_{method}_s"] = statistics.median(times)
         res[f"B1_{method}_all_s"] = times
-    if not args.skip_b1:
-        baseline(args, res, X0, P, spec, beta, h, B, steps)
-    if not args.skip_phase:
-        dtype = torch.float32 if args.phase_float32 else torch.float64
-        t0, cpu0 = time.perf_counter(), time.process_time()
-        pdg = phase_diagram(np.linspace(0.1, 9.0, 90), n=32, d=8, starts=256, t_max=30.0, h=0.1, method="euler",
-                            dtype=dtype)
-        res["B2_dtype"] = str(dtype)
-        res["B2_phase_s"] = time.perf_counter() - t0
-        res["B2_phase_cpu_s"] = time.process_time() - cpu0
-        res["B2_t50_finite"] = int(np.isfinite(pdg.t50).sum())
+    baseline(args, res, X0, P, spec, beta, h, B, steps)
+
+
+def bench_b2(args: argparse.Namespace, res: dict) -> None:
+    """B2: the phase diagram at the issue's size; fills `res`."""
+    dtype = torch.float32 if args.phase_float32 else torch.float64
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    pdg = phase_diagram(
+        np.linspace(0.1, 9.0, 90), n=32, d=8, starts=256, t_max=30.0, h=0.1, method="euler", dtype=dtype
+    )
+    res["B2_dtype"] = str(dtype)
+    res["B2_phase_s"] = time.perf_counter() - t0
+    res["B2_phase_cpu_s"] = time.process_time() - cpu0
+    res["B2_t50_finite"] = int(np.isfinite(pdg.t50).sum())
+
+
+def _print_summary(res: dict) -> None:
+    if "B1_euler_s" in res:
+        print(
+            f"| B1 Euler, 256x32x8, 300 steps | {res['B1_euler_s']:.2f} s | loop baseline (extrapolated) "
+            f"{res['baseline_euler_full_s_extrapolated']:.0f} s | {res['B1_speedup_euler']:.0f}x |"
+        )
+        print(
+            f"| B1 RK4, 256x32x8, 300 steps | {res['B1_rk4_s']:.2f} s | loop baseline (extrapolated) "
+            f"{res['baseline_rk4_full_s_extrapolated']:.0f} s | {res['B1_speedup_rk4']:.0f}x |"
+        )
+    if "B2_phase_s" in res:
+        print(
+            f"| B2 phase diagram 90 betas x 256 starts, n=32, d=8, t<=30, h=0.1, {res['B2_dtype']} | "
+            f"{res['B2_phase_s']:.1f} s (CPU {res['B2_phase_cpu_s']:.1f} s) | | |"
+        )
+    print(f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    res: dict = {"threads": args.threads, "load_avg_before": os.getloadavg(), "cpus": os.cpu_count()}
+    with threads(args.threads):
+        if not args.skip_b1:
+            bench_b1(args, res)
+        if not args.skip_phase:
+            bench_b2(args, res)
     res["load_avg_after"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2))
-    if not args.skip_b1:
-        print(f"| B1 Euler, 256x32x8, 300 steps | {res['B1_euler_s']:.2f} s | loop baseline (extrapolated) "
-              f"{res['baseline_euler_full_s_extrapolated']:.0f} s | {res['B1_speedup_euler']:.0f}x |")
-        print(f"| B1 RK4, 256x32x8, 300 steps | {res['B1_rk4_s']:.2f} s | loop baseline (extrapolated) "
-              f"{res['baseline_rk4_full_s_extrapolated']:.0f} s | {res['B1_speedup_rk4']:.0f}x |")
-    if "B2_phase_s" in res:
-        print(f"| B2 phase diagram 90 betas x 256 starts, n=32, d=8, t<=30, h=0.1, {res['B2_dtype']} | "
-              f"{res['B2_phase_s']:.1f} s (CPU {res['B2_phase_cpu_s']:.1f} s) | | |")
-    print(f"load average before/after: {res['load_avg_before']} / {res['load_avg_after']}")
+    _print_summary(res)
     return 0
 
 
-def baseline(args: argparse.Namespace, res: dict, X0: torch.Tensor, P: torch.Tensor, spec: AttentionSpec,
-             beta: float, h: float, B: int, steps: int) -> None:
+def baseline(
+    args: argparse.Namespace,
+    res: dict,
+    X0: torch.Tensor,
+    P: torch.Tensor,
+    spec: AttentionSpec,
+    beta: float,
+    h: float,
+    B: int,
+    steps: int,
+) -> None:
     """Run the loop baseline on a few starts, check it against our Euler, and extrapolate (fills `res`)."""
     Xb = X0[: args.baseline_starts].numpy()
     t0 = time.perf_counter()
     Yb = baseline_euler(Xb, P[0].numpy(), beta, h, args.baseline_steps)
     tb = time.perf_counter() - t0
     res["baseline_wall_s"] = tb
-    ref = integrate(X0[: args.baseline_starts], Constant(P, None), spec, args.baseline_steps * h, h, "euler",
-                    measures=()).final.numpy()
+    ref = integrate(
+        X0[: args.baseline_starts], Constant(P, None), spec, args.baseline_steps * h, h, "euler", measures=()
+    ).final.numpy()
     res["baseline_max_abs_diff"] = float(np.abs(Yb - ref).max())
     per_start_step = tb / (args.baseline_starts * args.baseline_steps)
     res["baseline_per_start_step_s"] = per_start_step

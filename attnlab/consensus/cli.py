@@ -1,70 +1,87 @@
-"""`attnlab consensus simulate|phase|model` and the study's demo section (see docs/consensus.md)."""
+"""`attnlab consensus simulate|phase|model`: argparse <-> config, nothing else (see docs/consensus.md)."""
 
 from __future__ import annotations
 
 import argparse
-import time
+import dataclasses
 from pathlib import Path
+from typing import Any
 
-from attnlab.report import Report
-from attnlab.runs import default_run_dir
+from attnlab.clitools import add_run_args, run_mode, threads
+
+
+def _from_args(cls: type, args: argparse.Namespace) -> Any:
+    """The config `cls` from the parsed options of the same names (`--t-max` -> `t_max`)."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    import torch
+    from attnlab.consensus.config import SimulateConfig
+    from attnlab.consensus.run import simulate
 
-    from attnlab.consensus.simulate import SimulateConfig, run_simulate
-
-    torch.set_num_threads(args.threads)
-    cfg = SimulateConfig(n=args.n, d=args.d, batch=args.batch, beta=args.beta, heads=args.heads, kind=args.kind,
-                         mask=args.mask, schedule=args.schedule, key_query=args.key_query, value=args.value,
-                         scale=args.scale, omega=args.omega, delta=args.delta, layers=args.layers,
-                         t_max=args.t_max, h=args.h, integrator=args.integrator, record_every=args.record_every,
-                         seed=args.seed)
-    run, metrics, _ = run_simulate(cfg, args.out or default_run_dir("consensus"))
-    print(f"median final E_first: {metrics['final_E_first']['median']:.3e}; "
-          f"share below 1e-6: {metrics['share_E_first_below_1e-6']:.2f}")
-    print(f"run folder: {run.path}")
-    return 2 if metrics["stopped"] else 0
+    cfg = _from_args(SimulateConfig, args)
+    with threads(args.threads):
+        result = simulate(cfg, args.out, mode=run_mode(args))
+    final = result.summary["final_E_first"]
+    print(
+        f"median final E_first: {final['median']:.3e}; "
+        f"share below 1e-6: {result.summary['share_E_first_below_1e-6']:.2f}"
+    )
+    print(f"run folder: {result.path}")
+    return 0
 
 
 def _phase(args: argparse.Namespace) -> int:
-    import torch
+    from attnlab.consensus.config import PhaseConfig
+    from attnlab.consensus.run import phase
 
-    from attnlab.consensus.simulate import PhaseConfig, run_phase
-
-    torch.set_num_threads(args.threads)
-    cfg = PhaseConfig(n=args.n, d=args.d, starts=args.starts, beta_min=args.beta_min, beta_max=args.beta_max,
-                      num_betas=args.num_betas, t_max=args.t_max, h=args.h, integrator=args.integrator,
-                      kind=args.kind, float32=args.float32, seed=args.seed)
-    run, metrics, _ = run_phase(cfg, args.out or default_run_dir("consensus"))
-    print(f"phase diagram: {metrics['wall_seconds']} s; median |t50/t_eq - 1| = {metrics['median_abs_relative_gap']}")
-    print(f"run folder: {run.path}")
+    cfg = _from_args(PhaseConfig, args)
+    with threads(args.threads):
+        result = phase(cfg, args.out, mode=run_mode(args))
+    print(
+        f"phase diagram: {result.summary['wall_seconds']} s; median |t50/t_eq - 1| = "
+        f"{result.summary['median_abs_relative_gap']}"
+    )
+    print(f"run folder: {result.path}")
     return 0
 
 
 def _model(args: argparse.Namespace) -> int:
-    from attnlab.consensus.model_cmd import run_model_command
+    from attnlab.consensus.config import ModelConfig
+    from attnlab.consensus.run import model
 
-    return run_model_command(args)
+    cfg = ModelConfig(
+        model=args.model,
+        passes=args.passes,
+        schedules=tuple(args.schedule or ["periodic"]),
+        layer=args.layer,
+        mlp=(True, False) if args.both_mlp else (not args.no_mlp,),
+        domains=tuple(d.strip() for d in args.domains.split(",") if d.strip()),
+        prompts=args.prompts,
+        seq_len=args.seq_len,
+        feedback_final_norm=args.feedback_final_norm,
+        depth_view=not args.no_depth_view,
+        cache_dir=None if args.cache_dir is None else str(args.cache_dir),
+        seed=args.seed,
+    )
+    with threads(args.threads):
+        result = model(cfg, args.out, mode=run_mode(args))
+    for g, s in result.summary["groups"].items():
+        print(
+            f"{g}: mean log10 E_first fell by {s['fall_pass1_to_last']:.2f} (CI {s['fall_ci95'][0]:.2f}.."
+            f"{s['fall_ci95'][1]:.2f}) from pass 1 to {args.passes}"
+        )
+    print(f"run folder: {result.path}")
+    return 0
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=None, help="run folder (default runs/consensus-<timestamp>)")
-    p.add_argument("--seed", type=int, default=0, help="random seed for starts, weights and prompts (default 0)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1; the CPU is shared)")
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add `consensus simulate|phase|model`."""
-    grp = subparsers.add_parser("consensus", help="attention dynamics on the sphere: toy ODEs and iterated SmolLM2",
-                                description="Consensus study: token dynamics of attention (RST, GLPR, KPR).")
-    sub = grp.add_subparsers(dest="consensus_command", metavar="SUBCOMMAND")
-    grp.set_defaults(func=lambda a: (grp.print_help(), 1)[1])
-
-    s = sub.add_parser("simulate", help="integrate the SA/USA dynamics for a batch of random starts",
-                       description="Integrates x_i' = P_perp(sum_h sum_j alpha_ij V_h x_j) for a batch of uniform "
-                                   "starts; writes E.npy, t.npy, x0.npy, weights.npz, metrics.json and figures.")
+def _simulate_parser(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "simulate",
+        help="integrate the SA/USA dynamics for a batch of random starts",
+        description="Integrates x_i' = P_perp(sum_h sum_j alpha_ij V_h x_j) for a batch of uniform "
+        "starts; writes E.npy, t.npy, x0.npy, weights.npz, metrics.json and figures.",
+    )
     s.add_argument("--n", type=int, default=32, help="tokens per start (>= 2, default 32)")
     s.add_argument("--d", type=int, default=3, help="dimension (>= 2, default 3; d = 3 adds sphere plots)")
     s.add_argument("--batch", type=int, default=64, help="number of random starts (default 64)")
@@ -73,79 +90,86 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--kind", default="SA", help="SA (softmax) or USA (unnormalised, 1/n) (default SA)")
     s.add_argument("--mask", default="full", help="full or causal (default full)")
     s.add_argument("--schedule", default="constant", help="constant, periodic, cycle or random (default constant)")
-    s.add_argument("--key-query", default="gaussian",
-                   help="P = Q^T K: gaussian (std scale/sqrt(d)), goe or identity (default gaussian)")
+    s.add_argument(
+        "--key-query",
+        default="gaussian",
+        help="P = Q^T K: gaussian (std scale/sqrt(d)), goe or identity (default gaussian)",
+    )
     s.add_argument("--value", default="identity", help="V: identity or random (Gaussian) (default identity)")
     s.add_argument("--scale", type=float, default=1.0, help="scale sigma of random weights (default 1)")
     s.add_argument("--omega", type=float, default=1.0, help="frequency of the periodic schedule (default 1)")
-    s.add_argument("--delta", type=float, default=1.0,
-                   help="interval of cycle/random schedules, a multiple of h (default 1)")
+    s.add_argument(
+        "--delta", type=float, default=1.0, help="interval of cycle/random schedules, a multiple of h (default 1)"
+    )
     s.add_argument("--layers", type=int, default=4, help="number of layers cycled by the cycle schedule (default 4)")
-    s.add_argument("--t-max", type=float, default=30.0, help="final time (default 30)")
+    s.add_argument("--t-max", type=float, default=30.0, help="final time (default 30; at most 10^6 steps t_max/h)")
     s.add_argument("--h", type=float, default=0.1, help="step size / tau of the maps (default 0.1)")
     s.add_argument("--integrator", default="rk4", help="rk4, euler, exp_euler, postnorm or prenorm (default rk4)")
     s.add_argument("--record-every", type=int, default=10, help="store states every this many steps (default 10)")
-    _common(s)
+    add_run_args(s, threads_default=1)
     s.set_defaults(func=_simulate)
 
-    p = sub.add_parser("phase", help="(t, beta) phase diagram of clustering for Q = K = V = I",
-                       description="Mean clustered fraction over (t, beta) with the equiangular curve overlaid.")
+
+def _phase_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "phase",
+        help="(t, beta) phase diagram of clustering for Q = K = V = I",
+        description="Mean clustered fraction over (t, beta) with the equiangular curve overlaid.",
+    )
     p.add_argument("--n", type=int, default=32, help="tokens (default 32)")
     p.add_argument("--d", type=int, default=8, help="dimension (default 8)")
     p.add_argument("--starts", type=int, default=256, help="random starts per beta (default 256)")
     p.add_argument("--beta-min", type=float, default=0.1, help="smallest beta (default 0.1)")
     p.add_argument("--beta-max", type=float, default=9.0, help="largest beta (default 9)")
     p.add_argument("--num-betas", type=int, default=90, help="number of beta values (default 90)")
-    p.add_argument("--t-max", type=float, default=30.0, help="final time (default 30)")
+    p.add_argument("--t-max", type=float, default=30.0, help="final time (default 30; at most 10^6 steps t_max/h)")
     p.add_argument("--h", type=float, default=0.1, help="step size (default 0.1)")
     p.add_argument("--integrator", default="euler", help="euler (default, as GLPR) or rk4")
     p.add_argument("--kind", default="SA", help="SA or USA (default SA)")
-    p.add_argument("--float32", action="store_true",
-                   help="integrate the sweep in float32 (about 2x faster; the 0.999 threshold is far above its resolution)")
-    _common(p)
+    p.add_argument(
+        "--float32",
+        action="store_true",
+        help="integrate the sweep in float32 (about 2x faster; the 0.999 threshold is far above its resolution)",
+    )
+    add_run_args(p, threads_default=1)
     p.set_defaults(func=_phase)
 
-    m = sub.add_parser("model", help="iterate SmolLM2's decoder layers for many passes and track E_first",
-                       description="Iterates a real (or random Llama-shaped) decoder stack from the token "
-                                   "embeddings: constant (one layer), periodic (all layers cycled) or random "
-                                   "(redrawn per pass), with or without MLPs; prose, code and random-id prompts.")
+
+def _model_parser(sub: argparse._SubParsersAction) -> None:
+    m = sub.add_parser(
+        "model",
+        help="iterate SmolLM2's decoder layers for many passes and track E_first",
+        description="Iterates a real (or random Llama-shaped) decoder stack from the token "
+        "embeddings: constant (one layer), periodic (all layers cycled) or random "
+        "(redrawn per pass), with or without MLPs; prose, code and random-id prompts.",
+    )
     m.add_argument("--model", default="smollm2", help="model name for the shared loader (default smollm2)")
     m.add_argument("--passes", type=int, default=20, help="passes through the stack (>= 1, default 20)")
-    m.add_argument("--schedule", action="append", default=None,
-                   help="constant, periodic or random (repeatable; default periodic)")
+    m.add_argument(
+        "--schedule", action="append", default=None, help="constant, periodic or random (repeatable; default periodic)"
+    )
     m.add_argument("--layer", type=int, default=20, help="layer repeated by the constant schedule (default 20)")
     m.add_argument("--no-mlp", action="store_true", help="drop the MLPs (attention-only residual updates)")
     m.add_argument("--both-mlp", action="store_true", help="run both with and without MLPs")
     m.add_argument("--domains", default="prose,code,random", help="comma list of prompt domains (default all three)")
     m.add_argument("--prompts", type=int, default=3, help="prompts per domain (default 3)")
-    m.add_argument("--seq-len", type=int, default=32, help="tokens per prompt T (>= 2, default 32)")
+    m.add_argument("--seq-len", type=int, default=32, help="tokens per prompt T (2..2048, default 32)")
     m.add_argument("--feedback-final-norm", action="store_true", help="apply the final norm between passes")
     m.add_argument("--no-depth-view", action="store_true", help="skip the next-token depth view")
     m.add_argument("--cache-dir", type=Path, default=None, help="model cache folder for the shared loader")
-    _common(m)
+    add_run_args(m, threads_default=1)
     m.set_defaults(func=_model)
 
 
-def run_demo(out: Path, seed: int) -> Report:
-    """Small simulation (d = 3, causal and full), a small phase diagram and a short SmolLM2 run (if available)."""
-    import torch
-
-    from attnlab.consensus.simulate import PhaseConfig, SimulateConfig, run_phase, run_simulate
-
-    torch.set_num_threads(1)  # the CPU is shared: two threads on a loaded 2-core machine are slower than one
-    rep = Report("Consensus: attention dynamics on the sphere")
-    t0 = time.perf_counter()
-    _, _, r1 = run_simulate(SimulateConfig(n=16, d=3, batch=32, mask="causal", schedule="random", t_max=20.0,
-                                           record_every=2, seed=seed), out / "simulate", progress=False)
-    _, _, r2 = run_phase(PhaseConfig(n=16, d=8, starts=32, num_betas=24, beta_max=9.0, t_max=20.0, seed=seed),
-                         out / "phase", progress=False)
-    rep.extend(r1, level=3)
-    rep.extend(r2, level=3)
-    try:
-        from attnlab.consensus.model_cmd import demo_model
-
-        rep.extend(demo_model(out / "model", seed), level=3)
-    except Exception as exc:  # noqa: BLE001 - the toy part of the demo stands on its own
-        rep.paragraph(f"SmolLM2 part skipped: {exc}")
-    rep.paragraph(f"consensus demo wall time: {time.perf_counter() - t0:.1f} s")
-    return rep
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `consensus simulate|phase|model`."""
+    grp = subparsers.add_parser(
+        "consensus",
+        help="attention dynamics on the sphere: toy ODEs and iterated SmolLM2",
+        description="Consensus study: token dynamics of attention (RST, GLPR, KPR).",
+    )
+    sub = grp.add_subparsers(dest="consensus_command", metavar="SUBCOMMAND")
+    grp.set_defaults(func=lambda a: (grp.print_help(), 1)[1])
+    _simulate_parser(sub)
+    _phase_parser(sub)
+    _model_parser(sub)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab.consensus.errors import ConsensusInputError, check_name
+from attnlab.errors import InputError, check_choice
 
 KINDS = ("SA", "USA")
 MASKS = ("full", "causal")
@@ -32,13 +32,13 @@ class AttentionSpec:
     beta: torch.Tensor
 
     def __post_init__(self) -> None:
-        check_name(self.kind, KINDS, "attention kind")
-        check_name(self.mask, MASKS, "mask")
+        check_choice(self.kind, KINDS, "attention kind")
+        check_choice(self.mask, MASKS, "mask")
         beta = torch.as_tensor(self.beta, dtype=torch.float64)
         if beta.ndim == 0:
             beta = beta.reshape(1)
         if beta.ndim not in (1, 2) or not torch.isfinite(beta).all() or (beta < 0).any():
-            raise ConsensusInputError(f"beta must be finite and >= 0 with shape [head] or [batch, head], got {self.beta}")
+            raise InputError(f"beta must be finite and >= 0 with shape [head] or [batch, head], got {self.beta}")
         object.__setattr__(self, "beta", beta)
 
     @property
@@ -52,20 +52,21 @@ def check_tokens(X: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     if X.ndim == 2:
         X = X.unsqueeze(0)
     if X.ndim != 3:
-        raise ConsensusInputError(f"tokens must have shape [batch, token, dim], got {tuple(X.shape)}")
+        raise InputError(f"tokens must have shape [batch, token, dim], got {tuple(X.shape)}")
     if X.shape[1] < 2 or X.shape[2] < 2:
-        raise ConsensusInputError(f"need n >= 2 tokens and d >= 2 dimensions, got n={X.shape[1]}, d={X.shape[2]}")
+        raise InputError(f"need n >= 2 tokens and d >= 2 dimensions, got n={X.shape[1]}, d={X.shape[2]}")
     if not torch.isfinite(X).all():
-        raise ConsensusInputError("tokens contain NaN or Inf")
+        raise InputError("tokens contain NaN or Inf")
     norms = X.norm(dim=-1)
     if (norms < eps).any():
         b, i = (norms < eps).nonzero()[0].tolist()
-        raise ConsensusInputError(f"zero token vector (norm < {eps:g}) at batch {b}, token {i}; tokens must be nonzero")
+        raise InputError(f"zero token vector (norm < {eps:g}) at batch {b}, token {i}; tokens must be nonzero")
     return X / norms.unsqueeze(-1)
 
 
-def check_weights(W: torch.Tensor | None, name: str, d: int, heads: int | None = None,
-                  batch: int | None = None) -> torch.Tensor | None:
+def check_weights(
+    W: torch.Tensor | None, name: str, d: int, heads: int | None = None, batch: int | None = None
+) -> torch.Tensor | None:
     """Validate a weight tensor `[d,d]`, `[H,d,d]` or `[B,H,d,d]`; return it float64 with a head axis."""
     if W is None:
         return None
@@ -73,17 +74,16 @@ def check_weights(W: torch.Tensor | None, name: str, d: int, heads: int | None =
     if W.ndim == 2:
         W = W.unsqueeze(0)
     if W.ndim not in (3, 4) or W.shape[-1] != d or W.shape[-2] != d:
-        raise ConsensusInputError(f"{name} must have shape [{d},{d}], [H,{d},{d}] or [B,H,{d},{d}], "
-                                  f"got {tuple(W.shape)}")
+        raise InputError(f"{name} must have shape [{d},{d}], [H,{d},{d}] or [B,H,{d},{d}], got {tuple(W.shape)}")
     if heads is not None and W.shape[-3] != heads:
-        raise ConsensusInputError(f"{name} has {W.shape[-3]} heads but beta has {heads}")
+        raise InputError(f"{name} has {W.shape[-3]} heads but beta has {heads}")
     if W.ndim == 4 and batch is not None and W.shape[0] != batch:
-        raise ConsensusInputError(f"{name} has batch {W.shape[0]} but the state has batch {batch}")
+        raise InputError(f"{name} has batch {W.shape[0]} but the state has batch {batch}")
     bad = ~torch.isfinite(W)
     if bad.any():
         idx = bad.nonzero()[0].tolist()
         where = f"batch {idx[0]}, head {idx[1]}" if W.ndim == 4 else f"head {idx[0]}"
-        raise ConsensusInputError(f"non-finite value (NaN/Inf) in {name} at {where}")
+        raise InputError(f"non-finite value (NaN/Inf) in {name} at {where}")
     return W
 
 
@@ -154,5 +154,6 @@ def check_usa_overflow(P: torch.Tensor | None, spec: AttentionSpec) -> None:
     pn = torch.ones(1, dtype=torch.float64) if P is None else torch.linalg.matrix_norm(P, ord=2).reshape(-1)
     bound = float(spec.beta.max()) * float(pn.max())
     if bound > 700:
-        raise ConsensusInputError(f"USA with beta*||P|| = {bound:.1f} > 700 would overflow float64; "
-                                  "lower beta or the scale of P")
+        raise InputError(
+            f"USA with beta*||P|| = {bound:.1f} > 700 would overflow float64; lower beta or the scale of P"
+        )

@@ -7,7 +7,7 @@
 - `prenorm`: y_i <- y_i + tau v_i(pi(Y)); the stream is unnormalised, measures use pi(Y).
 
 Piecewise-constant schedules use the weights of the step midpoint for all stages (spec Decision).
-`guard` stops with `StepSizeError` on a non-finite value or a pre-projection norm outside [1-delta, 1+delta].
+`guard` stops with `NumericalError` on a non-finite value or a pre-projection norm outside [1-delta, 1+delta].
 States are `[batch, token, dim]` float64.
 """
 
@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 
 from attnlab.consensus import measures as M
-from attnlab.consensus.dynamics import (AttentionSpec, check_tokens, check_usa_overflow, check_weights, drive,
-                                        tangent)
-from attnlab.consensus.errors import ConsensusInputError, StepSizeError, check_name
+from attnlab.consensus.dynamics import AttentionSpec, check_tokens, check_usa_overflow, check_weights, drive, tangent
 from attnlab.consensus.schedules import Schedule, check_schedule_step
+from attnlab.errors import InputError, NumericalError, check_choice
 
 METHODS = ("rk4", "euler", "exp_euler", "postnorm", "prenorm")
 
@@ -49,7 +48,7 @@ class Field:
 
     def __init__(self, schedule: Schedule, spec: AttentionSpec, d: int, batch: int) -> None:
         self.schedule, self.spec, self.d, self.batch = schedule, spec, d, batch
-        self._seen: dict[int, tuple] = {}
+        self._seen: dict[tuple[int, int], tuple] = {}
 
     def weights(self, t: float) -> tuple:
         P, V = self.schedule.weights(t)
@@ -73,7 +72,7 @@ class Field:
 
 
 def guard(Y: torch.Tensor, t: float, h: float, F: torch.Tensor | None, delta: float | None) -> None:
-    """Raise `StepSizeError` if Y has a non-finite value or a token norm outside [1-delta, 1+delta]."""
+    """Raise `NumericalError` if Y has a non-finite value or a token norm outside [1-delta, 1+delta]."""
     norms = Y.norm(dim=-1)
     bad = ~torch.isfinite(norms)
     kind = "a non-finite value"
@@ -84,8 +83,9 @@ def guard(Y: torch.Tensor, t: float, h: float, F: torch.Tensor | None, delta: fl
         b, i = bad.nonzero()[0].tolist()
         fmax = float(F.norm(dim=-1).max()) if F is not None and torch.isfinite(F).all() else float("inf")
         hint = f"; try h <= {0.1 / fmax:.3g}" if math.isfinite(fmax) and fmax > 0 else "; lower h"
-        raise StepSizeError(f"step size too large: {kind} at t={t:.4g}, h={h:g}, batch {b}, token {i}, "
-                            f"max||F||={fmax:.3g}{hint}")
+        raise NumericalError(
+            f"step size too large: {kind} at t={t:.4g}, h={h:g}, batch {b}, token {i}, max||F||={fmax:.3g}{hint}"
+        )
 
 
 def step(method: str, field_: Field, t: float, X: torch.Tensor, h: float, delta: float | None = 0.05) -> torch.Tensor:
@@ -122,7 +122,7 @@ def step(method: str, field_: Field, t: float, X: torch.Tensor, h: float, delta:
         n = Y.norm(dim=-1, keepdim=True)
         if (n < 1e-12).any():
             b, i = (n[..., 0] < 1e-12).nonzero()[0].tolist()
-            raise ConsensusInputError(f"x + tau*v = 0 at t={t:.4g}, batch {b}, token {i}; the post-norm map is undefined")
+            raise NumericalError(f"x + tau*v = 0 at t={t:.4g}, batch {b}, token {i}; the post-norm map is undefined")
         return Y / n
     # prenorm: the stream Y is unnormalised; the drive acts on pi(Y)
     v = field_.drive(ts[0], M.unit(X))
@@ -135,72 +135,120 @@ def preflight(schedule: Schedule, spec: AttentionSpec, h: float) -> float:
     """Warn (do not stop) when h*sum||V_h|| (SA) or h*sum||V_h||e^{beta||P_h||} (USA) exceeds 0.5; returns it."""
     P, V = schedule.weights(0.0)
     H = spec.heads
-    vn = torch.ones(H, dtype=torch.float64) if V is None else torch.linalg.matrix_norm(
-        torch.as_tensor(V, dtype=torch.float64), ord=2).reshape(-1, H).amax(0)
+    vn = (
+        torch.ones(H, dtype=torch.float64)
+        if V is None
+        else torch.linalg.matrix_norm(torch.as_tensor(V, dtype=torch.float64), ord=2).reshape(-1, H).amax(0)
+    )
     bound = float(vn.sum())
     if spec.kind == "USA":
-        pn = torch.ones(H, dtype=torch.float64) if P is None else torch.linalg.matrix_norm(
-            torch.as_tensor(P, dtype=torch.float64), ord=2).reshape(-1, H).amax(0)
+        pn = (
+            torch.ones(H, dtype=torch.float64)
+            if P is None
+            else torch.linalg.matrix_norm(torch.as_tensor(P, dtype=torch.float64), ord=2).reshape(-1, H).amax(0)
+        )
         bound = float((vn * torch.exp(spec.beta.reshape(-1, H).amax(0) * pn)).sum())
     bound *= h
     if bound > 0.5:
-        warnings.warn(f"step bound h*sum||V|| (x e^(beta||P||) for USA) = {bound:.3g} > 0.5; the run may blow up",
-                      stacklevel=2)
+        warnings.warn(
+            f"step bound h*sum||V|| (x e^(beta||P||) for USA) = {bound:.3g} > 0.5; the run may blow up", stacklevel=2
+        )
     return bound
 
 
-def integrate(X0: torch.Tensor, schedule: Schedule, spec: AttentionSpec, t_max: float, h: float,
-              method: str = "rk4", measures: tuple[str, ...] = ("E_first", "E_pair"), record_every: int = 0,
-              delta: float = 0.05, callback: Callable[[int, float, torch.Tensor], None] | None = None,
-              progress: bool = False, stop_on_error: bool = False, **measure_kw) -> Trajectory:
-    """Integrate from `X0` `[batch, token, dim]` to `t_max` with step `h`; record `measures` every step and the
-    state every `record_every` steps (0: only start and end). With `stop_on_error` a `StepSizeError` ends the
-    run early and is reported in `Trajectory.stopped` (partial results kept); otherwise it propagates."""
-    check_name(method, METHODS, "integrator")
+@dataclass
+class _Recorder:
+    """Collects measures `[batch]` at every step and states `[batch, token, dim]` at k = 0, every `record_every`
+    steps and the last step."""
+
+    measures: tuple[str, ...]
+    steps: int
+    h: float
+    record_every: int
+    measure_kw: dict
+    rows: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    states: list[np.ndarray] = field(default_factory=list)
+    t_states: list[float] = field(default_factory=list)
+
+    def record(self, k: int, Xk: torch.Tensor) -> None:
+        for name, val in M.compute(self.measures, Xk, **self.measure_kw).items():
+            self.rows.setdefault(name, []).append(val.numpy())
+        if k == 0 or k == self.steps or (self.record_every and k % self.record_every == 0):
+            self.states.append(Xk.numpy().copy())
+            self.t_states.append(k * self.h)
+
+    def trajectory(self, X: torch.Tensor, done: int, stopped: str | None) -> Trajectory:
+        """The recorded run after `done` steps (the state where a stopped run ended is recorded too)."""
+        if stopped and (not self.t_states or self.t_states[-1] != done * self.h):
+            self.states.append(X.numpy().copy())
+            self.t_states.append(done * self.h)
+        return Trajectory(
+            t=np.arange(done + 1) * self.h,
+            measures={k: np.stack(self.rows.get(k, []), 1) for k in self.measures},
+            states=np.stack(self.states, 1),
+            t_states=np.array(self.t_states),
+            final=X,
+            stopped=stopped,
+        )
+
+
+def prepare(
+    X0: torch.Tensor, schedule: Schedule, spec: AttentionSpec, t_max: float, h: float, method: str
+) -> tuple[torch.Tensor, Field]:
+    """Check the inputs of `integrate` (names, h, t_max, delta a multiple of h, tokens, the weights at t = 0 and
+    USA overflow); returns the normalised start `[batch, token, dim]` and the field."""
+    check_choice(method, METHODS, "integrator")
     if not (math.isfinite(h) and h > 0):
-        raise ConsensusInputError(f"step h must be finite and > 0, got {h}")
+        raise InputError(f"step h must be finite and > 0, got {h}")
     if not (math.isfinite(t_max) and t_max > 0):
-        raise ConsensusInputError(f"t_max must be finite and > 0, got {t_max}")
+        raise InputError(f"t_max must be finite and > 0, got {t_max}")
     check_schedule_step(schedule, h)
     X = check_tokens(X0)
-    B = X.shape[0]
-    field_ = Field(schedule, spec, X.shape[2], B)
+    field_ = Field(schedule, spec, X.shape[2], X.shape[0])
     field_.weights(0.0)
+    return X, field_
+
+
+def integrate(
+    X0: torch.Tensor,
+    schedule: Schedule,
+    spec: AttentionSpec,
+    t_max: float,
+    h: float,
+    method: str = "rk4",
+    measures: tuple[str, ...] = ("E_first", "E_pair"),
+    record_every: int = 0,
+    delta: float = 0.05,
+    callback: Callable[[int, float, torch.Tensor], None] | None = None,
+    progress: bool = False,
+    stop_on_error: bool = False,
+    **measure_kw,
+) -> Trajectory:
+    """Integrate from `X0` `[batch, token, dim]` to `t_max` with step `h`; record `measures` every step and the
+    state every `record_every` steps (0: only start and end). With `stop_on_error` a `NumericalError` ends the
+    run early and is reported in `Trajectory.stopped` (partial results kept); otherwise it propagates."""
+    X, field_ = prepare(X0, schedule, spec, t_max, h, method)
     preflight(schedule, spec, h)
     steps = int(round(t_max / h))
-    rows: dict[str, list[np.ndarray]] = {k: [] for k in measures}
-    states, t_states = [], []
-
-    def record(k: int, Xk: torch.Tensor) -> None:
-        for name, val in M.compute(measures, Xk, **measure_kw).items():
-            rows[name].append(val.numpy())
-        if k == 0 or k == steps or (record_every and k % record_every == 0):
-            states.append(Xk.numpy().copy())
-            t_states.append(k * h)
-
-    record(0, X)
+    rec = _Recorder(measures, steps, h, record_every, measure_kw)
+    rec.record(0, X)
     stopped = None
-    it = range(steps)
+    it: Iterable[int] = range(steps)
     if progress:
         from tqdm import tqdm
 
         it = tqdm(it, desc=f"{method} t<={t_max:g}", leave=False)
     done = 0
     for k in it:
-        t = k * h
         try:
-            X = step(method, field_, t, X, h, delta)
-        except StepSizeError as exc:
+            X = step(method, field_, k * h, X, h, delta)
+        except NumericalError as exc:
             if not stop_on_error:
                 raise
             stopped = str(exc)
             break
         done = k + 1
-        record(done, X)
+        rec.record(done, X)
         if callback is not None:
             callback(done, done * h, X)
-    if stopped and (not t_states or t_states[-1] != done * h):
-        states.append(X.numpy().copy())
-        t_states.append(done * h)
-    return Trajectory(t=np.arange(done + 1) * h, measures={k: np.stack(v, 1) for k, v in rows.items()},
-                      states=np.stack(states, 1), t_states=np.array(t_states), final=X, stopped=stopped)
+    return rec.trajectory(X, done, stopped)

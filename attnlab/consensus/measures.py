@@ -8,10 +8,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlab.consensus.errors import ConsensusInputError
+from attnlab.errors import InputError
 
-MEASURES = ("E_first", "E_pair", "max_gap", "clustered_fraction", "cluster_count", "top_share",
-            "participation_ratio", "energy")
+MEASURES = (
+    "E_first",
+    "E_pair",
+    "max_gap",
+    "clustered_fraction",
+    "cluster_count",
+    "top_share",
+    "participation_ratio",
+    "energy",
+)
 
 
 def unit(X: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
@@ -22,7 +30,7 @@ def unit(X: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     norms = X.norm(dim=-1, keepdim=True)
     if (norms < eps).any():
         b, i = (norms[..., 0] < eps).nonzero()[0].tolist()
-        raise ConsensusInputError(f"zero vector (norm < {eps:g}) at batch {b}, token {i}; measures need nonzero tokens")
+        raise InputError(f"zero vector (norm < {eps:g}) at batch {b}, token {i}; measures need nonzero tokens")
     return X / norms
 
 
@@ -35,7 +43,7 @@ def gram(X: torch.Tensor) -> torch.Tensor:
 def E_first(X: torch.Tensor, ref: int = 0) -> torch.Tensor:
     """E_first = 1 - (1/n) sum_j <x_ref, x_j> (j = ref included; signed cosine), range [0, 2]."""
     U = unit(X)
-    return 1.0 - (U[:, ref:ref + 1, :] * U).sum(-1).mean(-1)
+    return 1.0 - (U[:, ref : ref + 1, :] * U).sum(-1).mean(-1)
 
 
 def E_pair(X: torch.Tensor) -> torch.Tensor:
@@ -90,7 +98,9 @@ def participation_ratio(X: torch.Tensor) -> torch.Tensor:
 
 
 def energy(X: torch.Tensor, beta: float, P: torch.Tensor | None = None) -> torch.Tensor:
-    """F_{beta,P}(X) = (1/(2 beta n^2)) sum_ij (exp(beta x_i^T P x_j) - 1) (spec 4.1); beta -> 0 gives (1/2n^2) sum s_ij."""
+    """F_{beta,P}(X) = (1/(2 beta n^2)) sum_ij (exp(beta x_i^T P x_j) - 1) (spec 4.1).
+
+    beta -> 0 gives (1/2n^2) sum s_ij."""
     U = unit(X)
     n = U.shape[1]
     S = U @ U.transpose(-1, -2) if P is None else U @ P @ U.transpose(-1, -2)
@@ -133,14 +143,19 @@ def hemisphere_lp(X: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
 
 def compute(names: tuple[str, ...] | list[str], X: torch.Tensor, **kw) -> dict[str, torch.Tensor]:
     """Compute the named measures of X (`kw`: `ref` for E_first, `beta`/`P` for energy, `theta`)."""
-    fns = {"E_first": lambda: E_first(X, kw.get("ref", 0)), "E_pair": lambda: E_pair(X),
-           "max_gap": lambda: max_gap(X), "clustered_fraction": lambda: clustered_fraction(X, kw.get("theta", 0.999)),
-           "cluster_count": lambda: cluster_count(X, kw.get("theta", 0.999)), "top_share": lambda: top_share(X),
-           "participation_ratio": lambda: participation_ratio(X),
-           "energy": lambda: energy(X, kw.get("beta", 1.0), kw.get("P"))}
+    fns = {
+        "E_first": lambda: E_first(X, kw.get("ref", 0)),
+        "E_pair": lambda: E_pair(X),
+        "max_gap": lambda: max_gap(X),
+        "clustered_fraction": lambda: clustered_fraction(X, kw.get("theta", 0.999)),
+        "cluster_count": lambda: cluster_count(X, kw.get("theta", 0.999)),
+        "top_share": lambda: top_share(X),
+        "participation_ratio": lambda: participation_ratio(X),
+        "energy": lambda: energy(X, kw.get("beta", 1.0), kw.get("P")),
+    }
     out = {}
     for name in names:
         if name not in fns:
-            raise ConsensusInputError(f"unknown measure '{name}'; valid: {', '.join(MEASURES)}")
+            raise InputError(f"unknown measure '{name}'; valid: {', '.join(MEASURES)}")
         out[name] = fns[name]()
     return out

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import torch
 
-from attnlab.consensus.errors import ConsensusInputError, check_name
+from attnlab.errors import InputError, check_choice
 
 SCHEDULES = ("constant", "periodic", "cycle", "random")
 ENSEMBLES = ("identity", "gaussian", "goe")
@@ -35,15 +36,17 @@ class Schedule:
     delta: float | None = None
 
     def weights(self, t: float) -> Pair:
-        raise ConsensusInputError(f"schedule {self.name} defines no weights")
+        raise InputError(f"schedule {self.name} defines no weights")
 
     def interval(self, t: float) -> int:
         """Index of the piecewise-constant interval containing t (0 for smooth schedules)."""
-        return int(math.floor(t / self.delta + 1e-9)) if self.piecewise else 0
+        if not self.piecewise or self.delta is None:
+            return 0
+        return int(math.floor(t / self.delta + 1e-9))
 
     def samples(self, t_max: float) -> list[tuple[float, Pair]]:
         """(time, weights) at each interval start in [0, t_max) (smooth schedules: every 0.1 in time)."""
-        step = self.delta if self.piecewise else 0.1
+        step = self.delta if self.piecewise and self.delta is not None else 0.1
         count = max(1, int(math.ceil(t_max / step - 1e-9)))
         return [(k * step, self.weights(k * step)) for k in range(count)]
 
@@ -58,7 +61,8 @@ def roughness(schedule: Schedule, t_max: float) -> float:
     ws = [_stack(*w) for _, w in schedule.samples(t_max)]
     if len(ws) < 2 or ws[0] is None:
         return 0.0
-    r = [float((b - a).norm() / a.norm().clamp_min(1e-300)) for a, b in zip(ws[:-1], ws[1:])]
+    mats = cast(list[torch.Tensor], ws)  # every sample has the same matrices: none is None here
+    r = [float((b - a).norm() / a.norm().clamp_min(1e-300)) for a, b in zip(mats[:-1], mats[1:])]
     return float(np.mean(r))
 
 
@@ -110,7 +114,7 @@ class Cycle(Schedule):
 
     def __post_init__(self) -> None:
         if not self.layers:
-            raise ConsensusInputError("cycle schedule needs at least one layer")
+            raise InputError("cycle schedule needs at least one layer")
         _check_delta(self.delta)
 
     def weights(self, t: float) -> Pair:
@@ -137,10 +141,10 @@ class RandomSchedule(Schedule):
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        check_name(self.ensemble, ENSEMBLES, "random ensemble")
+        check_choice(self.ensemble, ENSEMBLES, "random ensemble")
         _check_delta(self.delta)
         if not math.isfinite(self.sigma) or self.sigma < 0:
-            raise ConsensusInputError(f"sigma must be finite and >= 0, got {self.sigma}")
+            raise InputError(f"sigma must be finite and >= 0, got {self.sigma}")
 
     def draw(self, k: int) -> Pair:
         """The weights of interval k: a pure function of (seed, k)."""
@@ -148,9 +152,9 @@ class RandomSchedule(Schedule):
             g = torch.Generator().manual_seed(int(self.seed) * 1_000_003 + int(k))
             shape = ((self.batch,) if self.batch else ()) + (self.heads, self.d, self.d)
             scale = self.sigma / math.sqrt(self.d)
-            P = torch.randn(shape, generator=g, dtype=torch.float64) * scale
+            P: torch.Tensor | None = torch.randn(shape, generator=g, dtype=torch.float64) * scale
             if self.ensemble == "goe":
-                P = (P + P.transpose(-1, -2)) / math.sqrt(2.0)
+                P = (P + P.transpose(-1, -2)) / math.sqrt(2.0)  # type: ignore[operator,union-attr]
             elif self.ensemble == "identity":
                 P = None
             V = torch.randn(shape, generator=g, dtype=torch.float64) * scale if self.random_V else None
@@ -165,31 +169,42 @@ class RandomSchedule(Schedule):
 
 def _check_delta(delta: float) -> None:
     if not (math.isfinite(delta) and delta > 0):
-        raise ConsensusInputError(f"schedule interval delta must be finite and > 0, got {delta}")
+        raise InputError(f"schedule interval delta must be finite and > 0, got {delta}")
 
 
 def check_schedule_step(schedule: Schedule, h: float) -> None:
     """For piecewise-constant schedules, delta must be a multiple of h (spec Decision)."""
-    if schedule.piecewise:
+    if schedule.piecewise and schedule.delta is not None:
         ratio = schedule.delta / h
         if abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
-            raise ConsensusInputError(f"schedule interval delta={schedule.delta:g} must be a multiple of the "
-                                      f"step h={h:g}")
+            raise InputError(f"schedule interval delta={schedule.delta:g} must be a multiple of the step h={h:g}")
 
 
-def make_schedule(name: str, d: int, heads: int = 1, seed: int = 0, *, scale: float = 1.0, value: str = "identity",
-                  omega: float = 1.0, delta: float = 1.0, layers: int = 4, key_query: str = "gaussian") -> Schedule:
+def make_schedule(
+    name: str,
+    d: int,
+    heads: int = 1,
+    seed: int = 0,
+    *,
+    scale: float = 1.0,
+    value: str = "identity",
+    omega: float = 1.0,
+    delta: float = 1.0,
+    layers: int = 4,
+    key_query: str = "gaussian",
+) -> Schedule:
     """Build a named schedule with P drawn from `key_query` (gaussian: std scale/sqrt(d); goe; identity) and V
     'identity' or 'random' (Gaussian, std scale/sqrt(d)).
 
     constant: one draw; periodic: W_0 + sin(omega t) W_1 with two draws; cycle: `layers` draws each held for
     `delta`; random: redrawn every `delta`.
     """
-    check_name(name, SCHEDULES, "schedule")
-    check_name(value, ("identity", "random"), "value matrix")
+    check_choice(name, SCHEDULES, "schedule")
+    check_choice(value, ("identity", "random"), "value matrix")
     rv = value == "random"
-    base = RandomSchedule(d=d, heads=heads, seed=seed, sigma=scale, random_V=rv, delta=max(delta, 1e-9),
-                          ensemble=key_query)
+    base = RandomSchedule(
+        d=d, heads=heads, seed=seed, sigma=scale, random_V=rv, delta=max(delta, 1e-9), ensemble=key_query
+    )
     if name == "constant":
         return Constant(*base.draw(0))
     if name == "periodic":
@@ -207,6 +222,6 @@ def schedule_arrays(schedule: Schedule, t_max: float) -> dict[str, np.ndarray]:
     for j, key in enumerate(("P", "V")):
         mats = [w[j] for _, w in samples]
         if mats[0] is not None:
-            out[key] = torch.stack(mats).numpy()
+            out[key] = torch.stack(cast(list[torch.Tensor], mats)).numpy()
     out["identity"] = np.array([k for k in ("P", "V") if k not in out], dtype="U1")
     return out

@@ -19,8 +19,14 @@ def log_band(E: np.ndarray, resamples: int = 2000, seed: int = 0, floor: float =
     counts = np.stack([np.bincount(rng.integers(0, B, B), minlength=B) for _ in range(resamples)]) / B
     L_fin = np.where(np.isfinite(L), L, 0.0)
     boot = counts @ L_fin  # [resamples, time]
-    return {"median": np.median(E, 0), "mean_log10": L_fin.mean(0), "lo_log10": np.percentile(boot, 2.5, 0),
-            "hi_log10": np.percentile(boot, 97.5, 0), "q10": np.quantile(E, 0.1, 0), "q90": np.quantile(E, 0.9, 0)}
+    return {
+        "median": np.median(E, 0),
+        "mean_log10": L_fin.mean(0),
+        "lo_log10": np.percentile(boot, 2.5, 0),
+        "hi_log10": np.percentile(boot, 97.5, 0),
+        "q10": np.quantile(E, 0.1, 0),
+        "q90": np.quantile(E, 0.9, 0),
+    }
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -36,6 +42,7 @@ def timeseries_rows(t: np.ndarray, curves: dict[str, np.ndarray], measure: str, 
     for group, E in curves.items():
         band = log_band(E[:, ::every])
         for k, tk in enumerate(np.asarray(t)[::every]):
-            rows.append({"t": float(tk), "measure": measure, "group": group,
-                         **{key: float(v[k]) for key, v in band.items()}})
+            rows.append(
+                {"t": float(tk), "measure": measure, "group": group, **{key: float(v[k]) for key, v in band.items()}}
+            )
     return rows

@@ -9,6 +9,7 @@ at every step. The betas are processed in chunks so each score tensor `[chunk*st
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,8 +17,8 @@ import torch
 
 from attnlab.consensus import measures as M
 from attnlab.consensus.dynamics import check_tokens, tangent
-from attnlab.consensus.errors import ConsensusInputError, StepSizeError, check_name
 from attnlab.consensus.theory import t_equiangular
+from attnlab.errors import InputError, NumericalError, check_choice
 
 
 @dataclass
@@ -57,10 +58,85 @@ def first_crossing(t: np.ndarray, y: np.ndarray, level: float = 0.5) -> float:
     return float(t[k - 1] + (level - y0) / (y1 - y0) * (t[k] - t[k - 1]))
 
 
-def phase_diagram(betas: np.ndarray, n: int = 32, d: int = 8, starts: int = 256, t_max: float = 30.0, h: float = 0.1,
-                  method: str = "euler", kind: str = "SA", seed: int = 0, theta: float = 0.999,
-                  max_bytes: int = 64 * 2**20, dtype: torch.dtype = torch.float64, retire: bool = True,
-                  progress: bool = False) -> PhaseDiagram:
+def _check_sweep(betas: np.ndarray, t_max: float, h: float, method: str, kind: str) -> np.ndarray:
+    """Validate the sweep's inputs; returns the betas as a float64 vector."""
+    check_choice(method, ("euler", "rk4"), "sweep integrator")
+    check_choice(kind, ("SA", "USA"), "attention kind")
+    betas = np.asarray(betas, dtype=np.float64)
+    if betas.ndim != 1 or betas.size == 0 or not np.isfinite(betas).all() or (betas < 0).any():
+        raise InputError("betas must be a non-empty list of finite values >= 0")
+    if kind == "USA" and betas.max() > 700:
+        raise InputError(f"USA with beta = {betas.max():g} > 700 would overflow float64")
+    if not (h > 0 and t_max > 0 and math.isfinite(h) and math.isfinite(t_max)):
+        raise InputError(f"need finite h > 0 and t_max > 0, got h={h}, t_max={t_max}")
+    return betas
+
+
+def _step(X: torch.Tensor, F: torch.Tensor, beta: torch.Tensor, h: float, method: str, kind: str) -> torch.Tensor:
+    """One projected Euler or RK4 step from X `[batch, n, d]` with F = F(X) already computed."""
+    if method == "euler":
+        Y = X + h * F
+    else:
+        k2 = _field_identity(X + h / 2 * F, beta, kind)[0]
+        k3 = _field_identity(X + h / 2 * k2, beta, kind)[0]
+        k4 = _field_identity(X + h * k3, beta, kind)[0]
+        Y = X + h / 6 * (F + 2 * k2 + 2 * k3 + k4)
+    return Y
+
+
+def _sweep_chunk(
+    X0: torch.Tensor, bs: np.ndarray, steps: int, h: float, method: str, kind: str, theta: float, retire: bool
+) -> np.ndarray:
+    """Mean clustered fraction `[len(bs), steps+1]` for the betas `bs`, all from the starts X0 `[starts, n, d]`;
+    with `retire`, starts inside the cap of half the angle of `theta` stop being integrated (fraction 1)."""
+    starts = X0.shape[0]
+    frac = np.zeros((len(bs), steps + 1))
+    cap = math.cos(math.acos(theta) / 2)
+    X = X0.repeat(len(bs), 1, 1)
+    beta = torch.tensor(bs, dtype=X0.dtype).repeat_interleave(starts)
+    owner = torch.arange(len(bs)).repeat_interleave(starts)  # beta index of each active start
+    done = np.zeros(len(bs))  # retired starts per beta (their fraction is 1)
+    for k in range(steps + 1):
+        F, G = _field_identity(X, beta, kind)
+        cf = M.clustered_fraction_from_gram(G, theta)
+        sums = np.bincount(owner.numpy(), weights=cf.double().numpy(), minlength=len(bs))
+        frac[:, k] = (sums + done) / starts
+        if k == steps:
+            break
+        Y = _step(X, F, beta, h, method, kind)
+        if not torch.isfinite(Y).all():
+            raise NumericalError(f"phase diagram: non-finite state at t={k * h:.4g}, h={h:g}; lower h")
+        X = Y / Y.norm(dim=-1, keepdim=True)
+        if retire:
+            w = X.mean(1)
+            w = w / w.norm(dim=-1, keepdim=True)
+            inside = (X * w.unsqueeze(1)).sum(-1).amin(-1) >= cap
+            if inside.any():
+                done += np.bincount(owner[inside].numpy(), minlength=len(bs))
+                keep = ~inside
+                X, beta, owner = X[keep], beta[keep], owner[keep]
+                if X.shape[0] == 0:
+                    frac[:, k + 1 :] = 1.0
+                    break
+    return frac
+
+
+def phase_diagram(
+    betas: np.ndarray,
+    n: int = 32,
+    d: int = 8,
+    starts: int = 256,
+    t_max: float = 30.0,
+    h: float = 0.1,
+    method: str = "euler",
+    kind: str = "SA",
+    seed: int = 0,
+    theta: float = 0.999,
+    max_bytes: int = 64 * 2**20,
+    dtype: torch.dtype = torch.float64,
+    retire: bool = True,
+    progress: bool = False,
+) -> PhaseDiagram:
     """Mean clustered fraction over `starts` uniform starts on S^{d-1}, for each beta and time step.
 
     With `retire` (Euler and SA only) a start stops being integrated once all its tokens lie in the cap
@@ -68,62 +144,21 @@ def phase_diagram(betas: np.ndarray, n: int = 32, d: int = 8, starts: int = 256,
     projected Euler with h <= 1, tested in R2a) they stay in that cap, so every pair keeps cosine >= theta and the
     start's clustered fraction is 1 from then on. This changes no value of `frac`; it only skips work.
     """
-    check_name(method, ("euler", "rk4"), "sweep integrator")
-    check_name(kind, ("SA", "USA"), "attention kind")
-    betas = np.asarray(betas, dtype=np.float64)
-    if betas.ndim != 1 or betas.size == 0 or not np.isfinite(betas).all() or (betas < 0).any():
-        raise ConsensusInputError("betas must be a non-empty list of finite values >= 0")
-    if kind == "USA" and betas.max() > 700:
-        raise ConsensusInputError(f"USA with beta = {betas.max():g} > 700 would overflow float64")
-    if not (h > 0 and t_max > 0 and math.isfinite(h) and math.isfinite(t_max)):
-        raise ConsensusInputError(f"need finite h > 0 and t_max > 0, got h={h}, t_max={t_max}")
+    betas = _check_sweep(betas, t_max, h, method, kind)
     g = torch.Generator().manual_seed(seed)
     X0 = check_tokens(torch.randn(starts, n, d, generator=g, dtype=torch.float64)).to(dtype)
     steps = int(round(t_max / h))
-    per_beta = starts * n * n * 8
-    chunk = max(1, int(max_bytes // per_beta))
+    chunk = max(1, int(max_bytes // (starts * n * n * 8)))
     frac = np.zeros((betas.size, steps + 1))
-    chunks = range(0, betas.size, chunk)
+    chunks: Iterable[int] = range(0, betas.size, chunk)
     if progress:
         from tqdm import tqdm
 
         chunks = tqdm(chunks, desc="phase diagram (beta chunks)", leave=False)
     retire = retire and method == "euler" and kind == "SA" and h <= 1.0
-    cap = math.cos(math.acos(theta) / 2)
     for c0 in chunks:
-        bs = betas[c0:c0 + chunk]
-        X = X0.repeat(len(bs), 1, 1)
-        beta = torch.tensor(bs, dtype=dtype).repeat_interleave(starts)
-        owner = torch.arange(len(bs)).repeat_interleave(starts)  # beta index of each active start
-        done = np.zeros(len(bs))  # retired starts per beta (their fraction is 1)
-        for k in range(steps + 1):
-            F, G = _field_identity(X, beta, kind)
-            cf = M.clustered_fraction_from_gram(G, theta)
-            sums = np.bincount(owner.numpy(), weights=cf.double().numpy(), minlength=len(bs))
-            frac[c0:c0 + len(bs), k] = (sums + done) / starts
-            if k == steps:
-                break
-            if method == "euler":
-                Y = X + h * F
-            else:
-                k2 = _field_identity(X + h / 2 * F, beta, kind)[0]
-                k3 = _field_identity(X + h / 2 * k2, beta, kind)[0]
-                k4 = _field_identity(X + h * k3, beta, kind)[0]
-                Y = X + h / 6 * (F + 2 * k2 + 2 * k3 + k4)
-            if not torch.isfinite(Y).all():
-                raise StepSizeError(f"phase diagram: non-finite state at t={k * h:.4g}, h={h:g}; lower h")
-            X = Y / Y.norm(dim=-1, keepdim=True)
-            if retire:
-                w = X.mean(1)
-                w = w / w.norm(dim=-1, keepdim=True)
-                inside = (X * w.unsqueeze(1)).sum(-1).amin(-1) >= cap
-                if inside.any():
-                    done += np.bincount(owner[inside].numpy(), minlength=len(bs))
-                    keep = ~inside
-                    X, beta, owner = X[keep], beta[keep], owner[keep]
-                    if X.shape[0] == 0:
-                        frac[c0:c0 + len(bs), k + 1:] = 1.0
-                        break
+        bs = betas[c0 : c0 + chunk]
+        frac[c0 : c0 + len(bs)] = _sweep_chunk(X0, bs, steps, h, method, kind, theta, retire)
     t = np.arange(steps + 1) * h
     t50 = np.array([first_crossing(t, f) for f in frac])
     t_eq = np.array([t_equiangular(float(b), n, kind) for b in betas])

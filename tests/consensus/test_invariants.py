@@ -8,11 +8,10 @@ import torch
 
 from attnlab.consensus import measures as M
 from attnlab.consensus.dynamics import AttentionSpec
-from attnlab.consensus.integrators import integrate, step, Field
+from attnlab.consensus.integrators import integrate
 from attnlab.consensus.schedules import Constant, make_schedule
 from attnlab.consensus.theory import rho_solution
 
-torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore:step bound")
 
 
@@ -45,8 +44,18 @@ def test_causal_first_token_fixed(kind: str, method: str, schedule: str) -> None
     assert drift <= 1e-14
 
 
-@pytest.mark.parametrize("schedule,scale", [("constant", 1.0), ("periodic", 1.0), ("random", 1.0),
-                                            ("constant", 2.0), ("periodic", 2.0), ("random", 2.0), ("random", 4.0)])
+@pytest.mark.parametrize(
+    "schedule,scale",
+    [
+        ("constant", 1.0),
+        ("periodic", 1.0),
+        ("random", 1.0),
+        ("constant", 2.0),
+        ("periodic", 2.0),
+        ("random", 2.0),
+        ("random", 4.0),
+    ],
+)
 def test_causal_consensus_on_first_token(schedule: str, scale: float) -> None:
     """R1b: causal, V = I, n = 10, Gaussian P: E_first < 1e-6 by t = 60 for >= 95% of 16 starts (d = 3).
 
@@ -59,8 +68,7 @@ def test_causal_consensus_on_first_token(schedule: str, scale: float) -> None:
 
 
 @pytest.mark.parametrize("mask", ["full", "causal"])
-@pytest.mark.parametrize("method,tol", [("euler", 1e-14), ("postnorm", 1e-14), ("rk4", 1e-12),
-                                        ("exp_euler", 1e-12)])
+@pytest.mark.parametrize("method,tol", [("euler", 1e-14), ("postnorm", 1e-14), ("rk4", 1e-12), ("exp_euler", 1e-12)])
 def test_hemisphere_invariance(mask: str, method: str, tol: float) -> None:
     """R2a: V = I, time-varying P, tokens in an open hemisphere near its boundary: min_i <w, x_i> never drops."""
     g = torch.Generator().manual_seed(6)
@@ -90,7 +98,7 @@ def test_energy_monotone_gradient_case(kind: str, identity: bool) -> None:
         Pm = torch.eye(d, dtype=torch.float64)
     else:
         g = torch.Generator().manual_seed(8)
-        A = torch.randn(d, d, generator=g, dtype=torch.float64) / d ** 0.5
+        A = torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5
         Pm = (A + A.T) / 2
         P = Pm.unsqueeze(0)
     sch = Constant(P, P)
@@ -109,8 +117,15 @@ def test_equiangular_matches_rho_ode(kind: str, beta: float) -> None:
     cosine follows GLPR's rho-ODE exactly (up to the integrator error)."""
     n = 8
     X0 = torch.eye(n, dtype=torch.float64).unsqueeze(0)
-    tr = integrate(X0, Constant(), AttentionSpec(kind, "full", torch.tensor([beta])), t_max=6.0, h=0.02,
-                   method="rk4", record_every=5)
+    tr = integrate(
+        X0,
+        Constant(),
+        AttentionSpec(kind, "full", torch.tensor([beta])),
+        t_max=6.0,
+        h=0.02,
+        method="rk4",
+        record_every=5,
+    )
     G = np.einsum("bknd,bkmd->bknm", tr.states, tr.states)[0]
     off = G[:, ~np.eye(n, dtype=bool)]
     rho = rho_solution(tr.t_states, beta, n, kind)
@@ -139,8 +154,15 @@ def test_symmetric_value_consensus_at_top_eigenvector(mask: str) -> None:
     P = torch.randn(1, d, d, generator=g, dtype=torch.float64) / d
     v1, l1, l2 = consensus_point(V.numpy())
     assert l1 - l2 >= 0.3
-    tr = integrate(_starts(8, 6, d, seed=12), Constant(P, V.unsqueeze(0)), AttentionSpec("SA", mask, 1.0),
-                   t_max=60.0, h=0.1, method="rk4", measures=())
+    tr = integrate(
+        _starts(8, 6, d, seed=12),
+        Constant(P, V.unsqueeze(0)),
+        AttentionSpec("SA", mask, 1.0),
+        t_max=60.0,
+        h=0.1,
+        method="rk4",
+        measures=(),
+    )
     align = 1 - np.abs(tr.final.numpy() @ v1)
     assert align.max() < 1e-10
 
@@ -148,8 +170,15 @@ def test_symmetric_value_consensus_at_top_eigenvector(mask: str) -> None:
 def test_global_clustering_small_beta() -> None:
     """R7a: Q = K = V = I, d = 3, n = 32, beta <= 1: >= 99% of starts have one cluster at t = 30."""
     for beta in (0.5, 1.0):
-        tr = integrate(_starts(64, 32, 3, seed=13), Constant(), AttentionSpec("SA", "full", beta), t_max=30.0,
-                       h=0.1, method="euler", measures=())
+        tr = integrate(
+            _starts(64, 32, 3, seed=13),
+            Constant(),
+            AttentionSpec("SA", "full", beta),
+            t_max=30.0,
+            h=0.1,
+            method="euler",
+            measures=(),
+        )
         assert (M.cluster_count(tr.final) == 1).double().mean() >= 0.99
 
 
@@ -160,8 +189,16 @@ def test_toy_optimal_depth_context_influence() -> None:
     Xc = X.clone()
     Xc[:, 1:-1] = _starts(16, 6, 3, seed=15)
     both = torch.cat([X, Xc])
-    tr = integrate(both, Constant(), AttentionSpec("SA", "causal", 1.0), t_max=40.0, h=0.1, method="rk4",
-                   measures=(), record_every=1)
+    tr = integrate(
+        both,
+        Constant(),
+        AttentionSpec("SA", "causal", 1.0),
+        t_max=40.0,
+        h=0.1,
+        method="rk4",
+        measures=(),
+        record_every=1,
+    )
     S = np.linalg.norm(tr.states[:16, :, -1] - tr.states[16:, :, -1], axis=-1).mean(0)
     assert S[0] == 0.0
     assert S.max() >= 0.3 and 0 < S.argmax() < len(S) - 1

@@ -12,8 +12,6 @@ from attnlab.consensus.integrators import integrate
 from attnlab.consensus.schedules import Constant
 from attnlab.consensus.sweeps import phase_diagram
 
-torch.set_num_threads(1)
-
 
 @pytest.mark.slow
 def test_phase_diagram_follows_equiangular_curve_in_high_dimension() -> None:
@@ -31,8 +29,16 @@ def test_metastable_clusters_at_large_beta() -> None:
     X0 = torch.randn(32, 32, 3, generator=g, dtype=torch.float64)
     counts = {}
     for beta in (4.0, 9.0):
-        tr = integrate(X0, Constant(), AttentionSpec("SA", "full", beta), t_max=200.0, h=0.1, method="euler",
-                       measures=(), record_every=100)
+        tr = integrate(
+            X0,
+            Constant(),
+            AttentionSpec("SA", "full", beta),
+            t_max=200.0,
+            h=0.1,
+            method="euler",
+            measures=(),
+            record_every=100,
+        )
         S = torch.from_numpy(tr.states)
         counts[beta] = {float(t): float(M.cluster_count(S[:, k]).double().mean()) for k, t in enumerate(tr.t_states)}
     c9 = [counts[9.0][t] for t in (30.0, 100.0, 200.0)]
@@ -49,8 +55,9 @@ def test_high_dimensional_random_start_follows_rho_ode(kind: str, beta: float) -
     n = 32
     g = torch.Generator().manual_seed(22)
     X0 = torch.randn(8, n, 512, generator=g, dtype=torch.float64)
-    tr = integrate(X0, Constant(), AttentionSpec(kind, "full", beta), t_max=12.0, h=0.05, method="rk4",
-                   measures=(), record_every=4)
+    tr = integrate(
+        X0, Constant(), AttentionSpec(kind, "full", beta), t_max=12.0, h=0.05, method="rk4", measures=(), record_every=4
+    )
     S = torch.from_numpy(tr.states)
     G = S @ S.transpose(-1, -2)
     off = (G.sum((-1, -2)) - n) / (n * (n - 1))  # [batch, records]

@@ -12,15 +12,14 @@ from attnlab.consensus.integrators import integrate
 from attnlab.consensus.schedules import Constant
 from attnlab.consensus.theory import fit_log_slope, rho_rhs, tail_slope
 
-torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore:step bound")
 
 
 def _problem(mask: str, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     n, d, H = 8, 4, 2
-    P = torch.randn(H, d, d, generator=g, dtype=torch.float64) / d ** 0.5
-    V = torch.randn(H, d, d, generator=g, dtype=torch.float64) / d ** 0.5
+    P = torch.randn(H, d, d, generator=g, dtype=torch.float64) / d**0.5
+    V = torch.randn(H, d, d, generator=g, dtype=torch.float64) / d**0.5
     X0 = torch.randn(1, n, d, generator=g, dtype=torch.float64)
     X0 = X0 / X0.norm(dim=-1, keepdim=True)
     return X0, P, V, AttentionSpec("SA", mask, torch.tensor([1.0, 0.7]))
@@ -41,8 +40,9 @@ def test_rk4_agrees_with_solve_ivp(mask: str) -> None:
     assert np.abs(tr.final.reshape(-1).numpy() - ref).max() <= 1e-7
 
 
-@pytest.mark.parametrize("method,lo,hi", [("rk4", 3.7, 4.3), ("euler", 0.9, 1.1), ("exp_euler", 0.9, 1.1),
-                                          ("postnorm", 0.8, 1.2)])
+@pytest.mark.parametrize(
+    "method,lo,hi", [("rk4", 3.7, 4.3), ("euler", 0.9, 1.1), ("exp_euler", 0.9, 1.1), ("postnorm", 0.8, 1.2)]
+)
 def test_convergence_order(method: str, lo: float, hi: float) -> None:
     """Observed order from halving h (against an RK4 solution at h/16); the post-norm map with tau = h counts as
     a scheme for the ODE."""
@@ -50,14 +50,17 @@ def test_convergence_order(method: str, lo: float, hi: float) -> None:
     sch = Constant(P, V)
     T = 1.0
     ref = integrate(X0, sch, spec, t_max=T, h=0.2 / 64, method="rk4", measures=()).final
-    errs = [float((integrate(X0, sch, spec, t_max=T, h=h, method=method, measures=()).final - ref).abs().max())
-            for h in (0.2, 0.1, 0.05)]
+    errs = [
+        float((integrate(X0, sch, spec, t_max=T, h=h, method=method, measures=()).final - ref).abs().max())
+        for h in (0.2, 0.1, 0.05)
+    ]
     orders = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
     assert lo <= orders[-1] <= hi, f"{method}: errors {errs}, orders {orders}"
 
 
 def test_usa_circle_matches_angle_ode() -> None:
-    """USA on S^1 with Q = K = V = I equals theta_i' = -(1/n) sum_j e^{beta cos(theta_i - theta_j)} sin(theta_i - theta_j)."""
+    """USA on S^1 with Q = K = V = I equals the angle ODE
+    theta_i' = -(1/n) sum_j e^{beta cos(theta_i - theta_j)} sin(theta_i - theta_j)."""
     n, beta = 6, 1.3
     th0 = np.linspace(0, 2.5, n) + 0.1 * np.arange(n) ** 2
 
@@ -67,8 +70,9 @@ def test_usa_circle_matches_angle_ode() -> None:
 
     ref = solve_ivp(rhs, (0, 3.0), th0, method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1]
     X0 = torch.from_numpy(np.stack([np.cos(th0), np.sin(th0)], -1)).unsqueeze(0)
-    tr = integrate(X0, Constant(), AttentionSpec("USA", "full", torch.tensor([beta])), t_max=3.0, h=0.01,
-                   method="rk4", measures=())
+    tr = integrate(
+        X0, Constant(), AttentionSpec("USA", "full", torch.tensor([beta])), t_max=3.0, h=0.01, method="rk4", measures=()
+    )
     X = tr.final[0].numpy()
     assert np.abs(X - np.stack([np.cos(ref), np.sin(ref)], -1)).max() <= 1e-7
 
@@ -85,10 +89,15 @@ def test_rho_ode_fixed_point_and_slopes() -> None:
         assert abs(usa / (-2 * np.exp(beta)) - 1) <= 1e-4 * n
 
 
-@pytest.mark.parametrize("case,kind,mask,window", [("full_SA", "SA", "full", (1e-11, 1e-3)),
-                                                   ("full_USA", "USA", "full", (1e-11, 1e-3)),
-                                                   ("causal_SA", "SA", "causal", (1e-14, 1e-6)),
-                                                   ("causal_USA", "USA", "causal", (1e-11, 1e-3))])
+@pytest.mark.parametrize(
+    "case,kind,mask,window",
+    [
+        ("full_SA", "SA", "full", (1e-11, 1e-3)),
+        ("full_USA", "USA", "full", (1e-11, 1e-3)),
+        ("causal_SA", "SA", "causal", (1e-14, 1e-6)),
+        ("causal_USA", "USA", "causal", (1e-11, 1e-3)),
+    ],
+)
 def test_tail_rates(case: str, kind: str, mask: str, window: tuple[float, float]) -> None:
     """R2c: fitted slope of log E within 5% of spec 4.6 (n = 8, d = 5, P = V = I), over E in [1e-11, 1e-3].
 
@@ -98,8 +107,15 @@ def test_tail_rates(case: str, kind: str, mask: str, window: tuple[float, float]
     g = torch.Generator().manual_seed(3)
     X0 = torch.randn(2, n, d, generator=g, dtype=torch.float64)
     X0[..., 0] = X0[..., 0].abs() + 2.0  # a hemisphere start, so convergence is clean
-    tr = integrate(X0, Constant(), AttentionSpec(kind, mask, torch.tensor([beta])), t_max=45.0 if mask == "causal"
-                   else 12.0, h=0.05, method="rk4", measures=("E_pair",))
+    tr = integrate(
+        X0,
+        Constant(),
+        AttentionSpec(kind, mask, torch.tensor([beta])),
+        t_max=45.0 if mask == "causal" else 12.0,
+        h=0.05,
+        method="rk4",
+        measures=("E_pair",),
+    )
     pred = tail_slope(case, beta=beta, n=n)
     for E in tr.measures["E_pair"]:
         slope = fit_log_slope(tr.t, E, *window)

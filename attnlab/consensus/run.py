@@ -1,0 +1,258 @@
+"""Run functions of `attnlab consensus simulate|phase|model`: compute, save everything the report needs, report.
+
+Each is `fn(config, out=None, *, mode="new") -> RunResult` and writes one run folder (spec section 10):
+
+- `simulate`: `E.npy` [batch, steps+1] (E_first), `E_pair.npy`, `t.npy` [steps+1], `x0.npy` [batch, n, d],
+  `states.npy` [batch, records, n, d] at `t_states.npy`, `weights.npz` (P, V per interval start), `metrics.json`,
+  `timeseries.csv`; a step size that blows up keeps the partial results and raises `NumericalError` (exit 2);
+- `phase`: `frac.npy` [beta, steps+1], `betas.npy`, `t.npy`, `metrics.json`;
+- `model`: `prompts.npy` [prompt, T], `model.json` (name, layers), `curves.npz` (`"<group>|<measure>"`:
+  [prompt, passes*L+1]), `depth.npz`, `metrics.json`, `timeseries.csv`.
+
+`RUNNERS` maps each command to (config class, run function) for `attnlab rerun` and sweeps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.consensus import figures, modelrun
+from attnlab.consensus.arrays import save_npz
+from attnlab.consensus.config import ModelConfig, PhaseConfig, SimulateConfig
+from attnlab.consensus.dynamics import AttentionSpec, check_tokens
+from attnlab.consensus.integrators import Trajectory, integrate, prepare
+from attnlab.consensus.report import write_report
+from attnlab.consensus.schedules import Schedule, make_schedule, roughness, schedule_arrays
+from attnlab.consensus.stats import log_band, timeseries_rows
+from attnlab.consensus.sweeps import PhaseDiagram, phase_diagram
+from attnlab.consensus.theory import fit_log_slope, tail_slope
+from attnlab.errors import InputError, NumericalError
+from attnlab.runs import RunDir, RunResult, check_out_folder, open_run
+
+
+def _refuse_resume(mode: str, command: str) -> None:
+    if mode == "resume":
+        raise InputError(f"`attnlab {command}` runs in one go and cannot --resume; use --overwrite or a new --out")
+
+
+def _tables(rows: list[dict]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+# --- simulate ------------------------------------------------------------------------------------------------
+def simulate_inputs(cfg: SimulateConfig) -> tuple[Schedule, AttentionSpec, torch.Tensor]:
+    """The schedule of (P, V), the attention spec and the uniform starts X0 `[batch, n, d]` (seeded generator)."""
+    sch = make_schedule(
+        cfg.schedule,
+        cfg.d,
+        cfg.heads,
+        cfg.seed,
+        scale=cfg.scale,
+        value=cfg.value,
+        omega=cfg.omega,
+        delta=cfg.delta,
+        layers=cfg.layers,
+        key_query=cfg.key_query,
+    )
+    spec = AttentionSpec(cfg.kind, cfg.mask, torch.full((cfg.heads,), float(cfg.beta)))
+    g = torch.Generator().manual_seed(cfg.seed)
+    X0 = check_tokens(torch.randn(cfg.batch, cfg.n, cfg.d, generator=g, dtype=torch.float64))
+    return sch, spec, X0
+
+
+def simulate_metrics(cfg: SimulateConfig, tr: Trajectory, sch: Schedule, wall: float) -> dict:
+    """Final E_first quantiles and band, share below 1e-6, clustered fraction, tail slope of log E_pair."""
+    E = tr.measures["E_first"]
+    slopes = [fit_log_slope(tr.t, e) for e in tr.measures["E_pair"]]
+    predicted = None
+    if cfg.value == "identity" and cfg.kind == "SA":
+        predicted = tail_slope("full_SA" if cfg.mask == "full" else "causal_SA")
+    band = log_band(E[:, -1:])
+    return {
+        "final_E_first": {
+            "median": float(np.median(E[:, -1])),
+            "q10": float(np.quantile(E[:, -1], 0.1)),
+            "q90": float(np.quantile(E[:, -1], 0.9)),
+            "mean_log10": float(band["mean_log10"][0]),
+            "ci_log10": [float(band["lo_log10"][0]), float(band["hi_log10"][0])],
+        },
+        "share_E_first_below_1e-6": float((E[:, -1] < 1e-6).mean()),
+        "final_clustered_fraction_mean": float(tr.measures["clustered_fraction"][:, -1].mean()),
+        "tail_slope_log_E_pair": {
+            "median": float(np.nanmedian(slopes)) if np.isfinite(slopes).any() else None,
+            "fitted_starts": int(np.isfinite(slopes).sum()),
+            "predicted": predicted,
+        },
+        "roughness": roughness(sch, cfg.t_max),
+        "stopped": tr.stopped,
+        "t_reached": float(tr.t[-1]),
+        "wall_seconds": round(wall, 3),
+        "E_floor_float64": 2.2e-16,
+    }
+
+
+def _save_simulate(
+    run: RunDir, cfg: SimulateConfig, X0: torch.Tensor, sch: Schedule, tr: Trajectory, metrics: dict
+) -> list[dict]:
+    """Write the arrays, metrics and time series of a simulation; returns the time-series rows."""
+    E = tr.measures["E_first"]
+    run.save_npy("E.npy", E)
+    run.save_npy("E_pair.npy", tr.measures["E_pair"])
+    run.save_npy("t.npy", tr.t)
+    run.save_npy("x0.npy", X0.numpy())
+    run.save_npy("states.npy", np.asarray(tr.states))
+    run.save_npy("t_states.npy", tr.t_states)
+    save_npz(run.file("weights.npz"), **schedule_arrays(sch, cfg.t_max))
+    run.write_json("metrics.json", metrics)
+    rows = timeseries_rows(tr.t, {cfg.schedule: E}, "E_first", every=max(1, len(tr.t) // 200))
+    run.write_csv("timeseries.csv", rows)
+    return rows
+
+
+def simulate(
+    config: SimulateConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True
+) -> RunResult:
+    """Integrate `config.batch` uniform starts and write the run folder; tables: `timeseries` (median, mean log10
+    E_first and its CI per time) and `final` (E_first, E_pair at the last time, per start)."""
+    _refuse_resume(mode, "consensus simulate")
+    sch, spec, X0 = simulate_inputs(config)
+    prepare(X0, sch, spec, config.t_max, config.h, config.integrator)  # refuse bad weights before the folder
+    with open_run(out, "consensus simulate", config, mode=mode, seed=config.seed) as run:
+        t0 = time.perf_counter()
+        tr = integrate(
+            X0,
+            sch,
+            spec,
+            config.t_max,
+            config.h,
+            config.integrator,
+            measures=("E_first", "E_pair", "clustered_fraction"),
+            record_every=config.record_every,
+            progress=progress,
+            stop_on_error=True,
+        )
+        metrics = simulate_metrics(config, tr, sch, time.perf_counter() - t0)
+        rows = _save_simulate(run, config, X0, sch, tr, metrics)
+        figures.simulate_figures(run.path)
+        write_report(run.path, "consensus simulate")
+    if tr.stopped:
+        raise NumericalError(f"{tr.stopped}; partial results in {run.path}")
+    final = {"E_first": tr.measures["E_first"][:, -1], "E_pair": tr.measures["E_pair"][:, -1]}
+    return RunResult(
+        run.path,
+        config,
+        metrics,
+        {
+            "timeseries": _tables(rows),
+            "final": _tables([{"start": i, **{k: float(v[i]) for k, v in final.items()}} for i in range(config.batch)]),
+        },
+    )
+
+
+# --- phase ---------------------------------------------------------------------------------------------------
+def phase_metrics(pdg: PhaseDiagram, wall: float) -> dict:
+    """t50 and t_eq per beta, their relative gap and its median, betas that never reach half clustering."""
+    rel = (pdg.t50 - pdg.t_eq) / pdg.t_eq
+    return {
+        "t50": pdg.t50,
+        "t_eq": pdg.t_eq,
+        "relative_gap_t50_vs_t_eq": rel,
+        "median_abs_relative_gap": float(np.nanmedian(np.abs(rel))) if np.isfinite(rel).any() else None,
+        "betas_never_half_clustered": int(np.isnan(pdg.t50).sum()),
+        "wall_seconds": round(wall, 2),
+    }
+
+
+def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
+    """The (t, beta) phase diagram of clustering; table `betas`: beta, t50, t_eq and their relative gap."""
+    _refuse_resume(mode, "consensus phase")
+    cfg = config
+    with open_run(out, "consensus phase", config, mode=mode, seed=config.seed) as run:
+        betas = np.linspace(cfg.beta_min, cfg.beta_max, cfg.num_betas)
+        t0 = time.perf_counter()
+        pdg = phase_diagram(
+            betas,
+            cfg.n,
+            cfg.d,
+            cfg.starts,
+            cfg.t_max,
+            cfg.h,
+            cfg.integrator,
+            cfg.kind,
+            cfg.seed,
+            dtype=torch.float32 if cfg.float32 else torch.float64,
+            progress=progress,
+        )
+        metrics = phase_metrics(pdg, time.perf_counter() - t0)
+        run.save_npy("frac.npy", pdg.frac)
+        run.save_npy("betas.npy", pdg.betas)
+        run.save_npy("t.npy", pdg.t)
+        run.write_json("metrics.json", metrics)
+        figures.phase_figures(run.path)
+        write_report(run.path, "consensus phase")
+    table = _tables(
+        [
+            {"beta": float(b), "t50": float(a), "t_eq": float(c), "relative_gap": float(r)}
+            for b, a, c, r in zip(pdg.betas, pdg.t50, pdg.t_eq, metrics["relative_gap_t50_vs_t_eq"])
+        ]
+    )
+    return RunResult(run.path, config, metrics, {"betas": table})
+
+
+# --- model ---------------------------------------------------------------------------------------------------
+def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
+    """Iterate the model's decoder stack for every (schedule, MLP) group on the same prompts; tables: `groups`
+    (fall of mean log10 E_first from pass 1 to the last, CI, Spearman) and `timeseries` (E_first per layer step)."""
+    from attnlab.hf.loader import load_causal_lm
+
+    _refuse_resume(mode, "consensus model")
+    if out is not None:  # refuse a bad --out before spending seconds on loading the model
+        check_out_folder(Path(out), mode, "consensus model")
+    loaded = load_causal_lm(config.model, cache_dir=config.cache_dir)
+    runner = modelrun.runner_for(loaded.model, config)
+    ids, groups = modelrun.load_prompts(loaded.tokenizer, config)
+    with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run:
+        run.save_npy("prompts.npy", ids.numpy())
+        run.write_json(
+            "model.json",
+            {
+                "name": loaded.name,
+                "path": loaded.path,
+                "n_layers": runner.n_layers,
+                "dtype": "float32",
+                "measures": modelrun.MEASURES_NOTE,
+            },
+        )
+        res = modelrun.iterate_groups(runner, ids, groups, config, progress)
+        metrics = modelrun.model_metrics(runner, res)
+        rows = modelrun.save_model(run, config, runner.n_layers, res, metrics)
+        figures.model_figures(run.path)
+        write_report(run.path, "consensus model")
+    table = _tables(
+        [
+            {
+                "group": g,
+                "fall_pass1_to_last": s["fall_pass1_to_last"],
+                "ci95_lo": s["fall_ci95"][0],
+                "ci95_hi": s["fall_ci95"][1],
+                "spearman": s["spearman_pass_vs_mean_log10_E"],
+            }
+            for g, s in metrics["groups"].items()
+        ]
+    )
+    return RunResult(run.path, config, metrics, {"groups": table, "timeseries": _tables(rows)})
+
+
+RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {
+    "consensus simulate": (SimulateConfig, simulate),
+    "consensus phase": (PhaseConfig, phase),
+    "consensus model": (ModelConfig, model),
+}
