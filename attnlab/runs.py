@@ -289,8 +289,8 @@ def check_out_folder(path: Path, mode: str, command: str) -> None:
     busy = path.is_dir() and _contents(path)
     if mode == "new" and busy:
         raise InputError(
-            f"--out {path} is not empty; pass --resume to continue that run or --overwrite to "
-            "replace it (or choose a new folder)"
+            f"--out {path} is not empty; pass --overwrite to replace that run, --resume where the command can "
+            "continue it, or choose a new folder"
         )
     if mode == "overwrite" and busy and not _is_run_folder(path):
         raise InputError(f"--overwrite refuses {path}: it is not an attnlab run folder (no manifest.json)")
@@ -336,14 +336,28 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _clear_for_overwrite(path: Path) -> None:
-    for child in path.iterdir():
-        if child.name == LOCK_NAME:
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
+def _set_aside(path: Path) -> Path | None:
+    """For --overwrite: move the earlier run out of the way (kept until the new run succeeds); None if empty."""
+    if not path.is_dir() or not _contents(path):
+        return None
+    lock = _acquire_lock(path)  # nobody else may be using the run we replace
+    backup = path.with_name(f".{path.name}.replaced-{os.getpid()}")
+    if backup.exists():
+        shutil.rmtree(backup)
+    path.rename(backup)
+    (backup / lock.name).unlink(missing_ok=True)
+    return backup
+
+
+def _write_provenance(run: RunDir, command: str, config: Any, seed: int | None, argv: list[str] | None) -> None:
+    run.write_config(config)
+    provenance = {
+        "command": command,
+        "argv": argv if argv is not None else sys.argv[1:],
+        "config_hash": config_hash(config),
+        "seed": seed,
+    }
+    write_json(run.path / "manifest.json", {**provenance, **environment_manifest()})
 
 
 @contextlib.contextmanager
@@ -361,38 +375,32 @@ def open_run(
 
     out: the folder (None: `runs/<prefix>-<time>`). mode: "new" (the folder must be absent or empty), "resume"
     (an earlier run of the same `command`; the study checks that the configs agree) or "overwrite" (an earlier
-    attnlab run, cleared first). Writes `config.json` and `manifest.json` (command, argv, config hash, seed,
-    versions) unless resuming. If the body raises before anything but bookkeeping was written, a folder that
-    this call created is removed again.
+    attnlab run, replaced only once the new run succeeds: if the body raises, the earlier run is put back).
+    Writes `config.json` and `manifest.json` (command, argv, config hash, seed, versions) unless resuming. If
+    the body raises before anything but bookkeeping was written, a folder that this call created is removed.
     """
     path = Path(out) if out is not None else default_run_dir(prefix or command.replace(" ", "-"))
     check_out_folder(path, mode, command)
+    backup = _set_aside(path) if mode == "overwrite" else None
     created = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
     lock = _acquire_lock(path)
     run = RunDir(path)
     try:
-        if mode == "overwrite":
-            _clear_for_overwrite(path)
         if mode != "resume":
-            run.write_config(config)
-            write_json(
-                path / "manifest.json",
-                {
-                    "command": command,
-                    "argv": argv if argv is not None else sys.argv[1:],
-                    "config_hash": config_hash(config),
-                    "seed": seed,
-                    **environment_manifest(),
-                },
-            )
+            _write_provenance(run, command, config, seed, argv)
         yield run
     except BaseException:
         lock.unlink(missing_ok=True)
-        if created and _only_bookkeeping(path):
+        if backup is not None:
+            shutil.rmtree(path, ignore_errors=True)
+            backup.rename(path)
+        elif created and _only_bookkeeping(path):
             shutil.rmtree(path, ignore_errors=True)
         raise
     lock.unlink(missing_ok=True)
+    if backup is not None:
+        shutil.rmtree(backup, ignore_errors=True)
 
 
 def _only_bookkeeping(path: Path) -> bool:

@@ -47,6 +47,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with loopback_ray(address is None):
         result = sweep(config, args.out, mode=run_mode(args))
     s = result.summary
-    print(f"{s['trials']} trials: {s['done']} done, {s['failed']} failed")
+    print(f"{s['trials']} trials: {s['done']} done, {s['failed']} failed ({s['ran']} run now, the rest were done)")
     print(f"run folder: {result.path}")
     return 0

@@ -52,7 +52,7 @@ def sweep(config: SweepConfig, out: str | Path | None = None, *, mode: str = "ne
         from attnlab.sweep.report import write_report
 
         write_report(run.path)
-    return RunResult(run.path, config, summary=_summary(table), tables={"trials": table})
+    return RunResult(run.path, config, summary={**_summary(table), "ran": len(todo)}, tables={"trials": table})
 
 
 def aggregate(trials: list[Trial], root: Path) -> Any:

@@ -10,8 +10,11 @@ from tests.browser import open_page
 
 def _page(tmp_path):
     rep = Report("test page")
-    rep.table([{"name": "b", "value": 10.0}, {"name": "a", "value": 2.5}, {"name": "c", "value": -1.0}],
-              caption="numbers", table_id="t")
+    rep.table(
+        [{"name": "b", "value": 10.0}, {"name": "a", "value": 2.5}, {"name": "c", "value": -1.0}],
+        caption="numbers",
+        table_id="t",
+    )
     rep.plotly(go.Figure(go.Heatmap(z=[[1, 2], [3, 4]])), "heat", "a heat map")
     return rep.write(tmp_path / "run" / "report.html")
 

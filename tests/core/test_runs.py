@@ -40,7 +40,7 @@ def test_non_empty_folder_is_refused_and_untouched(tmp_path):
     with open_run(tmp_path / "r", "bb train", _Cfg()) as run:
         run.append_metrics({"step": 1})
     before = _snapshot(tmp_path / "r")
-    with pytest.raises(InputError, match="not empty; pass --resume"):
+    with pytest.raises(InputError, match="not empty; pass --overwrite"):
         with open_run(tmp_path / "r", "consensus simulate", _Cfg(n=9)):
             pass
     assert _snapshot(tmp_path / "r") == before
@@ -60,6 +60,18 @@ def test_overwrite_replaces_a_run_but_never_a_foreign_folder(tmp_path):
         pass
     assert not (tmp_path / "r" / "old.json").exists()
     assert RunDir(tmp_path / "r").read_config()["n"] == 4
+
+
+def test_failed_overwrite_puts_the_earlier_run_back(tmp_path):
+    with open_run(tmp_path / "r", "scan", _Cfg()) as run:
+        run.write_json("result.json", {"a": 1})
+    before = _snapshot(tmp_path / "r")
+    with pytest.raises(NumericalError):
+        with open_run(tmp_path / "r", "scan", _Cfg(n=7), mode="overwrite") as run:
+            run.write_json("result.json", {"a": "partial"})
+            raise NumericalError("diverged at step 3")
+    assert _snapshot(tmp_path / "r") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
 
 
 def test_resume_needs_a_run_of_the_same_command(tmp_path):
