@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab.paths.experiment import build_data, make_problem
+from attnlab.clitools import threads
+from attnlab.paths.data import build_data
+from attnlab.paths.points import make_problem
 from attnlab.paths.solver import Param, solve
 from attnlab.paths.theory import evaluate
 from attnlab.runs import to_jsonable
@@ -54,7 +56,12 @@ def main() -> None:
     ap.add_argument("--sample-draws", type=int, default=400, help="B3 draws")
     ap.add_argument("--skip-sampling", action="store_true", help="skip B3")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    with threads(1):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    """B1 and B3 with the parsed options; writes bench.json under args.out."""
     args.out.mkdir(parents=True, exist_ok=True)
     data = build_data("markov", 100, 1000)
     rows = []
@@ -75,18 +82,17 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(to_jsonable(row)), flush=True)
     t0 = time.perf_counter()
-    from attnlab.paths.experiment import sweep
+    from attnlab.paths.points import sweep
 
     sweep(data, args.Ns, 0.01, progress=False)
     sweep_s = time.perf_counter() - t0
     result = {"B1": rows, "B1_sweep_s": sweep_s, "load_avg": os.getloadavg()}
     print(f"B1 sweep of {len(args.Ns)} widths incl. GP baselines and 1000-point predictions: {sweep_s:.2f} s")
     if not args.skip_sampling:
-        from attnlab.paths.commands_sample import run_sampler
-        from attnlab.paths.experiment import theory_point
+        from attnlab.paths.points import sample_point, theory_point
 
         sp, _ = theory_point(data, 10, 0.01)
-        rec = run_sampler(data, 10, 0.01, 4, args.sample_warmup, args.sample_draws, "hmc", 16, 1, 5, 0, False)
+        rec = sample_point(data, 10, 0.01, 4, args.sample_warmup, args.sample_draws, "hmc", 16, 1, 5, 0, False)
         result["B3"] = {k: rec[k] for k in ["wall_s", "ess_bulk_min", "ess_per_s", "rhat_max", "accept_mean",
                                             "divergences", "sampled_accuracy"]}
         result["B3"].update({"warmup": args.sample_warmup, "draws": args.sample_draws, "chains": 4, "leapfrog": 16,

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
+from attnlab.clitools import threads
 from attnlab.paths.adjudicate import compare_point, extrapolate
 from attnlab.runs import to_jsonable
 
@@ -34,7 +34,12 @@ def main() -> None:
     ap.add_argument("--n-test", type=int, default=300, help="test examples for the predictor comparison")
     ap.add_argument("--paper-point", action="store_true", help="also run C3 at P=100, T=0.01, N=10")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    with threads(1):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Every (config, alpha, N) point not yet in points.jsonl, then the extrapolation and the figure."""
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "points.jsonl"
     done = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
@@ -70,7 +75,7 @@ def main() -> None:
 
 
 def _figure(points: list[dict], path: Path) -> None:
-    from attnlab.viz.common import new_figure, save_figure
+    from attnlab.plotting import new_figure, save_figure
 
     panels = sorted({(p["config"], p["alpha"]) for p in points if p["T"] == 0.1})
     if not panels:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.paths.commands_sample import run_sampler
-from attnlab.paths.experiment import build_data, theory_point
+from attnlab.paths.data import build_data
+from attnlab.paths.points import sample_point, theory_point
 from attnlab.paths.predictor import predict
 
 CONFIGS = {"C1": "good1", "C2": "good2", "C3": "4path"}
@@ -29,7 +29,7 @@ def compare_point(config: str, alpha: float, N: int, T: float = 0.1, chains: int
         sp, rec = theory_point(data, N, T, form)
         theory[form] = (sp, rec, predict(sp.U, data.gram, data.y_train, T, data.xit_test).mean)
     _, gp_rec = theory_point(data, float("inf"), T)
-    s = run_sampler(data, N, T, chains, warmup, draws, "hmc", n_leapfrog, 1, 5, seed, progress)
+    s = sample_point(data, N, T, chains, warmup, draws, "hmc", n_leapfrog, 1, 5, seed, progress)
     Uh, mc = s["U_hat"], np.maximum(s["U_mcse"], 1e-300)
     out = {"config": config, "alpha": alpha, "N": N, "P": P, "T": T, "U_hat": Uh, "U_mcse": s["U_mcse"],
            "U_a_hat": s["U_a_hat"], "U_a_mcse": s["U_a_mcse"], "rhat_max": s["rhat_max"],

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve, lapack
 
-from attnlab.paths.errors import KernelConditionError
+from attnlab.errors import NumericalError
 from attnlab.paths.theory import Problem
 
 
@@ -32,7 +32,7 @@ class FastAction:
         Kt[np.diag_indices(P)] += self.prob.T
         c, info = lapack.dpotrf(Kt, lower=1, clean=0)
         if info != 0:
-            raise KernelConditionError(f"Cholesky of K+TI failed at pivot {info} (T={self.prob.T:g}); "
+            raise NumericalError(f"Cholesky of K+TI failed at pivot {info} (T={self.prob.T:g}); "
                                        f"raise the temperature or rescale the inputs")
         a = cho_solve((c, True), self.Y)
         E = (2.0 * np.log(np.diag(c)).sum() + self.Y @ a) / P

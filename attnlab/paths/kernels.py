@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from attnlab.paths.errors import MemoryBudgetError, check
+from attnlab.errors import InputError, check
 
 MAX_PATHS = 4096
 
@@ -34,9 +34,9 @@ def memory_estimate(P: int, n_paths: int, N0: int, n_tok: int, sum_heads: int, m
 
 def check_memory(P: int, n_paths: int, N0: int, n_tok: int, sum_heads: int, mode: str = "auto",
                  budget: float | None = None) -> str:
-    """Decide the Gram mode before allocating; raise MemoryBudgetError when nothing fits. Returns 'gram'|'factor'."""
+    """Decide the Gram mode before allocating; raise InputError when nothing fits. Returns 'gram'|'factor'."""
     if n_paths > MAX_PATHS:
-        raise MemoryBudgetError(f"n_paths = prod H_l = {n_paths} exceeds the cap {MAX_PATHS}; use fewer heads or layers")
+        raise InputError(f"n_paths = prod H_l = {n_paths} exceeds the cap {MAX_PATHS}; use fewer heads or layers")
     budget = 0.5 * available_memory_bytes() if budget is None else float(budget)
     need_gram = memory_estimate(P, n_paths, N0, n_tok, sum_heads, "gram")
     need_factor = memory_estimate(P, n_paths, N0, n_tok, sum_heads, "factor")
@@ -47,7 +47,7 @@ def check_memory(P: int, n_paths: int, N0: int, n_tok: int, sum_heads: int, mode
         mode = "factor" if need_factor <= budget else "gram"
     need = need_gram if mode == "gram" else need_factor
     if need > budget:
-        raise MemoryBudgetError(f"estimated memory {need / 2**20:.1f} MiB for P={P}, n_paths={n_paths}, mode={mode} "
+        raise InputError(f"estimated memory {need / 2**20:.1f} MiB for P={P}, n_paths={n_paths}, mode={mode} "
                                 f"exceeds the budget {budget / 2**20:.1f} MiB; use factor mode, fewer heads or smaller P")
     return mode
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnlab.paths.errors import check
+from attnlab.errors import check
 
 READOUTS = ("last", "mean", "first")
 HEAD_KINDS = ("bilinear", "qk", "precomputed")

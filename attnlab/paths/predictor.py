@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnlab.paths.errors import KernelConditionError, check
+from attnlab.errors import InputError, NumericalError, check
 from attnlab.paths.kernels import PathGram, cross_kernel, diag_kernel
 
 
@@ -38,7 +38,7 @@ def predict(U: torch.Tensor | np.ndarray, gram: PathGram, Y: torch.Tensor | np.n
     K = gram.kernel(U) + T * torch.eye(gram.P, dtype=torch.float64)
     Lc, info = torch.linalg.cholesky_ex(K)
     if int(info) != 0:
-        raise KernelConditionError(f"Cholesky of K+TI failed at pivot {int(info)} (T={T:g}); raise the temperature")
+        raise NumericalError(f"Cholesky of K+TI failed at pivot {int(info)} (T={T:g}); raise the temperature")
     k = cross_kernel(U, xit_test, gram.xit)  # [n_test, P]
     mean = k @ torch.cholesky_solve(Y[:, None], Lc)[:, 0]
     v = torch.linalg.solve_triangular(Lc, k.T, upper=False)
@@ -104,4 +104,4 @@ def add_jitter(K: np.ndarray, mode: str = "auto") -> tuple[np.ndarray, dict]:
             return Kj, {"absolute": rel * md, "relative": rel}
         except np.linalg.LinAlgError:
             rel *= 10
-    raise KernelConditionError(f"kernel: still not PD after jitter 1e-6 * mean(diag) = {1e-6 * md:.3g}")
+    raise InputError(f"kernel: still not PD after jitter 1e-6 * mean(diag) = {1e-6 * md:.3g}")

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab.paths.errors import KernelConditionError, check
+from attnlab.errors import InputError, NumericalError, check
 from attnlab.paths.theory import Problem, U_a_closed_form, energy_terms, evaluate, kron_eye, ptrace
 
 METHODS = ("newton", "lbfgs", "fixed_point")
@@ -55,12 +55,14 @@ class SaddlePoint:
 
     def save(self, stem: str | Path) -> None:
         """`<stem>.safetensors` (U and the chain) + `<stem>.json` (scalars and trace)."""
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save
+
+        from attnlab.runs import write_bytes, write_text
 
         stem = Path(stem)
-        save_file({f"U_{l + 1}": np.ascontiguousarray(u) for l, u in enumerate(self.chain)},
-                  str(stem.with_suffix(".safetensors")))
-        stem.with_suffix(".json").write_text(json.dumps({**self.summary(), "trace": self.trace}, indent=1))
+        write_bytes(stem.with_suffix(".safetensors"),
+                    save({f"U_{l + 1}": np.ascontiguousarray(u) for l, u in enumerate(self.chain)}))
+        write_text(stem.with_suffix(".json"), json.dumps({**self.summary(), "trace": self.trace}, indent=1))
 
 
 class Param:
@@ -155,7 +157,7 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
             Rs = npar.Rs(th)
             try:
                 S, grads = act([R @ R.T for R in Rs])
-            except (KernelConditionError, np.linalg.LinAlgError):
+            except (NumericalError, np.linalg.LinAlgError):
                 return 1e300, np.zeros_like(th)
             state["g"] = max(float(np.abs(g).max()) for g in grads)
             state["last"] = (th.copy(), S)
@@ -164,7 +166,7 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
         Rs = par.Rs(t)
         try:
             ev = evaluate(prob, [R @ R.T for R in Rs])
-        except KernelConditionError:
+        except NumericalError:
             return 1e300, np.zeros_like(th)
         state["g"] = _max_grad(ev.grads)
         state["last"] = (th.copy(), ev)
@@ -230,7 +232,7 @@ def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter
             cand = theta + t * step
             try:
                 ev_c = evaluate(prob, par.Us(cand))
-            except KernelConditionError:
+            except NumericalError:
                 t *= 0.5
                 continue
             dS = float(ev_c.S - ev.S)
@@ -288,7 +290,7 @@ def _fixed_point(prob: Problem, Us: list[torch.Tensor], tol: float, max_iter: in
             try:
                 ev_c = evaluate(prob, cand)
                 ok = float(ev_c.S) <= float(ev.S) + 1e-12 * abs(float(ev.S))
-            except KernelConditionError:
+            except NumericalError:
                 ok = False
             if ok or eta < 1e-8:
                 break
@@ -344,12 +346,14 @@ COND_WARN, COND_REFUSE = 1e10, 1e12
 
 
 def check_condition(prob: Problem, U1: torch.Tensor, where: str) -> float:
-    """cond(K+TI) by eigvalsh (spec §12): warn above 1e10, refuse above 1e12 (KernelConditionError)."""
+    """cond(K+TI) by eigvalsh (spec §12): warn above 1e10, refuse above 1e12 (InputError at the start point, which
+    only the inputs and T determine; NumericalError at the solution)."""
     K = prob.gram.kernel(U1)
     eig = torch.linalg.eigvalsh(K + prob.T * torch.eye(prob.gram.P, dtype=K.dtype))
     cond = float(eig[-1] / eig[0]) if float(eig[0]) > 0 else math.inf
     if cond > COND_REFUSE:
-        raise KernelConditionError(f"cond(K+TI) = {cond:.3g} > {COND_REFUSE:g} at the {where} (T={prob.T:g}, "
+        error = InputError if where == "start point" else NumericalError
+        raise error(f"cond(K+TI) = {cond:.3g} > {COND_REFUSE:g} at the {where} (T={prob.T:g}, "
                                    f"lambda_max(K)={float(eig[-1]):.3g}); raise the temperature or rescale the inputs")
     if cond > COND_WARN:
         import warnings

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnlab.paths.errors import KernelConditionError, check
+from attnlab.errors import NumericalError, check
 from attnlab.paths.kernels import PathGram
 
 FORMS = ("chain", "simple")
@@ -105,14 +105,14 @@ class Evaluation:
 
 
 def energy_terms(prob: Problem, U1: torch.Tensor, need_grad: bool = True):
-    """One Cholesky of K+TI: returns (E, Gamma [n,n] or None, chol). Raises KernelConditionError on failure."""
+    """One Cholesky of K+TI: returns (E, Gamma [n,n] or None, chol). Raises NumericalError on failure."""
     K = prob.gram.kernel(U1)
     P = prob.gram.P
     Kt = K + prob.T * torch.eye(P, dtype=K.dtype)
     Lc, info = torch.linalg.cholesky_ex(Kt)
     if int(info) != 0:
         lam = float(torch.linalg.eigvalsh(K.detach())[-1])
-        raise KernelConditionError(f"Cholesky of K+TI failed at pivot {int(info)} (T={prob.T:g}, lambda_max(K)={lam:.3g});"
+        raise NumericalError(f"Cholesky of K+TI failed at pivot {int(info)} (T={prob.T:g}, lambda_max(K)={lam:.3g});"
                                    f" raise the temperature or rescale the inputs")
     Y = prob.Y[:, None]
     a = torch.cholesky_solve(Y, Lc)
@@ -128,7 +128,7 @@ def energy_terms(prob: Problem, U1: torch.Tensor, need_grad: bool = True):
 def _inv_logdet(U: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Lc, info = torch.linalg.cholesky_ex(U)
     if int(info) != 0:
-        raise KernelConditionError("an order parameter U_l lost positive definiteness")
+        raise NumericalError("an order parameter U_l lost positive definiteness")
     return torch.cholesky_inverse(Lc), 2.0 * torch.log(torch.diagonal(Lc)).sum()
 
 
@@ -138,7 +138,7 @@ def evaluate(prob: Problem, Us: list[torch.Tensor], need_grad: bool = True) -> E
     Nmax = prob.N_max
     s2 = prob.variances
     if math.isinf(Nmax):
-        raise KernelConditionError("infinite widths: use gp_point() (the GP limit) instead of the action")
+        raise NumericalError("infinite widths: use gp_point() (the GP limit) instead of the action")
     if prob.form == "simple":
         Uinv, ld = _inv_logdet(Us[0])
         ent = torch.trace(Us[0]) / prob.Sigma2 - ld

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlab.paths.errors import check
+from attnlab.errors import check
 from attnlab.paths.network import HeadSpec, PathConfig
 
 N_HIDDEN = 30

@@ -95,13 +95,15 @@ def train_gd(model: GDNetwork, steps: int = 3000, batch: int = 128, lr: float = 
 
 
 def save_checkpoint(model: GDNetwork, path: Path) -> None:
-    """safetensors weights + JSON hyper-parameters."""
-    from safetensors.torch import save_file
+    """safetensors weights + JSON hyper-parameters, each written atomically."""
+    from safetensors.torch import save
+
+    from attnlab.runs import write_bytes, write_text
 
     path = Path(path)
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path.with_suffix(".safetensors")))
-    path.with_suffix(".json").write_text(json.dumps({"N0": model.N0, "H": model.H, "L": model.L, "N": model.N,
-                                                     "d_qk": model.d_qk, "readout": model.readout}))
+    write_bytes(path.with_suffix(".safetensors"), save({k: v.detach().contiguous() for k, v in model.state_dict().items()}))
+    hp = {"N0": model.N0, "H": model.H, "L": model.L, "N": model.N, "d_qk": model.d_qk, "readout": model.readout}
+    write_text(path.with_suffix(".json"), json.dumps(hp))
 
 
 def load_checkpoint(path: Path) -> GDNetwork:

@@ -1,13 +1,17 @@
 """Figures of the attention-paths study (spec §11): U heatmaps, accuracy vs alpha, alignment, solver trace,
-head scores vs pruning drops, progressive pruning, entropy forms. All saved as PNG with the Agg backend."""
+head scores vs pruning drops, progressive pruning. The drawing functions take arrays; `solve_figures`,
+`sweep_figures`, `sample_figures` and `prune_figures` read a run folder's saved files and write its PNGs.
+Figures are `matplotlib.figure.Figure` objects saved through `attnlab.plotting` (no pyplot)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from attnlab.plotting import new_figure, save_figure
+from attnlab.runs import RunDir, read_jsonl
 
 
 def u_heatmaps(path: Path, U_theory: np.ndarray, names: list[str], U_sampled: np.ndarray | None = None,
@@ -106,3 +110,59 @@ def progressive(path: Path, curves: dict[str, list[float]]) -> Path:
     ax.set_ylabel("test accuracy (%)")
     ax.legend(fontsize=8)
     return save_figure(fig, path)
+
+
+# --- one run folder's figures ----------------------------------------------------------------------------------
+def fmt_N(N: float | str | None) -> str:
+    """A width for file names and titles: 10, 0.5, inf."""
+    return "inf" if N in ("inf", None) or math.isinf(float(N)) else f"{float(N):g}"  # type: ignore[arg-type]
+
+
+def _alignment(run: RunDir) -> dict:
+    return {name: {k: np.asarray(v) for k, v in a.items()} for name, a in run.read_json("alignment.json").items()}
+
+
+def solve_figures(path: Path) -> list[Path]:
+    """U heatmap, solver trace and kernel alignment of a `paths solve` folder."""
+    run = RunDir(path)
+    m, names = run.read_json("metrics.json"), run.read_json("paths.json")["path_names"]
+    trace = run.read_json("saddle_point.json")["trace"]
+    out = [u_heatmaps(run.figure_path(f"U_heatmap_N{fmt_N(m['N'])}"), np.load(run.file("U.npy")), names,
+                      title=f"U at N={m['N']}")]  # fmt: skip
+    if trace:
+        out.append(solver_trace(run.figure_path("solver_trace"), trace))
+    out.append(kernel_alignment(run.figure_path("kernel_alignment"), _alignment(run)))
+    return out
+
+
+def sweep_figures(path: Path) -> list[tuple[Path, str]]:
+    """Accuracy vs alpha, U heatmap at the smallest N and its kernel alignment of a `paths sweep` folder."""
+    run = RunDir(path)
+    recs, names = read_jsonl(run.file("points.jsonl")), run.read_json("paths.json")["path_names"]
+    last = recs[-1]
+    return [
+        (accuracy_vs_alpha(run.figure_path("accuracy_vs_alpha"), recs), "accuracy vs alpha"),
+        (u_heatmaps(run.figure_path(f"U_heatmap_N{fmt_N(last['N'])}"), np.asarray(last["U"]), names),
+         f"U at N = {last['N']}"),
+        (kernel_alignment(run.figure_path("kernel_alignment"), _alignment(run)),
+         f"kernel-task alignment at N = {last['N']}"),
+    ]  # fmt: skip
+
+
+def sample_figures(path: Path) -> list[Path]:
+    """Theory vs sampled U heatmaps of a `paths sample` folder."""
+    run = RunDir(path)
+    m, names, config = run.read_json("metrics.json"), run.read_json("paths.json")["path_names"], run.read_config()
+    N = fmt_N(m["N"])
+    U, U_hat = np.load(run.file("U.npy")), np.load(run.file("U_hat.npy"))
+    title = f"{config['entropy_form']} theory vs sampled, N={N}"
+    return [u_heatmaps(run.figure_path(f"U_heatmap_N{N}"), U, names, U_hat, title)]
+
+
+def prune_figures(path: Path) -> list[Path]:
+    """Head scores beside GD pruning drops, and progressive pruning curves, of a `paths prune` folder."""
+    run = RunDir(path)
+    m = run.read_json("metrics.json")
+    scores, drops = np.asarray(m["score"]), np.asarray(m["acc_drop"])
+    return [head_scores(run.figure_path("head_scores"), m["heads"], scores, drops, m["spearman_rho"]),
+            progressive(run.figure_path("progressive_pruning"), m["progressive"])]  # fmt: skip
