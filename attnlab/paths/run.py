@@ -65,7 +65,8 @@ def _check_resume(run: RunDir, config: Any, mode: str) -> None:
     saved, now = run.read_config(), config_to_dict(config)
     diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
     if diff:
-        raise InputError(f"--resume: {', '.join(diff)} differ from the saved config.json of {run.path}; "
+        verb = "differs" if len(diff) == 1 else "differ"
+        raise InputError(f"--resume: {', '.join(diff)} {verb} from the saved config.json of {run.path}; "
                          "resume with the same options, or use --overwrite / a new --out")  # fmt: skip
 
 

@@ -31,4 +31,7 @@ def problem(gram, y, H, N=5.0, T=0.1, form="chain", variances=None):
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    torch.set_num_threads(1)
+    from attnlab.clitools import threads
+
+    with threads(1):
+        yield

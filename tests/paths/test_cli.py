@@ -26,3 +26,38 @@ def test_solve_writes_U_kernels_and_metrics(tmp_path, capsys):
     assert np.allclose(K, K.T, atol=1e-12)
     for f in ["config.json", "manifest.json", "report.html", "figures/U_heatmap_N10.png"]:
         assert (out / f).exists()
+
+
+def test_python_api_solve_returns_tables(tmp_path):
+    import pandas as pd
+
+    import attnlab.paths as paths
+    from attnlab.runs import RunResult
+
+    cfg = paths.SolveConfig(P=20, n_test=40, N=10.0, temperature=0.05)
+    res = paths.solve(cfg, out=tmp_path / "api")
+    assert isinstance(res, RunResult) and res.path == tmp_path / "api" and res.config is cfg
+    table = res.tables["point"]
+    assert isinstance(table, pd.DataFrame) and len(table) == 1
+    m = json.loads((res.path / "metrics.json").read_text())
+    assert table["accuracy"][0] == m["accuracy"] == res.summary["accuracy"]
+    assert res.summary["converged"] and res.summary["max_grad"] < 1e-8
+    assert table["alpha"][0] == 2.0 and 0.5 < m["accuracy"] <= 1.0
+    # the same config from the CLI gives the same numbers
+    assert main(["paths", "solve", "--P", "20", "--n-test", "40", "--N", "10", "--temperature", "0.05",
+                 "--out", str(tmp_path / "cli")]) == 0
+    assert np.array_equal(np.load(tmp_path / "cli" / "U.npy"), np.load(res.path / "U.npy"))
+
+
+def test_config_names_the_bad_field():
+    import pytest
+
+    from attnlab.errors import InputError
+    from attnlab.paths.config import PruneConfig, SampleConfig
+
+    with pytest.raises(InputError, match=r"--chains must be an integer >= 1, got 0"):
+        SampleConfig(chains=0)
+    with pytest.raises(InputError, match=r"--P: the balanced tasks need an even number"):
+        SampleConfig(P=21)
+    with pytest.raises(InputError, match=r"--heads \(pruning needs at least 2 heads per layer\)"):
+        PruneConfig(heads=1)
