@@ -33,7 +33,8 @@ def adam_baseline(prob, lr: float = 0.1, tol: float = 1e-5, max_steps: int = 50_
     theta = par.from_Us(prob.gp_point()).clone().requires_grad_(False)
     opt = torch.optim.Adam([theta.requires_grad_(True)], lr=lr)
     t0, c0 = time.perf_counter(), time.process_time()
-    for step in range(1, max_steps + 1):
+    step = 0
+    for step in range(1, max_steps + 1):  # noqa: B007 - the last step is reported
         with torch.no_grad():
             Rs = par.Rs(theta)
             ev = evaluate(prob, [R @ R.T for R in Rs])
@@ -42,8 +43,13 @@ def adam_baseline(prob, lr: float = 0.1, tol: float = 1e-5, max_steps: int = 50_
                 break
             theta.grad = par.grad_theta(Rs, ev.grads)
         opt.step()
-    return {"steps": step, "max_grad": mg, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-            "U": par.Us(theta.detach())[0].numpy()}
+    return {
+        "steps": step,
+        "max_grad": mg,
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "U": par.Us(theta.detach())[0].numpy(),
+    }
 
 
 def main() -> None:
@@ -73,12 +79,26 @@ def run(args: argparse.Namespace) -> None:
             sp = solve(prob, "newton", tol=1e-8, hessian=False)
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
-        row = {"N": N, "solver_s": min(times), "solver_cpu_s": min(cpu), "iterations": sp.iterations,
-               "max_grad": sp.max_grad, "converged": sp.converged}
+        row = {
+            "N": N,
+            "solver_s": min(times),
+            "solver_cpu_s": min(cpu),
+            "iterations": sp.iterations,
+            "max_grad": sp.max_grad,
+            "converged": sp.converged,
+        }
         if N in args.adam_Ns:
             ad = adam_baseline(prob)
-            row.update({"adam_s": ad["wall_s"], "adam_cpu_s": ad["cpu_s"], "adam_steps": ad["steps"], "adam_max_grad": ad["max_grad"],
-                        "speedup": ad["wall_s"] / min(times), "max_abs_dU": float(np.abs(ad["U"] - sp.U).max())})
+            row.update(
+                {
+                    "adam_s": ad["wall_s"],
+                    "adam_cpu_s": ad["cpu_s"],
+                    "adam_steps": ad["steps"],
+                    "adam_max_grad": ad["max_grad"],
+                    "speedup": ad["wall_s"] / min(times),
+                    "max_abs_dU": float(np.abs(ad["U"] - sp.U).max()),
+                }
+            )
         rows.append(row)
         print(json.dumps(to_jsonable(row)), flush=True)
     t0 = time.perf_counter()
@@ -93,11 +113,30 @@ def run(args: argparse.Namespace) -> None:
 
         sp, _ = theory_point(data, 10, 0.01)
         rec = sample_point(data, 10, 0.01, 4, args.sample_warmup, args.sample_draws, "hmc", 16, 1, 5, 0, False)
-        result["B3"] = {k: rec[k] for k in ["wall_s", "ess_bulk_min", "ess_per_s", "rhat_max", "accept_mean",
-                                            "divergences", "sampled_accuracy"]}
-        result["B3"].update({"warmup": args.sample_warmup, "draws": args.sample_draws, "chains": 4, "leapfrog": 16,
-                             "rel_frob_err": float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U)),
-                             "U_hat": rec["U_hat"], "U_mcse": rec["U_mcse"], "U_theory": sp.U})
+        result["B3"] = {
+            k: rec[k]
+            for k in [
+                "wall_s",
+                "ess_bulk_min",
+                "ess_per_s",
+                "rhat_max",
+                "accept_mean",
+                "divergences",
+                "sampled_accuracy",
+            ]
+        }
+        result["B3"].update(
+            {
+                "warmup": args.sample_warmup,
+                "draws": args.sample_draws,
+                "chains": 4,
+                "leapfrog": 16,
+                "rel_frob_err": float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U)),
+                "U_hat": rec["U_hat"],
+                "U_mcse": rec["U_mcse"],
+                "U_theory": sp.U,
+            }
+        )
         print(json.dumps(to_jsonable({k: v for k, v in result["B3"].items() if not k.startswith("U_")})))
     result["load_avg_end"] = os.getloadavg()
     (args.out / "bench.json").write_text(json.dumps(to_jsonable(result), indent=1))

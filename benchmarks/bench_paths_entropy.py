@@ -52,25 +52,39 @@ def run(args: argparse.Namespace) -> None:
         if (c, a, N, T) in have:
             continue
         t0 = time.perf_counter()
-        r = to_jsonable(compare_point(c, a, N, T, warmup=args.warmup, draws=args.draws, n_leapfrog=args.leapfrog,
-                                      n_test=args.n_test))
+        r = to_jsonable(
+            compare_point(
+                c, a, N, T, warmup=args.warmup, draws=args.draws, n_leapfrog=args.leapfrog, n_test=args.n_test
+            )
+        )
         done.append(r)
         with open(log, "a") as f:
             f.write(json.dumps(r) + "\n")
-        print(f"{c} alpha={a:g} N={N} T={T}: s={r['s']:.3f} e_chain={r['e_chain']:.3f} e_simple={r['e_simple']:.3f} "
-              f"R-hat={r['rhat_max']:.3f} ESS={r['ess_bulk_min']:.0f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(
+            f"{c} alpha={a:g} N={N} T={T}: s={r['s']:.3f} e_chain={r['e_chain']:.3f} e_simple={r['e_simple']:.3f} "
+            f"R-hat={r['rhat_max']:.3f} ESS={r['ess_bulk_min']:.0f} ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
     summary = []
     for c in args.configs:
         for a in args.alphas:
-            pts = sorted([p for p in done if p["config"] == c and p["alpha"] == a and p["T"] == 0.1], key=lambda p: p["N"])
+            pts = sorted(
+                [p for p in done if p["config"] == c and p["alpha"] == a and p["T"] == 0.1], key=lambda p: p["N"]
+            )
             if len(pts) < 3:
                 continue
             row = {"config": c, "alpha": a}
             for form in ("chain", "simple"):
                 ex = extrapolate(pts, form)
-                row[f"a_{form}"], row[f"se_{form}"], row[f"max_abs_z_{form}"] = ex["a"], ex["se"], float(np.abs(ex["z"]).max())
+                row[f"a_{form}"], row[f"se_{form}"], row[f"max_abs_z_{form}"] = (
+                    ex["a"],
+                    ex["se"],
+                    float(np.abs(ex["z"]).max()),
+                )
             summary.append(row)
-    (args.out / "summary.json").write_text(json.dumps(to_jsonable({"points": done, "extrapolation": summary}), indent=1))
+    (args.out / "summary.json").write_text(
+        json.dumps(to_jsonable({"points": done, "extrapolation": summary}), indent=1)
+    )
     _figure(done, args.out / "figures" / "entropy_forms.png")
 
 
@@ -82,12 +96,19 @@ def _figure(points: list[dict], path: Path) -> None:
         return
     fig, axes = new_figure(len(panels), 1, 3.6, 3.2)
     for ax, (c, a) in zip(axes[0], panels):
-        pts = sorted([p for p in points if p["config"] == c and p["alpha"] == a and p["T"] == 0.1], key=lambda p: p["N"])
+        pts = sorted(
+            [p for p in points if p["config"] == c and p["alpha"] == a and p["T"] == 0.1], key=lambda p: p["N"]
+        )
         Ns = [p["N"] for p in pts]
         ax.plot(Ns, [np.asarray(p["U_chain"])[0, 0] for p in pts], "o-", label="chain")
         ax.plot(Ns, [np.asarray(p["U_simple"])[0, 0] for p in pts], "s--", label="simple")
-        ax.errorbar(Ns, [np.asarray(p["U_hat"])[0, 0] for p in pts],
-                    yerr=[2 * np.asarray(p["U_mcse"])[0, 0] for p in pts], fmt="k^", label="sampled +-2 MCSE")
+        ax.errorbar(
+            Ns,
+            [np.asarray(p["U_hat"])[0, 0] for p in pts],
+            yerr=[2 * np.asarray(p["U_mcse"])[0, 0] for p in pts],
+            fmt="k^",
+            label="sampled +-2 MCSE",
+        )
         ax.set_xscale("log", base=2)
         ax.set_title(f"{c}, alpha={a:g}: U[0,0]", fontsize=9)
         ax.set_xlabel("N")

@@ -78,21 +78,31 @@ def _prune(args: argparse.Namespace) -> int:
 
 def _task_args(p: argparse.ArgumentParser, N: bool = True) -> None:
     p.add_argument("--task", default="markov", help="markov or digits (default markov)")
-    p.add_argument("--variant", default="4path",
-                   help="Markov network: 4path (2x2 heads), 2path (sigma_out=5), good1/good2 (H=1); default 4path")
+    p.add_argument(
+        "--variant",
+        default="4path",
+        help="Markov network: 4path (2x2 heads), 2path (sigma_out=5), good1/good2 (H=1); default 4path",
+    )
     p.add_argument("--heads", type=int, default=2, help="digits: heads per layer (default 2)")
     p.add_argument("--layers", type=int, default=2, help="digits: layers (default 2)")
     p.add_argument("--P", type=int, default=100, help="training examples, even (default 100)")
     p.add_argument("--n-test", type=int, default=1000, help="test examples, even (default 1000)")
     if N:
-        p.add_argument("--N", type=float, default=10.0, help="width N of every layer; inf gives the GP limit (default 10)")
+        p.add_argument(
+            "--N", type=float, default=10.0, help="width N of every layer; inf gives the GP limit (default 10)"
+        )
     p.add_argument("--temperature", type=float, default=0.01, help="temperature T > 0 (default 0.01)")
-    p.add_argument("--entropy-form", default="chain",
-                   help="entropy of the action: chain (multi-order-parameter) or simple (default chain)")
-    p.add_argument("--memory-budget", type=float, default=None,
-                   help="bytes allowed for kernels (default 50%% of available memory)")
-    p.add_argument("--method", default="newton",
-                   help="solver: newton (L-BFGS then Newton, default), lbfgs or fixed_point")
+    p.add_argument(
+        "--entropy-form",
+        default="chain",
+        help="entropy of the action: chain (multi-order-parameter) or simple (default chain)",
+    )
+    p.add_argument(
+        "--memory-budget", type=float, default=None, help="bytes allowed for kernels (default 50%% of available memory)"
+    )
+    p.add_argument(
+        "--method", default="newton", help="solver: newton (L-BFGS then Newton, default), lbfgs or fixed_point"
+    )
 
 
 def _solver_args(p: argparse.ArgumentParser) -> None:
@@ -102,8 +112,9 @@ def _solver_args(p: argparse.ArgumentParser) -> None:
 
 def _sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sampler", default="hmc", help="hmc or mala (default hmc)")
-    p.add_argument("--target", default="collapsed",
-                   help="posterior: collapsed (V0 integrated out, default) or full (all weights)")
+    p.add_argument(
+        "--target", default="collapsed", help="posterior: collapsed (V0 integrated out, default) or full (all weights)"
+    )
     p.add_argument("--chains", type=int, default=4, help="chains (default 4)")
     p.add_argument("--warmup", type=int, default=1000, help="warmup iterations (default 1000)")
     p.add_argument("--draws", type=int, default=2000, help="kept draws per chain, >= 4 (default 2000)")
@@ -130,17 +141,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `paths` group and its subcommands."""
     from attnlab.paths.config import DEFAULT_NS
 
-    grp = subparsers.add_parser("paths", help="attention paths: kernel theory, solver, sampling, pruning",
-                                description="Statistical-mechanics theory of attention paths (spec attention-paths).")
+    grp = subparsers.add_parser(
+        "paths",
+        help="attention paths: kernel theory, solver, sampling, pruning",
+        description="Statistical-mechanics theory of attention paths (spec attention-paths).",
+    )
     sub = grp.add_subparsers(dest="paths_command", metavar="SUBCOMMAND")
-    p = sub.add_parser("solve", help="solve the order parameter U at one (N, T) point",
-                       description="Writes U.npy, kernels.npz, metrics.json, figures and report.html.")
+    p = sub.add_parser(
+        "solve",
+        help="solve the order parameter U at one (N, T) point",
+        description="Writes U.npy, kernels.npz, metrics.json, figures and report.html.",
+    )
     _task_args(p)
     _solver_args(p)
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_solve)
-    p = sub.add_parser("sweep", help="accuracy vs alpha over widths, with the GP baselines",
-                       description="One metrics.jsonl line per width; --resume continues an interrupted sweep.")
+    p = sub.add_parser(
+        "sweep",
+        help="accuracy vs alpha over widths, with the GP baselines",
+        description="One metrics.jsonl line per width; --resume continues an interrupted sweep.",
+    )
     _task_args(p, N=False)
     p.add_argument("--Ns", type=float, nargs="+", default=list(DEFAULT_NS), help="widths (default 10 30 ... 1000)")
     _solver_args(p)
@@ -156,4 +176,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_run_args(p, seed=False, threads_default=1)
     p.set_defaults(func=_prune)
     grp.set_defaults(func=lambda a: (grp.print_help(), 1)[1])
-

@@ -11,7 +11,7 @@ from scipy.stats import rankdata
 def split_chains(x: np.ndarray) -> np.ndarray:
     """[C, n] -> [2C, n//2] (the first and second half of every chain)."""
     n = x.shape[1] // 2
-    return np.concatenate([x[:, :n], x[:, x.shape[1] - n:]], axis=0)
+    return np.concatenate([x[:, :n], x[:, x.shape[1] - n :]], axis=0)
 
 
 def rank_normalize(x: np.ndarray) -> np.ndarray:

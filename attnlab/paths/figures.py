@@ -14,11 +14,13 @@ from attnlab.plotting import new_figure, save_figure
 from attnlab.runs import RunDir, read_jsonl
 
 
-def u_heatmaps(path: Path, U_theory: np.ndarray, names: list[str], U_sampled: np.ndarray | None = None,
-               title: str = "") -> Path:
+def u_heatmaps(
+    path: Path, U_theory: np.ndarray, names: list[str], U_sampled: np.ndarray | None = None, title: str = ""
+) -> Path:
     """theory | sampled | difference on one symmetric colour scale, axes labelled with path names."""
-    mats = [("theory", U_theory)] + ([("sampled", U_sampled), ("sampled - theory", U_sampled - U_theory)]
-                                     if U_sampled is not None else [])
+    mats = [("theory", U_theory)] + (
+        [("sampled", U_sampled), ("sampled - theory", U_sampled - U_theory)] if U_sampled is not None else []
+    )
     vmax = max(float(np.abs(m).max()) for _, m in mats) or 1.0
     fig, axes = new_figure(len(mats), 1, 4.2, 3.8)
     for ax, (name, m) in zip(axes[0], mats):
@@ -43,11 +45,21 @@ def accuracy_vs_alpha(path: Path, records: list[dict], sampled: list[dict] | Non
     ax.plot([r["alpha"] for r in recs], [100 * r["accuracy"] for r in recs], "o-", label="renormalised theory")
     styles = iter(["--", ":", "-."])
     for key in [k for k in recs[0] if k.startswith("accuracy_gp")]:
-        ax.axhline(100 * recs[0][key], ls=next(styles, "--"), color="gray",
-                   label=key.replace("accuracy_gp", "GP").replace("_", " ") or "GP")
+        ax.axhline(
+            100 * recs[0][key],
+            ls=next(styles, "--"),
+            color="gray",
+            label=key.replace("accuracy_gp", "GP").replace("_", " ") or "GP",
+        )
     if sampled:
-        ax.errorbar([s["alpha"] for s in sampled], [100 * s["accuracy"] for s in sampled],
-                    yerr=[100 * s.get("accuracy_err", 0.0) for s in sampled], fmt="s", color="C3", label="sampled")
+        ax.errorbar(
+            [s["alpha"] for s in sampled],
+            [100 * s["accuracy"] for s in sampled],
+            yerr=[100 * s.get("accuracy_err", 0.0) for s in sampled],
+            fmt="s",
+            color="C3",
+            label="sampled",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("alpha = P / N")
     ax.set_ylabel("test accuracy (%)")
@@ -65,7 +77,7 @@ def kernel_alignment(path: Path, align: dict) -> Path:
     ax.set_ylabel("|v_i . Y| / sqrt(P)")
     ax.legend(fontsize=8)
     ins = ax.inset_axes([0.55, 0.4, 0.4, 0.35])
-    for name, a in align.items():
+    for a in align.values():
         ins.plot(np.arange(1, len(a["captured"]) + 1), a["captured"])
     ins.set_title("c_k", fontsize=7)
     ins.tick_params(labelsize=6)
@@ -103,9 +115,13 @@ def progressive(path: Path, curves: dict[str, list[float]]) -> Path:
     fig, axes = new_figure(1, 1, 5.0, 3.6)
     ax = axes[0, 0]
     for name, c in curves.items():
-        ax.plot(range(len(c)), 100 * np.asarray(c), "o-" if not name.startswith("random") else ":",
-                color=None if not name.startswith("random") else "gray", label=name if "random 0" in name
-                or not name.startswith("random") else None)
+        ax.plot(
+            range(len(c)),
+            100 * np.asarray(c),
+            "o-" if not name.startswith("random") else ":",
+            color=None if not name.startswith("random") else "gray",
+            label=name if "random 0" in name or not name.startswith("random") else None,
+        )
     ax.set_xlabel("heads removed")
     ax.set_ylabel("test accuracy (%)")
     ax.legend(fontsize=8)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -162,8 +163,8 @@ def sample_point(
     res = sample(target, chains, warmup, draws, n_leapfrog, kind, seed=seed, thin=thin, on_draw=sums, progress=progress)
     wall = time.perf_counter() - t0
     mean, var, fixed = sums.result()
-    rec = {"N": N, "T": T, "alpha": data.P / N, "sampler": kind, "target": target_kind, "chains": chains,
-           "warmup": warmup, "draws": draws}  # fmt: skip
+    rec: dict[str, Any] = {"N": N, "T": T, "alpha": data.P / N, "sampler": kind, "target": target_kind,
+                           "chains": chains, "warmup": warmup, "draws": draws}  # fmt: skip
     rec.update(_sample_summary(res, fixed, wall))
     rec.update({"pred_mean": mean, "pred_var": var})
     rec.update({f"sampled_{k}": v for k, v in metrics(Prediction(mean, var), data.y_test).items()})

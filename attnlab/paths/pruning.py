@@ -46,7 +46,7 @@ def head_labels(H: list[int]) -> list[tuple[int, int]]:
     return [(l, h) for l, Hl in enumerate(H) for h in range(Hl)]
 
 
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
+def spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Spearman rank correlation (scipy)."""
     from scipy.stats import spearmanr
 
@@ -56,8 +56,10 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 def progressive_orders(scores: np.ndarray, n_random: int = 5, seed: int = 0) -> dict[str, list[int]]:
     """Head removal orders: ascending score, descending score and `n_random` random permutations."""
     rng = np.random.default_rng(seed)
-    orders = {"ascending score": list(np.argsort(scores, kind="stable")),
-              "descending score": list(np.argsort(-scores, kind="stable"))}
+    orders = {
+        "ascending score": list(np.argsort(scores, kind="stable")),
+        "descending score": list(np.argsort(-scores, kind="stable")),
+    }
     for r in range(n_random):
         orders[f"random {r}"] = list(rng.permutation(len(scores)))
     return orders
@@ -123,7 +125,9 @@ def progressive_curves(
     return curves
 
 
-def theory_drops(cfg: PathConfig, P: int, n_test: int, N: float, T: float, labels: list[tuple[int, int]]) -> list[float]:
+def theory_drops(
+    cfg: PathConfig, P: int, n_test: int, N: float, T: float, labels: list[tuple[int, int]]
+) -> list[float]:
     """Theory-side analogue of single-head pruning: refit U without the head (its layer's head sum then has
     H_l - 1 terms, and the path normalisation 1/sqrt(n_paths) of [K1] rescales accordingly)."""
     _, rec = theory_point(build_data("digits", P, n_test, cfg=cfg), N, T, hessian=False)

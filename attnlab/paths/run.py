@@ -126,11 +126,14 @@ def _sweep_start(run: RunDir, mode: str, order: list[float]) -> tuple[list[dict]
 
 def _save_chain(run: RunDir, index: int, chain: list[np.ndarray]) -> None:
     buf = io.BytesIO()
-    np.savez(buf, **{f"U_{l + 1}": u for l, u in enumerate(chain)})
+    arrays: dict[str, Any] = {f"U_{l + 1}": u for l, u in enumerate(chain)}
+    np.savez(buf, **arrays)
     write_bytes(run.file(f"checkpoints/chain_{index}.npz"), buf.getvalue())
 
 
-def sweep(config: SweepConfig, out: str | Path | None = None, *, mode: str = "new", title: str | None = None) -> RunResult:
+def sweep(
+    config: SweepConfig, out: str | Path | None = None, *, mode: str = "new", title: str | None = None
+) -> RunResult:
     """Accuracy vs alpha over widths (large to small N, each warm-started), with the GP baselines and the two
     U ablations; one metrics line per width as it finishes."""
     from attnlab.paths.points import ablations, alignment_record, sweep_points
@@ -146,7 +149,10 @@ def sweep(config: SweepConfig, out: str | Path | None = None, *, mode: str = "ne
         todo = order[len(recs) :]
         for sp, r in sweep_points(data, todo, T, config.entropy_form, config.method, config.tol, init):
             ab = ablations(data, sp.U, T)  # off-diagonal zeroed / diagonal equalised to U[0, 0]
-            r["accuracy_diagonal_only"], r["accuracy_equalised_diagonal"] = ab["diagonal_only"], ab["equalised_diagonal"]
+            r["accuracy_diagonal_only"], r["accuracy_equalised_diagonal"] = (
+                ab["diagonal_only"],
+                ab["equalised_diagonal"],
+            )
             _save_chain(run, len(recs), sp.chain)
             run.append_metrics(r)
             recs.append(r)

@@ -57,8 +57,11 @@ class CollapsedTarget:
         if bool(bad.any()):
             Lc = torch.where(bad[:, None, None], torch.eye(self.gram.P, dtype=torch.float64), Lc)
         a = torch.cholesky_solve(self.Y.expand(theta.shape[0], -1)[..., None], Lc)[..., 0]
-        lp = (-0.5 * ((theta / self.prior_sd) ** 2).sum(-1) - torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1)
-              - 0.5 * (a * self.Y).sum(-1))
+        lp = (
+            -0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
+            - torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1)
+            - 0.5 * (a * self.Y).sum(-1)
+        )
         return torch.where(bad, torch.full_like(lp, -math.inf), lp), bad
 
     def log_prob_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -67,7 +70,7 @@ class CollapsedTarget:
         th = theta.detach().requires_grad_(True)
         if self.prior_only:
             lp = -0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
-            return lp, -theta / self.prior_sd ** 2, torch.zeros(theta.shape[0], dtype=torch.bool)
+            return lp, -theta / self.prior_sd**2, torch.zeros(theta.shape[0], dtype=torch.bool)
         Us, _ = self.order_parameters(th)
         U = Us[0]
         with torch.no_grad():
@@ -82,7 +85,7 @@ class CollapsedTarget:
             GU = torch.where(bad[:, None, None], torch.zeros_like(GU), GU)
             lp_data = -torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1) - 0.5 * (a[..., 0] * self.Y).sum(-1)
         prior = -0.5 * ((th / self.prior_sd) ** 2).sum(-1)
-        g, = torch.autograd.grad(prior.sum() + (U * GU).sum(), th)
+        (g,) = torch.autograd.grad(prior.sum() + (U * GU).sum(), th)
         lp = prior.detach() + lp_data
         return torch.where(bad, torch.full_like(lp, -math.inf), lp), g, bad
 
@@ -305,7 +308,7 @@ class PredictorSums:
         with torch.no_grad():
             Us, _ = self.t.order_parameters(theta)
             U = Us[0]  # [C, n, n]
-            C, n, P = U.shape[0], U.shape[1], self.t.gram.P
+            C, P = U.shape[0], self.t.gram.P
             K = self.t.gram.kernel(U) + self.t.T * torch.eye(P, dtype=torch.float64)
             Lc = torch.linalg.cholesky(K)
             k = (U.reshape(C, -1) @ self.Ct).reshape(C, self.n_test, P)
@@ -340,16 +343,17 @@ class FullTarget(CollapsedTarget):
         self.N1, self.N0 = int(cfg.widths[0]), gram.N0
         self.n_v0 = self.N1 * self.N0
         self.dim = self.n_v0 + self.dim
-        self.prior_sd = torch.cat([torch.full((self.n_v0,), math.sqrt(cfg.variances[0]), dtype=torch.float64),
-                                   self.prior_sd])
+        self.prior_sd = torch.cat(
+            [torch.full((self.n_v0,), math.sqrt(cfg.variances[0]), dtype=torch.float64), self.prior_sd]
+        )
 
     def unpack(self, theta: torch.Tensor) -> dict:
-        w = super().unpack(theta[..., self.n_v0:])
-        w["V0"] = theta[..., :self.n_v0].reshape(*theta.shape[:-1], self.N1, self.N0)
+        w = super().unpack(theta[..., self.n_v0 :])
+        w["V0"] = theta[..., : self.n_v0].reshape(*theta.shape[:-1], self.N1, self.N0)
         return w
 
     def order_parameters(self, theta: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        return self.net.order_parameters(super().unpack(theta[..., self.n_v0:]))
+        return self.net.order_parameters(super().unpack(theta[..., self.n_v0 :]))
 
     def log_prob(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         w = self.unpack(theta)
@@ -361,5 +365,5 @@ class FullTarget(CollapsedTarget):
     def log_prob_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         th = theta.detach().requires_grad_(True)
         lp, bad = self.log_prob(th)
-        g, = torch.autograd.grad(lp.sum(), th)
+        (g,) = torch.autograd.grad(lp.sum(), th)
         return lp.detach(), g, bad

@@ -14,6 +14,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,10 +49,23 @@ class SaddlePoint:
 
     def summary(self) -> dict:
         """JSON-ready scalars (no trace)."""
-        return {"U": self.U.tolist(), "U_a": self.U_a, "action": self.S, "energy": self.E, "entropy": self.entropy,
-                "max_grad": self.max_grad, "hessian_min_eig": self.hessian_min_eig, "iterations": self.iterations,
-                "method": self.method, "entropy_form": self.entropy_form, "converged": self.converged,
-                "lambda_min": self.lambda_min, "cond_K": self.cond_K, "wall_s": self.wall_s, "note": self.note}
+        return {
+            "U": self.U.tolist(),
+            "U_a": self.U_a,
+            "action": self.S,
+            "energy": self.E,
+            "entropy": self.entropy,
+            "max_grad": self.max_grad,
+            "hessian_min_eig": self.hessian_min_eig,
+            "iterations": self.iterations,
+            "method": self.method,
+            "entropy_form": self.entropy_form,
+            "converged": self.converged,
+            "lambda_min": self.lambda_min,
+            "cond_K": self.cond_K,
+            "wall_s": self.wall_s,
+            "note": self.note,
+        }
 
     def save(self, stem: str | Path) -> None:
         """`<stem>.safetensors` (U and the chain) + `<stem>.json` (scalars and trace)."""
@@ -60,8 +74,10 @@ class SaddlePoint:
         from attnlab.runs import write_bytes, write_text
 
         stem = Path(stem)
-        write_bytes(stem.with_suffix(".safetensors"),
-                    save({f"U_{l + 1}": np.ascontiguousarray(u) for l, u in enumerate(self.chain)}))
+        write_bytes(
+            stem.with_suffix(".safetensors"),
+            save({f"U_{l + 1}": np.ascontiguousarray(u) for l, u in enumerate(self.chain)}),
+        )
         write_text(stem.with_suffix(".json"), json.dumps({**self.summary(), "trace": self.trace}, indent=1))
 
 
@@ -80,7 +96,7 @@ class Param:
     def Rs(self, theta: torch.Tensor) -> list[torch.Tensor]:
         out, k = [], 0
         for n, (i, j), c in zip(self.sizes, self.idx, self.counts):
-            v = theta[k:k + c]
+            v = theta[k : k + c]
             v = torch.where(i == j, torch.exp(v), v)
             R = torch.zeros(n, n, dtype=theta.dtype).index_put((i, j), v)
             out.append(R)
@@ -133,7 +149,7 @@ def hessian_min_eig(prob: Problem, Us: list[torch.Tensor], max_params: int = 200
         Vs, k = [], 0
         for U, (i, j) in zip(Us, idx):
             c = i.shape[0]
-            M = torch.zeros_like(U).index_put((i, j), u[k:k + c])
+            M = torch.zeros_like(U).index_put((i, j), u[k : k + c])
             Vs.append(M + M.T - torch.diag(torch.diagonal(M)))
             k += c
         ev = evaluate(prob, Vs)
@@ -148,7 +164,7 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
     """scipy L-BFGS until max|dS/dU| < stop_tol; returns (theta, iterations)."""
     from scipy.optimize import minimize
 
-    state = {"g": math.inf, "n": 0}
+    state: dict[str, Any] = {"g": math.inf, "n": 0}
     fast = _fast(prob)
 
     def fg(th: np.ndarray):
@@ -182,8 +198,14 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
 
     th = theta0.numpy()
     for _ in range(4):  # restart with fresh memory when the line search stalls short of the tolerance
-        res = minimize(fg, th, jac=True, method="L-BFGS-B", callback=cb,
-                       options={"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50})
+        res = minimize(
+            fg,
+            th,
+            jac=True,
+            method="L-BFGS-B",
+            callback=cb,
+            options={"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50},
+        )
         th = res.x
         fg(th)
         if state["g"] < stop_tol or state["n"] >= max_iter:
@@ -193,6 +215,7 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
 
 def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter: int, trace: list) -> tuple:
     """Damped Newton on the exact theta-Hessian; each step accepted only if S decreases (or holds while |g| drops)."""
+
     def gfun(th: torch.Tensor) -> torch.Tensor:
         Rs = par.Rs(th)
         return par.grad_theta(Rs, evaluate(prob, [R @ R.T for R in Rs]).grads)
@@ -207,6 +230,7 @@ def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter
         def gnp(v):
             Rs = npar.Rs(v)
             return npar.grad_theta(Rs, act([R @ R.T for R in Rs])[1])
+
         h, cols = 1e-6, []
         for k in range(len(x)):
             e = np.zeros_like(x)
@@ -240,8 +264,17 @@ def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter
                 theta, ev, accepted = cand, ev_c, True
                 break
             t *= 0.5
-        trace.append({"it": len(trace), "phase": "newton", "S": float(ev.S), "E": float(ev.E),
-                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads), "step": t if accepted else 0.0})
+        trace.append(
+            {
+                "it": len(trace),
+                "phase": "newton",
+                "S": float(ev.S),
+                "E": float(ev.E),
+                "entropy": float(ev.ent),
+                "max_grad": _max_grad(ev.grads),
+                "step": t if accepted else 0.0,
+            }
+        )
         if not accepted:
             break
     return theta, ev, it
@@ -299,13 +332,28 @@ def _fixed_point(prob: Problem, Us: list[torch.Tensor], tol: float, max_iter: in
             break
         eta = min(0.5, 2 * eta)
         Us, ev = cand, ev_c
-        trace.append({"it": len(trace), "phase": "fixed_point", "S": float(ev.S), "E": float(ev.E),
-                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads), "eta": eta})
+        trace.append(
+            {
+                "it": len(trace),
+                "phase": "fixed_point",
+                "S": float(ev.S),
+                "E": float(ev.E),
+                "entropy": float(ev.ent),
+                "max_grad": _max_grad(ev.grads),
+                "eta": eta,
+            }
+        )
     return Us, ev, it
 
 
-def solve(prob: Problem, method: str = "newton", tol: float = 1e-8, max_iter: int = 500,
-          init: list[torch.Tensor] | None = None, hessian: bool = True) -> SaddlePoint:
+def solve(
+    prob: Problem,
+    method: str = "newton",
+    tol: float = 1e-8,
+    max_iter: int = 500,
+    init: list[torch.Tensor] | None = None,
+    hessian: bool = True,
+) -> SaddlePoint:
     """Minimise S over the order parameters; returns the SaddlePoint with diagnostics (spec §5.6)."""
     check(method in METHODS, f"method must be one of {METHODS}, got {method!r}")
     check(tol > 0, f"tol must be > 0, got {tol}")
@@ -315,8 +363,9 @@ def solve(prob: Problem, method: str = "newton", tol: float = 1e-8, max_iter: in
         return _solve(prob, method, tol, max_iter, init, hessian)
 
 
-def _solve(prob: Problem, method: str, tol: float, max_iter: int, init: list[torch.Tensor] | None,
-           hessian: bool) -> SaddlePoint:
+def _solve(
+    prob: Problem, method: str, tol: float, max_iter: int, init: list[torch.Tensor] | None, hessian: bool
+) -> SaddlePoint:
     t0 = time.perf_counter()
     trace: list[dict] = []
     if math.isinf(prob.N_max):
@@ -353,8 +402,10 @@ def check_condition(prob: Problem, U1: torch.Tensor, where: str) -> float:
     cond = float(eig[-1] / eig[0]) if float(eig[0]) > 0 else math.inf
     if cond > COND_REFUSE:
         error = InputError if where == "start point" else NumericalError
-        raise error(f"cond(K+TI) = {cond:.3g} > {COND_REFUSE:g} at the {where} (T={prob.T:g}, "
-                                   f"lambda_max(K)={float(eig[-1]):.3g}); raise the temperature or rescale the inputs")
+        raise error(
+            f"cond(K+TI) = {cond:.3g} > {COND_REFUSE:g} at the {where} (T={prob.T:g}, "
+            f"lambda_max(K)={float(eig[-1]):.3g}); raise the temperature or rescale the inputs"
+        )
     if cond > COND_WARN:
         import warnings
 
@@ -370,8 +421,22 @@ def _result(prob, Us, ev, it, method, converged, trace, t0, hmin, note="") -> Sa
         S, ent, mg, U_a = float("nan"), float("nan"), 0.0, float(prob.variances[-1])
     else:
         E, S, ent, mg, U_a = ev.E, float(ev.S), float(ev.ent), _max_grad(ev.grads), float(ev.U_a)
-    return SaddlePoint(U=Us[0].detach().numpy().copy(), chain=[U.detach().numpy().copy() for U in Us], U_a=U_a,
-                       S=S, E=float(E), entropy=ent, max_grad=mg, hessian_min_eig=hmin, iterations=it,
-                       method=method, entropy_form=prob.form, converged=bool(converged), trace=trace,
-                       lambda_min=[float(torch.linalg.eigvalsh(U)[0]) for U in Us],
-                       cond_K=cond, wall_s=time.perf_counter() - t0, note=note)
+    return SaddlePoint(
+        U=Us[0].detach().numpy().copy(),
+        chain=[U.detach().numpy().copy() for U in Us],
+        U_a=U_a,
+        S=S,
+        E=float(E),
+        entropy=ent,
+        max_grad=mg,
+        hessian_min_eig=hmin,
+        iterations=it,
+        method=method,
+        entropy_form=prob.form,
+        converged=bool(converged),
+        trace=trace,
+        lambda_min=[float(torch.linalg.eigvalsh(U)[0]) for U in Us],
+        cond_K=cond,
+        wall_s=time.perf_counter() - t0,
+        note=note,
+    )

@@ -59,8 +59,25 @@ def test_threads_negative_is_refused(tmp_path, capsys):
 
 def test_sample_one_chain_five_draws_runs(tmp_path, capsys):
     out = tmp_path / "s"
-    rc = main(["paths", "sample", *SMALL, "--N", "4", "--chains", "1", "--draws", "5", "--warmup", "10",
-               "--temperature", "0.1", "--out", str(out)])
+    rc = main(
+        [
+            "paths",
+            "sample",
+            *SMALL,
+            "--N",
+            "4",
+            "--chains",
+            "1",
+            "--draws",
+            "5",
+            "--warmup",
+            "10",
+            "--temperature",
+            "0.1",
+            "--out",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0 and f"run folder: {out}" in text
     m = json.loads((out / "metrics.json").read_text())

@@ -9,8 +9,24 @@ from attnlab.cli import main
 
 def test_solve_writes_U_kernels_and_metrics(tmp_path, capsys):
     out = tmp_path / "solve"
-    rc = main(["paths", "solve", "--task", "markov", "--P", "20", "--n-test", "40", "--N", "10",
-               "--temperature", "0.05", "--out", str(out)])
+    rc = main(
+        [
+            "paths",
+            "solve",
+            "--task",
+            "markov",
+            "--P",
+            "20",
+            "--n-test",
+            "40",
+            "--N",
+            "10",
+            "--temperature",
+            "0.05",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     assert f"run folder: {out}" in capsys.readouterr().out
     m = json.loads((out / "metrics.json").read_text())
@@ -44,8 +60,25 @@ def test_python_api_solve_returns_tables(tmp_path):
     assert res.summary["converged"] and res.summary["max_grad"] < 1e-8
     assert table["alpha"][0] == 2.0 and 0.5 < m["accuracy"] <= 1.0
     # the same config from the CLI gives the same numbers
-    assert main(["paths", "solve", "--P", "20", "--n-test", "40", "--N", "10", "--temperature", "0.05",
-                 "--out", str(tmp_path / "cli")]) == 0
+    assert (
+        main(
+            [
+                "paths",
+                "solve",
+                "--P",
+                "20",
+                "--n-test",
+                "40",
+                "--N",
+                "10",
+                "--temperature",
+                "0.05",
+                "--out",
+                str(tmp_path / "cli"),
+            ]
+        )
+        == 0
+    )
     assert np.array_equal(np.load(tmp_path / "cli" / "U.npy"), np.load(res.path / "U.npy"))
 
 

@@ -76,10 +76,10 @@ def test_cli_refuses_non_positive_width(capsys, tmp_path):
 
 def test_memory_refused_before_allocation():
     with pytest.raises(InputError) as e:
-        check_memory(P=100, n_paths=8 ** 4 + 1, N0=10, n_tok=5, sum_heads=32)
+        check_memory(P=100, n_paths=8**4 + 1, N0=10, n_tok=5, sum_heads=32)
     assert "exceeds the cap 4096" in _one_line(e)
     with pytest.raises(InputError) as e:  # 10^6 examples with 256 paths: petabytes, refused at once
-        check_memory(P=10 ** 6, n_paths=256, N0=10 ** 4, n_tok=5, sum_heads=8, mode="gram", budget=1e9)
+        check_memory(P=10**6, n_paths=256, N0=10**4, n_tok=5, sum_heads=8, mode="gram", budget=1e9)
     assert "exceeds the budget" in _one_line(e)
     assert check_memory(P=600, n_paths=16, N0=8, n_tok=5, sum_heads=8, mode="auto", budget=1e12) == "factor"
 

@@ -51,7 +51,9 @@ def test_gram_mode_equals_factor_mode_and_direct():  # T3
     assert torch.allclose(gram.kernel(U), direct, atol=1e-12)
     assert torch.allclose(fac.kernel(U), direct, atol=1e-12)
     B = torch.tensor(np.random.default_rng(4).standard_normal((10, 10)))
-    G = torch.stack([torch.stack([(B * (gram.xit[:, p] @ gram.xit[:, q].T)).sum() for q in range(4)]) for p in range(4)])
+    G = torch.stack(
+        [torch.stack([(B * (gram.xit[:, p] @ gram.xit[:, q].T)).sum() for q in range(4)]) for p in range(4)]
+    )
     assert torch.allclose(gram.contract(B), G, atol=1e-12)
     assert torch.allclose(fac.contract(B), G, atol=1e-12)
     assert torch.allclose(cross_kernel(U, gram.xit, gram.xit), direct, atol=1e-12)

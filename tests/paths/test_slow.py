@@ -50,8 +50,30 @@ def test_prune_pipeline_smoke(tmp_path):
     from attnlab.cli import main
 
     out = tmp_path / "prune"
-    rc = main(["paths", "prune", "--steps", "10", "--pool", "200", "--P", "40", "--n-test", "60", "--heads", "2",
-               "--width", "16", "--Ns", "20", "--temperatures", "0.1", "--out", str(out)])
+    rc = main(
+        [
+            "paths",
+            "prune",
+            "--steps",
+            "10",
+            "--pool",
+            "200",
+            "--P",
+            "40",
+            "--n-test",
+            "60",
+            "--heads",
+            "2",
+            "--width",
+            "16",
+            "--Ns",
+            "20",
+            "--temperatures",
+            "0.1",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     m = json.loads((out / "metrics.json").read_text())
     assert m["handoff_attention_err"] < 1e-6

@@ -45,7 +45,7 @@ def tokenize(img: np.ndarray, role: int) -> np.ndarray:
     """One 8x8 image -> [4, 23] tokens (patches in raster order)."""
     toks = np.zeros((4, N0))
     for k, (r, c) in enumerate([(0, 0), (0, 4), (4, 0), (4, 4)]):
-        toks[k, :16] = img[r:r + 4, c:c + 4].ravel()
+        toks[k, :16] = img[r : r + 4, c : c + 4].ravel()
         toks[k, 16 + k] = 1.0
         toks[k, 20 + role] = 1.0
     return toks
