@@ -41,26 +41,12 @@ def compare_point(
     _, gp_rec = theory_point(data, float("inf"), T)
     s = sample_point(data, N, T, chains, warmup, draws, "hmc", n_leapfrog, 1, 5, seed, progress)
     Uh, mc = s["U_hat"], np.maximum(s["U_mcse"], 1e-300)
-    out = {
-        "config": config,
-        "alpha": alpha,
-        "N": N,
-        "P": P,
-        "T": T,
-        "U_hat": Uh,
-        "U_mcse": s["U_mcse"],
-        "U_a_hat": s["U_a_hat"],
-        "U_a_mcse": s["U_a_mcse"],
-        "rhat_max": s["rhat_max"],
-        "ess_bulk_min": s["ess_bulk_min"],
-        "accept_mean": s["accept_mean"],
-        "divergences": s["divergences"],
-        "sampler_converged": s["converged"],
-        "sampled_accuracy": s["sampled_accuracy"],
-        "wall_s": s["wall_s"],
-        "accuracy_gp": gp_rec["accuracy"],
-        "s": float(np.linalg.norm(theory["chain"][0].U - theory["simple"][0].U) / np.linalg.norm(theory["chain"][0].U)),
-    }
+    keys = ("U_a_hat", "U_a_mcse", "rhat_max", "ess_bulk_min", "accept_mean", "divergences")
+    out = {"config": config, "alpha": alpha, "N": N, "P": P, "T": T, "U_hat": Uh, "U_mcse": s["U_mcse"],
+           **{k: s[k] for k in keys}, "sampler_converged": s["converged"], "sampled_accuracy": s["sampled_accuracy"],
+           "wall_s": s["wall_s"], "accuracy_gp": gp_rec["accuracy"],
+           "s": float(np.linalg.norm(theory["chain"][0].U - theory["simple"][0].U)
+                      / np.linalg.norm(theory["chain"][0].U))}  # fmt: skip
     for form, (sp, rec, fbar) in theory.items():
         out[f"U_{form}"] = sp.U
         out[f"U_a_{form}"] = sp.U_a

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from attnlab.errors import InputError, NumericalError, check
-from attnlab.paths.theory import Problem, U_a_closed_form, energy_terms, evaluate, kron_eye, ptrace
+from attnlab.paths.theory import Evaluation, Problem, U_a_closed_form, energy_terms, evaluate, kron_eye, ptrace
 
 METHODS = ("newton", "lbfgs", "fixed_point")
 
@@ -198,19 +198,59 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
 
     th = theta0.numpy()
     for _ in range(4):  # restart with fresh memory when the line search stalls short of the tolerance
-        res = minimize(
-            fg,
-            th,
-            jac=True,
-            method="L-BFGS-B",
-            callback=cb,
-            options={"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50},
-        )
+        options = {"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50}
+        res = minimize(fg, th, jac=True, method="L-BFGS-B", callback=cb, options=options)
         th = res.x
         fg(th)
         if state["g"] < stop_tol or state["n"] >= max_iter:
             break
     return torch.from_numpy(np.array(th)), state["n"]
+
+
+def _fd_hessian(fast: tuple, th: torch.Tensor) -> torch.Tensor:
+    """Central differences (h = 1e-6) of the analytic NumPy theta-gradient: [dim, dim]."""
+    act, npar = fast
+    x = th.numpy()
+
+    def gnp(v: np.ndarray) -> np.ndarray:
+        Rs = npar.Rs(v)
+        return npar.grad_theta(Rs, act([R @ R.T for R in Rs])[1])
+
+    h, cols = 1e-6, []
+    for k in range(len(x)):
+        e = np.zeros_like(x)
+        e[k] = h
+        cols.append((gnp(x + e) - gnp(x - e)) / (2 * h))
+    return torch.from_numpy(np.stack(cols, 1))
+
+
+def _newton_direction(Hm: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """-(H + shift I)^{-1} g with the symmetrised Hessian, Levenberg-shifted when not positive definite."""
+    Hm = 0.5 * (Hm + Hm.T)
+    shift = 0.0
+    lam_min = float(torch.linalg.eigvalsh(Hm)[0])
+    if lam_min <= 1e-12:
+        shift = -lam_min + 1e-6 * max(1.0, float(Hm.diagonal().abs().max()))
+    return -torch.linalg.solve(Hm + shift * torch.eye(len(g), dtype=Hm.dtype), g)
+
+
+def _backtrack(prob: Problem, par: Param, theta: torch.Tensor, ev: Evaluation, step: torch.Tensor) -> tuple:
+    """Halve t from 1 (at most 40 times) until S decreases, or holds within 1e-13 while max|g| drops; returns
+    (theta, evaluation, t, accepted), the inputs unchanged when no t is accepted."""
+    t = 1.0
+    g0 = _max_grad(ev.grads)
+    for _ in range(40):
+        cand = theta + t * step
+        try:
+            ev_c = evaluate(prob, par.Us(cand))
+        except NumericalError:
+            t *= 0.5
+            continue
+        dS = float(ev_c.S - ev.S)
+        if dS < 0 or (dS <= 1e-13 * max(1.0, abs(float(ev.S))) and _max_grad(ev_c.grads) < g0):
+            return cand, ev_c, t, True
+        t *= 0.5
+    return theta, ev, t, False
 
 
 def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter: int, trace: list) -> tuple:
@@ -221,102 +261,66 @@ def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter
         return par.grad_theta(Rs, evaluate(prob, [R @ R.T for R in Rs]).grads)
 
     fast = _fast(prob)
-
-    def fd_hessian(th: torch.Tensor) -> torch.Tensor:
-        """Central differences (h = 1e-6) of the analytic NumPy theta-gradient."""
-        act, npar = fast
-        x = th.numpy()
-
-        def gnp(v):
-            Rs = npar.Rs(v)
-            return npar.grad_theta(Rs, act([R @ R.T for R in Rs])[1])
-
-        h, cols = 1e-6, []
-        for k in range(len(x)):
-            e = np.zeros_like(x)
-            e[k] = h
-            cols.append((gnp(x + e) - gnp(x - e)) / (2 * h))
-        return torch.from_numpy(np.stack(cols, 1))
-
     ev = evaluate(prob, par.Us(theta))
     it = 0
     while _max_grad(ev.grads) >= tol and it < max_iter:
         it += 1
         g = gfun(theta).detach()
-        Hm = fd_hessian(theta) if fast is not None else torch.autograd.functional.jacobian(gfun, theta)
-        Hm = 0.5 * (Hm + Hm.T)
-        shift = 0.0
-        lam_min = float(torch.linalg.eigvalsh(Hm)[0])
-        if lam_min <= 1e-12:
-            shift = -lam_min + 1e-6 * max(1.0, float(Hm.diagonal().abs().max()))
-        step = -torch.linalg.solve(Hm + shift * torch.eye(len(g), dtype=Hm.dtype), g)
-        t, accepted = 1.0, False
-        g0 = _max_grad(ev.grads)
-        for _ in range(40):
-            cand = theta + t * step
-            try:
-                ev_c = evaluate(prob, par.Us(cand))
-            except NumericalError:
-                t *= 0.5
-                continue
-            dS = float(ev_c.S - ev.S)
-            if dS < 0 or (dS <= 1e-13 * max(1.0, abs(float(ev.S))) and _max_grad(ev_c.grads) < g0):
-                theta, ev, accepted = cand, ev_c, True
-                break
-            t *= 0.5
-        trace.append(
-            {
-                "it": len(trace),
-                "phase": "newton",
-                "S": float(ev.S),
-                "E": float(ev.E),
-                "entropy": float(ev.ent),
-                "max_grad": _max_grad(ev.grads),
-                "step": t if accepted else 0.0,
-            }
-        )
+        Hm = _fd_hessian(fast, theta) if fast is not None else torch.autograd.functional.jacobian(gfun, theta)
+        theta, ev, t, accepted = _backtrack(prob, par, theta, ev, _newton_direction(Hm, g))
+        trace.append({"it": len(trace), "phase": "newton", "S": float(ev.S), "E": float(ev.E),
+                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads),
+                      "step": t if accepted else 0.0})  # fmt: skip
         if not accepted:
             break
     return theta, ev, it
 
 
+def _chain_blocks(prob: Problem, new: list[torch.Tensor]) -> tuple[torch.Tensor, float]:
+    """Chain form: update U_L..U_2 in place by [T8] (U_a from its quadratic) and return the U_1 bracket's base
+    I (x) U_2^{-1} / sigma_1^2 and scale N_1; simple form: (I / Sigma^2, N_max)."""
+    if prob.form != "chain":
+        return torch.eye(new[0].shape[0], dtype=torch.float64) / prob.Sigma2, prob.N_max
+    H, N, s2, L = prob.H, prob.widths, prob.variances, prob.L
+    U_a = U_a_closed_form(torch.trace(new[-1]), H[-1], N[L - 1], N[L], s2[L], s2[L + 1])
+    for l in reversed(range(1, L)):
+        upper_inv = (1.0 / U_a).reshape(1, 1) if l == L - 1 else torch.linalg.inv(new[l + 1])
+        D = kron_eye(H[l], upper_inv) / s2[l + 1]
+        Ml = ptrace(new[l - 1], H[l - 1])
+        c, b, d = N[l - 1] / s2[l], N[l - 1] * H[l - 1] - N[l], N[l]
+        w, V = torch.linalg.eigh(Ml)
+        Mh = (V * w.clamp_min(0).sqrt()) @ V.T
+        Q = Mh @ D @ Mh
+        wq, Vq = torch.linalg.eigh(0.5 * (Q + Q.T))
+        root = (Vq * (b * b + 4 * c * d * wq).clamp_min(0).sqrt()) @ Vq.T
+        Z = 0.5 * (b * torch.eye(len(Q), dtype=Q.dtype) + root)
+        Ul = c * Mh @ torch.linalg.solve(Z, Mh)
+        new[l] = 0.5 * (Ul + Ul.T)
+    upper = (1.0 / U_a).reshape(1, 1) if L == 1 else torch.linalg.inv(new[1])
+    return kron_eye(H[0], upper) / s2[1], N[0]
+
+
+def _u1_target(prob: Problem, new: list[torch.Tensor], base: torch.Tensor, scale: float) -> torch.Tensor:
+    """The U_1 fixed point (base + Gamma/scale)^{-1}, or a natural-gradient step U - U G U when the bracket is
+    not positive definite (stays PD for small eta)."""
+    _, Gam, _ = energy_terms(prob, new[0])
+    bracket = base + Gam / scale
+    if bool(torch.linalg.cholesky_ex(bracket)[1] == 0):
+        return torch.linalg.inv(bracket)
+    Gs = evaluate(prob, new).grads[0] * (prob.N_max / scale)
+    return new[0] - new[0] @ Gs @ new[0]
+
+
 def _fixed_point(prob: Problem, Us: list[torch.Tensor], tol: float, max_iter: int, trace: list):
     """Block updates [T8] for U_L..U_2, U_a by its quadratic, then a damped U_1 update (eta halved on failure)."""
     Us = [U.clone() for U in Us]
-    H, N, s2, L = prob.H, prob.widths, prob.variances, prob.L
     ev = evaluate(prob, Us)
     eta, it = 0.5, 0
     while _max_grad(ev.grads) >= tol and it < max_iter:
         it += 1
         new = [U.clone() for U in Us]
-        if prob.form == "chain":
-            U_a = U_a_closed_form(torch.trace(new[-1]), H[-1], N[L - 1], N[L], s2[L], s2[L + 1])
-            for l in reversed(range(1, L)):
-                upper_inv = (1.0 / U_a).reshape(1, 1) if l == L - 1 else torch.linalg.inv(new[l + 1])
-                D = kron_eye(H[l], upper_inv) / s2[l + 1]
-                Ml = ptrace(new[l - 1], H[l - 1])
-                c, b, d = N[l - 1] / s2[l], N[l - 1] * H[l - 1] - N[l], N[l]
-                w, V = torch.linalg.eigh(Ml)
-                Mh = (V * w.clamp_min(0).sqrt()) @ V.T
-                Q = Mh @ D @ Mh
-                wq, Vq = torch.linalg.eigh(0.5 * (Q + Q.T))
-                root = (Vq * (b * b + 4 * c * d * wq).clamp_min(0).sqrt()) @ Vq.T
-                Z = 0.5 * (b * torch.eye(len(Q), dtype=Q.dtype) + root)
-                Ul = c * Mh @ torch.linalg.solve(Z, Mh)
-                new[l] = 0.5 * (Ul + Ul.T)
-            upper = (1.0 / U_a).reshape(1, 1) if L == 1 else torch.linalg.inv(new[1])
-            base = kron_eye(H[0], upper) / s2[1]
-            scale = N[0]
-        else:
-            base = torch.eye(Us[0].shape[0], dtype=torch.float64) / prob.Sigma2
-            scale = prob.N_max
-        _, Gam, _ = energy_terms(prob, new[0])
-        bracket = base + Gam / scale
-        if bool(torch.linalg.cholesky_ex(bracket)[1] == 0):
-            target = torch.linalg.inv(bracket)
-        else:  # bracket not PD: fall back to a natural-gradient step U - U G U (stays PD for small eta)
-            Gs = evaluate(prob, new).grads[0] * (prob.N_max / scale)
-            target = new[0] - new[0] @ Gs @ new[0]
+        base, scale = _chain_blocks(prob, new)
+        target = _u1_target(prob, new, base, scale)
         while True:
             cand = [*new]
             cand[0] = (1 - eta) * Us[0] + eta * 0.5 * (target + target.T)
@@ -332,17 +336,8 @@ def _fixed_point(prob: Problem, Us: list[torch.Tensor], tol: float, max_iter: in
             break
         eta = min(0.5, 2 * eta)
         Us, ev = cand, ev_c
-        trace.append(
-            {
-                "it": len(trace),
-                "phase": "fixed_point",
-                "S": float(ev.S),
-                "E": float(ev.E),
-                "entropy": float(ev.ent),
-                "max_grad": _max_grad(ev.grads),
-                "eta": eta,
-            }
-        )
+        trace.append({"it": len(trace), "phase": "fixed_point", "S": float(ev.S), "E": float(ev.E),
+                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads), "eta": eta})  # fmt: skip
     return Us, ev, it
 
 
