@@ -12,9 +12,10 @@ lazily, like everything here.
 from __future__ import annotations
 
 import importlib
+from types import MappingProxyType
 from typing import Any
 
-_EXPORTS = {
+_EXPORTS = MappingProxyType({
     "SolveConfig": "config", "SweepConfig": "config", "SampleConfig": "config", "PruneConfig": "config",
     "solve": "run", "sweep": "run", "sample": "run", "prune": "run", "RUNNERS": "run",
     "PathConfig": "network", "HeadSpec": "network", "PathNetwork": "network",
@@ -27,9 +28,9 @@ _EXPORTS = {
     "build_data": "data", "PathData": "data", "theory_point": "points", "sample_point": "points",
     "ess": "diagnostics", "ess_bulk": "diagnostics", "rhat": "diagnostics", "summarize": "diagnostics",
     "head_scores": "pruning",
-}  # fmt: skip
+})  # fmt: skip
 # public names that differ from the module's own name
-_RENAMED = {"solve_saddle_point": "solve", "sample_chains": "sample"}
+_RENAMED = MappingProxyType({"solve_saddle_point": "solve", "sample_chains": "sample"})
 
 __all__ = sorted(_EXPORTS)
 

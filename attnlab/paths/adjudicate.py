@@ -8,13 +8,15 @@ r_f = RMS(fbar_sampled - fbar_f)/RMS(fbar_f); the separation s = ||U_chain - U_s
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 
 from attnlab.paths.data import build_data
 from attnlab.paths.points import sample_point, theory_point
 from attnlab.paths.predictor import predict
 
-CONFIGS = {"C1": "good1", "C2": "good2", "C3": "4path"}
+CONFIGS = MappingProxyType({"C1": "good1", "C2": "good2", "C3": "4path"})
 
 
 def compare_point(

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 import torch
 
 from attnlab.errors import InputError, check
+from attnlab.paths.config import TASKS, VARIANTS
 from attnlab.paths.kernels import PathGram, available_memory_bytes, check_memory, scaled_paths
 from attnlab.paths.network import HeadSpec, PathConfig, PathNetwork
 
-TASKS = ("markov", "digits")
-VARIANTS = ("4path", "2path", "good1", "good2")
 # heads per layer of each Markov variant (markov_config builds the heads themselves)
-VARIANT_HEADS = {"4path": [2, 2], "2path": [2, 1], "good1": [1], "good2": [1, 1]}
+VARIANT_HEADS = MappingProxyType({"4path": (2, 2), "2path": (2, 1), "good1": (1,), "good2": (1, 1)})
 
 
 @dataclass
@@ -62,7 +62,7 @@ def task_shape(task: str, variant: str, heads: int, layers: int, cfg: PathConfig
     if task == "markov":
         from attnlab.paths.tasks.markov import N0, N_TOK
 
-        return N_TOK, N0, cfg.H if cfg is not None else VARIANT_HEADS[variant]
+        return N_TOK, N0, cfg.H if cfg is not None else list(VARIANT_HEADS[variant])
     from attnlab.paths.tasks.digits import N0 as D_N0
     from attnlab.paths.tasks.digits import N_TOK as D_N_TOK
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from attnlab.paths.solver import SaddlePoint, solve
 from attnlab.paths.theory import Problem
 
 # sampler gates (spec §7.3): a sampled point is `converged` when all hold
-GATES = {"rhat_max": 1.01, "ess_bulk_min": 400, "ebfmi_min": 0.3, "divergence_rate": 0.005}
+GATES = MappingProxyType({"rhat_max": 1.01, "ess_bulk_min": 400, "ebfmi_min": 0.3, "divergence_rate": 0.005})
 
 
 def make_problem(data: PathData, N: float, T: float, form: str = "chain") -> Problem:

@@ -9,12 +9,12 @@ from attnlab.paths import figures
 from attnlab.report import Report
 from attnlab.runs import RunDir, read_jsonl
 
-SOLVE_COLUMNS = ["N", "T", "alpha", "entropy_form", "converged", "iterations", "max_grad", "hessian_min_eig",
-                 "action", "accuracy", "accuracy_gp", "wall_s"]  # fmt: skip
-SWEEP_COLUMNS = ["N", "alpha", "converged", "iterations", "max_grad", "hessian_min_eig", "accuracy",
-                 "accuracy_diagonal_only", "accuracy_equalised_diagonal"]  # fmt: skip
-SAMPLE_COLUMNS = ["N", "alpha", "sampler", "rhat_max", "ess_bulk_min", "accept_mean", "divergences", "ebfmi_min",
-                  "rel_frob_err", "sampled_accuracy", "wall_s", "converged"]  # fmt: skip
+SOLVE_COLUMNS = ("N", "T", "alpha", "entropy_form", "converged", "iterations", "max_grad", "hessian_min_eig",
+                 "action", "accuracy", "accuracy_gp", "wall_s")  # fmt: skip
+SWEEP_COLUMNS = ("N", "alpha", "converged", "iterations", "max_grad", "hessian_min_eig", "accuracy",
+                 "accuracy_diagonal_only", "accuracy_equalised_diagonal")  # fmt: skip
+SAMPLE_COLUMNS = ("N", "alpha", "sampler", "rhat_max", "ess_bulk_min", "accept_mean", "divergences", "ebfmi_min",
+                  "rel_frob_err", "sampled_accuracy", "wall_s", "converged")  # fmt: skip
 
 
 def _not_available(value: object) -> object:
@@ -44,7 +44,7 @@ def sweep_report(path: Path, title: str | None = None) -> Report:
         f"Markov-style sweep over N with the {config['entropy_form']} entropy, T = {config['temperature']}, "
         f"P = {config['P']}; points run from large to small N, each warm-started. Wall time {wall:.1f} s."
     )
-    rep.table([{k: r[k] for k in SWEEP_COLUMNS + [k for k in r if k.startswith("accuracy_gp")]} for r in recs])
+    rep.table([{k: r[k] for k in [*SWEEP_COLUMNS] + [k for k in r if k.startswith("accuracy_gp")]} for r in recs])
     for f, caption in figures.sweep_figures(run.path):
         rep.figure(f, caption)
     rep.write(run.file("report.html"))

@@ -94,3 +94,15 @@ def test_config_names_the_bad_field():
         SampleConfig(P=21)
     with pytest.raises(InputError, match=r"--heads \(pruning needs at least 2 heads per layer\)"):
         PruneConfig(heads=1)
+
+
+def test_rerun_reproduces_a_sweep(tmp_path):
+    """`attnlab rerun` rebuilds the SweepConfig from config.json (Ns back to a tuple) and gives the same points."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert main(["paths", "sweep", "--P", "20", "--n-test", "40", "--Ns", "30", "10", "--temperature", "0.05",
+                 "--out", str(first)]) == 0  # fmt: skip
+    assert main(["rerun", str(first), "--out", str(second)]) == 0
+    rows = [[{k: v for k, v in json.loads(line).items() if k != "wall_s"} for line in (d / "points.jsonl").open()]
+            for d in (first, second)]  # fmt: skip
+    assert rows[0] == rows[1] and [r["N"] for r in rows[0]] == [30.0, 10.0]
+    assert json.loads((second / "manifest.json").read_text())["command"] == "paths sweep"

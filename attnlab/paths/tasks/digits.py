@@ -8,6 +8,8 @@ x: [P, 12, 23]; mean readout. Labels exactly balanced (first P/2 are +1).
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 
 from attnlab.errors import check
@@ -16,7 +18,7 @@ TRAIN_CLASSES = (0, 1, 2, 3, 4, 5)
 TEST_CLASSES = (6, 7, 8, 9)
 N_TOK = 12
 N0 = 23
-SEEDS = {"train": 27, "val": 43, "test": 59}
+SEEDS = MappingProxyType({"train": 27, "val": 43, "test": 59})
 
 
 def _pools() -> dict[str, dict[int, np.ndarray]]:

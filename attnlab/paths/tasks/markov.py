@@ -7,6 +7,7 @@ are +1 (stay probability 0.7), the rest -1 (stay probability 0.3).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -18,7 +19,9 @@ N_FEAT = 200
 N_TOK = N_HIDDEN + 1
 N0 = N_FEAT + N_TOK
 BETA = 10.0
-SEEDS = {"train": 27, "val": 43, "test": 59, "good": 127, "random1": 147, "uniform": 217, "random2": 247}
+SEEDS = MappingProxyType(
+    {"train": 27, "val": 43, "test": 59, "good": 127, "random1": 147, "uniform": 217, "random2": 247}
+)
 
 
 def _vectors() -> tuple[np.ndarray, np.ndarray]:
