@@ -102,7 +102,7 @@ def test_rerun_reproduces_a_sweep(tmp_path):
     assert main(["paths", "sweep", "--P", "20", "--n-test", "40", "--Ns", "30", "10", "--temperature", "0.05",
                  "--out", str(first)]) == 0  # fmt: skip
     assert main(["rerun", str(first), "--out", str(second)]) == 0
-    rows = [[{k: v for k, v in json.loads(line).items() if k != "wall_s"} for line in (d / "points.jsonl").open()]
-            for d in (first, second)]  # fmt: skip
+    texts = [(d / "points.jsonl").read_text().splitlines() for d in (first, second)]
+    rows = [[{k: v for k, v in json.loads(line).items() if k != "wall_s"} for line in t] for t in texts]
     assert rows[0] == rows[1] and [r["N"] for r in rows[0]] == [30.0, 10.0]
     assert json.loads((second / "manifest.json").read_text())["command"] == "paths sweep"
