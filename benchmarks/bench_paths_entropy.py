@@ -19,7 +19,7 @@ import numpy as np
 
 from attnlab.clitools import threads
 from attnlab.paths.adjudicate import compare_point, extrapolate
-from attnlab.runs import to_jsonable
+from attnlab.runs import read_jsonl, to_jsonable, write_jsonl
 
 
 def main() -> None:
@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> None:
     """Every (config, alpha, N) point not yet in points.jsonl, then the extrapolation and the figure."""
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "points.jsonl"
-    done = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
+    done = read_jsonl(log)  # a line cut by a kill is dropped, and the file rewritten without it
+    write_jsonl(log, done)
     key = lambda p: (p["config"], p["alpha"], p["N"], p["T"])  # noqa: E731
     have = {key(p) for p in done}
     jobs = [(c, a, N, 0.1) for a in args.alphas for c in args.configs for N in args.Ns]
