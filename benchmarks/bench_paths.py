@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab.paths.experiment import build_data, make_problem
+from attnlab.clitools import threads
+from attnlab.paths.data import build_data
+from attnlab.paths.points import make_problem
 from attnlab.paths.solver import Param, solve
 from attnlab.paths.theory import evaluate
 from attnlab.runs import to_jsonable
@@ -31,7 +33,8 @@ def adam_baseline(prob, lr: float = 0.1, tol: float = 1e-5, max_steps: int = 50_
     theta = par.from_Us(prob.gp_point()).clone().requires_grad_(False)
     opt = torch.optim.Adam([theta.requires_grad_(True)], lr=lr)
     t0, c0 = time.perf_counter(), time.process_time()
-    for step in range(1, max_steps + 1):
+    step = 0
+    for step in range(1, max_steps + 1):  # noqa: B007 - the last step is reported
         with torch.no_grad():
             Rs = par.Rs(theta)
             ev = evaluate(prob, [R @ R.T for R in Rs])
@@ -40,8 +43,13 @@ def adam_baseline(prob, lr: float = 0.1, tol: float = 1e-5, max_steps: int = 50_
                 break
             theta.grad = par.grad_theta(Rs, ev.grads)
         opt.step()
-    return {"steps": step, "max_grad": mg, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-            "U": par.Us(theta.detach())[0].numpy()}
+    return {
+        "steps": step,
+        "max_grad": mg,
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "U": par.Us(theta.detach())[0].numpy(),
+    }
 
 
 def main() -> None:
@@ -54,44 +62,60 @@ def main() -> None:
     ap.add_argument("--sample-draws", type=int, default=400, help="B3 draws")
     ap.add_argument("--skip-sampling", action="store_true", help="skip B3")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    with threads(1):
+        run(args)
+
+
+def b1_row(data, N: float, repeats: int, adam_Ns: list[float]) -> dict:
+    """B1 at one width: the best of `repeats` solver timings, and the Adam baseline at the chosen widths."""
+    prob = make_problem(data, N, 0.01)
+    times, cpu = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        sp = solve(prob, "newton", tol=1e-8, hessian=False)
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    row = {"N": N, "solver_s": min(times), "solver_cpu_s": min(cpu), "iterations": sp.iterations,
+           "max_grad": sp.max_grad, "converged": sp.converged}  # fmt: skip
+    if N in adam_Ns:
+        ad = adam_baseline(prob)
+        row.update({"adam_s": ad["wall_s"], "adam_cpu_s": ad["cpu_s"], "adam_steps": ad["steps"],
+                    "adam_max_grad": ad["max_grad"], "speedup": ad["wall_s"] / min(times),
+                    "max_abs_dU": float(np.abs(ad["U"] - sp.U).max())})  # fmt: skip
+    return row
+
+
+def b3(data, warmup: int, draws: int) -> dict:
+    """B3: collapsed HMC at N = 10 (4 chains, 16 leapfrog steps) against the chain theory there."""
+    from attnlab.paths.points import sample_point, theory_point
+
+    sp, _ = theory_point(data, 10, 0.01)
+    rec = sample_point(data, 10, 0.01, 4, warmup, draws, "hmc", 16, 1, 5, 0, False)
+    keys = ["wall_s", "ess_bulk_min", "ess_per_s", "rhat_max", "accept_mean", "divergences", "sampled_accuracy"]
+    return {k: rec[k] for k in keys} | {
+        "warmup": warmup, "draws": draws, "chains": 4, "leapfrog": 16,
+        "rel_frob_err": float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U)),
+        "U_hat": rec["U_hat"], "U_mcse": rec["U_mcse"], "U_theory": sp.U,
+    }  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> None:
+    """B1 and B3 with the parsed options; writes bench.json under args.out."""
+    from attnlab.paths.points import sweep
+
     args.out.mkdir(parents=True, exist_ok=True)
     data = build_data("markov", 100, 1000)
     rows = []
     for N in args.Ns:
-        prob = make_problem(data, N, 0.01)
-        times, cpu = [], []
-        for _ in range(args.repeats):
-            t0, c0 = time.perf_counter(), time.process_time()
-            sp = solve(prob, "newton", tol=1e-8, hessian=False)
-            times.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-        row = {"N": N, "solver_s": min(times), "solver_cpu_s": min(cpu), "iterations": sp.iterations,
-               "max_grad": sp.max_grad, "converged": sp.converged}
-        if N in args.adam_Ns:
-            ad = adam_baseline(prob)
-            row.update({"adam_s": ad["wall_s"], "adam_cpu_s": ad["cpu_s"], "adam_steps": ad["steps"], "adam_max_grad": ad["max_grad"],
-                        "speedup": ad["wall_s"] / min(times), "max_abs_dU": float(np.abs(ad["U"] - sp.U).max())})
-        rows.append(row)
-        print(json.dumps(to_jsonable(row)), flush=True)
+        rows.append(b1_row(data, N, args.repeats, args.adam_Ns))
+        print(json.dumps(to_jsonable(rows[-1])), flush=True)
     t0 = time.perf_counter()
-    from attnlab.paths.experiment import sweep
-
     sweep(data, args.Ns, 0.01, progress=False)
     sweep_s = time.perf_counter() - t0
     result = {"B1": rows, "B1_sweep_s": sweep_s, "load_avg": os.getloadavg()}
     print(f"B1 sweep of {len(args.Ns)} widths incl. GP baselines and 1000-point predictions: {sweep_s:.2f} s")
     if not args.skip_sampling:
-        from attnlab.paths.commands_sample import run_sampler
-        from attnlab.paths.experiment import theory_point
-
-        sp, _ = theory_point(data, 10, 0.01)
-        rec = run_sampler(data, 10, 0.01, 4, args.sample_warmup, args.sample_draws, "hmc", 16, 1, 5, 0, False)
-        result["B3"] = {k: rec[k] for k in ["wall_s", "ess_bulk_min", "ess_per_s", "rhat_max", "accept_mean",
-                                            "divergences", "sampled_accuracy"]}
-        result["B3"].update({"warmup": args.sample_warmup, "draws": args.sample_draws, "chains": 4, "leapfrog": 16,
-                             "rel_frob_err": float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U)),
-                             "U_hat": rec["U_hat"], "U_mcse": rec["U_mcse"], "U_theory": sp.U})
+        result["B3"] = b3(data, args.sample_warmup, args.sample_draws)
         print(json.dumps(to_jsonable({k: v for k, v in result["B3"].items() if not k.startswith("U_")})))
     result["load_avg_end"] = os.getloadavg()
     (args.out / "bench.json").write_text(json.dumps(to_jsonable(result), indent=1))

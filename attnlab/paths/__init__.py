@@ -2,19 +2,41 @@
 
 Data flow: task -> fixed attention -> attentioned inputs xi^pi -> path Gram tensor -> theory (U) or sampler (U_hat)
 -> predictor -> metrics, figures, pruning.
+
+For notebooks: `attnlab.paths.solve(SolveConfig(...), out=...)` (and `sweep`, `sample`, `prune`) run a command
+into a run folder and return a `RunResult` whose tables are pandas DataFrames. The computation modules
+(`network`, `kernels`, `theory`, `solver`, `predictor`, `sampling`, `diagnostics`, `pruning`) are imported
+lazily, like everything here.
 """
 
-from attnlab.paths.diagnostics import ess, ess_bulk, rhat, summarize
-from attnlab.paths.errors import KernelConditionError, MemoryBudgetError, PathsConfigError
-from attnlab.paths.kernels import PathGram, check_memory, cross_kernel, scaled_paths
-from attnlab.paths.network import HeadSpec, PathConfig, PathNetwork
-from attnlab.paths.predictor import Prediction, alignment, gp_U, metrics, predict
-from attnlab.paths.pruning import head_scores
-from attnlab.paths.sampling import CollapsedTarget, FullTarget, sample
-from attnlab.paths.solver import SaddlePoint, solve
-from attnlab.paths.theory import Problem, evaluate, scalar_reference
+from __future__ import annotations
 
-__all__ = ["CollapsedTarget", "FullTarget", "HeadSpec", "KernelConditionError", "MemoryBudgetError", "PathConfig",
-           "PathGram", "PathNetwork", "PathsConfigError", "Prediction", "Problem", "SaddlePoint", "alignment",
-           "check_memory", "cross_kernel", "ess", "ess_bulk", "evaluate", "gp_U", "head_scores", "metrics",
-           "predict", "rhat", "sample", "scalar_reference", "scaled_paths", "solve", "summarize"]
+import importlib
+from types import MappingProxyType
+from typing import Any
+
+_EXPORTS = MappingProxyType({
+    "SolveConfig": "config", "SweepConfig": "config", "SampleConfig": "config", "PruneConfig": "config",
+    "solve": "run", "sweep": "run", "sample": "run", "prune": "run", "RUNNERS": "run",
+    "PathConfig": "network", "HeadSpec": "network", "PathNetwork": "network",
+    "PathGram": "kernels", "check_memory": "kernels", "cross_kernel": "kernels", "scaled_paths": "kernels",
+    "Problem": "theory", "evaluate": "theory", "scalar_reference": "theory",
+    "SaddlePoint": "solver", "solve_saddle_point": "solver",
+    "Prediction": "predictor", "alignment": "predictor", "gp_U": "predictor", "metrics": "predictor",
+    "predict": "predictor",
+    "CollapsedTarget": "sampling", "FullTarget": "sampling", "sample_chains": "sampling",
+    "build_data": "data", "PathData": "data", "theory_point": "points", "sample_point": "points",
+    "ess": "diagnostics", "ess_bulk": "diagnostics", "rhat": "diagnostics", "summarize": "diagnostics",
+    "head_scores": "pruning",
+})  # fmt: skip
+# public names that differ from the module's own name
+_RENAMED = MappingProxyType({"solve_saddle_point": "solve", "sample_chains": "sample"})
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'attnlab.paths' has no attribute {name!r}")
+    module = importlib.import_module(f"attnlab.paths.{_EXPORTS[name]}")
+    return getattr(module, _RENAMED.get(name, name))

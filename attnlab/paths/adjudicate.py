@@ -8,18 +8,30 @@ r_f = RMS(fbar_sampled - fbar_f)/RMS(fbar_f); the separation s = ||U_chain - U_s
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 
-from attnlab.paths.commands_sample import run_sampler
-from attnlab.paths.experiment import build_data, theory_point
+from attnlab.paths.data import build_data
+from attnlab.paths.points import sample_point, theory_point
 from attnlab.paths.predictor import predict
 
-CONFIGS = {"C1": "good1", "C2": "good2", "C3": "4path"}
+CONFIGS = MappingProxyType({"C1": "good1", "C2": "good2", "C3": "4path"})
 
 
-def compare_point(config: str, alpha: float, N: int, T: float = 0.1, chains: int = 4, warmup: int = 1000,
-                  draws: int = 2000, n_leapfrog: int = 16, n_test: int = 1000, seed: int = 0,
-                  progress: bool = False) -> dict:
+def compare_point(
+    config: str,
+    alpha: float,
+    N: int,
+    T: float = 0.1,
+    chains: int = 4,
+    warmup: int = 1000,
+    draws: int = 2000,
+    n_leapfrog: int = 16,
+    n_test: int = 1000,
+    seed: int = 0,
+    progress: bool = False,
+) -> dict:
     """One adjudication point; returns a JSON-ready record."""
     P = int(round(alpha * N))
     P += P % 2
@@ -29,20 +41,20 @@ def compare_point(config: str, alpha: float, N: int, T: float = 0.1, chains: int
         sp, rec = theory_point(data, N, T, form)
         theory[form] = (sp, rec, predict(sp.U, data.gram, data.y_train, T, data.xit_test).mean)
     _, gp_rec = theory_point(data, float("inf"), T)
-    s = run_sampler(data, N, T, chains, warmup, draws, "hmc", n_leapfrog, 1, 5, seed, progress)
+    s = sample_point(data, N, T, chains, warmup, draws, "hmc", n_leapfrog, 1, 5, seed, progress)
     Uh, mc = s["U_hat"], np.maximum(s["U_mcse"], 1e-300)
+    keys = ("U_a_hat", "U_a_mcse", "rhat_max", "ess_bulk_min", "accept_mean", "divergences")
     out = {"config": config, "alpha": alpha, "N": N, "P": P, "T": T, "U_hat": Uh, "U_mcse": s["U_mcse"],
-           "U_a_hat": s["U_a_hat"], "U_a_mcse": s["U_a_mcse"], "rhat_max": s["rhat_max"],
-           "ess_bulk_min": s["ess_bulk_min"], "accept_mean": s["accept_mean"], "divergences": s["divergences"],
-           "sampler_converged": s["converged"], "sampled_accuracy": s["sampled_accuracy"], "wall_s": s["wall_s"],
-           "accuracy_gp": gp_rec["accuracy"],
-           "s": float(np.linalg.norm(theory["chain"][0].U - theory["simple"][0].U) / np.linalg.norm(theory["chain"][0].U))}
+           **{k: s[k] for k in keys}, "sampler_converged": s["converged"], "sampled_accuracy": s["sampled_accuracy"],
+           "wall_s": s["wall_s"], "accuracy_gp": gp_rec["accuracy"],
+           "s": float(np.linalg.norm(theory["chain"][0].U - theory["simple"][0].U)
+                      / np.linalg.norm(theory["chain"][0].U))}  # fmt: skip
     for form, (sp, rec, fbar) in theory.items():
         out[f"U_{form}"] = sp.U
         out[f"U_a_{form}"] = sp.U_a
         out[f"e_{form}"] = float(np.linalg.norm(Uh - sp.U) / np.linalg.norm(sp.U))
         out[f"z_{form}"] = (Uh - sp.U) / mc
-        out[f"r_{form}"] = float(np.sqrt(np.mean((s["pred_mean"] - fbar) ** 2)) / np.sqrt(np.mean(fbar ** 2)))
+        out[f"r_{form}"] = float(np.sqrt(np.mean((s["pred_mean"] - fbar) ** 2)) / np.sqrt(np.mean(fbar**2)))
         out[f"accuracy_{form}"] = rec["accuracy"]
         out[f"converged_{form}"] = rec["converged"]
     return out
@@ -61,7 +73,7 @@ def extrapolate(points: list[dict], form: str) -> dict:
         coef = np.linalg.solve(A, X.T @ (w * d))
         resid = d - X @ coef
         dof = max(len(Ns) - 2, 1)
-        scale = max(float(np.sum(w * resid ** 2)) / dof, 1.0)  # inflate SE when the fit is worse than MCSE
+        scale = max(float(np.sum(w * resid**2)) / dof, 1.0)  # inflate SE when the fit is worse than MCSE
         cov = np.linalg.inv(A) * scale
         a[i], se[i] = coef[0], np.sqrt(cov[0, 0])
     return {"a": a, "se": se, "z": a / se}

@@ -1,82 +1,178 @@
-"""`attnlab paths {solve, sweep, sample, prune}` and this study's part of `attnlab demo` (spec §11)."""
+"""`attnlab paths {solve, sweep, sample, prune}`: argparse <-> config, nothing else (docs/attention-paths.md)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from typing import Any
 
-from attnlab.report import Report
+from attnlab.clitools import add_run_args, run_mode, threads
+
+COMMON = ("task", "variant", "heads", "layers", "P", "n_test", "temperature", "entropy_form", "memory_budget",
+          "seed", "method")  # fmt: skip
 
 
-def _common(p: argparse.ArgumentParser, N: bool = True) -> None:
-    p.add_argument("--task", choices=["markov", "digits"], default="markov", help="task (default markov)")
-    p.add_argument("--variant", choices=["4path", "2path", "good1", "good2"], default="4path",
-                   help="Markov network: 4path (2x2 heads), 2path (sigma_out=5), good1/good2 (H=1); default 4path")
+def _fields(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in names}
+
+
+def _solve(args: argparse.Namespace) -> int:
+    from attnlab.paths.config import SolveConfig
+    from attnlab.paths.run import solve
+
+    cfg = SolveConfig(**_fields(args, COMMON + ("N", "tol", "allow_unconverged")))
+    with threads(args.threads):
+        result = solve(cfg, args.out, mode=run_mode(args))
+    s = result.summary
+    print(f"accuracy {s['accuracy']:.4f} (GP {s['accuracy_gp']:.4f}), max|grad| {s['max_grad']:.2e}, "
+          f"{s['iterations']} iterations, converged={s['converged']}")  # fmt: skip
+    print(f"run folder: {result.path}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from attnlab.paths.config import SweepConfig
+    from attnlab.paths.run import sweep
+
+    cfg = SweepConfig(Ns=tuple(args.Ns), **_fields(args, COMMON + ("tol", "allow_unconverged")))
+    with threads(args.threads):
+        result = sweep(cfg, args.out, mode=run_mode(args))
+    for _, r in result.tables["points"].iterrows():
+        print(f"N={r['N']:g}: accuracy {r['accuracy']:.4f} (GP {r['accuracy_gp']:.4f}) converged={r['converged']}")
+    print(f"run folder: {result.path}")
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from attnlab.paths.config import SampleConfig
+    from attnlab.paths.run import sample
+
+    names = ("N", "sampler", "target", "chains", "warmup", "draws", "leapfrog", "thin", "predict_every")
+    cfg = SampleConfig(**_fields(args, COMMON + names))
+    with threads(args.threads):
+        result = sample(cfg, args.out, mode=run_mode(args))
+    s = result.summary
+    if not s["converged"]:
+        rhat = "n/a" if s["rhat_max"] != s["rhat_max"] else f"{s['rhat_max']:.3f}"
+        ess = "n/a" if s["ess_bulk_min"] != s["ess_bulk_min"] else f"{s['ess_bulk_min']:.0f}"
+        print(f"warning: sampler gates failed (R-hat {rhat}, bulk ESS {ess}); results carry converged=false")
+    print(f"sampled U vs {cfg.entropy_form} theory: relative Frobenius error {s['rel_frob_err']:.3f}; "
+          f"accuracy sampled {s['sampled_accuracy']:.4f}, theory {s['theory_accuracy']:.4f}")  # fmt: skip
+    print(f"run folder: {result.path}")
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from attnlab.paths.config import PruneConfig
+    from attnlab.paths.run import prune
+
+    names = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed")
+    cfg = PruneConfig(Ns=tuple(args.Ns), temperatures=tuple(args.temperatures), **_fields(args, names))
+    with threads(args.threads):
+        result = prune(cfg, args.out, mode=run_mode(args))
+    s = result.summary
+    print(f"GD test accuracy {s['gd_test_accuracy']:.3f}; Spearman rho(score, GD drop) = {s['spearman_rho']:.2f}, "
+          f"rho(score, theory drop) = {s['spearman_rho_theory']:.2f}")  # fmt: skip
+    print(f"run folder: {result.path}")
+    return 0
+
+
+def _task_args(p: argparse.ArgumentParser, N: bool = True) -> None:
+    p.add_argument("--task", default="markov", help="markov or digits (default markov)")
+    p.add_argument(
+        "--variant",
+        default="4path",
+        help="Markov network: 4path (2x2 heads), 2path (sigma_out=5), good1/good2 (H=1); default 4path",
+    )
     p.add_argument("--heads", type=int, default=2, help="digits: heads per layer (default 2)")
     p.add_argument("--layers", type=int, default=2, help="digits: layers (default 2)")
-    p.add_argument("--P", type=int, default=100, help="training examples (default 100)")
-    p.add_argument("--n-test", type=int, default=1000, help="test examples (default 1000)")
+    p.add_argument("--P", type=int, default=100, help="training examples, even (default 100)")
+    p.add_argument("--n-test", type=int, default=1000, help="test examples, even (default 1000)")
     if N:
-        p.add_argument("--N", type=float, default=10.0, help="width N of every layer; inf gives the GP limit (default 10)")
+        p.add_argument(
+            "--N", type=float, default=10.0, help="width N of every layer; inf gives the GP limit (default 10)"
+        )
     p.add_argument("--temperature", type=float, default=0.01, help="temperature T > 0 (default 0.01)")
-    p.add_argument("--entropy-form", choices=["chain", "simple"], default="chain",
-                   help="entropy of the action: chain (multi-order-parameter) or simple (default chain)")
-    p.add_argument("--memory-budget", type=float, default=None,
-                   help="bytes allowed for kernels (default 50%% of available memory)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--out", type=Path, default=None, help="run folder (default runs/paths-<command>-<timestamp>)")
+    p.add_argument(
+        "--entropy-form",
+        default="chain",
+        help="entropy of the action: chain (multi-order-parameter) or simple (default chain)",
+    )
+    p.add_argument(
+        "--memory-budget", type=float, default=None, help="bytes allowed for kernels (default 50%% of available memory)"
+    )
+    p.add_argument(
+        "--method", default="newton", help="solver: newton (L-BFGS then Newton, default), lbfgs or fixed_point"
+    )
 
 
-def _solver_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", choices=["newton", "lbfgs", "fixed_point"], default="newton",
-                   help="solver (default newton: L-BFGS then Newton)")
+def _solver_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tol", type=float, default=1e-8, help="stop when max|dS/dU| < tol (default 1e-8)")
     p.add_argument("--allow-unconverged", action="store_true", help="exit 0 even if the solver hits its cap")
 
 
-def register(subparsers) -> None:
+def _sampler_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sampler", default="hmc", help="hmc or mala (default hmc)")
+    p.add_argument(
+        "--target", default="collapsed", help="posterior: collapsed (V0 integrated out, default) or full (all weights)"
+    )
+    p.add_argument("--chains", type=int, default=4, help="chains (default 4)")
+    p.add_argument("--warmup", type=int, default=1000, help="warmup iterations (default 1000)")
+    p.add_argument("--draws", type=int, default=2000, help="kept draws per chain, >= 4 (default 2000)")
+    p.add_argument("--leapfrog", type=int, default=16, help="HMC leapfrog steps (default 16)")
+    p.add_argument("--thin", type=int, default=1, help="keep every k-th draw (default 1)")
+    p.add_argument("--predict-every", type=int, default=5, help="update the predictor every k kept draws (default 5)")
+
+
+def _prune_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=int, default=300, help="gradient-descent steps (default 300; spec default 3000)")
+    p.add_argument("--heads", type=int, default=4, help="heads per layer, >= 2 (default 4)")
+    p.add_argument("--layers", type=int, default=2, help="layers (default 2)")
+    p.add_argument("--width", type=int, default=128, help="GD network width (default 128)")
+    p.add_argument("--d-qk", type=int, default=16, help="query/key dimension (default 16)")
+    p.add_argument("--P", type=int, default=300, help="theory episodes, even (default 300)")
+    p.add_argument("--n-test", type=int, default=1000, help="test episodes, even (default 1000)")
+    p.add_argument("--Ns", type=float, nargs="+", default=[20.0, 200.0], help="theory widths tried on validation")
+    p.add_argument("--temperatures", type=float, nargs="+", default=[0.1, 1.0], help="temperatures tried on validation")
+    p.add_argument("--pool", type=int, default=4000, help="training episodes pool for GD batches (default 4000)")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `paths` group and its subcommands."""
-    from attnlab.paths import commands, commands_sample
+    from attnlab.paths.config import DEFAULT_NS
 
-    grp = subparsers.add_parser("paths", help="attention paths: kernel theory, solver, sampling, pruning",
-                                description="Statistical-mechanics theory of attention paths (spec attention-paths).")
+    grp = subparsers.add_parser(
+        "paths",
+        help="attention paths: kernel theory, solver, sampling, pruning",
+        description="Statistical-mechanics theory of attention paths (spec attention-paths).",
+    )
     sub = grp.add_subparsers(dest="paths_command", metavar="SUBCOMMAND")
-    p = sub.add_parser("solve", help="solve the order parameter U at one (N, T) point",
-                       description="Writes U.npy, kernels.npz, metrics.json, figures and report.html.")
-    _common(p)
-    _solver_opts(p)
-    p.set_defaults(func=commands.cmd_solve)
-    p = sub.add_parser("sweep", help="accuracy vs alpha over widths, with the GP baselines")
-    _common(p, N=False)
-    p.add_argument("--Ns", type=float, nargs="+", default=commands.DEFAULT_NS, help="widths (default 10 30 ... 1000)")
-    _solver_opts(p)
-    p.set_defaults(func=commands.cmd_sweep)
+    p = sub.add_parser(
+        "solve",
+        help="solve the order parameter U at one (N, T) point",
+        description="Writes U.npy, kernels.npz, metrics.json, figures and report.html.",
+    )
+    _task_args(p)
+    _solver_args(p)
+    add_run_args(p, threads_default=1)
+    p.set_defaults(func=_solve)
+    p = sub.add_parser(
+        "sweep",
+        help="accuracy vs alpha over widths, with the GP baselines",
+        description="One metrics.jsonl line per width; --resume continues an interrupted sweep.",
+    )
+    _task_args(p, N=False)
+    p.add_argument("--Ns", type=float, nargs="+", default=list(DEFAULT_NS), help="widths (default 10 30 ... 1000)")
+    _solver_args(p)
+    add_run_args(p, threads_default=1, resume=True)
+    p.set_defaults(func=_sweep)
     p = sub.add_parser("sample", help="HMC/MALA posterior sampling: sampled U and predictor vs theory")
-    _common(p)
-    commands_sample.add_sampler_opts(p)
-    p.set_defaults(func=commands_sample.cmd_sample)
+    _task_args(p)
+    _sampler_args(p)
+    add_run_args(p, threads_default=1)
+    p.set_defaults(func=_sample)
     p = sub.add_parser("prune", help="head scores from U vs pruning drops of a gradient-descent-trained network")
-    commands_sample.add_prune_opts(p)
-    p.set_defaults(func=commands_sample.cmd_prune)
+    _prune_args(p)
+    add_run_args(p, seed=False, threads_default=1)
+    p.set_defaults(func=_prune)
     grp.set_defaults(func=lambda a: (grp.print_help(), 1)[1])
-
-
-def run_demo(out: Path, seed: int) -> Report:
-    """A small Markov sweep (P = 100, 7 widths, T = 0.01, GP baselines, alignment); about 10 s on 2 cores."""
-    import torch
-
-    from attnlab.paths.commands import DEFAULT_NS, run_sweep
-    from attnlab.paths.experiment import build_data
-    from attnlab.runs import RunDir
-
-    torch.set_num_threads(1)
-    run = RunDir(Path(out) / "paths-sweep", "paths")
-    run.write_config({"command": "paths demo (sweep)", "task": "markov", "P": 100, "n_test": 1000,
-                      "Ns": DEFAULT_NS, "temperature": 0.01, "entropy_form": "chain", "seed": seed})
-    run.write_manifest(seed)
-    data = build_data("markov", 100, 1000, seed=seed)
-    rep, _ = run_sweep(data, DEFAULT_NS, 0.01, "chain", "newton", 1e-8, run,
-                       "Attention paths: Markov sweep (kernel renormalisation vs GP)")
-    rep.paragraph(f"Run folder: {run.path}")
-    rep.write(run.path / "report.html")
-    return rep

@@ -11,7 +11,7 @@ from scipy.stats import rankdata
 def split_chains(x: np.ndarray) -> np.ndarray:
     """[C, n] -> [2C, n//2] (the first and second half of every chain)."""
     n = x.shape[1] // 2
-    return np.concatenate([x[:, :n], x[:, x.shape[1] - n:]], axis=0)
+    return np.concatenate([x[:, :n], x[:, x.shape[1] - n :]], axis=0)
 
 
 def rank_normalize(x: np.ndarray) -> np.ndarray:
@@ -31,8 +31,11 @@ def _rhat_raw(x: np.ndarray) -> float:
 
 
 def rhat(x: np.ndarray) -> float:
-    """Rank-normalised split-R-hat: the max of the bulk and the folded (|x - median|) versions."""
+    """Rank-normalised split-R-hat: the max of the bulk and the folded (|x - median|) versions. Defined for one
+    chain too (its two halves); NaN (not available) when a half holds fewer than 2 draws."""
     s = split_chains(np.asarray(x, dtype=np.float64))
+    if s.shape[1] < 2:
+        return float("nan")
     bulk = _rhat_raw(rank_normalize(s))
     folded = _rhat_raw(rank_normalize(np.abs(s - np.median(s))))
     return max(bulk, folded)
@@ -89,6 +92,8 @@ def ess_bulk(x: np.ndarray) -> float:
 def ess_tail(x: np.ndarray) -> float:
     """min of the ESS of the 5% and 95% quantile indicators (split chains)."""
     s = split_chains(np.asarray(x, dtype=np.float64))
+    if s.shape[1] < 4:
+        return float("nan")
     q5, q95 = np.quantile(s, [0.05, 0.95])
     return min(ess((s <= q5).astype(float)), ess((s <= q95).astype(float)))
 
@@ -100,13 +105,14 @@ def ebfmi(energy: np.ndarray) -> np.ndarray:
 
 
 def summarize(draws: np.ndarray) -> dict[str, np.ndarray]:
-    """Per quantity of draws [C, n, k]: mean, sd, rhat, ess_bulk, ess_tail and mcse = sd/sqrt(ess_bulk)."""
+    """Per quantity of draws [C, n, k]: mean, sd, rhat, ess_bulk, ess_tail and mcse = sd/sqrt(ess_bulk); a
+    statistic that too few draws leave undefined is NaN."""
     draws = np.asarray(draws, dtype=np.float64)
     k = draws.shape[2]
     out = {name: np.zeros(k) for name in ["mean", "sd", "rhat", "ess_bulk", "ess_tail", "mcse"]}
     for j in range(k):
         x = draws[:, :, j]
-        out["mean"][j], out["sd"][j] = x.mean(), x.std(ddof=1)
+        out["mean"][j], out["sd"][j] = x.mean(), x.std(ddof=1) if x.size > 1 else float("nan")
         out["rhat"][j], out["ess_bulk"][j], out["ess_tail"][j] = rhat(x), ess_bulk(x), ess_tail(x)
         out["mcse"][j] = out["sd"][j] / np.sqrt(max(ess(x), 1.0))
     return out

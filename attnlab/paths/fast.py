@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve, lapack
 
-from attnlab.paths.errors import KernelConditionError
+from attnlab.errors import NumericalError
 from attnlab.paths.theory import Problem
 
 
@@ -32,8 +32,10 @@ class FastAction:
         Kt[np.diag_indices(P)] += self.prob.T
         c, info = lapack.dpotrf(Kt, lower=1, clean=0)
         if info != 0:
-            raise KernelConditionError(f"Cholesky of K+TI failed at pivot {info} (T={self.prob.T:g}); "
-                                       f"raise the temperature or rescale the inputs")
+            raise NumericalError(
+                f"Cholesky of K+TI failed at pivot {info} (T={self.prob.T:g}); "
+                f"raise the temperature or rescale the inputs"
+            )
         a = cho_solve((c, True), self.Y)
         E = (2.0 * np.log(np.diag(c)).sum() + self.Y @ a) / P
         A, info = lapack.dpotri(c, lower=1)
@@ -89,7 +91,7 @@ class NumpyParam:
     def Rs(self, theta: np.ndarray) -> list[np.ndarray]:
         out, k = [], 0
         for n, (i, j), c in zip(self.sizes, self.idx, self.counts):
-            v = theta[k:k + c].copy()
+            v = theta[k : k + c].copy()
             v[i == j] = np.exp(v[i == j])
             R = np.zeros((n, n))
             R[i, j] = v

@@ -1,8 +1,9 @@
 """Path-path kernels and the precomputed path Gram tensor (spec §4).
 
-Scaled paths xi~^pi_mu = sigma0 xi^pi(x^mu)/sqrt(N0 n_paths) [P, n_paths, N0]; C^{pi pi'}_{mu nu} = xi~^pi_mu . xi~^pi'_nu
-[K1]; K(U) = sum U^{pi pi'} C^{pi pi'} [K2]. `PathGram` holds either the full tensor M [n_paths, n_paths, P, P]
-(`gram` mode; N0 then drops out of the solver's inner loop) or only xi~ (`factor` mode).
+Scaled paths xi~^pi_mu = sigma0 xi^pi(x^mu)/sqrt(N0 n_paths) [P, n_paths, N0];
+C^{pi pi'}_{mu nu} = xi~^pi_mu . xi~^pi'_nu [K1]; K(U) = sum U^{pi pi'} C^{pi pi'} [K2].
+`PathGram` holds either the full tensor M [n_paths, n_paths, P, P] (`gram` mode; N0 then drops out of
+the solver's inner loop) or only xi~ (`factor` mode).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 
 import torch
 
-from attnlab.paths.errors import MemoryBudgetError, check
+from attnlab.errors import InputError, check
 
 MAX_PATHS = 4096
 
@@ -25,18 +26,21 @@ def available_memory_bytes() -> int:
         return 8 << 30
 
 
-def memory_estimate(P: int, n_paths: int, N0: int, n_tok: int, sum_heads: int, mode: str = "gram",
-                    chunk: int = 256) -> int:
-    """Bytes (spec §12): 8 [n_paths^2 P^2 (Gram, stored in full) + P N0 n_paths + P n_tok^2 sum_l H_l + chunk P n_paths^2]."""
+def memory_estimate(
+    P: int, n_paths: int, N0: int, n_tok: int, sum_heads: int, mode: str = "gram", chunk: int = 256
+) -> int:
+    """Bytes (spec §12): 8 [n_paths^2 P^2 (Gram, stored in full) + P N0 n_paths + P n_tok^2 sum_l H_l
+    + chunk P n_paths^2]."""
     gram = n_paths * n_paths * P * P if mode == "gram" else 0
     return 8 * (gram + P * N0 * n_paths + P * n_tok * n_tok * sum_heads + chunk * P * n_paths * n_paths)
 
 
-def check_memory(P: int, n_paths: int, N0: int, n_tok: int, sum_heads: int, mode: str = "auto",
-                 budget: float | None = None) -> str:
-    """Decide the Gram mode before allocating; raise MemoryBudgetError when nothing fits. Returns 'gram'|'factor'."""
+def check_memory(
+    P: int, n_paths: int, N0: int, n_tok: int, sum_heads: int, mode: str = "auto", budget: float | None = None
+) -> str:
+    """Decide the Gram mode before allocating; raise InputError when nothing fits. Returns 'gram'|'factor'."""
     if n_paths > MAX_PATHS:
-        raise MemoryBudgetError(f"n_paths = prod H_l = {n_paths} exceeds the cap {MAX_PATHS}; use fewer heads or layers")
+        raise InputError(f"n_paths = prod H_l = {n_paths} exceeds the cap {MAX_PATHS}; use fewer heads or layers")
     budget = 0.5 * available_memory_bytes() if budget is None else float(budget)
     need_gram = memory_estimate(P, n_paths, N0, n_tok, sum_heads, "gram")
     need_factor = memory_estimate(P, n_paths, N0, n_tok, sum_heads, "factor")
@@ -47,8 +51,10 @@ def check_memory(P: int, n_paths: int, N0: int, n_tok: int, sum_heads: int, mode
         mode = "factor" if need_factor <= budget else "gram"
     need = need_gram if mode == "gram" else need_factor
     if need > budget:
-        raise MemoryBudgetError(f"estimated memory {need / 2**20:.1f} MiB for P={P}, n_paths={n_paths}, mode={mode} "
-                                f"exceeds the budget {budget / 2**20:.1f} MiB; use factor mode, fewer heads or smaller P")
+        raise InputError(
+            f"estimated memory {need / 2**20:.1f} MiB for P={P}, n_paths={n_paths}, mode={mode} "
+            f"exceeds the budget {budget / 2**20:.1f} MiB; use factor mode, fewer heads or smaller P"
+        )
     return mode
 
 
@@ -95,8 +101,9 @@ class PathGram:
 def cross_kernel(U: torch.Tensor, xit_test: torch.Tensor, xit_train: torch.Tensor, chunk: int = 512) -> torch.Tensor:
     """k(x, x^mu) = sum U^{pi pi'} xi~^pi(x) . xi~^pi'_mu: -> [n_test, P], built chunk by chunk over test points."""
     Z = torch.einsum("pq,nqi->npi", U, xit_train)  # [P, n_paths, N0]
-    return torch.cat([torch.einsum("tpi,npi->tn", xit_test[i:i + chunk], Z)
-                      for i in range(0, xit_test.shape[0], chunk)], dim=0)
+    return torch.cat(
+        [torch.einsum("tpi,npi->tn", xit_test[i : i + chunk], Z) for i in range(0, xit_test.shape[0], chunk)], dim=0
+    )
 
 
 def diag_kernel(U: torch.Tensor, xit_test: torch.Tensor) -> torch.Tensor:

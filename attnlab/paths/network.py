@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnlab.paths.errors import check
+from attnlab.errors import check
 
 READOUTS = ("last", "mean", "first")
 HEAD_KINDS = ("bilinear", "qk", "precomputed")
@@ -58,13 +58,17 @@ class PathConfig:
         check(len(self.widths) == L + 1, f"widths: need L+1 = {L + 1} entries (N_1..N_L, N_a), got {len(self.widths)}")
         check(len(self.variances) == L + 2, f"variances: need L+2 = {L + 2} entries, got {len(self.variances)}")
         for w in self.widths:
-            check(w > 0 and (math.isinf(w) or float(w).is_integer()),
-                  f"widths: each must be a positive integer or inf, got {w}")
+            check(
+                w > 0 and (math.isinf(w) or float(w).is_integer()),
+                f"widths: each must be a positive integer or inf, got {w}",
+            )
         for v in self.variances:
             check(np.isfinite(v) and v > 0, f"variances: each must be > 0, got {v}")
         check(self.readout in READOUTS, f"readout must be one of {READOUTS}, got {self.readout!r}")
         if not self.head_names:
-            self.head_names = [[h.name or f"L{l + 1}H{i}" for i, h in enumerate(hs)] for l, hs in enumerate(self.layers)]
+            self.head_names = [
+                [h.name or f"L{l + 1}H{i}" for i, h in enumerate(hs)] for l, hs in enumerate(self.layers)
+            ]
 
     @property
     def L(self) -> int:
@@ -86,10 +90,12 @@ class PathConfig:
         """Names like 'good>uniform', in flat path order (h_1 slowest)."""
         names = [""]
         for l in reversed(range(self.L)):
-            names = [f"{self.head_names[l][h]}" + (f">{rest}" if rest else "") for h in range(self.H[l]) for rest in names]
+            names = [
+                f"{self.head_names[l][h]}" + (f">{rest}" if rest else "") for h in range(self.H[l]) for rest in names
+            ]
         return names
 
-    def with_widths(self, N: float) -> "PathConfig":
+    def with_widths(self, N: float) -> PathConfig:
         """A copy with every width set to N."""
         return PathConfig(self.layers, tuple([float(N)] * (self.L + 1)), self.variances, self.readout, self.head_names)
 
@@ -109,14 +115,18 @@ def head_attention(head: HeadSpec, x: torch.Tensor) -> torch.Tensor:
     elif head.kind == "qk":
         Q = torch.as_tensor(head.Q, dtype=x.dtype)
         K = torch.as_tensor(head.K, dtype=x.dtype)
-        check(Q.shape == K.shape and Q.ndim == 2 and Q.shape[1] == N0,
-              f"qk heads: Q and K must be [d_qk, N0={N0}], got {tuple(Q.shape)} and {tuple(K.shape)}")
+        check(
+            Q.shape == K.shape and Q.ndim == 2 and Q.shape[1] == N0,
+            f"qk heads: Q and K must be [d_qk, N0={N0}], got {tuple(Q.shape)} and {tuple(K.shape)}",
+        )
         score = torch.einsum("psd,ptd->pst", x @ Q.T, x @ K.T) / math.sqrt(Q.shape[0])
     else:
         maps = torch.as_tensor(head.maps, dtype=x.dtype)
         P, n = x.shape[0], x.shape[1]
-        check(tuple(maps.shape) == (P, n, n), f"precomputed maps: expected [P, n_tok, n_tok] = [{P}, {n}, {n}], "
-                                              f"got {tuple(maps.shape)}")
+        check(
+            tuple(maps.shape) == (P, n, n),
+            f"precomputed maps: expected [P, n_tok, n_tok] = [{P}, {n}, {n}], got {tuple(maps.shape)}",
+        )
         check(bool((maps.sum(-1) - 1).abs().max() < 1e-10), "precomputed maps: rows must sum to 1 within 1e-10")
         return maps
     return torch.softmax(score, dim=-1)
@@ -162,8 +172,10 @@ class PathNetwork:
         Ns = [int(w) for w in cfg.widths]
         sd = [math.sqrt(v) for v in cfg.variances]
         V0 = sd[0] * torch.randn(Ns[0], N0, generator=generator, dtype=torch.float64)
-        V = [sd[l + 1] * torch.randn(cfg.H[l], Ns[l + 1], Ns[l], generator=generator, dtype=torch.float64)
-             for l in range(cfg.L)]
+        V = [
+            sd[l + 1] * torch.randn(cfg.H[l], Ns[l + 1], Ns[l], generator=generator, dtype=torch.float64)
+            for l in range(cfg.L)
+        ]
         a = sd[-1] * torch.randn(Ns[-1], generator=generator, dtype=torch.float64)
         return {"V0": V0, "V": V, "a": a}
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnlab.paths.errors import KernelConditionError, check
+from attnlab.errors import InputError, NumericalError, check
 from attnlab.paths.kernels import PathGram, cross_kernel, diag_kernel
 
 
@@ -25,20 +25,30 @@ class Prediction:
     var: np.ndarray
 
 
-def predict(U: torch.Tensor | np.ndarray, gram: PathGram, Y: torch.Tensor | np.ndarray, T: float,
-            xit_test: torch.Tensor, include_noise: bool = False) -> Prediction:
+def predict(
+    U: torch.Tensor | np.ndarray,
+    gram: PathGram,
+    Y: torch.Tensor | np.ndarray,
+    T: float,
+    xit_test: torch.Tensor,
+    include_noise: bool = False,
+) -> Prediction:
     """[P1]/[P2] for every test point (test kernels built chunk by chunk)."""
     check(T > 0, f"temperature: must be > 0, got {T}")
     U = torch.as_tensor(U, dtype=torch.float64)
     Y = torch.as_tensor(Y, dtype=torch.float64)
-    check(tuple(U.shape) == (gram.n_paths, gram.n_paths),
-          f"U: expected [{gram.n_paths}, {gram.n_paths}], got {tuple(U.shape)}")
-    check(xit_test.shape[1:] == gram.xit.shape[1:],
-          f"test paths: expected [n_test, {gram.n_paths}, {gram.N0}], got {tuple(xit_test.shape)}")
+    check(
+        tuple(U.shape) == (gram.n_paths, gram.n_paths),
+        f"U: expected [{gram.n_paths}, {gram.n_paths}], got {tuple(U.shape)}",
+    )
+    check(
+        xit_test.shape[1:] == gram.xit.shape[1:],
+        f"test paths: expected [n_test, {gram.n_paths}, {gram.N0}], got {tuple(xit_test.shape)}",
+    )
     K = gram.kernel(U) + T * torch.eye(gram.P, dtype=torch.float64)
     Lc, info = torch.linalg.cholesky_ex(K)
     if int(info) != 0:
-        raise KernelConditionError(f"Cholesky of K+TI failed at pivot {int(info)} (T={T:g}); raise the temperature")
+        raise NumericalError(f"Cholesky of K+TI failed at pivot {int(info)} (T={T:g}); raise the temperature")
     k = cross_kernel(U, xit_test, gram.xit)  # [n_test, P]
     mean = k @ torch.cholesky_solve(Y[:, None], Lc)[:, 0]
     v = torch.linalg.solve_triangular(Lc, k.T, upper=False)
@@ -54,9 +64,11 @@ def metrics(pred: Prediction, y: np.ndarray) -> dict:
 
     y = np.asarray(y, dtype=np.float64)
     sd = np.sqrt(np.maximum(pred.var, 1e-300))
-    return {"accuracy": float(np.mean(np.sign(pred.mean) == y)),
-            "gauss_acc": float(np.mean(ndtr(y * pred.mean / sd))),
-            "mse": float(np.mean((pred.mean - y) ** 2))}
+    return {
+        "accuracy": float(np.mean(np.sign(pred.mean) == y)),
+        "gauss_acc": float(np.mean(ndtr(y * pred.mean / sd))),
+        "mse": float(np.mean((pred.mean - y) ** 2)),
+    }
 
 
 def gp_U(n_paths: int, Sigma2: float = 1.0, paths: list[int] | None = None) -> torch.Tensor:
@@ -67,13 +79,17 @@ def gp_U(n_paths: int, Sigma2: float = 1.0, paths: list[int] | None = None) -> t
 
 
 def alignment(U: torch.Tensor | np.ndarray, gram: PathGram, Y: np.ndarray, top: int = 30) -> dict:
-    """Eigenpairs of the training K(U), descending: overlap_i = |v_i.Y|/sqrt(P), captured c_k = sum_{i<=k}(v_i.Y)^2/|Y|^2."""
+    """Eigenpairs of the training K(U), descending: overlap_i = |v_i.Y|/sqrt(P),
+    captured c_k = sum_{i<=k}(v_i.Y)^2/|Y|^2."""
     K = gram.kernel(torch.as_tensor(U, dtype=torch.float64)).numpy()
     lam, V = np.linalg.eigh(0.5 * (K + K.T))
     lam, V = lam[::-1], V[:, ::-1]
     proj = V.T @ np.asarray(Y, dtype=np.float64)
-    return {"eigenvalues": lam[:top], "overlap": np.abs(proj[:top]) / math.sqrt(len(Y)),
-            "captured": np.cumsum(proj ** 2)[:top] / float(np.sum(np.asarray(Y) ** 2))}
+    return {
+        "eigenvalues": lam[:top],
+        "overlap": np.abs(proj[:top]) / math.sqrt(len(Y)),
+        "captured": np.cumsum(proj**2)[:top] / float(np.sum(np.asarray(Y) ** 2)),
+    }
 
 
 def add_jitter(K: np.ndarray, mode: str = "auto") -> tuple[np.ndarray, dict]:
@@ -86,8 +102,10 @@ def add_jitter(K: np.ndarray, mode: str = "auto") -> tuple[np.ndarray, dict]:
     asym = float(np.abs(K - K.T).max()) / scale
     check(asym <= 1e-10, f"kernel: not symmetric (relative asymmetry {asym:.3g} > 1e-10)")
     lam = np.linalg.eigvalsh(0.5 * (K + K.T))
-    check(lam[0] >= -1e-10 * lam[-1],
-          f"kernel: lambda_min = {lam[0]:.3g} < -1e-10 * lambda_max = {-1e-10 * lam[-1]:.3g}; not PSD")
+    check(
+        lam[0] >= -1e-10 * lam[-1],
+        f"kernel: lambda_min = {lam[0]:.3g} < -1e-10 * lambda_max = {-1e-10 * lam[-1]:.3g}; not PSD",
+    )
     md = float(np.mean(np.diag(K)))
     try:
         np.linalg.cholesky(K)
@@ -104,4 +122,4 @@ def add_jitter(K: np.ndarray, mode: str = "auto") -> tuple[np.ndarray, dict]:
             return Kj, {"absolute": rel * md, "relative": rel}
         except np.linalg.LinAlgError:
             rel *= 10
-    raise KernelConditionError(f"kernel: still not PD after jitter 1e-6 * mean(diag) = {1e-6 * md:.3g}")
+    raise InputError(f"kernel: still not PD after jitter 1e-6 * mean(diag) = {1e-6 * md:.3g}")

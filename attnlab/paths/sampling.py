@@ -9,12 +9,13 @@ with U(theta) = V_eff V_eff^T / N_1 [N8]. A failed Cholesky gives -inf (a numeri
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from attnlab.paths.errors import check
+from attnlab.errors import check
 from attnlab.paths.kernels import PathGram
 from attnlab.paths.network import PathConfig, PathNetwork
 
@@ -56,8 +57,11 @@ class CollapsedTarget:
         if bool(bad.any()):
             Lc = torch.where(bad[:, None, None], torch.eye(self.gram.P, dtype=torch.float64), Lc)
         a = torch.cholesky_solve(self.Y.expand(theta.shape[0], -1)[..., None], Lc)[..., 0]
-        lp = (-0.5 * ((theta / self.prior_sd) ** 2).sum(-1) - torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1)
-              - 0.5 * (a * self.Y).sum(-1))
+        lp = (
+            -0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
+            - torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1)
+            - 0.5 * (a * self.Y).sum(-1)
+        )
         return torch.where(bad, torch.full_like(lp, -math.inf), lp), bad
 
     def log_prob_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -66,7 +70,7 @@ class CollapsedTarget:
         th = theta.detach().requires_grad_(True)
         if self.prior_only:
             lp = -0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
-            return lp, -theta / self.prior_sd ** 2, torch.zeros(theta.shape[0], dtype=torch.bool)
+            return lp, -theta / self.prior_sd**2, torch.zeros(theta.shape[0], dtype=torch.bool)
         Us, _ = self.order_parameters(th)
         U = Us[0]
         with torch.no_grad():
@@ -81,7 +85,7 @@ class CollapsedTarget:
             GU = torch.where(bad[:, None, None], torch.zeros_like(GU), GU)
             lp_data = -torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1) - 0.5 * (a[..., 0] * self.Y).sum(-1)
         prior = -0.5 * ((th / self.prior_sd) ** 2).sum(-1)
-        g, = torch.autograd.grad(prior.sum() + (U * GU).sum(), th)
+        (g,) = torch.autograd.grad(prior.sum() + (U * GU).sum(), th)
         lp = prior.detach() + lp_data
         return torch.where(bad, torch.full_like(lp, -math.inf), lp), g, bad
 
@@ -119,88 +123,164 @@ def _windows(n_warmup: int) -> list[int]:
     return ends
 
 
-def sample(target: CollapsedTarget, chains: int = 4, warmup: int = 1000, draws: int = 2000,
-           n_leapfrog: int = 16, kind: str = "hmc", target_accept: float | None = None, seed: int = 0,
-           thin: int = 1, on_draw=None, progress: bool = True) -> SamplerResult:
-    """HMC (n_leapfrog steps) or MALA (one step) with per-chain step sizes; `on_draw(theta)` is called on every
-    kept draw (e.g. for running predictor sums)."""
+@dataclass
+class _Adaptation:
+    """Warmup state per chain [C]: dual averaging of log eps toward acceptance `delta` (Hoffman & Gelman 2014,
+    gamma = 0.05, t0 = 10, kappa = 0.75) and the windowed diagonal inverse mass `minv` [C, d] (Stan's windows,
+    regularised toward 1e-3 of the prior variance)."""
+
+    eps: torch.Tensor
+    minv: torch.Tensor
+    delta: float
+    win_ends: list[int]
+    win_start: int
+    mu: torch.Tensor = field(init=False)
+    Hbar: torch.Tensor = field(init=False)
+    logeps_bar: torch.Tensor = field(init=False)
+    t_da: int = 0
+    win_buf: list[torch.Tensor] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        C = self.eps.shape[0]
+        self.mu = torch.log(10 * self.eps)
+        self.Hbar = torch.zeros(C, dtype=torch.float64)
+        self.logeps_bar = torch.zeros(C, dtype=torch.float64)
+
+    def update(self, it: int, q: torch.Tensor, acc_prob: torch.Tensor, prior_sd: torch.Tensor, warmup: int) -> None:
+        """One warmup iteration: step-size update, window bookkeeping, and the final step size at the end."""
+        self.t_da += 1
+        t = self.t_da
+        self.Hbar = (1 - 1 / (t + 10)) * self.Hbar + (self.delta - acc_prob) / (t + 10)
+        logeps = self.mu - math.sqrt(t) / 0.05 * self.Hbar
+        w = t**-0.75
+        self.logeps_bar = w * logeps + (1 - w) * self.logeps_bar
+        self.eps = torch.exp(logeps)
+        if it >= self.win_start:
+            self.win_buf.append(q)
+        if self.win_ends and it + 1 == self.win_ends[0]:
+            n = len(self.win_buf)
+            var = torch.stack(self.win_buf).var(0)
+            self.minv = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0)) * prior_sd**2
+            self.win_buf, self.win_ends = [], self.win_ends[1:]
+            self.mu, self.t_da = torch.log(10 * self.eps), 0
+            self.Hbar, self.logeps_bar = torch.zeros_like(self.Hbar), torch.zeros_like(self.Hbar)
+        if it + 1 == warmup:
+            self.eps = torch.exp(self.logeps_bar)
+
+
+@dataclass
+class _Chains:
+    """Current position q [C, d] with its log p [C], gradient [C, d] and failure mask [C]."""
+
+    q: torch.Tensor
+    lp: torch.Tensor
+    g: torch.Tensor
+    bad: torch.Tensor
+
+
+def _transition(
+    target: CollapsedTarget, s: _Chains, e: torch.Tensor, minv: torch.Tensor, n_lf: int, gen: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """One HMC transition (n_lf leapfrog steps; MALA when n_lf = 1) of every chain with step sizes e [C]:
+    momentum p ~ N(0, M) with M = 1/minv, Metropolis on H = -log p + p^T minv p / 2; a non-finite or failed
+    proposal is a numerical rejection, dH > 1000 a divergence. Updates `s` in place; returns the statistics."""
+    C, d = s.q.shape
+    p = torch.randn(C, d, generator=gen, dtype=torch.float64) / torch.sqrt(minv)
+    H0 = -s.lp + 0.5 * (p * p * minv).sum(-1)
+    qn, pn, gn, lpn, badn = s.q, p + 0.5 * e[:, None] * s.g, s.g, s.lp, s.bad
+    for k in range(n_lf):
+        qn = qn + e[:, None] * minv * pn
+        lpn, gn, badn_k = target.log_prob_and_grad(qn)
+        badn = badn_k if k == 0 else (badn | badn_k)
+        pn = pn + (e[:, None] * gn if k < n_lf - 1 else 0.5 * e[:, None] * gn)
+    H1 = -lpn + 0.5 * (pn * pn * minv).sum(-1)
+    dH = H1 - H0
+    finite = torch.isfinite(dH) & ~badn
+    divergent = finite & (dH > 1000)
+    acc_prob = torch.where(finite, torch.exp(torch.clamp(-dH, max=0.0)), torch.zeros_like(dH))
+    acc_prob = torch.where(divergent, torch.zeros_like(acc_prob), acc_prob)
+    accept = torch.rand(C, generator=gen, dtype=torch.float64) < acc_prob
+    s.q = torch.where(accept[:, None], qn, s.q)
+    s.g = torch.where(accept[:, None], gn, s.g)
+    s.lp = torch.where(accept, lpn, s.lp)
+    return {"acc": acc_prob, "accept": accept, "H0": H0, "H1": H1, "dH": dH, "finite": finite, "divergent": divergent}
+
+
+class _Draws:
+    """The kept draws: U_1, U_a, every layer's U_l, log p, acceptance, energy and energy error per draw."""
+
+    def __init__(self) -> None:
+        self.keep: dict[str, list[torch.Tensor]] = {k: [] for k in ["U", "U_a", "lp", "acc", "H", "dH"]}
+        self.chain: list[list[torch.Tensor]] = []
+
+    def add(self, target: CollapsedTarget, q: torch.Tensor, lp: torch.Tensor, st: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            Us, U_a = target.order_parameters(q)
+        self.keep["U"].append(Us[0])
+        self.keep["U_a"].append(U_a)
+        self.chain.append(Us)
+        self.keep["lp"].append(lp)
+        self.keep["acc"].append(st["acc"])
+        self.keep["H"].append(torch.where(st["accept"], st["H1"], st["H0"]))
+        self.keep["dH"].append(st["dH"])
+
+    def result(self, L: int, div: torch.Tensor, numrej: torch.Tensor, eps: torch.Tensor) -> SamplerResult:
+        st = {k: torch.stack(v, 1).numpy() for k, v in self.keep.items()}
+        chain_Us = [torch.stack([u[l] for u in self.chain], 1).numpy() for l in range(L)]
+        return SamplerResult(st["U"], st["U_a"], chain_Us, st["lp"], st["acc"], st["H"], st["dH"], div.numpy(),
+                             numrej.numpy(), eps.numpy())  # fmt: skip
+
+
+def sample(
+    target: CollapsedTarget,
+    chains: int = 4,
+    warmup: int = 1000,
+    draws: int = 2000,
+    n_leapfrog: int = 16,
+    kind: str = "hmc",
+    target_accept: float | None = None,
+    seed: int = 0,
+    thin: int = 1,
+    on_draw: Callable[[torch.Tensor], None] | None = None,
+    progress: bool = True,
+) -> SamplerResult:
+    """HMC (n_leapfrog steps) or MALA (one step) with per-chain step sizes adapted during `warmup`, then
+    `draws * thin` iterations with the step size jittered by +-20%, keeping every `thin`-th; `on_draw(theta)`
+    is called on every kept draw (e.g. for running predictor sums). Randomness comes from a generator seeded
+    with `seed` (the global torch generator is not used)."""
     from tqdm import tqdm
 
     check(kind in ("hmc", "mala"), f"kind must be hmc or mala, got {kind!r}")
     check(chains >= 1 and draws >= 4 and warmup >= 0, f"need chains >= 1, draws >= 4, warmup >= 0; got "
-                                                     f"{chains}, {draws}, {warmup}")
+                                                     f"{chains}, {draws}, {warmup}")  # fmt: skip
+    check(n_leapfrog >= 1 and thin >= 1, f"need n_leapfrog >= 1 and thin >= 1; got {n_leapfrog}, {thin}")
     n_lf = n_leapfrog if kind == "hmc" else 1
-    delta = target_accept if target_accept is not None else (0.75 if kind == "hmc" else 0.574)
     gen = torch.Generator().manual_seed(seed)
     C, d = chains, target.dim
     q = target.prior_draw(C, gen)
-    lp, g, bad = target.log_prob_and_grad(q)
-    minv = torch.ones(C, d, dtype=torch.float64) * target.prior_sd ** 2
-    eps = torch.full((C,), 0.1 if kind == "hmc" else 0.05, dtype=torch.float64)
-    mu, Hbar, logeps_bar, t_da = torch.log(10 * eps), torch.zeros(C, dtype=torch.float64), torch.zeros(C, dtype=torch.float64), 0
-    win_ends, win_start, win_buf = _windows(warmup), int(0.15 * warmup), []
-    keep = {k: [] for k in ["U", "U_a", "lp", "acc", "H", "dH"]}
-    chain_keep: list[list] = []
-    div = torch.zeros(C, dtype=torch.long)
-    numrej = torch.zeros(C, dtype=torch.long)
-    total = warmup + draws * thin
-    for it in tqdm(range(total), desc=f"paths {kind}", disable=not progress):
-        e = eps if it < warmup else eps * (1 + 0.2 * (2 * torch.rand(C, generator=gen, dtype=torch.float64) - 1))
-        p = torch.randn(C, d, generator=gen, dtype=torch.float64) / torch.sqrt(minv)
-        H0 = -lp + 0.5 * (p * p * minv).sum(-1)
-        qn, pn, gn, lpn, badn = q, p + 0.5 * e[:, None] * g, g, lp, bad
-        for k in range(n_lf):
-            qn = qn + e[:, None] * minv * pn
-            lpn, gn, badn_k = target.log_prob_and_grad(qn)
-            badn = badn_k if k == 0 else (badn | badn_k)
-            pn = pn + (e[:, None] * gn if k < n_lf - 1 else 0.5 * e[:, None] * gn)
-        H1 = -lpn + 0.5 * (pn * pn * minv).sum(-1)
-        dH = H1 - H0
-        finite = torch.isfinite(dH) & ~badn
-        divergent = finite & (dH > 1000)
-        acc_prob = torch.where(finite, torch.exp(torch.clamp(-dH, max=0.0)), torch.zeros_like(dH))
-        acc_prob = torch.where(divergent, torch.zeros_like(acc_prob), acc_prob)
-        accept = torch.rand(C, generator=gen, dtype=torch.float64) < acc_prob
-        q = torch.where(accept[:, None], qn, q)
-        g = torch.where(accept[:, None], gn, g)
-        lp = torch.where(accept, lpn, lp)
+    s = _Chains(q, *target.log_prob_and_grad(q))
+    ad = _Adaptation(
+        eps=torch.full((C,), 0.1 if kind == "hmc" else 0.05, dtype=torch.float64),
+        minv=torch.ones(C, d, dtype=torch.float64) * target.prior_sd**2,
+        delta=target_accept if target_accept is not None else (0.75 if kind == "hmc" else 0.574),
+        win_ends=_windows(warmup),
+        win_start=int(0.15 * warmup),
+    )
+    div, numrej, kept = torch.zeros(C, dtype=torch.long), torch.zeros(C, dtype=torch.long), _Draws()
+    for it in tqdm(range(warmup + draws * thin), desc=f"paths {kind}", disable=not progress):
+        jitter = 1 + 0.2 * (2 * torch.rand(C, generator=gen, dtype=torch.float64) - 1) if it >= warmup else None
+        st = _transition(target, s, ad.eps if jitter is None else ad.eps * jitter, ad.minv, n_lf, gen)
         if it < warmup:
-            t_da += 1
-            Hbar = (1 - 1 / (t_da + 10)) * Hbar + (delta - acc_prob) / (t_da + 10)
-            logeps = mu - math.sqrt(t_da) / 0.05 * Hbar
-            w = t_da ** -0.75
-            logeps_bar = w * logeps + (1 - w) * logeps_bar
-            eps = torch.exp(logeps)
-            if it >= win_start:
-                win_buf.append(q)
-            if win_ends and it + 1 == win_ends[0]:
-                n = len(win_buf)
-                var = torch.stack(win_buf).var(0)
-                minv = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0)) * target.prior_sd ** 2
-                win_buf, win_ends = [], win_ends[1:]
-                mu, Hbar, logeps_bar, t_da = torch.log(10 * eps), torch.zeros_like(Hbar), torch.zeros_like(Hbar), 0
-            if it + 1 == warmup:
-                eps = torch.exp(logeps_bar)
+            ad.update(it, s.q, st["acc"], target.prior_sd, warmup)
             continue
-        div += divergent.long()
-        numrej += (~finite).long()
+        div += st["divergent"].long()
+        numrej += (~st["finite"]).long()
         if (it - warmup) % thin:
             continue
-        with torch.no_grad():
-            Us, U_a = target.order_parameters(q)
-        keep["U"].append(Us[0])
-        keep["U_a"].append(U_a)
-        chain_keep.append(Us)
-        keep["lp"].append(lp)
-        keep["acc"].append(acc_prob)
-        keep["H"].append(torch.where(accept, H1, H0))
-        keep["dH"].append(dH)
+        kept.add(target, s.q, s.lp, st)
         if on_draw is not None:
-            on_draw(q)
-    st = {k: torch.stack(v, 1).numpy() for k, v in keep.items()}
-    chain_Us = [torch.stack([u[l] for u in chain_keep], 1).numpy() for l in range(target.cfg.L)]
-    return SamplerResult(st["U"], st["U_a"], chain_Us, st["lp"], st["acc"], st["H"], st["dH"], div.numpy(),
-                         numrej.numpy(), eps.numpy())
+            on_draw(s.q)
+    return kept.result(target.cfg.L, div, numrej, ad.eps)
 
 
 class PredictorSums:
@@ -208,6 +288,7 @@ class PredictorSums:
     mean of the conditional variances + variance of the conditional means; `fixed` test points also kept per draw."""
 
     def __init__(self, target: CollapsedTarget, xit_test: torch.Tensor, every: int = 1, n_fixed: int = 16) -> None:
+        check(every >= 1, f"predict_every must be >= 1, got {every}")
         self.t, self.every, self.calls = target, every, 0
         n = target.gram.n_paths
         self.Ct = torch.einsum("tpi,mqi->pqtm", xit_test, target.gram.xit).reshape(n * n, -1)  # cross path Gram
@@ -227,7 +308,7 @@ class PredictorSums:
         with torch.no_grad():
             Us, _ = self.t.order_parameters(theta)
             U = Us[0]  # [C, n, n]
-            C, n, P = U.shape[0], U.shape[1], self.t.gram.P
+            C, P = U.shape[0], self.t.gram.P
             K = self.t.gram.kernel(U) + self.t.T * torch.eye(P, dtype=torch.float64)
             Lc = torch.linalg.cholesky(K)
             k = (U.reshape(C, -1) @ self.Ct).reshape(C, self.n_test, P)
@@ -262,16 +343,17 @@ class FullTarget(CollapsedTarget):
         self.N1, self.N0 = int(cfg.widths[0]), gram.N0
         self.n_v0 = self.N1 * self.N0
         self.dim = self.n_v0 + self.dim
-        self.prior_sd = torch.cat([torch.full((self.n_v0,), math.sqrt(cfg.variances[0]), dtype=torch.float64),
-                                   self.prior_sd])
+        self.prior_sd = torch.cat(
+            [torch.full((self.n_v0,), math.sqrt(cfg.variances[0]), dtype=torch.float64), self.prior_sd]
+        )
 
     def unpack(self, theta: torch.Tensor) -> dict:
-        w = super().unpack(theta[..., self.n_v0:])
-        w["V0"] = theta[..., :self.n_v0].reshape(*theta.shape[:-1], self.N1, self.N0)
+        w = super().unpack(theta[..., self.n_v0 :])
+        w["V0"] = theta[..., : self.n_v0].reshape(*theta.shape[:-1], self.N1, self.N0)
         return w
 
     def order_parameters(self, theta: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        return self.net.order_parameters(super().unpack(theta[..., self.n_v0:]))
+        return self.net.order_parameters(super().unpack(theta[..., self.n_v0 :]))
 
     def log_prob(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         w = self.unpack(theta)
@@ -283,5 +365,5 @@ class FullTarget(CollapsedTarget):
     def log_prob_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         th = theta.detach().requires_grad_(True)
         lp, bad = self.log_prob(th)
-        g, = torch.autograd.grad(lp.sum(), th)
+        (g,) = torch.autograd.grad(lp.sum(), th)
         return lp.detach(), g, bad

@@ -14,12 +14,13 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from attnlab.paths.errors import KernelConditionError, check
-from attnlab.paths.theory import Problem, U_a_closed_form, energy_terms, evaluate, kron_eye, ptrace
+from attnlab.errors import InputError, NumericalError, check
+from attnlab.paths.theory import Evaluation, Problem, U_a_closed_form, energy_terms, evaluate, kron_eye, ptrace
 
 METHODS = ("newton", "lbfgs", "fixed_point")
 
@@ -48,19 +49,36 @@ class SaddlePoint:
 
     def summary(self) -> dict:
         """JSON-ready scalars (no trace)."""
-        return {"U": self.U.tolist(), "U_a": self.U_a, "action": self.S, "energy": self.E, "entropy": self.entropy,
-                "max_grad": self.max_grad, "hessian_min_eig": self.hessian_min_eig, "iterations": self.iterations,
-                "method": self.method, "entropy_form": self.entropy_form, "converged": self.converged,
-                "lambda_min": self.lambda_min, "cond_K": self.cond_K, "wall_s": self.wall_s, "note": self.note}
+        return {
+            "U": self.U.tolist(),
+            "U_a": self.U_a,
+            "action": self.S,
+            "energy": self.E,
+            "entropy": self.entropy,
+            "max_grad": self.max_grad,
+            "hessian_min_eig": self.hessian_min_eig,
+            "iterations": self.iterations,
+            "method": self.method,
+            "entropy_form": self.entropy_form,
+            "converged": self.converged,
+            "lambda_min": self.lambda_min,
+            "cond_K": self.cond_K,
+            "wall_s": self.wall_s,
+            "note": self.note,
+        }
 
     def save(self, stem: str | Path) -> None:
         """`<stem>.safetensors` (U and the chain) + `<stem>.json` (scalars and trace)."""
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save
+
+        from attnlab.runs import write_bytes, write_text
 
         stem = Path(stem)
-        save_file({f"U_{l + 1}": np.ascontiguousarray(u) for l, u in enumerate(self.chain)},
-                  str(stem.with_suffix(".safetensors")))
-        stem.with_suffix(".json").write_text(json.dumps({**self.summary(), "trace": self.trace}, indent=1))
+        write_bytes(
+            stem.with_suffix(".safetensors"),
+            save({f"U_{l + 1}": np.ascontiguousarray(u) for l, u in enumerate(self.chain)}),
+        )
+        write_text(stem.with_suffix(".json"), json.dumps({**self.summary(), "trace": self.trace}, indent=1))
 
 
 class Param:
@@ -78,7 +96,7 @@ class Param:
     def Rs(self, theta: torch.Tensor) -> list[torch.Tensor]:
         out, k = [], 0
         for n, (i, j), c in zip(self.sizes, self.idx, self.counts):
-            v = theta[k:k + c]
+            v = theta[k : k + c]
             v = torch.where(i == j, torch.exp(v), v)
             R = torch.zeros(n, n, dtype=theta.dtype).index_put((i, j), v)
             out.append(R)
@@ -131,7 +149,7 @@ def hessian_min_eig(prob: Problem, Us: list[torch.Tensor], max_params: int = 200
         Vs, k = [], 0
         for U, (i, j) in zip(Us, idx):
             c = i.shape[0]
-            M = torch.zeros_like(U).index_put((i, j), u[k:k + c])
+            M = torch.zeros_like(U).index_put((i, j), u[k : k + c])
             Vs.append(M + M.T - torch.diag(torch.diagonal(M)))
             k += c
         ev = evaluate(prob, Vs)
@@ -146,7 +164,7 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
     """scipy L-BFGS until max|dS/dU| < stop_tol; returns (theta, iterations)."""
     from scipy.optimize import minimize
 
-    state = {"g": math.inf, "n": 0}
+    state: dict[str, Any] = {"g": math.inf, "n": 0}
     fast = _fast(prob)
 
     def fg(th: np.ndarray):
@@ -155,7 +173,7 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
             Rs = npar.Rs(th)
             try:
                 S, grads = act([R @ R.T for R in Rs])
-            except (KernelConditionError, np.linalg.LinAlgError):
+            except (NumericalError, np.linalg.LinAlgError):
                 return 1e300, np.zeros_like(th)
             state["g"] = max(float(np.abs(g).max()) for g in grads)
             state["last"] = (th.copy(), S)
@@ -164,7 +182,7 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
         Rs = par.Rs(t)
         try:
             ev = evaluate(prob, [R @ R.T for R in Rs])
-        except KernelConditionError:
+        except NumericalError:
             return 1e300, np.zeros_like(th)
         state["g"] = _max_grad(ev.grads)
         state["last"] = (th.copy(), ev)
@@ -180,8 +198,8 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
 
     th = theta0.numpy()
     for _ in range(4):  # restart with fresh memory when the line search stalls short of the tolerance
-        res = minimize(fg, th, jac=True, method="L-BFGS-B", callback=cb,
-                       options={"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50})
+        options = {"maxcor": 20, "maxiter": max_iter, "ftol": 0.0, "gtol": 0.0, "maxls": 50}
+        res = minimize(fg, th, jac=True, method="L-BFGS-B", callback=cb, options=options)
         th = res.x
         fg(th)
         if state["g"] < stop_tol or state["n"] >= max_iter:
@@ -189,106 +207,127 @@ def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max
     return torch.from_numpy(np.array(th)), state["n"]
 
 
+def _fd_hessian(fast: tuple, th: torch.Tensor) -> torch.Tensor:
+    """Central differences (h = 1e-6) of the analytic NumPy theta-gradient: [dim, dim]."""
+    act, npar = fast
+    x = th.numpy()
+
+    def gnp(v: np.ndarray) -> np.ndarray:
+        Rs = npar.Rs(v)
+        return npar.grad_theta(Rs, act([R @ R.T for R in Rs])[1])
+
+    h, cols = 1e-6, []
+    for k in range(len(x)):
+        e = np.zeros_like(x)
+        e[k] = h
+        cols.append((gnp(x + e) - gnp(x - e)) / (2 * h))
+    return torch.from_numpy(np.stack(cols, 1))
+
+
+def _newton_direction(Hm: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """-(H + shift I)^{-1} g with the symmetrised Hessian, Levenberg-shifted when not positive definite."""
+    Hm = 0.5 * (Hm + Hm.T)
+    shift = 0.0
+    lam_min = float(torch.linalg.eigvalsh(Hm)[0])
+    if lam_min <= 1e-12:
+        shift = -lam_min + 1e-6 * max(1.0, float(Hm.diagonal().abs().max()))
+    return -torch.linalg.solve(Hm + shift * torch.eye(len(g), dtype=Hm.dtype), g)
+
+
+def _backtrack(prob: Problem, par: Param, theta: torch.Tensor, ev: Evaluation, step: torch.Tensor) -> tuple:
+    """Halve t from 1 (at most 40 times) until S decreases, or holds within 1e-13 while max|g| drops; returns
+    (theta, evaluation, t, accepted), the inputs unchanged when no t is accepted."""
+    t = 1.0
+    g0 = _max_grad(ev.grads)
+    for _ in range(40):
+        cand = theta + t * step
+        try:
+            ev_c = evaluate(prob, par.Us(cand))
+        except NumericalError:
+            t *= 0.5
+            continue
+        dS = float(ev_c.S - ev.S)
+        if dS < 0 or (dS <= 1e-13 * max(1.0, abs(float(ev.S))) and _max_grad(ev_c.grads) < g0):
+            return cand, ev_c, t, True
+        t *= 0.5
+    return theta, ev, t, False
+
+
 def _newton(prob: Problem, par: Param, theta: torch.Tensor, tol: float, max_iter: int, trace: list) -> tuple:
     """Damped Newton on the exact theta-Hessian; each step accepted only if S decreases (or holds while |g| drops)."""
+
     def gfun(th: torch.Tensor) -> torch.Tensor:
         Rs = par.Rs(th)
         return par.grad_theta(Rs, evaluate(prob, [R @ R.T for R in Rs]).grads)
 
     fast = _fast(prob)
-
-    def fd_hessian(th: torch.Tensor) -> torch.Tensor:
-        """Central differences (h = 1e-6) of the analytic NumPy theta-gradient."""
-        act, npar = fast
-        x = th.numpy()
-
-        def gnp(v):
-            Rs = npar.Rs(v)
-            return npar.grad_theta(Rs, act([R @ R.T for R in Rs])[1])
-        h, cols = 1e-6, []
-        for k in range(len(x)):
-            e = np.zeros_like(x)
-            e[k] = h
-            cols.append((gnp(x + e) - gnp(x - e)) / (2 * h))
-        return torch.from_numpy(np.stack(cols, 1))
-
     ev = evaluate(prob, par.Us(theta))
     it = 0
     while _max_grad(ev.grads) >= tol and it < max_iter:
         it += 1
         g = gfun(theta).detach()
-        Hm = fd_hessian(theta) if fast is not None else torch.autograd.functional.jacobian(gfun, theta)
-        Hm = 0.5 * (Hm + Hm.T)
-        shift = 0.0
-        lam_min = float(torch.linalg.eigvalsh(Hm)[0])
-        if lam_min <= 1e-12:
-            shift = -lam_min + 1e-6 * max(1.0, float(Hm.diagonal().abs().max()))
-        step = -torch.linalg.solve(Hm + shift * torch.eye(len(g), dtype=Hm.dtype), g)
-        t, accepted = 1.0, False
-        g0 = _max_grad(ev.grads)
-        for _ in range(40):
-            cand = theta + t * step
-            try:
-                ev_c = evaluate(prob, par.Us(cand))
-            except KernelConditionError:
-                t *= 0.5
-                continue
-            dS = float(ev_c.S - ev.S)
-            if dS < 0 or (dS <= 1e-13 * max(1.0, abs(float(ev.S))) and _max_grad(ev_c.grads) < g0):
-                theta, ev, accepted = cand, ev_c, True
-                break
-            t *= 0.5
+        Hm = _fd_hessian(fast, theta) if fast is not None else torch.autograd.functional.jacobian(gfun, theta)
+        theta, ev, t, accepted = _backtrack(prob, par, theta, ev, _newton_direction(Hm, g))
         trace.append({"it": len(trace), "phase": "newton", "S": float(ev.S), "E": float(ev.E),
-                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads), "step": t if accepted else 0.0})
+                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads),
+                      "step": t if accepted else 0.0})  # fmt: skip
         if not accepted:
             break
     return theta, ev, it
 
 
+def _chain_blocks(prob: Problem, new: list[torch.Tensor]) -> tuple[torch.Tensor, float]:
+    """Chain form: update U_L..U_2 in place by [T8] (U_a from its quadratic) and return the U_1 bracket's base
+    I (x) U_2^{-1} / sigma_1^2 and scale N_1; simple form: (I / Sigma^2, N_max)."""
+    if prob.form != "chain":
+        return torch.eye(new[0].shape[0], dtype=torch.float64) / prob.Sigma2, prob.N_max
+    H, N, s2, L = prob.H, prob.widths, prob.variances, prob.L
+    U_a = U_a_closed_form(torch.trace(new[-1]), H[-1], N[L - 1], N[L], s2[L], s2[L + 1])
+    for l in reversed(range(1, L)):
+        upper_inv = (1.0 / U_a).reshape(1, 1) if l == L - 1 else torch.linalg.inv(new[l + 1])
+        D = kron_eye(H[l], upper_inv) / s2[l + 1]
+        Ml = ptrace(new[l - 1], H[l - 1])
+        c, b, d = N[l - 1] / s2[l], N[l - 1] * H[l - 1] - N[l], N[l]
+        w, V = torch.linalg.eigh(Ml)
+        Mh = (V * w.clamp_min(0).sqrt()) @ V.T
+        Q = Mh @ D @ Mh
+        wq, Vq = torch.linalg.eigh(0.5 * (Q + Q.T))
+        root = (Vq * (b * b + 4 * c * d * wq).clamp_min(0).sqrt()) @ Vq.T
+        Z = 0.5 * (b * torch.eye(len(Q), dtype=Q.dtype) + root)
+        Ul = c * Mh @ torch.linalg.solve(Z, Mh)
+        new[l] = 0.5 * (Ul + Ul.T)
+    upper = (1.0 / U_a).reshape(1, 1) if L == 1 else torch.linalg.inv(new[1])
+    return kron_eye(H[0], upper) / s2[1], N[0]
+
+
+def _u1_target(prob: Problem, new: list[torch.Tensor], base: torch.Tensor, scale: float) -> torch.Tensor:
+    """The U_1 fixed point (base + Gamma/scale)^{-1}, or a natural-gradient step U - U G U when the bracket is
+    not positive definite (stays PD for small eta)."""
+    _, Gam, _ = energy_terms(prob, new[0])
+    bracket = base + Gam / scale
+    if bool(torch.linalg.cholesky_ex(bracket)[1] == 0):
+        return torch.linalg.inv(bracket)
+    Gs = evaluate(prob, new).grads[0] * (prob.N_max / scale)
+    return new[0] - new[0] @ Gs @ new[0]
+
+
 def _fixed_point(prob: Problem, Us: list[torch.Tensor], tol: float, max_iter: int, trace: list):
     """Block updates [T8] for U_L..U_2, U_a by its quadratic, then a damped U_1 update (eta halved on failure)."""
     Us = [U.clone() for U in Us]
-    H, N, s2, L = prob.H, prob.widths, prob.variances, prob.L
     ev = evaluate(prob, Us)
     eta, it = 0.5, 0
     while _max_grad(ev.grads) >= tol and it < max_iter:
         it += 1
         new = [U.clone() for U in Us]
-        if prob.form == "chain":
-            U_a = U_a_closed_form(torch.trace(new[-1]), H[-1], N[L - 1], N[L], s2[L], s2[L + 1])
-            for l in reversed(range(1, L)):
-                upper_inv = (1.0 / U_a).reshape(1, 1) if l == L - 1 else torch.linalg.inv(new[l + 1])
-                D = kron_eye(H[l], upper_inv) / s2[l + 1]
-                Ml = ptrace(new[l - 1], H[l - 1])
-                c, b, d = N[l - 1] / s2[l], N[l - 1] * H[l - 1] - N[l], N[l]
-                w, V = torch.linalg.eigh(Ml)
-                Mh = (V * w.clamp_min(0).sqrt()) @ V.T
-                Q = Mh @ D @ Mh
-                wq, Vq = torch.linalg.eigh(0.5 * (Q + Q.T))
-                root = (Vq * (b * b + 4 * c * d * wq).clamp_min(0).sqrt()) @ Vq.T
-                Z = 0.5 * (b * torch.eye(len(Q), dtype=Q.dtype) + root)
-                Ul = c * Mh @ torch.linalg.solve(Z, Mh)
-                new[l] = 0.5 * (Ul + Ul.T)
-            upper = (1.0 / U_a).reshape(1, 1) if L == 1 else torch.linalg.inv(new[1])
-            base = kron_eye(H[0], upper) / s2[1]
-            scale = N[0]
-        else:
-            base = torch.eye(Us[0].shape[0], dtype=torch.float64) / prob.Sigma2
-            scale = prob.N_max
-        _, Gam, _ = energy_terms(prob, new[0])
-        bracket = base + Gam / scale
-        if bool(torch.linalg.cholesky_ex(bracket)[1] == 0):
-            target = torch.linalg.inv(bracket)
-        else:  # bracket not PD: fall back to a natural-gradient step U - U G U (stays PD for small eta)
-            Gs = evaluate(prob, new).grads[0] * (prob.N_max / scale)
-            target = new[0] - new[0] @ Gs @ new[0]
+        base, scale = _chain_blocks(prob, new)
+        target = _u1_target(prob, new, base, scale)
         while True:
             cand = [*new]
             cand[0] = (1 - eta) * Us[0] + eta * 0.5 * (target + target.T)
             try:
                 ev_c = evaluate(prob, cand)
                 ok = float(ev_c.S) <= float(ev.S) + 1e-12 * abs(float(ev.S))
-            except KernelConditionError:
+            except NumericalError:
                 ok = False
             if ok or eta < 1e-8:
                 break
@@ -298,12 +337,18 @@ def _fixed_point(prob: Problem, Us: list[torch.Tensor], tol: float, max_iter: in
         eta = min(0.5, 2 * eta)
         Us, ev = cand, ev_c
         trace.append({"it": len(trace), "phase": "fixed_point", "S": float(ev.S), "E": float(ev.E),
-                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads), "eta": eta})
+                      "entropy": float(ev.ent), "max_grad": _max_grad(ev.grads), "eta": eta})  # fmt: skip
     return Us, ev, it
 
 
-def solve(prob: Problem, method: str = "newton", tol: float = 1e-8, max_iter: int = 500,
-          init: list[torch.Tensor] | None = None, hessian: bool = True) -> SaddlePoint:
+def solve(
+    prob: Problem,
+    method: str = "newton",
+    tol: float = 1e-8,
+    max_iter: int = 500,
+    init: list[torch.Tensor] | None = None,
+    hessian: bool = True,
+) -> SaddlePoint:
     """Minimise S over the order parameters; returns the SaddlePoint with diagnostics (spec §5.6)."""
     check(method in METHODS, f"method must be one of {METHODS}, got {method!r}")
     check(tol > 0, f"tol must be > 0, got {tol}")
@@ -313,8 +358,9 @@ def solve(prob: Problem, method: str = "newton", tol: float = 1e-8, max_iter: in
         return _solve(prob, method, tol, max_iter, init, hessian)
 
 
-def _solve(prob: Problem, method: str, tol: float, max_iter: int, init: list[torch.Tensor] | None,
-           hessian: bool) -> SaddlePoint:
+def _solve(
+    prob: Problem, method: str, tol: float, max_iter: int, init: list[torch.Tensor] | None, hessian: bool
+) -> SaddlePoint:
     t0 = time.perf_counter()
     trace: list[dict] = []
     if math.isinf(prob.N_max):
@@ -344,13 +390,17 @@ COND_WARN, COND_REFUSE = 1e10, 1e12
 
 
 def check_condition(prob: Problem, U1: torch.Tensor, where: str) -> float:
-    """cond(K+TI) by eigvalsh (spec §12): warn above 1e10, refuse above 1e12 (KernelConditionError)."""
+    """cond(K+TI) by eigvalsh (spec §12): warn above 1e10, refuse above 1e12 (InputError at the start point, which
+    only the inputs and T determine; NumericalError at the solution)."""
     K = prob.gram.kernel(U1)
     eig = torch.linalg.eigvalsh(K + prob.T * torch.eye(prob.gram.P, dtype=K.dtype))
     cond = float(eig[-1] / eig[0]) if float(eig[0]) > 0 else math.inf
     if cond > COND_REFUSE:
-        raise KernelConditionError(f"cond(K+TI) = {cond:.3g} > {COND_REFUSE:g} at the {where} (T={prob.T:g}, "
-                                   f"lambda_max(K)={float(eig[-1]):.3g}); raise the temperature or rescale the inputs")
+        error = InputError if where == "start point" else NumericalError
+        raise error(
+            f"cond(K+TI) = {cond:.3g} > {COND_REFUSE:g} at the {where} (T={prob.T:g}, "
+            f"lambda_max(K)={float(eig[-1]):.3g}); raise the temperature or rescale the inputs"
+        )
     if cond > COND_WARN:
         import warnings
 
@@ -366,8 +416,22 @@ def _result(prob, Us, ev, it, method, converged, trace, t0, hmin, note="") -> Sa
         S, ent, mg, U_a = float("nan"), float("nan"), 0.0, float(prob.variances[-1])
     else:
         E, S, ent, mg, U_a = ev.E, float(ev.S), float(ev.ent), _max_grad(ev.grads), float(ev.U_a)
-    return SaddlePoint(U=Us[0].detach().numpy().copy(), chain=[U.detach().numpy().copy() for U in Us], U_a=U_a,
-                       S=S, E=float(E), entropy=ent, max_grad=mg, hessian_min_eig=hmin, iterations=it,
-                       method=method, entropy_form=prob.form, converged=bool(converged), trace=trace,
-                       lambda_min=[float(torch.linalg.eigvalsh(U)[0]) for U in Us],
-                       cond_K=cond, wall_s=time.perf_counter() - t0, note=note)
+    return SaddlePoint(
+        U=Us[0].detach().numpy().copy(),
+        chain=[U.detach().numpy().copy() for U in Us],
+        U_a=U_a,
+        S=S,
+        E=float(E),
+        entropy=ent,
+        max_grad=mg,
+        hessian_min_eig=hmin,
+        iterations=it,
+        method=method,
+        entropy_form=prob.form,
+        converged=bool(converged),
+        trace=trace,
+        lambda_min=[float(torch.linalg.eigvalsh(U)[0]) for U in Us],
+        cond_K=cond,
+        wall_s=time.perf_counter() - t0,
+        note=note,
+    )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnlab.paths.errors import KernelConditionError, check
+from attnlab.errors import NumericalError, check
 from attnlab.paths.kernels import PathGram
 
 FORMS = ("chain", "simple")
@@ -36,12 +36,18 @@ class Problem:
         check(self.T > 0 and math.isfinite(self.T), f"temperature: must be > 0, got {self.T}")
         check(self.form in FORMS, f"entropy_form must be one of {FORMS}, got {self.form!r}")
         self.Y = torch.as_tensor(self.Y, dtype=torch.float64)
-        check(self.Y.ndim == 1 and self.Y.shape[0] == self.gram.P,
-              f"Y: expected shape [P] = [{self.gram.P}], got {tuple(self.Y.shape)}")
+        check(
+            self.Y.ndim == 1 and self.Y.shape[0] == self.gram.P,
+            f"Y: expected shape [P] = [{self.gram.P}], got {tuple(self.Y.shape)}",
+        )
         check(self.gram.P >= 2, f"P: need at least 2 training examples, got {self.gram.P}")
-        check(int(np.prod(self.H)) == self.gram.n_paths,
-              f"heads {self.H} give {int(np.prod(self.H))} paths but the Gram has {self.gram.n_paths}")
-        check(len(self.widths) == len(self.H) + 1, f"widths: need L+1 = {len(self.H) + 1} entries, got {len(self.widths)}")
+        check(
+            int(np.prod(self.H)) == self.gram.n_paths,
+            f"heads {self.H} give {int(np.prod(self.H))} paths but the Gram has {self.gram.n_paths}",
+        )
+        check(
+            len(self.widths) == len(self.H) + 1, f"widths: need L+1 = {len(self.H) + 1} entries, got {len(self.widths)}"
+        )
         check(len(self.variances) == len(self.H) + 2, f"variances: need L+2 entries, got {len(self.variances)}")
         for w in self.widths:
             check(w > 0, f"widths: each must be > 0 (or inf), got {w}")
@@ -70,8 +76,10 @@ class Problem:
 
     def gp_point(self) -> list[torch.Tensor]:
         """The GP limit: U_l = (prod_{k>=l} sigma_k^2) sigma_a^2 I (spec §5.5)."""
-        return [torch.eye(n, dtype=torch.float64) * float(np.prod(self.variances[l + 1:]))
-                for l, n in enumerate(self.sizes())]
+        return [
+            torch.eye(n, dtype=torch.float64) * float(np.prod(self.variances[l + 1 :]))
+            for l, n in enumerate(self.sizes())
+        ]
 
 
 def ptrace(U: torch.Tensor, H: int) -> torch.Tensor:
@@ -105,15 +113,17 @@ class Evaluation:
 
 
 def energy_terms(prob: Problem, U1: torch.Tensor, need_grad: bool = True):
-    """One Cholesky of K+TI: returns (E, Gamma [n,n] or None, chol). Raises KernelConditionError on failure."""
+    """One Cholesky of K+TI: returns (E, Gamma [n,n] or None, chol). Raises NumericalError on failure."""
     K = prob.gram.kernel(U1)
     P = prob.gram.P
     Kt = K + prob.T * torch.eye(P, dtype=K.dtype)
     Lc, info = torch.linalg.cholesky_ex(Kt)
     if int(info) != 0:
         lam = float(torch.linalg.eigvalsh(K.detach())[-1])
-        raise KernelConditionError(f"Cholesky of K+TI failed at pivot {int(info)} (T={prob.T:g}, lambda_max(K)={lam:.3g});"
-                                   f" raise the temperature or rescale the inputs")
+        raise NumericalError(
+            f"Cholesky of K+TI failed at pivot {int(info)} (T={prob.T:g}, lambda_max(K)={lam:.3g});"
+            f" raise the temperature or rescale the inputs"
+        )
     Y = prob.Y[:, None]
     a = torch.cholesky_solve(Y, Lc)
     logdet = 2.0 * torch.log(torch.diagonal(Lc)).sum()
@@ -128,7 +138,7 @@ def energy_terms(prob: Problem, U1: torch.Tensor, need_grad: bool = True):
 def _inv_logdet(U: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Lc, info = torch.linalg.cholesky_ex(U)
     if int(info) != 0:
-        raise KernelConditionError("an order parameter U_l lost positive definiteness")
+        raise NumericalError("an order parameter U_l lost positive definiteness")
     return torch.cholesky_inverse(Lc), 2.0 * torch.log(torch.diagonal(Lc)).sum()
 
 
@@ -138,10 +148,10 @@ def evaluate(prob: Problem, Us: list[torch.Tensor], need_grad: bool = True) -> E
     Nmax = prob.N_max
     s2 = prob.variances
     if math.isinf(Nmax):
-        raise KernelConditionError("infinite widths: use gp_point() (the GP limit) instead of the action")
+        raise NumericalError("infinite widths: use gp_point() (the GP limit) instead of the action")
     if prob.form == "simple":
-        Uinv, ld = _inv_logdet(Us[0])
-        ent = torch.trace(Us[0]) / prob.Sigma2 - ld
+        Uinv, logdet = _inv_logdet(Us[0])
+        ent = torch.trace(Us[0]) / prob.Sigma2 - logdet
         S = ent + prob.alpha * E
         grads = []
         if need_grad:
@@ -150,10 +160,10 @@ def evaluate(prob: Problem, Us: list[torch.Tensor], need_grad: bool = True) -> E
             grads = [0.5 * (g + g.T)]
         return Evaluation(S, E, ent, grads, torch.tensor(prob.Sigma2, dtype=torch.float64), Lc)
     L, H, N = prob.L, prob.H, prob.widths
-    inv, ld = zip(*[_inv_logdet(U) for U in Us])
+    pairs = [_inv_logdet(U) for U in Us]
     U_a = U_a_closed_form(torch.trace(Us[-1]), H[-1], N[L - 1], N[L], s2[L], s2[L + 1])
-    inv = list(inv) + [(1.0 / U_a).reshape(1, 1)]
-    ld = list(ld) + [torch.log(U_a)]
+    inv = [p[0] for p in pairs] + [(1.0 / U_a).reshape(1, 1)]
+    ld = [p[1] for p in pairs] + [torch.log(U_a)]
     ent = N[L] * (U_a / s2[L + 1] - torch.log(U_a))
     for l in range(L):
         ent = ent + N[l] * (torch.sum(kron_eye(H[l], inv[l + 1]) * Us[l]) / s2[l + 1] - ld[l] + H[l] * ld[l + 1])
@@ -188,8 +198,9 @@ def entropy_gp_gradient(prob: Problem) -> float:
     return max([float(g0.abs().max())] + [float(g.abs().max()) for g in ev.grads[1:]])
 
 
-def scalar_reference(C: torch.Tensor, Y: torch.Tensor, T: float, alpha: float, L: int, form: str,
-                     Sigma2: float = 1.0) -> float:
+def scalar_reference(
+    C: torch.Tensor, Y: torch.Tensor, T: float, alpha: float, L: int, form: str, Sigma2: float = 1.0
+) -> float:
     """H = 1, equal widths: solve (U/Sigma2)^{1/(L+1)} = 1 - alpha U E'(U) (chain) or U/Sigma2 = 1 - alpha U E'(U)
     (simple) with a bracketing root finder in ln U (spec §5.5). C [P, P] is the single path kernel."""
     from scipy.optimize import brentq
@@ -203,7 +214,7 @@ def scalar_reference(C: torch.Tensor, Y: torch.Tensor, T: float, alpha: float, L
     def fn(lnU: float) -> float:
         U = math.exp(lnU)
         d = U * lam + T
-        UEp = np.sum(U * lam / d - U * lam * c2 / d ** 2) / P
+        UEp = np.sum(U * lam / d - U * lam * c2 / d**2) / P
         return (U / Sigma2) ** power - (1.0 - alpha * UEp)
 
     lo, hi = -40.0, 40.0

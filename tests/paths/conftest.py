@@ -25,10 +25,14 @@ def tiny(H=(2, 2), P=10, N0=6, n_tok=4, seed=0, readout="last"):
 
 def problem(gram, y, H, N=5.0, T=0.1, form="chain", variances=None):
     L = len(H)
-    return Problem(gram, torch.tensor(y), T, list(H), tuple([float(N)] * (L + 1)),
-                   tuple(variances or [1.0] * (L + 2)), form)
+    return Problem(
+        gram, torch.tensor(y), T, list(H), tuple([float(N)] * (L + 1)), tuple(variances or [1.0] * (L + 2)), form
+    )
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    torch.set_num_threads(1)
+    from attnlab.clitools import threads
+
+    with threads(1):
+        yield

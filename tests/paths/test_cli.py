@@ -9,8 +9,24 @@ from attnlab.cli import main
 
 def test_solve_writes_U_kernels_and_metrics(tmp_path, capsys):
     out = tmp_path / "solve"
-    rc = main(["paths", "solve", "--task", "markov", "--P", "20", "--n-test", "40", "--N", "10",
-               "--temperature", "0.05", "--out", str(out)])
+    rc = main(
+        [
+            "paths",
+            "solve",
+            "--task",
+            "markov",
+            "--P",
+            "20",
+            "--n-test",
+            "40",
+            "--N",
+            "10",
+            "--temperature",
+            "0.05",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     assert f"run folder: {out}" in capsys.readouterr().out
     m = json.loads((out / "metrics.json").read_text())
@@ -26,3 +42,67 @@ def test_solve_writes_U_kernels_and_metrics(tmp_path, capsys):
     assert np.allclose(K, K.T, atol=1e-12)
     for f in ["config.json", "manifest.json", "report.html", "figures/U_heatmap_N10.png"]:
         assert (out / f).exists()
+
+
+def test_python_api_solve_returns_tables(tmp_path):
+    import pandas as pd
+
+    import attnlab.paths as paths
+    from attnlab.runs import RunResult
+
+    cfg = paths.SolveConfig(P=20, n_test=40, N=10.0, temperature=0.05)
+    res = paths.solve(cfg, out=tmp_path / "api")
+    assert isinstance(res, RunResult) and res.path == tmp_path / "api" and res.config is cfg
+    table = res.tables["point"]
+    assert isinstance(table, pd.DataFrame) and len(table) == 1
+    m = json.loads((res.path / "metrics.json").read_text())
+    assert table["accuracy"][0] == m["accuracy"] == res.summary["accuracy"]
+    assert res.summary["converged"] and res.summary["max_grad"] < 1e-8
+    assert table["alpha"][0] == 2.0 and 0.5 < m["accuracy"] <= 1.0
+    # the same config from the CLI gives the same numbers
+    assert (
+        main(
+            [
+                "paths",
+                "solve",
+                "--P",
+                "20",
+                "--n-test",
+                "40",
+                "--N",
+                "10",
+                "--temperature",
+                "0.05",
+                "--out",
+                str(tmp_path / "cli"),
+            ]
+        )
+        == 0
+    )
+    assert np.array_equal(np.load(tmp_path / "cli" / "U.npy"), np.load(res.path / "U.npy"))
+
+
+def test_config_names_the_bad_field():
+    import pytest
+
+    from attnlab.errors import InputError
+    from attnlab.paths.config import PruneConfig, SampleConfig
+
+    with pytest.raises(InputError, match=r"--chains must be an integer >= 1, got 0"):
+        SampleConfig(chains=0)
+    with pytest.raises(InputError, match=r"--P: the balanced tasks need an even number"):
+        SampleConfig(P=21)
+    with pytest.raises(InputError, match=r"--heads \(pruning needs at least 2 heads per layer\)"):
+        PruneConfig(heads=1)
+
+
+def test_rerun_reproduces_a_sweep(tmp_path):
+    """`attnlab rerun` rebuilds the SweepConfig from config.json (Ns back to a tuple) and gives the same points."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert main(["paths", "sweep", "--P", "20", "--n-test", "40", "--Ns", "30", "10", "--temperature", "0.05",
+                 "--out", str(first)]) == 0  # fmt: skip
+    assert main(["rerun", str(first), "--out", str(second)]) == 0
+    texts = [(d / "points.jsonl").read_text().splitlines() for d in (first, second)]
+    rows = [[{k: v for k, v in json.loads(line).items() if k != "wall_s"} for line in t] for t in texts]
+    assert rows[0] == rows[1] and [r["N"] for r in rows[0]] == [30.0, 10.0]
+    assert json.loads((second / "manifest.json").read_text())["command"] == "paths sweep"

@@ -22,9 +22,12 @@ def test_attention_rows_sum_to_one_and_depend_only_on_x():  # T2
     for a in A:
         assert a.shape == (x.shape[0], 2, x.shape[1], x.shape[1])
         assert torch.allclose(a.sum(-1), torch.ones((), dtype=a.dtype), atol=1e-12)
-    # the same x gives the same attention whatever the weights; layer 2 is not computed from x^(1)
-    A2 = net.attention(x.clone())
-    assert all(torch.equal(a, b) for a, b in zip(A, A2))
+    # layer 2 is softmax(x^T W x) of the raw x, not of the layer-1 output x^(1): recompute it by hand
+    for h, head in enumerate(net.cfg.layers[1]):
+        W = torch.as_tensor(head.W)
+        score = (x @ W @ x.transpose(1, 2)).transpose(1, 2)  # [P, query s, key t] = x_t^T W x_s
+        assert torch.allclose(A[1][:, h], torch.softmax(score, -1), atol=1e-12)
+    assert not torch.allclose(A[0][:, 0], A[1][:, 0])  # the two layers' heads really differ
 
 
 def test_qk_head_matches_manual_softmax():
@@ -48,7 +51,9 @@ def test_gram_mode_equals_factor_mode_and_direct():  # T3
     assert torch.allclose(gram.kernel(U), direct, atol=1e-12)
     assert torch.allclose(fac.kernel(U), direct, atol=1e-12)
     B = torch.tensor(np.random.default_rng(4).standard_normal((10, 10)))
-    G = torch.stack([torch.stack([(B * (gram.xit[:, p] @ gram.xit[:, q].T)).sum() for q in range(4)]) for p in range(4)])
+    G = torch.stack(
+        [torch.stack([(B * (gram.xit[:, p] @ gram.xit[:, q].T)).sum() for q in range(4)]) for p in range(4)]
+    )
     assert torch.allclose(gram.contract(B), G, atol=1e-12)
     assert torch.allclose(fac.contract(B), G, atol=1e-12)
     assert torch.allclose(cross_kernel(U, gram.xit, gram.xit), direct, atol=1e-12)

@@ -14,7 +14,7 @@ from tests.paths.conftest import tiny
 def _ar1(rho, n, C, seed):
     rng = np.random.default_rng(seed)
     x = np.zeros((C, n))
-    x[:, 0] = rng.standard_normal(C) / math.sqrt(1 - rho ** 2)
+    x[:, 0] = rng.standard_normal(C) / math.sqrt(1 - rho**2)
     for t in range(1, n):
         x[:, t] = rho * x[:, t - 1] + rng.standard_normal(C)
     return x
@@ -95,14 +95,14 @@ def test_collapsed_density_equals_explicit_gaussian_marginal():  # T17
 
     pnet = PathNetwork(cfg)
     for c in range(2):
-        w = tgt.unpack(theta[c:c + 1])
+        w = tgt.unpack(theta[c : c + 1])
         w = {"V": [v[0] for v in w["V"]], "a": w["a"][0]}
         V0 = torch.zeros(3, x.shape[-1], dtype=torch.float64, requires_grad=True)
-        J = torch.autograd.functional.jacobian(lambda v: pnet.forward(x, {**w, "V0": v}), V0).reshape(8, -1)
+        J = torch.autograd.functional.jacobian(lambda v, w=w: pnet.forward(x, {**w, "V0": v}), V0).reshape(8, -1)
         cov = J @ J.T * cfg.variances[0] + 0.2 * torch.eye(8, dtype=torch.float64)
         Y = torch.tensor(y)
         marg = -0.5 * torch.logdet(cov) - 0.5 * Y @ torch.linalg.solve(cov, Y)
-        prior = -0.5 * (theta[c] ** 2 / tgt.prior_sd ** 2).sum()
+        prior = -0.5 * (theta[c] ** 2 / tgt.prior_sd**2).sum()
         assert abs(float(lp[c] - prior - marg)) < 1e-10
 
 
@@ -117,8 +117,8 @@ def test_full_target_is_the_layer_form_posterior():
     theta = tgt.prior_draw(2, torch.Generator().manual_seed(2))
     lp, _ = tgt.log_prob(theta)
     for c in range(2):
-        w = tgt.unpack(theta[c:c + 1])
+        w = tgt.unpack(theta[c : c + 1])
         w = {"V0": w["V0"][0], "V": [v[0] for v in w["V"]], "a": w["a"][0]}
         f = PathNetwork(cfg).forward(x, w)
-        ref = -0.5 * ((f - torch.tensor(y)) ** 2).sum() / 0.3 - 0.5 * (theta[c] ** 2 / tgt.prior_sd ** 2).sum()
+        ref = -0.5 * ((f - torch.tensor(y)) ** 2).sum() / 0.3 - 0.5 * (theta[c] ** 2 / tgt.prior_sd**2).sum()
         assert abs(float(lp[c] - ref)) < 1e-10

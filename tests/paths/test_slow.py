@@ -26,7 +26,8 @@ def test_markov_sweep_s1_s2():
     """S1/S2: the 7-width Markov sweep converges with PD Hessians, ||U - I|| falls with N, the renormalised
     accuracy is never below the all-path GP (0.5-point margin), the largest gain is at N <= 30, and at N = 10 the
     renormalised kernel captures more of the labels in its top 5 PCs than the GP kernel."""
-    from attnlab.paths.experiment import alignment_record, build_data, sweep
+    from attnlab.paths.data import build_data
+    from attnlab.paths.points import alignment_record, sweep
 
     data = build_data("markov", 100, 1000)
     res = sweep(data, [10, 30, 50, 100, 300, 500, 1000], 0.01, progress=False)
@@ -49,8 +50,30 @@ def test_prune_pipeline_smoke(tmp_path):
     from attnlab.cli import main
 
     out = tmp_path / "prune"
-    rc = main(["paths", "prune", "--steps", "10", "--pool", "200", "--P", "40", "--n-test", "60", "--heads", "2",
-               "--width", "16", "--Ns", "20", "--temperatures", "0.1", "--out", str(out)])
+    rc = main(
+        [
+            "paths",
+            "prune",
+            "--steps",
+            "10",
+            "--pool",
+            "200",
+            "--P",
+            "40",
+            "--n-test",
+            "60",
+            "--heads",
+            "2",
+            "--width",
+            "16",
+            "--Ns",
+            "20",
+            "--temperatures",
+            "0.1",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     m = json.loads((out / "metrics.json").read_text())
     assert m["handoff_attention_err"] < 1e-6

@@ -29,12 +29,14 @@ def test_solver_at_huge_width_returns_gp_point():  # T4 (second half)
 def test_U_a_closed_form_equals_bounded_minimiser():  # T5
     for H_L, N_L, N_a, trace in [(2, 10.0, 10.0, 3.0), (1, 5.0, 20.0, 0.4), (4, 30.0, 7.0, 9.0)]:
         s2L, s2a = 1.3, 0.8
-        f = lambda u: N_a * (u / s2a - math.log(u)) + N_L * (trace / (u * s2L) + H_L * math.log(u))
+        f = lambda u, N_a=N_a, N_L=N_L, H_L=H_L, trace=trace, s2L=s2L, s2a=s2a: (
+            N_a * (u / s2a - math.log(u)) + N_L * (trace / (u * s2L) + H_L * math.log(u))
+        )
         ref = minimize_scalar(f, bounds=(1e-6, 1e3), method="bounded", options={"xatol": 1e-13}).x
         cf = float(U_a_closed_form(torch.tensor(trace, dtype=torch.float64), H_L, N_L, N_a, s2L, s2a))
         assert abs(cf - ref) < 1e-7 * max(1, ref)
         # the closed form is an exact root of the stationarity condition
-        d = N_a / s2a - N_a / cf - N_L * trace / (s2L * cf ** 2) + N_L * H_L / cf
+        d = N_a / s2a - N_a / cf - N_L * trace / (s2L * cf**2) + N_L * H_L / cf
         assert abs(d) < 1e-10
 
 

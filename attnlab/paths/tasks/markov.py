@@ -7,10 +7,11 @@ are +1 (stay probability 0.7), the rest -1 (stay probability 0.3).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
-from attnlab.paths.errors import check
+from attnlab.errors import check
 from attnlab.paths.network import HeadSpec, PathConfig
 
 N_HIDDEN = 30
@@ -18,7 +19,9 @@ N_FEAT = 200
 N_TOK = N_HIDDEN + 1
 N0 = N_FEAT + N_TOK
 BETA = 10.0
-SEEDS = {"train": 27, "val": 43, "test": 59, "good": 127, "random1": 147, "uniform": 217, "random2": 247}
+SEEDS = MappingProxyType(
+    {"train": 27, "val": 43, "test": 59, "good": 127, "random1": 147, "uniform": 217, "random2": 247}
+)
 
 
 def _vectors() -> tuple[np.ndarray, np.ndarray]:
@@ -69,8 +72,11 @@ def good_head() -> HeadSpec:
 
 def uniform_head() -> HeadSpec:
     """Constant scores: uniform attention."""
-    return HeadSpec("bilinear", W=_bilinear(np.zeros((N_FEAT, N_FEAT)), np.zeros((N_FEAT, N_TOK)),
-                                            np.ones((N_TOK, N_TOK))), name="uniform")
+    return HeadSpec(
+        "bilinear",
+        W=_bilinear(np.zeros((N_FEAT, N_FEAT)), np.zeros((N_FEAT, N_TOK)), np.ones((N_TOK, N_TOK))),
+        name="uniform",
+    )
 
 
 def blank_head() -> HeadSpec:
@@ -91,8 +97,10 @@ def markov_config(variant: str = "4path", N: float = 10.0) -> PathConfig:
     """`4path`: layer 1 {good, random1}, layer 2 {uniform, random2}; `2path`: {good, blank}, {uniform};
     `good1`: H=1, L=1 {good}; `good2`: H=1, L=2 {good},{uniform}. Last-token readout, unit variances."""
     if variant == "4path":
-        layers = [[good_head(), random_head(SEEDS["random1"], "random1")],
-                  [uniform_head(), random_head(SEEDS["random2"], "random2")]]
+        layers = [
+            [good_head(), random_head(SEEDS["random1"], "random1")],
+            [uniform_head(), random_head(SEEDS["random2"], "random2")],
+        ]
     elif variant == "2path":
         layers = [[good_head(), blank_head()], [uniform_head()]]
     elif variant == "good1":
@@ -117,8 +125,9 @@ class MarkovTask:
     y_val: np.ndarray | None = None
 
 
-def markov_task(P: int = 100, n_test: int = 1000, n_val: int = 0, sigma_out: float = 1.0,
-                seeds: tuple[int, int, int] = (27, 59, 43)) -> MarkovTask:
+def markov_task(
+    P: int = 100, n_test: int = 1000, n_val: int = 0, sigma_out: float = 1.0, seeds: tuple[int, int, int] = (27, 59, 43)
+) -> MarkovTask:
     """The standard sets: train seed 27, test seed 59, validation seed 43."""
     xtr, ytr = markov_data(P, seeds[0], sigma_out)
     xte, yte = markov_data(n_test, seeds[1], sigma_out)

@@ -20,8 +20,9 @@ from attnlab.paths.network import HeadSpec, PathConfig
 class GDNetwork(torch.nn.Module):
     """f(x) = a . x^(L) r / sqrt(N) with x^(l) = (n_active N)^{-1/2} sum_h m_h V^(l)h x^(l-1) Omega^(l)h(x)."""
 
-    def __init__(self, N0: int, H: int = 4, L: int = 2, N: int = 128, d_qk: int = 16, readout: str = "mean",
-                 seed: int = 42) -> None:
+    def __init__(
+        self, N0: int, H: int = 4, L: int = 2, N: int = 128, d_qk: int = 16, readout: str = "mean", seed: int = 42
+    ) -> None:
         super().__init__()
         g = torch.Generator().manual_seed(seed)
         self.N0, self.H, self.L, self.N, self.d_qk, self.readout = N0, H, L, N, d_qk, readout
@@ -29,10 +30,12 @@ class GDNetwork(torch.nn.Module):
         self.V0 = rn(N, N0)
         self.V = torch.nn.ParameterList([rn(H, N, N) for _ in range(L)])
         self.a = rn(N)
-        self.Q = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(H, d_qk, N0, generator=g) / math.sqrt(N0))
-                                         for _ in range(L)])
-        self.K = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(H, d_qk, N0, generator=g) / math.sqrt(N0))
-                                         for _ in range(L)])
+        self.Q = torch.nn.ParameterList(
+            [torch.nn.Parameter(torch.randn(H, d_qk, N0, generator=g) / math.sqrt(N0)) for _ in range(L)]
+        )
+        self.K = torch.nn.ParameterList(
+            [torch.nn.Parameter(torch.randn(H, d_qk, N0, generator=g) / math.sqrt(N0)) for _ in range(L)]
+        )
         self.masks = [torch.ones(H) for _ in range(L)]
 
     def attention(self, x: torch.Tensor, l: int) -> torch.Tensor:
@@ -59,8 +62,18 @@ class GDNetwork(torch.nn.Module):
 
     def to_config(self, N: float = 10.0) -> PathConfig:
         """Freeze Q/K as float64 qk heads of a PathConfig (the theory recomputes the attention)."""
-        layers = [[HeadSpec("qk", Q=self.Q[l][h].detach().double().numpy(), K=self.K[l][h].detach().double().numpy(),
-                            name=f"L{l + 1}H{h}") for h in range(self.H)] for l in range(self.L)]
+        layers = [
+            [
+                HeadSpec(
+                    "qk",
+                    Q=self.Q[l][h].detach().double().numpy(),
+                    K=self.K[l][h].detach().double().numpy(),
+                    name=f"L{l + 1}H{h}",
+                )
+                for h in range(self.H)
+            ]
+            for l in range(self.L)
+        ]
         return PathConfig(layers, tuple([float(N)] * (self.L + 1)), tuple([1.0] * (self.L + 2)), self.readout)
 
 
@@ -70,16 +83,24 @@ def accuracy(model: GDNetwork, x: np.ndarray, y: np.ndarray) -> float:
     return float((torch.sign(f).numpy() == y).mean())
 
 
-def train_gd(model: GDNetwork, steps: int = 3000, batch: int = 128, lr: float = 1e-3, weight_decay: float = 5e-5,
-             seed: int = 42, pool_size: int = 20000, progress: bool = True) -> list[dict]:
+def train_gd(
+    model: GDNetwork,
+    steps: int = 3000,
+    batch: int = 128,
+    lr: float = 1e-3,
+    weight_decay: float = 5e-5,
+    seed: int = 42,
+    pool_size: int = 20000,
+    progress: bool = True,
+) -> list[dict]:
     """Adam on the MSE to +-1 over batches drawn from a pool of `pool_size` training episodes (fresh draws are
     approximated by a large pool, which keeps the episode sampler out of the inner loop)."""
     from tqdm import tqdm
 
     from attnlab.paths.tasks.digits import digit_episodes
 
-    xp, yp = digit_episodes(pool_size - pool_size % 2, "train", seed=seed)
-    xp, yp = torch.tensor(xp, dtype=torch.float32), torch.tensor(yp, dtype=torch.float32)
+    x_pool, y_pool = digit_episodes(pool_size - pool_size % 2, "train", seed=seed)
+    xp, yp = torch.tensor(x_pool, dtype=torch.float32), torch.tensor(y_pool, dtype=torch.float32)
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
     g = torch.Generator().manual_seed(seed)
     log = []
@@ -95,13 +116,17 @@ def train_gd(model: GDNetwork, steps: int = 3000, batch: int = 128, lr: float = 
 
 
 def save_checkpoint(model: GDNetwork, path: Path) -> None:
-    """safetensors weights + JSON hyper-parameters."""
-    from safetensors.torch import save_file
+    """safetensors weights + JSON hyper-parameters, each written atomically."""
+    from safetensors.torch import save
+
+    from attnlab.runs import write_bytes, write_text
 
     path = Path(path)
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path.with_suffix(".safetensors")))
-    path.with_suffix(".json").write_text(json.dumps({"N0": model.N0, "H": model.H, "L": model.L, "N": model.N,
-                                                     "d_qk": model.d_qk, "readout": model.readout}))
+    write_bytes(
+        path.with_suffix(".safetensors"), save({k: v.detach().contiguous() for k, v in model.state_dict().items()})
+    )
+    hp = {"N0": model.N0, "H": model.H, "L": model.L, "N": model.N, "d_qk": model.d_qk, "readout": model.readout}
+    write_text(path.with_suffix(".json"), json.dumps(hp))
 
 
 def load_checkpoint(path: Path) -> GDNetwork:

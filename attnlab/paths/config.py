@@ -1,0 +1,159 @@
+"""Configs of `attnlab paths {solve, sweep, sample, prune}`: frozen dataclasses validated on construction.
+
+Every field the user can type is checked in `__post_init__`; a bad value raises a one-line `InputError` that
+names the option (`--temperature`, `--N`, ...). Sizes that need the machine's memory are checked by the run
+functions before anything is drawn (`attnlab.paths.data.check_sizes`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from attnlab.errors import check, check_choice, check_finite, check_int
+
+TASKS = ("markov", "digits")
+VARIANTS = ("4path", "2path", "good1", "good2")
+ENTROPY_FORMS = ("chain", "simple")
+METHODS = ("newton", "lbfgs", "fixed_point")
+SAMPLERS = ("hmc", "mala")
+TARGETS = ("collapsed", "full")
+DEFAULT_NS = (10, 30, 50, 100, 300, 500, 1000)
+
+
+def _check_width(N: float, what: str) -> None:
+    """A theory width: a number >= 1, or inf for the GP limit (a width below one neuron has no meaning, and
+    N -> 0 overflows alpha = P/N)."""
+    try:
+        x = float(N)
+    except (TypeError, ValueError):
+        x = math.nan
+    check(x >= 1, f"{what}: widths must be >= 1 (or inf for the GP limit), got {N}")
+
+
+def _check_examples(P: int, n_test: int) -> None:
+    check_int(P, 2, "--P")
+    check(P % 2 == 0, f"--P: the balanced tasks need an even number of training examples, got {P}")
+    check_int(n_test, 2, "--n-test")
+    check(n_test % 2 == 0, f"--n-test: the balanced tasks need an even number of test examples, got {n_test}")
+
+
+@dataclass(frozen=True)
+class _Common:
+    """Task, network and theory settings shared by solve, sweep and sample."""
+
+    task: str = "markov"
+    variant: str = "4path"
+    heads: int = 2
+    layers: int = 2
+    P: int = 100
+    n_test: int = 1000
+    temperature: float = 0.01
+    entropy_form: str = "chain"
+    memory_budget: float | None = None
+    seed: int = 0
+    method: str = "newton"
+
+    def _check_common(self) -> None:
+        check_choice(self.task, TASKS, "--task")
+        check_choice(self.variant, VARIANTS, "--variant")
+        check_int(self.heads, 1, "--heads")
+        check_int(self.layers, 1, "--layers")
+        _check_examples(self.P, self.n_test)
+        check_finite(self.temperature, "--temperature", positive=True)
+        check_choice(self.entropy_form, ENTROPY_FORMS, "--entropy-form")
+        if self.memory_budget is not None:
+            check_finite(self.memory_budget, "--memory-budget", positive=True)
+        check_int(self.seed, 0, "--seed")
+        check_choice(self.method, METHODS, "--method")
+
+
+@dataclass(frozen=True)
+class SolveConfig(_Common):
+    """`paths solve`: the order parameter U at one (N, T) point (spec §5.6)."""
+
+    N: float = 10.0
+    tol: float = 1e-8
+    allow_unconverged: bool = False
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        _check_width(self.N, "--N")
+        check_finite(self.tol, "--tol", positive=True)
+
+
+@dataclass(frozen=True)
+class SweepConfig(_Common):
+    """`paths sweep`: accuracy vs alpha over widths `Ns` (solved large to small, warm-started), GP baselines."""
+
+    Ns: tuple[float, ...] = DEFAULT_NS
+    tol: float = 1e-8
+    allow_unconverged: bool = False
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        check(len(self.Ns) >= 1, "--Ns: give at least one width")
+        for N in self.Ns:
+            _check_width(N, "--Ns")
+        check(len(set(self.Ns)) == len(self.Ns), f"--Ns: widths must be distinct, got {list(self.Ns)}")
+        check_finite(self.tol, "--tol", positive=True)
+
+
+@dataclass(frozen=True)
+class SampleConfig(_Common):
+    """`paths sample`: HMC/MALA posterior sampling at width N against the theory there (spec §7)."""
+
+    N: float = 10.0
+    sampler: str = "hmc"
+    target: str = "collapsed"
+    chains: int = 4
+    warmup: int = 1000
+    draws: int = 2000
+    leapfrog: int = 16
+    thin: int = 1
+    predict_every: int = 5
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        check(
+            math.isfinite(self.N) and self.N >= 1 and float(self.N).is_integer(),
+            f"--N: sampling needs a positive integer width, got {self.N}",
+        )
+        check_choice(self.sampler, SAMPLERS, "--sampler")
+        check_choice(self.target, TARGETS, "--target")
+        check_int(self.chains, 1, "--chains")
+        check_int(self.warmup, 0, "--warmup")
+        check_int(self.draws, 4, "--draws")
+        check_int(self.leapfrog, 1, "--leapfrog")
+        check_int(self.thin, 1, "--thin")
+        check_int(self.predict_every, 1, "--predict-every")
+
+
+@dataclass(frozen=True)
+class PruneConfig:
+    """`paths prune`: GD training on digit episodes, hand-off to the theory, head scores vs pruning drops (§8)."""
+
+    steps: int = 300
+    heads: int = 4
+    layers: int = 2
+    width: int = 128
+    d_qk: int = 16
+    P: int = 300
+    n_test: int = 1000
+    Ns: tuple[float, ...] = (20.0, 200.0)
+    temperatures: tuple[float, ...] = (0.1, 1.0)
+    pool: int = 4000
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "layers", "width", "d_qk"):
+            check_int(getattr(self, name), 1, f"--{name.replace('_', '-')}")
+        check_int(self.heads, 2, "--heads (pruning needs at least 2 heads per layer)")
+        _check_examples(self.P, self.n_test)
+        check_int(self.pool, 2, "--pool")
+        check(len(self.Ns) >= 1 and len(self.temperatures) >= 1, "--Ns and --temperatures need one value each")
+        for N in self.Ns:
+            _check_width(N, "--Ns")
+        for T in self.temperatures:
+            check_finite(T, "--temperatures", positive=True)
+        check_int(self.seed, 0, "--seed")

@@ -1,0 +1,230 @@
+"""Run functions of `attnlab paths solve|sweep|sample|prune`: compute, save everything the report needs, report.
+
+Each is `fn(config, out=None, *, mode="new") -> RunResult` and writes one run folder (docs/attention-paths.md):
+
+- `solve`: `U.npy` [n_paths, n_paths], `kernels.npz`, `saddle_point.{safetensors,json}`, `metrics.json`,
+  `paths.json` (path names), `alignment.json`; an unconverged solve keeps the folder and raises `NumericalError`
+  (exit 2) unless `allow_unconverged`;
+- `sweep`: `metrics.jsonl` (one line per width, written as each point finishes; `--resume` continues after the
+  last complete line from `checkpoints/`), `points.jsonl`, `metrics.json`, `paths.json`, `alignment.json`;
+- `sample`: `U.npy`, `U_hat.npy`, `metrics.json`, `paths.json`;
+- `prune`: `gd_model.{safetensors,json}`, `metrics.json`.
+
+Sizes are checked against memory before the folder is opened, so a refused size leaves nothing behind.
+`RUNNERS` maps each command to (config class, run function) for `attnlab rerun` and sweeps.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnlab.configs import config_to_dict
+from attnlab.errors import InputError, NumericalError
+from attnlab.paths import report
+from attnlab.paths.config import PruneConfig, SampleConfig, SolveConfig, SweepConfig
+from attnlab.paths.data import PathData, build_data, check_sizes, task_shape
+from attnlab.paths.figures import fmt_N
+from attnlab.runs import RunDir, RunResult, open_run, read_jsonl, write_bytes, write_jsonl
+
+Config = SolveConfig | SweepConfig | SampleConfig
+
+
+def _frame(rows: list[dict]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+def _scalars(rec: dict) -> dict:
+    """The scalar entries of a record (arrays such as U left out), for tables."""
+    return {k: v for k, v in rec.items() if not isinstance(v, (list, tuple, dict, np.ndarray))}
+
+
+def _precheck(config: Config) -> None:
+    """Refuse sizes that cannot fit before any folder is opened or any data drawn."""
+    n_tok, N0, H = task_shape(config.task, config.variant, config.heads, config.layers, None)
+    check_sizes(config.P, config.n_test, n_tok, N0, H, "auto", config.memory_budget)
+
+
+def _data(config: Config) -> PathData:
+    return build_data(config.task, config.P, config.n_test, config.variant, config.heads, config.layers,
+                      seed=config.seed, memory_budget=config.memory_budget)  # fmt: skip
+
+
+def _check_resume(run: RunDir, config: Any, mode: str) -> None:
+    """On --resume, refuse a config that differs from the saved one, naming the fields."""
+    if mode != "resume":
+        return
+    saved, now = run.read_config(), config_to_dict(config)
+    diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    if diff:
+        verb = "differs" if len(diff) == 1 else "differ"
+        raise InputError(f"--resume: {', '.join(diff)} {verb} from the saved config.json of {run.path}; "
+                         "resume with the same options, or use --overwrite / a new --out")  # fmt: skip
+
+
+def _write_paths(run: RunDir, data: PathData) -> None:
+    run.write_json("paths.json", {"path_names": data.cfg.path_names(), "heads": data.cfg.H})
+
+
+# --- solve -----------------------------------------------------------------------------------------------------
+def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """The order parameter U at one (N, T) point, its test accuracy and the GP baselines (spec §5.6, §6)."""
+    from attnlab.paths.points import alignment_record, theory_point
+
+    _precheck(config)
+    with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
+        _check_resume(run, config, mode)
+        data = _data(config)
+        sp, rec = theory_point(data, config.N, config.temperature, config.entropy_form, config.method, config.tol)
+        run.save_npy("U.npy", sp.U)
+        buf = io.BytesIO()
+        np.savez(buf, C_train=data.gram.path_kernels().numpy(), y_train=data.y_train, y_test=data.y_test,
+                 xit_train=data.gram.xit.numpy(), xit_test=data.xit_test.numpy(),
+                 path_names=np.array(data.cfg.path_names()))  # fmt: skip
+        write_bytes(run.file("kernels.npz"), buf.getvalue())
+        sp.save(run.file("saddle_point"))
+        run.write_json("metrics.json", rec)
+        _write_paths(run, data)
+        run.write_json("alignment.json", alignment_record(data, sp.U))
+        report.solve_report(run.path)
+    summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
+    result = RunResult(run.path, config, summary, {"point": _frame([_scalars(rec)])})
+    if not sp.converged and not config.allow_unconverged:
+        raise NumericalError(f"solver did not converge (max|grad| = {sp.max_grad:.3g} >= tol {config.tol:g}); "
+                             f"results kept in {run.path}; pass --allow-unconverged to accept them")  # fmt: skip
+    return result
+
+
+# --- sweep -----------------------------------------------------------------------------------------------------
+def _sweep_start(run: RunDir, mode: str, order: list[float]) -> tuple[list[dict], list | None]:
+    """(complete records already in metrics.jsonl, warm start of the next point). A fresh run starts empty;
+    on resume the records must be the first widths of the sweep order, and a line cut by a kill is dropped."""
+    import torch
+
+    if mode != "resume":
+        return [], None
+    recs = run.metrics()
+    if [r["N"] for r in recs] != order[: len(recs)]:
+        raise InputError(f"--resume: {run.metrics_path} does not hold the first widths of this sweep; use --overwrite")
+    write_jsonl(run.metrics_path, recs)  # drop a cut last line before appending
+    if not recs or not recs[-1]["converged"] or math.isinf(float(recs[-1]["N"])):
+        return recs, None
+    chain = run.file(f"checkpoints/chain_{len(recs) - 1}.npz")
+    if not chain.is_file():
+        raise InputError(f"--resume: {chain} is missing; use --overwrite to start the sweep again")
+    with np.load(chain) as z:
+        return recs, [torch.tensor(z[f"U_{l + 1}"]) for l in range(len(z.files))]
+
+
+def _save_chain(run: RunDir, index: int, chain: list[np.ndarray]) -> None:
+    buf = io.BytesIO()
+    arrays: dict[str, Any] = {f"U_{l + 1}": u for l, u in enumerate(chain)}
+    np.savez(buf, **arrays)
+    write_bytes(run.file(f"checkpoints/chain_{index}.npz"), buf.getvalue())
+
+
+def sweep(
+    config: SweepConfig, out: str | Path | None = None, *, mode: str = "new", title: str | None = None
+) -> RunResult:
+    """Accuracy vs alpha over widths (large to small N, each warm-started), with the GP baselines and the two
+    U ablations; one metrics line per width as it finishes."""
+    from attnlab.paths.points import ablations, alignment_record, sweep_points
+
+    _precheck(config)
+    order = sorted(config.Ns, reverse=True)
+    with open_run(out, "paths sweep", config, mode=mode, seed=config.seed, prefix="paths-sweep") as run:
+        _check_resume(run, config, mode)
+        t0 = time.perf_counter()
+        data = _data(config)
+        recs, init = _sweep_start(run, mode, order)
+        T = config.temperature
+        todo = order[len(recs) :]
+        for sp, r in sweep_points(data, todo, T, config.entropy_form, config.method, config.tol, init):
+            ab = ablations(data, sp.U, T)  # off-diagonal zeroed / diagonal equalised to U[0, 0]
+            r["accuracy_diagonal_only"], r["accuracy_equalised_diagonal"] = (
+                ab["diagonal_only"],
+                ab["equalised_diagonal"],
+            )
+            _save_chain(run, len(recs), sp.chain)
+            run.append_metrics(r)
+            recs.append(r)
+        write_bytes(run.file("points.jsonl"), run.metrics_path.read_bytes())
+        run.write_json("metrics.json", {"points": recs, "wall_s": time.perf_counter() - t0})
+        _write_paths(run, data)
+        run.write_json("alignment.json", alignment_record(data, np.asarray(recs[-1]["U"])))
+        report.sweep_report(run.path, title)
+    rows = read_jsonl(run.file("points.jsonl"))
+    result = RunResult(run.path, config, {"accuracy": {fmt_N(r["N"]): r["accuracy"] for r in rows}},
+                       {"points": _frame([_scalars(r) for r in rows])})  # fmt: skip
+    bad = [r["N"] for r in rows if not r["converged"]]
+    if bad and not config.allow_unconverged:
+        raise NumericalError(f"solver did not converge at N = {bad}; results kept in {run.path}; "
+                             "pass --allow-unconverged to accept them")  # fmt: skip
+    return result
+
+
+# --- sample ----------------------------------------------------------------------------------------------------
+def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """Posterior sampling at width N against the theory there: sampled U_hat vs U, predictor gap, gates."""
+    from attnlab.paths.points import sample_point, theory_point
+    from attnlab.paths.predictor import predict
+
+    _precheck(config)
+    with open_run(out, "paths sample", config, mode=mode, seed=config.seed, prefix="paths-sample") as run:
+        _check_resume(run, config, mode)
+        data = _data(config)
+        T = config.temperature
+        sp, th = theory_point(data, config.N, T, config.entropy_form, config.method)
+        rec = sample_point(data, int(config.N), T, config.chains, config.warmup, config.draws, config.sampler,
+                           config.leapfrog, config.thin, config.predict_every, config.seed,
+                           target_kind=config.target)  # fmt: skip
+        rec["rel_frob_err"] = float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U))
+        rec["theory"] = th
+        theory_mean = predict(sp.U, data.gram, data.y_train, T, data.xit_test).mean
+        rec["pred_gap"] = float(np.sqrt(np.mean((rec["pred_mean"] - theory_mean) ** 2)))
+        run.save_npy("U.npy", sp.U)
+        run.save_npy("U_hat.npy", rec["U_hat"])
+        run.write_json("metrics.json", {k: v for k, v in rec.items() if k not in ("pred_mean", "pred_var")})
+        _write_paths(run, data)
+        report.sample_report(run.path)
+    keys = ("rhat_max", "ess_bulk_min", "converged", "rel_frob_err", "sampled_accuracy")
+    summary = {k: rec[k] for k in keys} | {"theory_accuracy": th["accuracy"]}
+    return RunResult(run.path, config, summary, {"sample": _frame([_scalars(rec)])})
+
+
+# --- prune -----------------------------------------------------------------------------------------------------
+def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """GD training on digit episodes -> hand-off of Q/K -> theory U ((N, T) chosen on validation episodes) ->
+    head scores -> single-head and progressive pruning drops (spec §8, §9.3)."""
+    from attnlab.paths.gradient_descent import save_checkpoint
+    from attnlab.paths.pruning import prune_pipeline, train_network
+    from attnlab.paths.tasks.digits import N0, N_TOK
+
+    check_sizes(config.P, config.n_test, N_TOK, N0, [config.heads] * config.layers)
+    with open_run(out, "paths prune", config, mode=mode, seed=config.seed, prefix="paths-prune") as run:
+        _check_resume(run, config, mode)
+        model, log = train_network(config)
+        save_checkpoint(model, run.file("gd_model"))
+        rec = prune_pipeline(config, model, log)
+        run.write_json("metrics.json", rec)
+        report.prune_report(run.path)
+    summary = {k: rec[k] for k in ("gd_test_accuracy", "spearman_rho", "spearman_rho_theory", "chosen_N", "chosen_T")}
+    heads = [{"head": h, "score": s, "acc_drop": d, "theory_acc_drop": t}
+             for h, s, d, t in zip(rec["heads"], rec["score"], rec["acc_drop"], rec["theory_acc_drop"])]  # fmt: skip
+    return RunResult(run.path, config, summary, {"heads": _frame(heads), "grid": _frame(rec["grid"])})
+
+
+RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {
+    "paths solve": (SolveConfig, solve),
+    "paths sweep": (SweepConfig, sweep),
+    "paths sample": (SampleConfig, sample),
+    "paths prune": (PruneConfig, prune),
+}
