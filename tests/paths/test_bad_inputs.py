@@ -105,7 +105,7 @@ def test_sweep_into_existing_run_is_refused_then_resumed(tmp_path, capsys):
     capsys.readouterr()
     assert _sweep(out) == 1  # a second sweep into the folder: refused, nothing appended
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "is not empty; pass --resume" in err[0]
+    assert len(err) == 1 and "is not empty; pass --overwrite" in err[0]
     assert _snapshot(tmp_path) == before
     assert _sweep(out, "--resume", "--temperature", "0.02") == 1  # conflicting flag on resume
     assert "--resume: temperature differs from the saved config.json" in capsys.readouterr().err
