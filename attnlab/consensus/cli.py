@@ -15,11 +15,22 @@ def _from_args(cls: type, args: argparse.Namespace) -> Any:
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
 
 
-def _simulate(args: argparse.Namespace) -> int:
+def _simulate_config(args: argparse.Namespace) -> Any:
     from attnlab.consensus.config import SimulateConfig
+
+    return _from_args(SimulateConfig, args)
+
+
+def _phase_config(args: argparse.Namespace) -> Any:
+    from attnlab.consensus.config import PhaseConfig
+
+    return _from_args(PhaseConfig, args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
     from attnlab.consensus.run import simulate
 
-    cfg = _from_args(SimulateConfig, args)
+    cfg = _simulate_config(args)
     with threads(args.threads):
         result = simulate(cfg, args.out, mode=run_mode(args))
     final = result.summary["final_E_first"]
@@ -32,10 +43,9 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _phase(args: argparse.Namespace) -> int:
-    from attnlab.consensus.config import PhaseConfig
     from attnlab.consensus.run import phase
 
-    cfg = _from_args(PhaseConfig, args)
+    cfg = _phase_config(args)
     with threads(args.threads):
         result = phase(cfg, args.out, mode=run_mode(args))
     print(
@@ -46,11 +56,10 @@ def _phase(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model(args: argparse.Namespace) -> int:
+def _model_config(args: argparse.Namespace) -> Any:
     from attnlab.consensus.config import ModelConfig
-    from attnlab.consensus.run import model
 
-    cfg = ModelConfig(
+    return ModelConfig(
         model=args.model,
         passes=args.passes,
         schedules=tuple(args.schedule or ["periodic"]),
@@ -64,6 +73,12 @@ def _model(args: argparse.Namespace) -> int:
         cache_dir=None if args.cache_dir is None else str(args.cache_dir),
         seed=args.seed,
     )
+
+
+def _model(args: argparse.Namespace) -> int:
+    from attnlab.consensus.run import model
+
+    cfg = _model_config(args)
     with threads(args.threads):
         result = model(cfg, args.out, mode=run_mode(args))
     for g, s in result.summary["groups"].items():
@@ -107,7 +122,7 @@ def _simulate_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--integrator", default="rk4", help="rk4, euler, exp_euler, postnorm or prenorm (default rk4)")
     s.add_argument("--record-every", type=int, default=10, help="store states every this many steps (default 10)")
     add_run_args(s, threads_default=1)
-    s.set_defaults(func=_simulate)
+    s.set_defaults(func=_simulate, make_config=_simulate_config)
 
 
 def _phase_parser(sub: argparse._SubParsersAction) -> None:
@@ -132,7 +147,7 @@ def _phase_parser(sub: argparse._SubParsersAction) -> None:
         help="integrate the sweep in float32 (about 2x faster; the 0.999 threshold is far above its resolution)",
     )
     add_run_args(p, threads_default=1)
-    p.set_defaults(func=_phase)
+    p.set_defaults(func=_phase, make_config=_phase_config)
 
 
 def _model_parser(sub: argparse._SubParsersAction) -> None:
@@ -158,7 +173,7 @@ def _model_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--no-depth-view", action="store_true", help="skip the next-token depth view")
     m.add_argument("--cache-dir", type=Path, default=None, help="model cache folder for the shared loader")
     add_run_args(m, threads_default=1)
-    m.set_defaults(func=_model)
+    m.set_defaults(func=_model, make_config=_model_config)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

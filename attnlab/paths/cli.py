@@ -15,11 +15,36 @@ def _fields(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names}
 
 
-def _solve(args: argparse.Namespace) -> int:
+def _solve_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import SolveConfig
+
+    return SolveConfig(**_fields(args, COMMON + ("N", "tol", "allow_unconverged")))
+
+
+def _sweep_config(args: argparse.Namespace) -> Any:
+    from attnlab.paths.config import SweepConfig
+
+    return SweepConfig(Ns=tuple(args.Ns), **_fields(args, COMMON + ("tol", "allow_unconverged")))
+
+
+def _sample_config(args: argparse.Namespace) -> Any:
+    from attnlab.paths.config import SampleConfig
+
+    names = ("N", "sampler", "target", "chains", "warmup", "draws", "leapfrog", "thin", "predict_every")
+    return SampleConfig(**_fields(args, COMMON + names))
+
+
+def _prune_config(args: argparse.Namespace) -> Any:
+    from attnlab.paths.config import PruneConfig
+
+    names = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed")
+    return PruneConfig(Ns=tuple(args.Ns), temperatures=tuple(args.temperatures), **_fields(args, names))
+
+
+def _solve(args: argparse.Namespace) -> int:
     from attnlab.paths.run import solve
 
-    cfg = SolveConfig(**_fields(args, COMMON + ("N", "tol", "allow_unconverged")))
+    cfg = _solve_config(args)
     with threads(args.threads):
         result = solve(cfg, args.out, mode=run_mode(args))
     s = result.summary
@@ -30,10 +55,9 @@ def _solve(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from attnlab.paths.config import SweepConfig
     from attnlab.paths.run import sweep
 
-    cfg = SweepConfig(Ns=tuple(args.Ns), **_fields(args, COMMON + ("tol", "allow_unconverged")))
+    cfg = _sweep_config(args)
     with threads(args.threads):
         result = sweep(cfg, args.out, mode=run_mode(args))
     for _, r in result.tables["points"].iterrows():
@@ -43,11 +67,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from attnlab.paths.config import SampleConfig
     from attnlab.paths.run import sample
 
-    names = ("N", "sampler", "target", "chains", "warmup", "draws", "leapfrog", "thin", "predict_every")
-    cfg = SampleConfig(**_fields(args, COMMON + names))
+    cfg = _sample_config(args)
     with threads(args.threads):
         result = sample(cfg, args.out, mode=run_mode(args))
     s = result.summary
@@ -62,11 +84,9 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from attnlab.paths.config import PruneConfig
     from attnlab.paths.run import prune
 
-    names = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed")
-    cfg = PruneConfig(Ns=tuple(args.Ns), temperatures=tuple(args.temperatures), **_fields(args, names))
+    cfg = _prune_config(args)
     with threads(args.threads):
         result = prune(cfg, args.out, mode=run_mode(args))
     s = result.summary
@@ -155,7 +175,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _task_args(p)
     _solver_args(p)
     add_run_args(p, threads_default=1)
-    p.set_defaults(func=_solve)
+    p.set_defaults(func=_solve, make_config=_solve_config)
     p = sub.add_parser(
         "sweep",
         help="accuracy vs alpha over widths, with the GP baselines",
@@ -165,14 +185,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--Ns", type=float, nargs="+", default=list(DEFAULT_NS), help="widths (default 10 30 ... 1000)")
     _solver_args(p)
     add_run_args(p, threads_default=1, resume=True)
-    p.set_defaults(func=_sweep)
+    p.set_defaults(func=_sweep, make_config=_sweep_config)
     p = sub.add_parser("sample", help="HMC/MALA posterior sampling: sampled U and predictor vs theory")
     _task_args(p)
     _sampler_args(p)
     add_run_args(p, threads_default=1)
-    p.set_defaults(func=_sample)
+    p.set_defaults(func=_sample, make_config=_sample_config)
     p = sub.add_parser("prune", help="head scores from U vs pruning drops of a gradient-descent-trained network")
     _prune_args(p)
     add_run_args(p, seed=False, threads_default=1)
-    p.set_defaults(func=_prune)
+    p.set_defaults(func=_prune, make_config=_prune_config)
     grp.set_defaults(func=lambda a: (grp.print_help(), 1)[1])
