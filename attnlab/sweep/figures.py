@@ -12,8 +12,8 @@ from attnlab.plotting import new_figure, save_figure
 # the metric a sweep of each command is drawn by (the first numeric metric otherwise)
 PRIMARY_METRIC = {
     "bb train": "attn_sink",
-    "consensus simulate": "final_mean_cos",
-    "paths solve": "test_accuracy",
+    "consensus simulate": "final_clustered_fraction_mean",
+    "paths solve": "accuracy",
     "scan": "heads_above_0.5_percent",
 }
 
