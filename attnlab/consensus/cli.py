@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import add_run_args, run_mode, threads
+from attnlab.clitools import add_run_args, loopback_ray, run_mode, threads
 
 
 def _from_args(cls: type, args: argparse.Namespace) -> Any:
@@ -46,7 +46,7 @@ def _phase(args: argparse.Namespace) -> int:
     from attnlab.consensus.run import phase
 
     cfg = _phase_config(args)
-    with threads(args.threads):
+    with threads(args.threads), loopback_ray(cfg.address is None):
         result = phase(cfg, args.out, mode=run_mode(args))
     print(
         f"phase diagram: {result.summary['wall_seconds']} s; median |t50/t_eq - 1| = "
@@ -146,6 +146,13 @@ def _phase_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="integrate the sweep in float32 (about 2x faster; the 0.999 threshold is far above its resolution)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="run the beta chunks as Ray tasks on a local instance of this many CPUs (default 0: in process)",
+    )
+    p.add_argument("--address", default=None, help="run the beta chunks on this Ray cluster")
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_phase, make_config=_phase_config)
 

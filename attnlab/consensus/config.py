@@ -140,11 +140,14 @@ class PhaseConfig:
     kind: str = "SA"
     float32: bool = False
     seed: int = 0
+    workers: int = 0  # > 0: beta chunks as Ray tasks on a local instance of this many CPUs
+    address: str | None = None  # or on this Ray cluster
 
     def __post_init__(self) -> None:
         check_int(self.n, 2, "n (tokens)")
         check_int(self.d, 2, "d (dimension)")
         check_int(self.starts, 1, "starts")
+        check_int(self.workers, 0, "workers")
         check_int(self.num_betas, 1, "num_betas")
         check_int(self.seed, 0, "seed")
         check_choice(self.integrator, SWEEP_METHODS, "sweep integrator")

@@ -171,6 +171,17 @@ def phase_metrics(pdg: PhaseDiagram, wall: float) -> dict:
     }
 
 
+def _chunk_mapper(cfg: PhaseConfig) -> Any:
+    """None (chunks in this process), or a map of the chunks over Ray tasks when workers/address are set."""
+    if not cfg.workers and not cfg.address:
+        return None
+    from functools import partial
+
+    from attnlab.parallel import parallel_map
+
+    return partial(parallel_map, workers=cfg.workers, address=cfg.address)
+
+
 def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
     """The (t, beta) phase diagram of clustering; table `betas`: beta, t50, t_eq and their relative gap."""
     _refuse_resume(mode, "consensus phase")
@@ -190,6 +201,7 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
             cfg.seed,
             dtype=torch.float32 if cfg.float32 else torch.float64,
             progress=progress,
+            map_chunks=_chunk_mapper(cfg),
         )
         metrics = phase_metrics(pdg, time.perf_counter() - t0)
         run.save_npy("frac.npy", pdg.frac)

@@ -9,7 +9,7 @@ at every step. The betas are processed in chunks so each score tensor `[chunk*st
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,6 +136,7 @@ def phase_diagram(
     dtype: torch.dtype = torch.float64,
     retire: bool = True,
     progress: bool = False,
+    map_chunks: Callable[[Callable[..., np.ndarray], list[tuple]], list[np.ndarray]] | None = None,
 ) -> PhaseDiagram:
     """Mean clustered fraction over `starts` uniform starts on S^{d-1}, for each beta and time step.
 
@@ -143,6 +144,7 @@ def phase_diagram(
     <w, x_i> >= cos(arccos(theta)/2) around their mean direction w: by the hemisphere theorem (spec 4.2, exact for
     projected Euler with h <= 1, tested in R2a) they stay in that cap, so every pair keeps cosine >= theta and the
     start's clustered fraction is 1 from then on. This changes no value of `frac`; it only skips work.
+    `map_chunks(fn, [args...])`, when given, runs the beta chunks elsewhere (e.g. `attnlab.parallel`'s Ray tasks).
     """
     betas = _check_sweep(betas, t_max, h, method, kind)
     g = torch.Generator().manual_seed(seed)
@@ -156,9 +158,13 @@ def phase_diagram(
 
         chunks = tqdm(chunks, desc="phase diagram (beta chunks)", leave=False)
     retire = retire and method == "euler" and kind == "SA" and h <= 1.0
-    for c0 in chunks:
-        bs = betas[c0 : c0 + chunk]
-        frac[c0 : c0 + len(bs)] = _sweep_chunk(X0, bs, steps, h, method, kind, theta, retire)
+    if map_chunks is not None:
+        jobs = [(X0, betas[c0 : c0 + chunk], steps, h, method, kind, theta, retire) for c0 in chunks]
+        frac = np.concatenate(map_chunks(_sweep_chunk, jobs), axis=0)
+    else:
+        for c0 in chunks:
+            bs = betas[c0 : c0 + chunk]
+            frac[c0 : c0 + len(bs)] = _sweep_chunk(X0, bs, steps, h, method, kind, theta, retire)
     t = np.arange(steps + 1) * h
     t50 = np.array([first_crossing(t, f) for f in frac])
     t_eq = np.array([t_equiangular(float(b), n, kind) for b in betas])
