@@ -9,11 +9,13 @@ Soft-capped logits, learned sink logits and sliding windows shorter than the seq
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import InputError
+from attnlab.trace.interventions import ModelShape
 
 LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "smollm3"}
 GPT2_LIKE = {"gpt2"}
@@ -39,7 +41,7 @@ class Arch:
 
     def w_o(self, layer: int) -> torch.Tensor:
         """[d_model, H·d_h] output projection of `layer` in Linear convention (y = W z + b)."""
-        w = self.out_proj[layer].weight
+        w: torch.Tensor = self.out_proj[layer].weight  # type: ignore[assignment]
         return w if self.kind == "llama" else w.T
 
     def w_o_heads(self, layer: int) -> torch.Tensor:
@@ -47,39 +49,36 @@ class Arch:
         w = self.w_o(layer).detach()
         return w.reshape(self.d_model, self.n_heads, self.head_dim).permute(1, 0, 2)
 
-    def check_layer(self, layer: int, what: str = "layer") -> None:
-        if not 0 <= layer < self.n_layers:
-            raise AttnlabError(f"{what} {layer} out of range; this model has layers 0..{self.n_layers - 1}")
-
-    def check_head(self, layer: int, head: int) -> None:
-        self.check_layer(layer)
-        if not 0 <= head < self.n_heads:
-            raise AttnlabError(f"head {layer}.{head} out of range; heads are 0..{self.n_heads - 1} "
-                               f"(layers 0..{self.n_layers - 1})")
+    @property
+    def shape(self) -> ModelShape:
+        """What interventions and head indices are checked against (every layer has attention and an MLP)."""
+        return ModelShape(n_layers=self.n_layers, n_heads=self.n_heads, d_model=self.d_model)
 
     def check_seq_len(self, seq_len: int) -> None:
+        """Refuse sequences longer than the context or than a sliding window (one-line `InputError`)."""
         if seq_len > self.max_positions:
-            raise AttnlabError(f"--tokens {seq_len} is longer than the model's context "
+            raise InputError(f"--tokens {seq_len} is longer than the model's context "
                                f"(max_position_embeddings = {self.max_positions})")
         if self.sliding_window is not None and seq_len > self.sliding_window:
-            raise AttnlabError(f"--tokens {seq_len} exceeds the sliding window ({self.sliding_window}) of this "
+            raise InputError(f"--tokens {seq_len} exceeds the sliding window ({self.sliding_window}) of this "
                                f"{self.model_type} model; sliding-window attention is not supported")
 
 
 def get_arch(model: nn.Module) -> Arch:
-    """Inspect `model` (a transformers causal LM) or raise a one-line AttnlabError naming what is unsupported."""
-    cfg = model.config
+    """Inspect `model` (a transformers causal LM) or raise a one-line InputError naming what is unsupported."""
+    cfg: Any = model.config
+    inner: Any = model  # a transformers model: its submodules are found by attribute
     mtype = getattr(cfg, "model_type", type(model).__name__)
     for feat in ("attn_logit_softcapping", "final_logit_softcapping"):
         if getattr(cfg, feat, None):
-            raise AttnlabError(f"{mtype}: soft-capped attention logits ({feat}) are not supported")
+            raise InputError(f"{mtype}: soft-capped attention logits ({feat}) are not supported")
     if any("sinks" in name for name, _ in model.named_parameters()):
-        raise AttnlabError(f"{mtype}: learned attention-sink logits are not supported")
+        raise InputError(f"{mtype}: learned attention-sink logits are not supported")
     window = None
     if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
         window = int(cfg.sliding_window)
-    if mtype in LLAMA_LIKE and hasattr(model, "model") and hasattr(model.model, "layers"):
-        blocks = list(model.model.layers)
+    if mtype in LLAMA_LIKE and hasattr(inner, "model") and hasattr(inner.model, "layers"):
+        blocks = list(inner.model.layers)
         attn = [b.self_attn for b in blocks]
         out_proj = [a.o_proj for a in attn]
         n_heads = cfg.num_attention_heads
@@ -88,20 +87,20 @@ def get_arch(model: nn.Module) -> Arch:
         kind, d_model, max_pos = "llama", cfg.hidden_size, cfg.max_position_embeddings
     elif mtype in GPT2_LIKE and hasattr(model, "transformer"):
         if getattr(cfg, "add_cross_attention", False):
-            raise AttnlabError("gpt2 with cross-attention is not a decoder-only causal LM")
+            raise InputError("gpt2 with cross-attention is not a decoder-only causal LM")
         if getattr(cfg, "reorder_and_upcast_attn", False):
-            raise AttnlabError("gpt2: reorder_and_upcast_attn is not supported")
-        blocks = list(model.transformer.h)
+            raise InputError("gpt2: reorder_and_upcast_attn is not supported")
+        blocks = list(inner.transformer.h)
         attn = [b.attn for b in blocks]
         out_proj = [a.c_proj for a in attn]
         n_heads = n_kv = cfg.n_head
         head_dim = cfg.n_embd // cfg.n_head
         kind, d_model, max_pos = "gpt2", cfg.n_embd, cfg.n_positions
     else:
-        raise AttnlabError(f"unsupported architecture {type(model).__name__} (model_type {mtype!r}); supported: "
+        raise InputError(f"unsupported architecture {type(model).__name__} (model_type {mtype!r}); supported: "
                            f"{', '.join(sorted(LLAMA_LIKE | GPT2_LIKE))}")
     if n_heads % n_kv:
-        raise AttnlabError(f"{mtype}: {n_heads} query heads are not a multiple of {n_kv} KV heads")
+        raise InputError(f"{mtype}: {n_heads} query heads are not a multiple of {n_kv} KV heads")
     return Arch(kind=kind, model_type=mtype, blocks=blocks, attn=attn, out_proj=out_proj,
                 mlp=[b.mlp for b in blocks], n_layers=len(blocks), n_heads=n_heads, n_kv_heads=n_kv,
                 head_dim=head_dim, d_model=d_model, max_positions=int(max_pos), sliding_window=window)

@@ -19,6 +19,11 @@ ACTIVE = 0.3
 SINK_EPS = 0.3
 
 
+def state_of(sink_score: float) -> str:
+    """A head's state on one domain from its sink score: dormant (≥ DORMANT), active (< ACTIVE) or between."""
+    return "dormant" if sink_score >= DORMANT else ("active" if sink_score < ACTIVE else "between")
+
+
 def sink_k_eps(trace: Trace, eps: float = SINK_EPS) -> float:
     """Sink_1^ε in percent: share of (sample, layer, head) with ᾱ_0 > ε."""
     return float(100.0 * (trace.key0_col_mean_per_sample > eps).mean())
@@ -34,7 +39,7 @@ def head_rows(domain: str, trace: Trace) -> list[dict]:
     rows = []
     for l in range(trace.n_layers):
         for h in range(trace.n_heads):
-            state = "dormant" if s[l, h] >= DORMANT else ("active" if s[l, h] < ACTIVE else "between")
+            state = state_of(s[l, h])
             rows.append({"domain": domain, "layer": l, "head": h, "sink_score": float(s[l, h]),
                          "mean_attn_score_key0": float(a0[l, h]), "row_entropy": float(trace.row_entropy[l, h]),
                          "value_norm_ratio": float(vr[l, h]), "sink_frac_eps": float(frac[l, h]),
