@@ -82,11 +82,11 @@ def test_ablate_outputs(llama_dir, tmp_path, capsys):
     (["scan", "--model", "no-such-model"], "unknown model 'no-such-model'"),
     (["scan", "--model", "someone/some-model"], "runs offline; pass a local folder"),
     (["scan", "--tokens", "65"], "longer than the model's context (max_position_embeddings = 64)"),
-    (["ablate", "--head", "1.9"], "head 1.9 out of range; heads are 0..3"),
-    (["ablate", "--head", "7.0"], "out of range; this model has layers 0..1"),
+    (["ablate", "--head", "1.9"], "head 9 is out of range; the model has heads 0..3"),
+    (["ablate", "--head", "7.0"], "layer 7 is out of range; the model has layers 0..1"),
     (["ablate", "--head", "x"], "--head expects LAYER.HEAD"),
     (["ablate"], "nothing to ablate"),
-    (["scan", "--prefix", "banana"], "--prefix must be none, bos, eos or a token id"),
+    (["scan", "--prefix", "banana"], "prefix must be none, bos, eos or a token id"),
 ])
 def test_bad_input_one_line(llama_dir, tmp_path, capsys, argv, message):
     argv = list(argv)

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.errors import AttnlabError
-from attnlab.real.arch import get_arch
-from attnlab.real.tracing import Interventions, forward_logits, new_recorder, traced
+from attnlab.errors import AttnlabError, InputError
+from attnlab.hf.arch import get_arch
+from attnlab.trace.adapters.hf import forward_logits, new_recorder, traced
+from attnlab.trace.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
 from attnlab.trace.recorder import TraceRecorder
 from tests.real.conftest import tiny_gpt2, tiny_llama
 
@@ -57,10 +58,8 @@ def test_streamed_trace_equals_full_eager_weights(name, chunk):
     ids = _ids()
     keep = [(1, 1)]
     rec = new_recorder(model, T, keep_patterns=keep, vocab_size=64)
-    with traced(model, rec, chunk_elements=chunk):
-        rec.begin_batch(ids)
-        with torch.no_grad():
-            logits = model(input_ids=ids, use_cache=False).logits
+    with traced(model, rec, chunk_elements=chunk) as session:
+        logits = session.forward(ids)
     tr = rec.result()
     ref = _eager(model, ids)
     assert torch.allclose(logits, ref.logits, atol=1e-5)
@@ -108,14 +107,14 @@ def test_zeroed_head_changes_exactly_its_contribution(name):
         hooks = [arch.out_proj[layer].register_forward_hook(
             lambda m, i, o: seen.update(z=i[0].detach().clone(), y=o.detach().clone()))]
         hooks.append(arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.detach().clone())))
-        with traced(model, None, iv), torch.no_grad():
+        with traced(model, None, iv or ()), torch.no_grad():
             model(input_ids=ids, use_cache=False)
         for h in hooks:
             h.remove()
         return seen
 
     clean = run(None)
-    abl = run(Interventions(zero_heads={(layer, head)}))
+    abl = run([ZeroHead(layer, head)])
     assert torch.equal(clean["b0"], abl["b0"])                                   # earlier layers untouched
     sl = slice(head * D, (head + 1) * D)
     assert torch.all(abl["z"][..., sl] == 0)
@@ -131,15 +130,14 @@ def test_move_to_sink_and_zero_mlp_and_dims():
     arch = get_arch(model)
     ids = _ids(2, seed=4)
     rec = new_recorder(model, T)
-    iv = Interventions(sink_heads={(0, 2)}, zero_mlps={1}, zero_dims=[(0, 0, [3, 5])])
+    iv = [MoveToSink(0, 2), ZeroMLP(1), ZeroDims(0, (3, 5), (0,))]
     seen = {}
-    with traced(model, rec, iv):
-        arch.mlp[1].register_forward_hook(lambda m, i, o: seen.update(mlp=o.clone()))
-        h = arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.clone()))
-        rec.begin_batch(None, batch_size=2)
-        with torch.no_grad():
-            model(input_ids=ids, use_cache=False)
-        h.remove()
+    with traced(model, rec, iv) as session:
+        h1 = arch.mlp[1].register_forward_hook(lambda m, i, o: seen.update(mlp=o.clone()))
+        h2 = arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.clone()))
+        session.forward(ids)
+        h1.remove()
+        h2.remove()
     tr = rec.result()
     assert np.allclose(tr.sink_score()[0, 2], 1.0) and tr.sink_score()[0, 1] < 0.99
     assert torch.all(seen["mlp"] == 0)
@@ -148,12 +146,14 @@ def test_move_to_sink_and_zero_mlp_and_dims():
 
 def test_bad_inputs():
     model = MODELS["llama-gqa"]()
-    with pytest.raises(AttnlabError, match=r"head 1\.7 out of range; heads are 0..3"):
-        with traced(model, None, Interventions(zero_heads={(1, 7)})):
+    with pytest.raises(InputError, match=r"head 7 is out of range; the model has heads 0..3"):
+        with traced(model, None, [ZeroHead(1, 7)]):
             pass
-    with pytest.raises(AttnlabError, match="layer 5 out of range"):
-        forward_logits(model, _ids(), interventions=Interventions(zero_mlps={5}))
-    with pytest.raises(AttnlabError, match="longer than the model's context"):
+    with pytest.raises(InputError, match="MLP layer 5 is out of range"):
+        forward_logits(model, _ids(), interventions=[ZeroMLP(5)])
+    with pytest.raises(InputError, match="residual dimension 32 is out of range 0..31"):
+        forward_logits(model, _ids(), interventions=[ZeroDims(0, (32,))])
+    with pytest.raises(InputError, match="longer than the model's context"):
         new_recorder(model, 65)
 
     class Odd(torch.nn.Module):
@@ -166,15 +166,13 @@ def test_bad_inputs():
 
 def test_entropy_fast_path_with_peaked_rows():
     """Rows whose weight on key 0 and on the diagonal underflow take the row-maximum fallback; same trace."""
-    from attnlab.real.stream import StreamingRecorder
-
     g = torch.Generator().manual_seed(5)
     B, H, Tn = 2, 3, 16
     S = torch.randn(B, H, Tn, Tn, generator=g) * 60.0
     S[..., 0] -= 200.0
     S = S.masked_fill(torch.ones(Tn, Tn, dtype=torch.bool).triu(1), -1e30)
     A = torch.softmax(S, -1)
-    fast, ref = StreamingRecorder(1, H, Tn), TraceRecorder(1, H, Tn)
+    fast, ref = TraceRecorder(1, H, Tn), TraceRecorder(1, H, Tn)
     fast.begin_batch(None, batch_size=B)
     ref.begin_batch(None, batch_size=B)
     for q0 in range(0, Tn, 5):
