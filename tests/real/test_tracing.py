@@ -179,3 +179,54 @@ def test_entropy_fast_path_with_peaked_rows():
         fast.attention_rows(0, q0, A[:, :, q0:q0 + 5], S[:, :, q0:q0 + 5])
     ref.attention(0, A)
     np.testing.assert_allclose(fast.result().row_entropy, ref.result().row_entropy, atol=1e-5)
+
+
+def test_session_is_bound_to_the_block_and_leaves_nothing_on_the_model():
+    """The session (recorder, Gram cache, plan) lives on the yielded object; hooks and the attention
+    implementation are gone after the block; nesting on one model is refused."""
+    model = MODELS["llama-gqa"]()
+    ids = _ids(2, seed=6)
+    before = model.config._attn_implementation
+    rec = new_recorder(model, T)
+    with traced(model, rec, [ZeroHead(0, 1)]) as session:
+        session.forward(ids)
+        assert session.recorder is rec and set(session.grams) == {0, 1}
+        assert session.plan.zero_heads == {0: (1,)}
+        with pytest.raises(InputError, match="cannot be nested"):
+            with traced(model, new_recorder(model, T)):
+                pass
+    assert model.config._attn_implementation == before
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    clean = forward_logits(model, ids)
+    with torch.no_grad():
+        own = model(input_ids=ids, use_cache=False).logits
+    assert torch.equal(clean, own)                                            # no intervention left behind
+
+
+def test_move_to_sink_on_selected_queries_only():
+    model = MODELS["llama-gqa"]()
+    ids = _ids(2, seed=7)
+    rows = torch.zeros(2, T, dtype=torch.bool)
+    rows[0, 5:] = True                                                       # sample 0, queries 5.. only
+    rec = new_recorder(model, T, keep_patterns=[(1, 3)])
+    ref = new_recorder(model, T, keep_patterns=[(1, 3)])
+    forward_logits(model, ids, ref)
+    forward_logits(model, ids, rec, [MoveToSink(1, 3, rows, "late queries of sample 0")])
+    got, want = rec.result().patterns["1.3"], ref.result().patterns["1.3"]             # [N,T,T]
+    onehot = np.zeros(T, dtype=np.float32)
+    onehot[0] = 1.0
+    assert np.array_equal(got[0, 5:], np.broadcast_to(onehot, (T - 5, T)))
+    np.testing.assert_array_equal(got[0, :5], want[0, :5])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+def test_zero_layer_makes_the_block_the_identity(name):
+    model = MODELS[name]()
+    arch = get_arch(model)
+    seen = {}
+    h = arch.blocks[1].register_forward_hook(lambda m, i, o: seen.update(x=i[0].clone(), y=(o[0] if isinstance(
+        o, tuple) else o).clone()))
+    forward_logits(model, _ids(2, seed=8), interventions=[ZeroLayer(1)])
+    h.remove()
+    torch.testing.assert_close(seen["y"], seen["x"], atol=0, rtol=0)
