@@ -6,7 +6,7 @@ mapped), note the resident set size (RSS), run one forward and
 read the peak RSS (VmHWM) -> extra peak memory of that forward over the loaded model; then time `--repeats`
 further forwards (median, process CPU time and wall time). Modes:
   sdpa   plain forward (transformers' default sdpa attention), no hooks;
-  scan   attnlab's traced forward (chunked eager attention + StreamingRecorder + residual/value hooks);
+  scan   attnlab's traced forward (chunked eager attention + TraceRecorder rows + residual/value hooks);
   eager  eager attention with output_attentions=True (all [L,H,T,T] patterns kept).
 TransformerLens `run_with_cache` is measured only if `transformer_lens` is importable (it is an optional extra).
 
@@ -38,10 +38,10 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
     """Run inside the subprocess: one measured forward for memory, then `repeats` timed forwards."""
     import torch
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # a benchmark subprocess of its own: no library code sets threads
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
-    from attnlab.real.tracing import new_recorder, traced
+    from attnlab.trace.adapters.hf import new_recorder, traced
 
     lm = load_causal_lm("smollm2")
     model = lm.model
@@ -53,9 +53,8 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
                 model(input_ids=ids, use_cache=False)
             elif mode == "scan":
                 rec = new_recorder(model, T)
-                with traced(model, rec):
-                    rec.begin_batch(None, batch_size=1)
-                    model(input_ids=ids, use_cache=False)
+                with traced(model, rec) as session:
+                    session.forward(ids)
                 rec.result()
             elif mode == "eager":
                 model.set_attn_implementation("eager")

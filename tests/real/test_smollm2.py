@@ -21,20 +21,21 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def lm():
+    from attnlab.clitools import threads
     from attnlab.hf.loader import load_causal_lm
 
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)                       # restored for the tests of other studies
-    yield load_causal_lm("smollm2")
-    torch.set_num_threads(previous)
+    with threads(1):                               # restored for the tests of other studies
+        yield load_causal_lm("smollm2")
 
 
 @pytest.fixture(scope="module")
 def traces(lm):
-    from attnlab.real.scan import ScanConfig, build_windows, trace_domain
+    from attnlab.hf.settings import config_windows
+    from attnlab.scan import ScanConfig
+    from attnlab.trace.adapters.hf import trace_windows
 
-    cfg = ScanConfig(domains=["prose", "code"], tokens=128, samples=2, seed=0)
-    return {d: trace_domain(lm, build_windows(lm, cfg, d))[0] for d in cfg.domains}
+    cfg = ScanConfig(domains=("prose", "code"), tokens=128, samples=2, seed=0)
+    return {d: trace_windows(lm.model, config_windows(lm.tokenizer, cfg, d))[0] for d in cfg.domains}
 
 
 def _prompt(lm, text="The capital of France is"):
@@ -42,7 +43,7 @@ def _prompt(lm, text="The capital of France is"):
 
 
 def test_architecture_and_greedy_paris(lm):
-    from attnlab.real.arch import get_arch
+    from attnlab.hf.arch import get_arch
 
     arch = get_arch(lm.model)
     assert (arch.n_layers, arch.n_heads, arch.n_kv_heads, arch.head_dim, arch.d_model) == (30, 9, 3, 64, 576)
@@ -53,11 +54,12 @@ def test_architecture_and_greedy_paris(lm):
 
 
 def test_zeroing_dim_507_changes_top1(lm):
-    from attnlab.real.tracing import Interventions, forward_logits
+    from attnlab.trace.adapters.hf import forward_logits
+    from attnlab.trace.interventions import ZeroDims
 
     ids = _prompt(lm)
     clean = int(forward_logits(lm.model, ids)[0, -1].argmax())
-    ablated = int(forward_logits(lm.model, ids, interventions=Interventions(zero_dims=[(11, 0, [507])]))[0, -1].argmax())
+    ablated = int(forward_logits(lm.model, ids, interventions=[ZeroDims(11, (507,), (0,))])[0, -1].argmax())
     assert clean != ablated
 
 
