@@ -50,8 +50,15 @@ def build_conditions(cfg: AblateConfig, shape: ModelShape) -> list[Condition]:
     conds += [Condition(f"sink {l}.{h}", "sink", l, h, (MoveToSink(l, h),)) for l, h in cfg.sink_heads]
     conds += [Condition(f"mlp {l}", "mlp", l, None, (ZeroMLP(l),)) for l in cfg.mlps]
     for l, pos, d in cfg.dims:
-        conds.append(Condition(f"dim {l}:{'*' if pos is None else pos}:{d}", "dim", l, None,
-                               (ZeroDims(l, (d,), None if pos is None else (pos,)),)))
+        conds.append(
+            Condition(
+                f"dim {l}:{'*' if pos is None else pos}:{d}",
+                "dim",
+                l,
+                None,
+                (ZeroDims(l, (d,), None if pos is None else (pos,)),),
+            )
+        )
     for c in conds:
         validate(c.interventions, shape)
     if cfg.together and len(conds) > 1:
@@ -70,8 +77,10 @@ def scan_sink_scores(cfg: AblateConfig) -> dict[str, np.ndarray]:
     scan = read_json(folder / "config.json", "scan run config")
     for key in SAME_WINDOWS:
         if scan.get(key) != getattr(cfg, key):
-            raise InputError(f"sink_from {folder}: its {key} is {scan.get(key)!r}, this ablation's is "
-                             f"{getattr(cfg, key)!r}; the windows differ")
+            raise InputError(
+                f"sink_from {folder}: its {key} is {scan.get(key)!r}, this ablation's is "
+                f"{getattr(cfg, key)!r}; the windows differ"
+            )
     return {d: Trace.load(folder / "traces" / d).sink_score() for d in cfg.domains if d in scan.get("domains", [])}
 
 
@@ -79,15 +88,29 @@ def row(domain: str, c: Condition, sink: np.ndarray, nll0: np.ndarray, nll1: np.
     """One line of ablation.csv: the condition, the zeroed head's sink score and state, and ΔNLL ± s.e."""
     delta = nll1 - nll0
     s = float(sink[c.layer, c.head]) if c.head is not None else None
-    return {"domain": domain, "condition": c.name, "kind": c.kind, "layer": c.layer,
-            "head": "" if c.head is None else c.head, "sink_score": "" if s is None else s,
-            "state": "" if s is None else state_of(s), "nll_clean": float(nll0.mean()),
-            "nll_ablated": float(nll1.mean()), "dnll_mean": float(delta.mean()),
-            "dnll_se": float(delta.std(ddof=1) / np.sqrt(len(delta))) if len(delta) > 1 else 0.0}
+    return {
+        "domain": domain,
+        "condition": c.name,
+        "kind": c.kind,
+        "layer": c.layer,
+        "head": "" if c.head is None else c.head,
+        "sink_score": "" if s is None else s,
+        "state": "" if s is None else state_of(s),
+        "nll_clean": float(nll0.mean()),
+        "nll_ablated": float(nll1.mean()),
+        "dnll_mean": float(delta.mean()),
+        "dnll_se": float(delta.std(ddof=1) / np.sqrt(len(delta))) if len(delta) > 1 else 0.0,
+    }
 
 
-def ablate_domain(model: torch.nn.Module, cfg: AblateConfig, domain: str, ids: torch.Tensor,
-                  conds: list[Condition], sink: np.ndarray | None) -> tuple[dict, list[dict]]:
+def ablate_domain(
+    model: torch.nn.Module,
+    cfg: AblateConfig,
+    domain: str,
+    ids: torch.Tensor,
+    conds: list[Condition],
+    sink: np.ndarray | None,
+) -> tuple[dict, list[dict]]:
     """Baseline and every condition on one domain's windows `ids` [N,T]; returns (baseline entry, rows).
 
     `sink` [L,H]: sink scores measured on the same windows by a scan; then the baseline runs with the model's own
@@ -99,8 +122,10 @@ def ablate_domain(model: torch.nn.Module, cfg: AblateConfig, domain: str, ids: t
         trace, nll0 = trace_windows(model, ids, batch_size=1, desc=f"baseline {domain}")
         sink = trace.sink_score()
     baseline = {"nll": float(nll0.mean()), "perplexity": float(np.exp(nll0.mean()))}
-    rows = [row(domain, c, sink, nll0, windows_nll(model, ids, c.interventions, cfg.batch_size))
-            for c in tqdm(conds, desc=f"ablate {domain}", leave=False)]
+    rows = [
+        row(domain, c, sink, nll0, windows_nll(model, ids, c.interventions, cfg.batch_size))
+        for c in tqdm(conds, desc=f"ablate {domain}", leave=False)
+    ]
     return baseline, rows
 
 
@@ -109,6 +134,9 @@ def by_state(rows: list[dict]) -> dict:
     out = {}
     for state in ("dormant", "between", "active"):
         vals = [abs(r["dnll_mean"]) for r in rows if r["kind"] == "head" and r["state"] == state]
-        out[state] = {"n": len(vals), "mean_abs_dnll": float(np.mean(vals)) if vals else None,
-                      "max_abs_dnll": float(np.max(vals)) if vals else None}
+        out[state] = {
+            "n": len(vals),
+            "mean_abs_dnll": float(np.mean(vals)) if vals else None,
+            "max_abs_dnll": float(np.max(vals)) if vals else None,
+        }
     return out

@@ -54,5 +54,6 @@ class AblateConfig:
             if d[1] is not None:
                 check_int(d[1], 0, "dims position", maximum=self.tokens - 1)
         if not (self.heads or self.sink_heads or self.mlps or self.dims or self.sweep_layers):
-            raise InputError("nothing to ablate: give --head L.H, --sink-head L.H, --mlp L, --dim L:POS:DIM or "
-                             "--sweep-layer L")
+            raise InputError(
+                "nothing to ablate: give --head L.H, --sink-head L.H, --mlp L, --dim L:POS:DIM or --sweep-layer L"
+            )

@@ -32,8 +32,11 @@ def ablation_bars(rows: list[dict], path: Path) -> Path:
 
 def ablation_scatter(rows: list[dict], path: Path) -> Path | None:
     """ΔNLL against the head's sink score on that domain (one point per zeroed head and domain)."""
-    pts = [r for r in rows if r.get("sink_score") not in (None, "") and np.isfinite(float(r["sink_score"]))
-           and r["kind"] == "head"]
+    pts = [
+        r
+        for r in rows
+        if r.get("sink_score") not in (None, "") and np.isfinite(float(r["sink_score"])) and r["kind"] == "head"
+    ]
     if not pts:
         return None
     fig, axes = new_figure(1, 1, width=5.0, height=3.6)

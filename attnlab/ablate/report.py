@@ -23,11 +23,15 @@ def write_report(path: str | Path, title: str = "Real model ablation") -> Report
     summary = run.read_json("summary.json")
     rows = read_rows(run.path).to_dict("records")
     rep = Report(title)
-    rep.paragraph(f"Run folder: {run.path}. ΔNLL = next-token loss with the intervention minus without, mean ± "
-                  f"standard error over samples. Heads are zeroed before the output projection.")
+    rep.paragraph(
+        f"Run folder: {run.path}. ΔNLL = next-token loss with the intervention minus without, mean ± "
+        f"standard error over samples. Heads are zeroed before the output projection."
+    )
     rep.table([{"domain": d, **v} for d, v in summary["baseline"].items()], caption="Clean loss per domain")
-    rep.table([{"state": k, **v} for k, v in summary["by_state"].items()],
-              caption=f"|ΔNLL| of zeroed heads by state on the domain (dormant: sink ≥ {DORMANT}; active: < {ACTIVE})")
+    rep.table(
+        [{"state": k, **v} for k, v in summary["by_state"].items()],
+        caption=f"|ΔNLL| of zeroed heads by state on the domain (dormant: sink ≥ {DORMANT}; active: < {ACTIVE})",
+    )
     rep.table(rows, caption="All conditions")
     rep.figure(figures.ablation_bars(rows, run.figure_path("ablation_dnll")), "ΔNLL per condition and domain")
     sc = figures.ablation_scatter(rows, run.figure_path("ablation_vs_sink"))

@@ -23,8 +23,9 @@ from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunResult, open_run
 
 
-def run(config: AblateConfig, out: str | Path | None = None, *, mode: str = "new",
-           lm: LoadedModel | None = None) -> RunResult:
+def run(
+    config: AblateConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
+) -> RunResult:
     """Run every condition on every domain into `out` (None: runs/ablate-<time>); `lm`: an already loaded
     `config.model`. Returns a `RunResult` with the table "ablation" (one row per domain and condition)."""
     if mode == "resume":
@@ -43,8 +44,13 @@ def run(config: AblateConfig, out: str | Path | None = None, *, mode: str = "new
         summary = {"baseline": baseline, "by_state": by_state(rows)}
         run.write_csv("ablation.csv", rows)
         run.write_json("summary.json", summary)
-        run.write_manifest(config.seed, model=lm.name, model_path=str(lm.path), texts=source_manifest(),
-                           conditions=[c.name for c in conds])
+        run.write_manifest(
+            config.seed,
+            model=lm.name,
+            model_path=str(lm.path),
+            texts=source_manifest(),
+            conditions=[c.name for c in conds],
+        )
         run.append_metrics({"seconds": time.perf_counter() - t0})
         write_report(run.path)
     return RunResult(path=run.path, config=config, summary=summary, tables={"ablation": read_rows(run.path)})
@@ -59,8 +65,9 @@ class _CallableModule(types.ModuleType):
     """Importing `attnlab.ablate.run` makes the package attribute `run` this module; calling it still runs
     `run(config, out, mode=..., lm=...)`, so `attnlab.ablate.run(AblateConfig(...), out=...)` always works."""
 
-    def __call__(self, config: AblateConfig, out: str | Path | None = None, *, mode: str = "new",
-                 lm: LoadedModel | None = None) -> RunResult:
+    def __call__(
+        self, config: AblateConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
+    ) -> RunResult:
         return run(config, out, mode=mode, lm=lm)
 
 

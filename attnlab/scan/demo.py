@@ -29,10 +29,19 @@ def run_demo(out: Path, seed: int) -> Report:
         res = scan(ScanConfig(samples=2, seed=seed, n_auto_pattern_heads=2), out / "scan", lm=lm)
         rep.extend(scan_report(res.path, "SmolLM2 scan (2 windows per domain, T = 128)"), level=3)
         heads = tuple((int(h.split(".")[0]), int(h.split(".")[1])) for h in res.summary["pattern_heads"][:1])
-        acfg = AblateConfig(domains=("prose", "code"), samples=2, seed=seed, heads=heads, mlps=(11,), batch_size=2,
-                            sink_from=str(res.path))
+        acfg = AblateConfig(
+            domains=("prose", "code"),
+            samples=2,
+            seed=seed,
+            heads=heads,
+            mlps=(11,),
+            batch_size=2,
+            sink_from=str(res.path),
+        )
         ares = ablate(acfg, out / "ablate", lm=lm)
-        rep.extend(ablate_report(ares.path, "SmolLM2 ablation (the head with the largest prose/code shift; "
-                                            "layer-11 MLP)"), level=3)
+        rep.extend(
+            ablate_report(ares.path, "SmolLM2 ablation (the head with the largest prose/code shift; layer-11 MLP)"),
+            level=3,
+        )
     print(f"run folder: {out}")
     return rep

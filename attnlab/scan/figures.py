@@ -37,9 +37,10 @@ def residual_norms(traces: dict, path: Path) -> Path:
     fig, axes = new_figure(2, 1, width=5.0, height=3.4)
     for d, tr in traces.items():
         x = np.arange(tr.resid_norm.shape[0]) - 1
-        line, = axes[0][0].plot(x, tr.resid_norm[:, 0], marker=".", label=f"{d}: token 0")
-        axes[0][0].plot(x, np.median(tr.resid_norm[:, 1:], axis=1), ls="--", color=line.get_color(),
-                        label=f"{d}: median other")
+        (line,) = axes[0][0].plot(x, tr.resid_norm[:, 0], marker=".", label=f"{d}: token 0")
+        axes[0][0].plot(
+            x, np.median(tr.resid_norm[:, 1:], axis=1), ls="--", color=line.get_color(), label=f"{d}: median other"
+        )
         axes[0][1].plot(x, tr.resid_norm_ratio(), marker=".", label=d)
     axes[0][0].set_yscale("log")
     axes[0][0].set_xlabel("after block (−1 = embedding)")
@@ -59,7 +60,7 @@ def value_ratios(traces: dict, path: Path) -> Path:
     for d, tr in traces.items():
         r = tr.value_norm_ratio()
         x = np.arange(r.shape[0])
-        line, = ax.plot(x, np.median(r, axis=1), marker=".", label=d)
+        (line,) = ax.plot(x, np.median(r, axis=1), marker=".", label=d)
         ax.fill_between(x, r.min(1), r.max(1), color=line.get_color(), alpha=0.15)
     ax.axhline(1.0, color="gray", lw=0.7)
     ax.set_yscale("log")
@@ -69,8 +70,9 @@ def value_ratios(traces: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def attention_maps(patterns: dict[str, dict[str, np.ndarray]], sink: dict[str, np.ndarray], path: Path,
-                   max_tokens: int = 64) -> Path | None:
+def attention_maps(
+    patterns: dict[str, dict[str, np.ndarray]], sink: dict[str, np.ndarray], path: Path, max_tokens: int = 64
+) -> Path | None:
     """Attention patterns (first `max_tokens` positions, first sample) of chosen heads, one row per head."""
     ds = list(patterns)
     if not ds or not patterns[ds[0]]:
@@ -82,7 +84,7 @@ def attention_maps(patterns: dict[str, dict[str, np.ndarray]], sink: dict[str, n
         for c, d in enumerate(ds):
             A = patterns[d][key][:max_tokens, :max_tokens]
             ax = axes[r][c]
-            ax.imshow(A ** 0.5, cmap="magma", vmin=0, vmax=1)
+            ax.imshow(A**0.5, cmap="magma", vmin=0, vmax=1)
             ax.set_title(f"L{l}H{h} {d} (s={sink[d][l, h]:.2f})", fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])

@@ -46,9 +46,11 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     traces = {d: Trace.load(run.file("traces") / d) for d in domains}
     sink = {d: tr.sink_score() for d, tr in traces.items()}
     rep = Report(title)
-    rep.paragraph(f"Model {s['model']} ({s['model_path']}), T = {s['tokens']} tokens, prefix {s['prefix']}. "
-                  f"Run folder: {run.path}. A head is dormant on a domain if its sink score (mean attention of "
-                  f"queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; Sink_1^ε uses ε = {SINK_EPS}.")
+    rep.paragraph(
+        f"Model {s['model']} ({s['model_path']}), T = {s['tokens']} tokens, prefix {s['prefix']}. "
+        f"Run folder: {run.path}. A head is dormant on a domain if its sink score (mean attention of "
+        f"queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; Sink_1^ε uses ε = {SINK_EPS}."
+    )
     rep.table(s["domains"], caption="Per domain")
     rep.table([s["class_counts"]], caption="Head classes across the scanned domains")
     if s["active_dormant"]:
@@ -57,10 +59,14 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
         if key.startswith("dormant_on_") and val:
             rep.table(val[:12], caption=f"Heads {key.replace('_', ' ')} (largest shift first, up to 12)")
     rep.figure(figures.sink_heatmaps(sink, run.figure_path("sink_heatmaps")), "Sink score per layer and head")
-    rep.figure(figures.residual_norms(traces, run.figure_path("residual_norms")),
-               "Residual norm of token 0 vs the median other token (log scale)")
-    rep.figure(figures.value_ratios(traces, run.figure_path("value_ratios")),
-               "Value-norm ratio ‖W_O^h v_0‖ / median_t ‖W_O^h v_t‖ per layer (median and range over heads)")
+    rep.figure(
+        figures.residual_norms(traces, run.figure_path("residual_norms")),
+        "Residual norm of token 0 vs the median other token (log scale)",
+    )
+    rep.figure(
+        figures.value_ratios(traces, run.figure_path("value_ratios")),
+        "Value-norm ratio ‖W_O^h v_0‖ / median_t ‖W_O^h v_t‖ per layer (median and range over heads)",
+    )
     maps = figures.attention_maps(read_patterns(run, domains), sink, run.figure_path("attention_maps"))
     if maps:
         rep.figure(maps, "Attention patterns (first 64 positions of the first sample; colour = sqrt(A))")
@@ -68,7 +74,9 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     if len(layers):
         big = layers[layers["n_massive"] > 0]
         cols = ["domain", "layer", "max_abs", "max_pos", "max_dim", "median_abs", "resid_norm_ratio", "massive_top"]
-        rep.table(big[cols].to_dict("records"),
-                  caption="Layers with massive activations (|h| > 100 and > 1000 × median); layer −1 = embedding")
+        rep.table(
+            big[cols].to_dict("records"),
+            caption="Layers with massive activations (|h| > 100 and > 1000 × median); layer −1 = embedding",
+        )
     rep.write(run.file("report.html"))
     return rep

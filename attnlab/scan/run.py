@@ -21,8 +21,9 @@ from attnlab.scan.config import ScanConfig
 from attnlab.scan.report import read_tables, write_report
 
 
-def run(config: ScanConfig, out: str | Path | None = None, *, mode: str = "new",
-         lm: LoadedModel | None = None) -> RunResult:
+def run(
+    config: ScanConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
+) -> RunResult:
     """Run the scan into `out` (None: runs/scan-<time>); `lm`: an already loaded `config.model` (saves a load).
 
     Returns a `RunResult` whose tables are DataFrames: heads, layers, massive, classes.
@@ -49,8 +50,9 @@ class _CallableModule(types.ModuleType):
     """Importing `attnlab.scan.run` makes the package attribute `run` this module; calling it still runs
     `run(config, out, mode=..., lm=...)`, so `attnlab.scan.run(ScanConfig(...), out=...)` always works."""
 
-    def __call__(self, config: ScanConfig, out: str | Path | None = None, *, mode: str = "new",
-                 lm: LoadedModel | None = None) -> RunResult:
+    def __call__(
+        self, config: ScanConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
+    ) -> RunResult:
         return run(config, out, mode=mode, lm=lm)
 
 

@@ -33,9 +33,24 @@ import numpy as np
 from attnlab.errors import InputError
 
 ARRAY_FIELDS = (
-    "attn_col_mean", "attn_key0_by_query", "attn_key0_by_token", "token_count", "logit_key0", "logit_rest",
-    "dlogit_by_query", "dlogit_by_token", "dlogit_count", "row_entropy", "empty_rows", "value_norm",
-    "resid_norm", "max_abs", "max_pos", "max_dim", "median_abs", "sink_score_per_sample",
+    "attn_col_mean",
+    "attn_key0_by_query",
+    "attn_key0_by_token",
+    "token_count",
+    "logit_key0",
+    "logit_rest",
+    "dlogit_by_query",
+    "dlogit_by_token",
+    "dlogit_count",
+    "row_entropy",
+    "empty_rows",
+    "value_norm",
+    "resid_norm",
+    "max_abs",
+    "max_pos",
+    "max_dim",
+    "median_abs",
+    "sink_score_per_sample",
     "key0_col_mean_per_sample",
 )
 
@@ -129,5 +144,5 @@ class Trace:
         except Exception as exc:  # noqa: BLE001
             raise InputError(f"cannot read trace {st}: {exc}") from None
         meta = json.loads(path.with_suffix(".json").read_text()) if path.with_suffix(".json").exists() else {}
-        patterns = {k[len("pattern."):]: v for k, v in arrays.items() if k.startswith("pattern.")}
+        patterns = {k[len("pattern.") :]: v for k, v in arrays.items() if k.startswith("pattern.")}
         return cls(**{k: arrays[k] for k in ARRAY_FIELDS}, massive=meta.get("massive", []), patterns=patterns)

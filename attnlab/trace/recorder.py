@@ -23,9 +23,9 @@ import torch
 from attnlab.errors import AttnlabError
 from attnlab.trace.format import Trace
 
-MASSIVE_ABS = 100.0        # Sun et al.: |h| > 100 ...
-MASSIVE_REL = 1000.0       # ... and > 1000 × the median |h| of the layer
-MAX_MASSIVE_ENTRIES = 64   # keep the largest this many entries per residual stream
+MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
+MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer
+MAX_MASSIVE_ENTRIES = 64  # keep the largest this many entries per residual stream
 
 
 class TraceRecorder:
@@ -35,8 +35,15 @@ class TraceRecorder:
     `keep_patterns`: iterable of (layer, head) whose full [T,T] patterns are kept per sequence.
     """
 
-    def __init__(self, n_layers: int, n_heads: int, seq_len: int, vocab_size: int = 0,
-                 keep_patterns=(), n_resid: int | None = None) -> None:
+    def __init__(
+        self,
+        n_layers: int,
+        n_heads: int,
+        seq_len: int,
+        vocab_size: int = 0,
+        keep_patterns=(),
+        n_resid: int | None = None,
+    ) -> None:
         L, H, T, V = n_layers, n_heads, seq_len, vocab_size
         self.L, self.H, self.T, self.V = L, H, T, V
         self.R = n_resid if n_resid is not None else L + 1
@@ -64,7 +71,7 @@ class TraceRecorder:
         self.massive: list[list[dict]] = [[] for _ in range(self.R)]
         self.keep = {(int(l), int(h)) for l, h in keep_patterns}
         self.patterns: dict[str, list[np.ndarray]] = {f"{l}.{h}": [] for l, h in sorted(self.keep)}
-        self.sink_per_sample: list[torch.Tensor] = []   # one [B,L,H] block per batch
+        self.sink_per_sample: list[torch.Tensor] = []  # one [B,L,H] block per batch
         self.col0_per_sample: list[torch.Tensor] = []
         self.n_seq = 0
         self.attn_batches = torch.zeros(L, dtype=f64)
@@ -111,13 +118,15 @@ class TraceRecorder:
         if self._batch_sink is None:
             raise AttnlabError("call begin_batch before recording attention")
         if (H, T) != (self.H, self.T) or B != self._B or q0 < 0 or q0 + C > T or not 0 <= layer < self.L:
-            raise AttnlabError(f"layer {layer}: attention rows {tuple(shape)} at query {q0} do not fit the trace "
-                               f"[{self._B},{self.H},{self.T},{self.T}] of {self.L} layers")
+            raise AttnlabError(
+                f"layer {layer}: attention rows {tuple(shape)} at query {q0} do not fit the trace "
+                f"[{self._B},{self.H},{self.T},{self.T}] of {self.L} layers"
+            )
 
     def _key0_by_token(self, layer: int, tok: torch.Tensor, key0: torch.Tensor) -> None:
         """Group A_i0 by the query's token. tok: [B,C] token ids of the queries; key0: [B,H,C] float64."""
         B, H, C = key0.shape
-        idx = tok.unsqueeze(1).expand(B, H, C)                       # query token per (b,h,i)
+        idx = tok.unsqueeze(1).expand(B, H, C)  # query token per (b,h,i)
         s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, key0)
         self.key0_tok_sum[layer] += s.sum(0)
         if layer == 0:
@@ -134,16 +143,16 @@ class TraceRecorder:
         assert self._batch_sink is not None and self._batch_col0 is not None
         A = pattern.detach().to(torch.float64).cpu()
         self.attn_batches[layer] += 1
-        self.col_sum[layer] += A.sum(dim=(0, 2))                   # Σ_b Σ_i A_ij  -> [H,T]
-        key0 = A[..., 0]                                             # [B,H,T] A_i0
+        self.col_sum[layer] += A.sum(dim=(0, 2))  # Σ_b Σ_i A_ij  -> [H,T]
+        key0 = A[..., 0]  # [B,H,T] A_i0
         self.key0_sum[layer] += key0.sum(0)
         self._batch_sink[:, layer] = key0[..., 1:].mean(-1)
         self._batch_col0[:, layer] = key0.mean(-1)
         if self._tokens is not None and self.V:
             self._key0_by_token(layer, self._tokens, key0)
         # Row entropy, normalised by log(i+1), rows i ≥ 1, renormalised, empty rows skipped.
-        rows = A[:, :, 1:, :]                                        # [B,H,T-1,T]
-        mass = rows.sum(-1)                                          # [B,H,T-1]
+        rows = A[:, :, 1:, :]  # [B,H,T-1,T]
+        mass = rows.sum(-1)  # [B,H,T-1]
         nonempty = mass > 0
         p = rows / mass.clamp_min(1e-300).unsqueeze(-1)
         ent = -(torch.where(p > 0, p * p.clamp_min(1e-300).log(), torch.zeros(()))).sum(-1)
@@ -159,7 +168,7 @@ class TraceRecorder:
             lower = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
             lower[:, 0] = False
             denom = (self._i - 1).clamp_min(1.0)
-            rest = torch.where(lower, S, torch.zeros(())).sum(-1) / denom          # [B,H,T]
+            rest = torch.where(lower, S, torch.zeros(())).sum(-1) / denom  # [B,H,T]
             self.logits(layer, S[..., 0], rest)
         for h in range(H):
             if (layer, h) in self.keep:
@@ -179,11 +188,11 @@ class TraceRecorder:
         q1 = q0 + C
         if q0 == 0:
             self.attn_batches[layer] += 1
-        self.col_sum[layer] += A.sum(dim=(0, 2)).double()                       # Σ_b Σ_i A_ij -> [H,T]
-        key0 = A[..., 0]                                                          # [B,H,C]
+        self.col_sum[layer] += A.sum(dim=(0, 2)).double()  # Σ_b Σ_i A_ij -> [H,T]
+        key0 = A[..., 0]  # [B,H,C]
         self.key0_sum[layer, :, q0:q1] += key0.double().sum(0)
         self._acc_col0[:, layer] += key0.double().sum(-1)
-        first = max(1, q0) - q0                                                   # skip query 0 for the sink score
+        first = max(1, q0) - q0  # skip query 0 for the sink score
         self._acc_sink[:, layer] += key0[..., first:].double().sum(-1)
         if self._tokens is not None and self.V:
             self._key0_by_token(layer, self._tokens[:, q0:q1], key0.double())
@@ -199,7 +208,7 @@ class TraceRecorder:
         """Rows i ≥ 1 of a chunk A [B,H,C,T]: H(A/m) = log m − (1/m) Σ_j A_ij log A_ij, divided by log(i+1)."""
         B, H, C, T = A.shape
         q1 = q0 + C
-        if scores is not None:                       # whole contiguous chunk (no copies), then drop row 0
+        if scores is not None:  # whole contiguous chunk (no copies), then drop row 0
             S = scores.float()
             # lse_i = s_ij − log A_ij holds for any j with A_ij a normal float; use j = 0 or j = i (the larger),
             # and the row maximum only for rows where both are below 1e-30.
@@ -216,7 +225,7 @@ class TraceRecorder:
             nonempty = torch.ones(ent.shape, dtype=torch.bool)
         else:
             R = A[:, :, first:, :]
-            mass = R.sum(-1)                                                  # [B,H,C']
+            mass = R.sum(-1)  # [B,H,C']
             nonempty = mass > 0
             m = mass.clamp_min(1e-30)
             ent = (m.log() - torch.special.xlogy(R, R).sum(-1) / m).double()
@@ -248,7 +257,7 @@ class TraceRecorder:
         self.logit_rest_sum[layer] += rest.sum(0)
         tok = self._tokens
         if tok is not None and self.V and T > 2:
-            d = (s0 - rest)[..., 2:]                                               # [B,H,T-2]
+            d = (s0 - rest)[..., 2:]  # [B,H,T-2]
             idx = tok[:, 2:].unsqueeze(1).expand(B, H, T - 2)
             s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, d)
             self.dlogit_tok_sum[layer] += s.sum(0)
@@ -293,8 +302,16 @@ class TraceRecorder:
             order = vals.abs().argsort(descending=True)[:MAX_MASSIVE_ENTRIES]
             for k in order.tolist():
                 b, t, dim = hits[k].tolist()
-                self.massive[index].append({"layer": index, "sample": self.n_seq + b, "pos": t, "dim": dim,
-                                            "value": float(vals[k]), "median_abs": med})
+                self.massive[index].append(
+                    {
+                        "layer": index,
+                        "sample": self.n_seq + b,
+                        "pos": t,
+                        "dim": dim,
+                        "value": float(vals[k]),
+                        "median_abs": med,
+                    }
+                )
             self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
 
     # ------------------------------------------------------------------------------------------------------
@@ -304,7 +321,7 @@ class TraceRecorder:
         if self.n_seq == 0:
             raise AttnlabError("the trace recorded no sequences")
         n = float(self.n_seq)
-        col_count = (self.T - self._i) * n                                         # queries that see key j
+        col_count = (self.T - self._i) * n  # queries that see key j
         with np.errstate(invalid="ignore", divide="ignore"):
             tok_c = self.tok_count.numpy()
             dl_c = self.dlogit_count.numpy()
@@ -337,4 +354,3 @@ class TraceRecorder:
             trace.token_count = np.zeros(0)
             trace.dlogit_count = np.zeros(0)
         return trace
-

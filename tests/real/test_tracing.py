@@ -69,8 +69,14 @@ def test_streamed_trace_equals_full_eager_weights(name, chunk):
     for l, A in enumerate(ref.attentions):
         base.attention(l, A)
     want = base.result()
-    for f in ("attn_col_mean", "attn_key0_by_query", "attn_key0_by_token", "row_entropy",
-              "sink_score_per_sample", "key0_col_mean_per_sample"):
+    for f in (
+        "attn_col_mean",
+        "attn_key0_by_query",
+        "attn_key0_by_token",
+        "row_entropy",
+        "sink_score_per_sample",
+        "key0_col_mean_per_sample",
+    ):
         np.testing.assert_allclose(getattr(tr, f), getattr(want, f), atol=1e-5, err_msg=f)
     np.testing.assert_allclose(tr.patterns["1.1"], want.patterns["1.1"], atol=1e-5)
     # Δlogit_i = s_i0 − mean_{1≤j≤i−1} s_ij = −mean_j (log A_ij − log A_i0): an independent check from weights.
@@ -88,8 +94,8 @@ def test_streamed_trace_equals_full_eager_weights(name, chunk):
     vs = _value_states(model, ids)
     g = arch.n_heads // arch.n_kv_heads
     for l, v in enumerate(vs):
-        W = arch.w_o_heads(l)                                                    # [H,d,d_h]
-        vrep = v.repeat_interleave(g, dim=2)                                     # [B,T,H,d_h]
+        W = arch.w_o_heads(l)  # [H,d,d_h]
+        vrep = v.repeat_interleave(g, dim=2)  # [B,T,H,d_h]
         norms = torch.einsum("hdk,bthk->bthd", W, vrep).norm(dim=-1).mean(0).T  # [H,T]
         np.testing.assert_allclose(tr.value_norm[l], norms.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -104,8 +110,11 @@ def test_zeroed_head_changes_exactly_its_contribution(name):
 
     def run(iv):
         seen = {}
-        hooks = [arch.out_proj[layer].register_forward_hook(
-            lambda m, i, o: seen.update(z=i[0].detach().clone(), y=o.detach().clone()))]
+        hooks = [
+            arch.out_proj[layer].register_forward_hook(
+                lambda m, i, o: seen.update(z=i[0].detach().clone(), y=o.detach().clone())
+            )
+        ]
         hooks.append(arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.detach().clone())))
         with traced(model, None, iv or ()), torch.no_grad():
             model(input_ids=ids, use_cache=False)
@@ -115,13 +124,13 @@ def test_zeroed_head_changes_exactly_its_contribution(name):
 
     clean = run(None)
     abl = run([ZeroHead(layer, head)])
-    assert torch.equal(clean["b0"], abl["b0"])                                   # earlier layers untouched
+    assert torch.equal(clean["b0"], abl["b0"])  # earlier layers untouched
     sl = slice(head * D, (head + 1) * D)
     assert torch.all(abl["z"][..., sl] == 0)
     other = torch.ones(arch.n_heads * D, dtype=torch.bool)
     other[sl] = False
-    assert torch.equal(abl["z"][..., other], clean["z"][..., other])           # other heads' z unchanged
-    contribution = clean["z"][..., sl] @ arch.w_o(layer)[:, sl].T                # W_O^h z^h
+    assert torch.equal(abl["z"][..., other], clean["z"][..., other])  # other heads' z unchanged
+    contribution = clean["z"][..., sl] @ arch.w_o(layer)[:, sl].T  # W_O^h z^h
     torch.testing.assert_close(clean["y"] - abl["y"], contribution, atol=1e-5, rtol=1e-5)
 
 
@@ -176,7 +185,7 @@ def test_entropy_fast_path_with_peaked_rows():
     fast.begin_batch(None, batch_size=B)
     ref.begin_batch(None, batch_size=B)
     for q0 in range(0, Tn, 5):
-        fast.attention_rows(0, q0, A[:, :, q0:q0 + 5], S[:, :, q0:q0 + 5])
+        fast.attention_rows(0, q0, A[:, :, q0 : q0 + 5], S[:, :, q0 : q0 + 5])
     ref.attention(0, A)
     np.testing.assert_allclose(fast.result().row_entropy, ref.result().row_entropy, atol=1e-5)
 
@@ -200,19 +209,19 @@ def test_session_is_bound_to_the_block_and_leaves_nothing_on_the_model():
     clean = forward_logits(model, ids)
     with torch.no_grad():
         own = model(input_ids=ids, use_cache=False).logits
-    assert torch.equal(clean, own)                                            # no intervention left behind
+    assert torch.equal(clean, own)  # no intervention left behind
 
 
 def test_move_to_sink_on_selected_queries_only():
     model = MODELS["llama-gqa"]()
     ids = _ids(2, seed=7)
     rows = torch.zeros(2, T, dtype=torch.bool)
-    rows[0, 5:] = True                                                       # sample 0, queries 5.. only
+    rows[0, 5:] = True  # sample 0, queries 5.. only
     rec = new_recorder(model, T, keep_patterns=[(1, 3)])
     ref = new_recorder(model, T, keep_patterns=[(1, 3)])
     forward_logits(model, ids, ref)
     forward_logits(model, ids, rec, [MoveToSink(1, 3, rows, "late queries of sample 0")])
-    got, want = rec.result().patterns["1.3"], ref.result().patterns["1.3"]             # [N,T,T]
+    got, want = rec.result().patterns["1.3"], ref.result().patterns["1.3"]  # [N,T,T]
     onehot = np.zeros(T, dtype=np.float32)
     onehot[0] = 1.0
     assert np.array_equal(got[0, 5:], np.broadcast_to(onehot, (T - 5, T)))
@@ -225,8 +234,9 @@ def test_zero_layer_makes_the_block_the_identity(name):
     model = MODELS[name]()
     arch = get_arch(model)
     seen = {}
-    h = arch.blocks[1].register_forward_hook(lambda m, i, o: seen.update(x=i[0].clone(), y=(o[0] if isinstance(
-        o, tuple) else o).clone()))
+    h = arch.blocks[1].register_forward_hook(
+        lambda m, i, o: seen.update(x=i[0].clone(), y=(o[0] if isinstance(o, tuple) else o).clone())
+    )
     forward_logits(model, _ids(2, seed=8), interventions=[ZeroLayer(1)])
     h.remove()
     torch.testing.assert_close(seen["y"], seen["x"], atol=0, rtol=0)

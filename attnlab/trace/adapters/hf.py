@@ -46,8 +46,8 @@ from attnlab.trace.interventions import (
 from attnlab.trace.recorder import TraceRecorder
 
 ATTN_NAME = "attnlab"
-CHUNK_ELEMENTS = 1 << 22       # at most ~4M fp32 scores (16 MiB) per query chunk
-MASKED = -1e30                 # finite "minus infinity": exp underflows to exactly 0 and 0 · MASKED = 0
+CHUNK_ELEMENTS = 1 << 22  # at most ~4M fp32 scores (16 MiB) per query chunk
+MASKED = -1e30  # finite "minus infinity": exp underflows to exactly 0 and 0 · MASKED = 0
 
 
 @dataclass
@@ -56,9 +56,9 @@ class Plan:
 
     zero_heads: dict[int, tuple[int, ...]] = field(default_factory=dict)  # layer -> heads zeroed before W_O
     zero_mlps: set[int] = field(default_factory=set)
-    zero_attn: set[int] = field(default_factory=set)                      # ZeroLayer: attention output too
+    zero_attn: set[int] = field(default_factory=set)  # ZeroLayer: attention output too
     zero_dims: dict[int, list[tuple[tuple[int, ...] | None, list[int]]]] = field(default_factory=dict)
-    sink: dict[int, list[MoveToSink]] = field(default_factory=dict)       # layer -> move-to-sink heads
+    sink: dict[int, list[MoveToSink]] = field(default_factory=dict)  # layer -> move-to-sink heads
 
     @property
     def switches_attention(self) -> bool:
@@ -109,7 +109,7 @@ def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tupl
     s0 = (q * k[:, :, :1]).sum(-1) * scaling
     ksum = torch.zeros_like(k)
     if T > 2:
-        ksum[:, :, 2:] = torch.cumsum(k[:, :, 1 : T - 1], dim=2)                    # Σ_{j=1}^{i-1} k_j at i
+        ksum[:, :, 2:] = torch.cumsum(k[:, :, 1 : T - 1], dim=2)  # Σ_{j=1}^{i-1} k_j at i
     denom = (torch.arange(T, dtype=torch.float32) - 1).clamp_min(1.0)
     rest = (q * ksum).sum(-1) * scaling / denom
     return s0, rest
@@ -125,7 +125,7 @@ def _move_to_sink(w: torch.Tensor, moves: list[MoveToSink], q0: int, q1: int) ->
     for s in moves:
         if s.queries is None:
             continue
-        rows = torch.as_tensor(s.queries, dtype=torch.bool)[:, q0:q1].unsqueeze(-1)    # [B,C,1]
+        rows = torch.as_tensor(s.queries, dtype=torch.bool)[:, q0:q1].unsqueeze(-1)  # [B,C,1]
         onehot = torch.zeros_like(w[:, s.head])
         onehot[..., 0] = 1.0
         w[:, s.head] = torch.where(rows, onehot, w[:, s.head])
@@ -146,7 +146,7 @@ class TraceSession:
     def gram(self, layer: int) -> torch.Tensor:
         """[H,d_h,d_h] W_O^hᵀ W_O^h in float64 (computed once per session)."""
         if layer not in self.grams:
-            w = self.arch.w_o_heads(layer).double()                                # [H,d,d_h]
+            w = self.arch.w_o_heads(layer).double()  # [H,d,d_h]
             self.grams[layer] = w.transpose(1, 2) @ w
         return self.grams[layer]
 
@@ -164,9 +164,17 @@ class TraceSession:
         return self.model(input_ids=ids, use_cache=False).logits
 
 
-def attnlab_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                      attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                      attnlab_session: TraceSession | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+def attnlab_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    attnlab_session: TraceSession | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """Eager attention in query chunks. query [B,H,T,d_h], key/value [B,H_kv,Tk,d_h] -> output [B,T,H,d_h]."""
     sess = attnlab_session
     B, H, T, D = query.shape
@@ -188,7 +196,7 @@ def attnlab_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
     for q0 in range(0, T, chunk):
         q1 = min(T, q0 + chunk)
         qc = qf[:, :, q0:q1].reshape(B * H, q1 - q0, D)
-        if attention_mask is None:                      # s = q kᵀ·scaling + causal mask, fused
+        if attention_mask is None:  # s = q kᵀ·scaling + causal mask, fused
             mask = mask_of(q0, q1, Tk, offset)
             s = torch.baddbmm(mask.expand(B * H, q1 - q0, Tk), qc, kt, alpha=scaling).view(B, H, q1 - q0, Tk)
         else:
@@ -204,7 +212,7 @@ def attnlab_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
     if rec is not None and sess is not None:
         rec.logits(layer, *_logit_stats(query, key, scaling))
         vv = v.double()
-        vn2 = (torch.matmul(vv, sess.gram(layer)) * vv).sum(-1)                               # [B,H,T]
+        vn2 = (torch.matmul(vv, sess.gram(layer)) * vv).sum(-1)  # [B,H,T]
         rec.value_norms(layer, vn2.clamp_min(0).sqrt().transpose(1, 2))
     return out.transpose(1, 2).contiguous(), None
 
@@ -266,18 +274,21 @@ def _install_hooks(sess: TraceSession, switch: bool) -> list[Any]:
     arch, rec, plan = sess.arch, sess.recorder, sess.plan
     handles = []
     for layer, heads in plan.zero_heads.items():
-        handles.append(arch.out_proj[layer].register_forward_pre_hook(
-            _zero_heads_hook(heads, arch.n_heads, arch.head_dim)))
+        handles.append(
+            arch.out_proj[layer].register_forward_pre_hook(_zero_heads_hook(heads, arch.n_heads, arch.head_dim))
+        )
     for layer in sorted(plan.zero_mlps):
         handles.append(arch.mlp[layer].register_forward_hook(_zero_output))
     for layer in sorted(plan.zero_attn):
         handles.append(arch.attn[layer].register_forward_hook(_zero_output))
     if switch:
+
         def give_session(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             return args, {**kwargs, "attnlab_session": sess}
 
         handles += [a.register_forward_pre_hook(give_session, with_kwargs=True) for a in arch.attn]
     if rec is not None:
+
         def pre0(mod: nn.Module, args: tuple, kwargs: dict) -> None:
             rec.residual(0, args[0] if args else kwargs["hidden_states"])
 
@@ -290,14 +301,19 @@ def _install_hooks(sess: TraceSession, switch: bool) -> list[Any]:
 
 
 @contextlib.contextmanager
-def traced(model: Any, recorder: TraceRecorder | None = None, interventions: Iterable[Intervention] = (),
-           chunk_elements: int = CHUNK_ELEMENTS) -> Iterator[TraceSession]:
+def traced(
+    model: Any,
+    recorder: TraceRecorder | None = None,
+    interventions: Iterable[Intervention] = (),
+    chunk_elements: int = CHUNK_ELEMENTS,
+) -> Iterator[TraceSession]:
     """Within the block, forwards of `model` fill `recorder` and apply `interventions`; yields the session."""
     arch = get_arch(model)
     plan = compile_plan(interventions, arch.shape)
     if recorder is not None and (recorder.L, recorder.H) != (arch.n_layers, arch.n_heads):
-        raise InputError(f"recorder is for {recorder.L} layers × {recorder.H} heads, the model has "
-                         f"{arch.n_layers} × {arch.n_heads}")
+        raise InputError(
+            f"recorder is for {recorder.L} layers × {recorder.H} heads, the model has {arch.n_layers} × {arch.n_heads}"
+        )
     sess = TraceSession(model=model, arch=arch, recorder=recorder, plan=plan, chunk_elements=chunk_elements)
     switch = recorder is not None or plan.switches_attention
     previous = model.config._attn_implementation
@@ -316,8 +332,9 @@ def traced(model: Any, recorder: TraceRecorder | None = None, interventions: Ite
             model.set_attn_implementation(previous)
 
 
-def new_recorder(model: nn.Module, seq_len: int, keep_patterns: Iterable[tuple[int, int]] = (),
-                 vocab_size: int = 0) -> TraceRecorder:
+def new_recorder(
+    model: nn.Module, seq_len: int, keep_patterns: Iterable[tuple[int, int]] = (), vocab_size: int = 0
+) -> TraceRecorder:
     """A `TraceRecorder` sized for `model` at sequence length `seq_len` (checked against its context)."""
     arch = get_arch(model)
     arch.check_seq_len(seq_len)
@@ -328,8 +345,12 @@ def new_recorder(model: nn.Module, seq_len: int, keep_patterns: Iterable[tuple[i
 
 
 @torch.no_grad()
-def forward_logits(model: nn.Module, ids: torch.Tensor, recorder: TraceRecorder | None = None,
-                   interventions: Iterable[Intervention] = ()) -> torch.Tensor:
+def forward_logits(
+    model: nn.Module,
+    ids: torch.Tensor,
+    recorder: TraceRecorder | None = None,
+    interventions: Iterable[Intervention] = (),
+) -> torch.Tensor:
     """[B,T,V] logits of `ids` [B,T], recording into `recorder` and applying `interventions` for this batch."""
     with traced(model, recorder, interventions) as sess:
         return sess.forward(ids)
@@ -341,8 +362,13 @@ def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return -logp.gather(-1, ids[:, 1:, None]).squeeze(-1).mean(-1)
 
 
-def trace_windows(model: nn.Module, ids: torch.Tensor, batch_size: int = 1,
-                  keep_patterns: Iterable[tuple[int, int]] = (), desc: str = "scan") -> tuple[Trace, np.ndarray]:
+def trace_windows(
+    model: nn.Module,
+    ids: torch.Tensor,
+    batch_size: int = 1,
+    keep_patterns: Iterable[tuple[int, int]] = (),
+    desc: str = "scan",
+) -> tuple[Trace, np.ndarray]:
     """Stream windows `ids` [N,T] through the model in batches; returns their Trace and per-window NLL [N]."""
     from tqdm import tqdm
 
@@ -355,8 +381,9 @@ def trace_windows(model: nn.Module, ids: torch.Tensor, batch_size: int = 1,
     return rec.result(), torch.cat(nll).numpy()
 
 
-def windows_nll(model: nn.Module, ids: torch.Tensor, interventions: Iterable[Intervention] = (),
-                batch_size: int = 4) -> np.ndarray:
+def windows_nll(
+    model: nn.Module, ids: torch.Tensor, interventions: Iterable[Intervention] = (), batch_size: int = 4
+) -> np.ndarray:
     """[N] next-token NLL of windows `ids` [N,T] with `interventions` applied (model's own attention otherwise)."""
     items = list(interventions)
     out = []
