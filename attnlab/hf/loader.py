@@ -10,11 +10,13 @@ Any other string must be a local Hugging Face causal-LM folder. Nothing is fetch
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,15 +185,24 @@ def check_causal_config(config: Any) -> None:
         raise InputError(f"attnlab scan needs a decoder-only causal LM; got {archs[0]}")
 
 
-def load_causal_lm(model: str = "smollm2", cache_dir: str | Path | None = None) -> LoadedModel:
-    """Load `model` ("smollm2" or a local HF causal-LM folder) in fp32, eval mode, on CPU, fully offline."""
-    cache_root(cache_dir)  # a --cache-dir that is a file is refused even when a local folder is loaded
-    path = resolve_model_folder(model, cache_dir)
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """Transformers' loading progress bars off for the body, then as they were (its setting is process-wide)."""
     from transformers.utils import logging as hf_logging
 
+    was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _load_folder(path: Path) -> tuple[Any, Any]:
+    """(model, tokenizer) from a local HF folder, fp32; one-line `InputError`s for what cannot be read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     try:
         config = AutoConfig.from_pretrained(str(path), local_files_only=True)
@@ -209,6 +220,15 @@ def load_causal_lm(model: str = "smollm2", cache_dir: str | Path | None = None) 
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception as exc:  # noqa: BLE001
         raise InputError(f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0]}") from None
+    return lm, tokenizer
+
+
+def load_causal_lm(model: str = "smollm2", cache_dir: str | Path | None = None) -> LoadedModel:
+    """Load `model` ("smollm2" or a local HF causal-LM folder) in fp32, eval mode, on CPU, fully offline."""
+    cache_root(cache_dir)  # a --cache-dir that is a file is refused even when a local folder is loaded
+    path = resolve_model_folder(model, cache_dir)
+    with _no_progress_bars():
+        lm, tokenizer = _load_folder(path)
     lm.eval()
     lm.to("cpu")
     name = model if model in MODEL_ALIASES else path.name
