@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnlab.errors import InputError, check, check_int
-from attnlab.hf.settings import check_head_pairs, check_window_settings
+from attnlab.hf.settings import WindowSettings, check_head_pairs
 
 
 @dataclass(frozen=True)
-class AblateConfig:
-    """Clean and ablated runs on the same windows (window fields as `ScanConfig`).
+class AblateConfig(WindowSettings):
+    """Clean and ablated runs on the same windows (window fields: `WindowSettings`).
 
     heads: (layer, head) zeroed before the output projection, one condition each; sink_heads: (layer, head) whose
     attention moves onto key 0; mlps: layers whose MLP is zeroed; dims: (layer, position or None, dim) residual
@@ -19,14 +19,7 @@ class AblateConfig:
     are reused instead of tracing the baseline again. Indices are checked against the model before any work.
     """
 
-    model: str = "smollm2"
     domains: tuple[str, ...] = ("prose", "code")
-    tokens: int = 128
-    samples: int = 8
-    seed: int = 0
-    text: str | None = None
-    prefix: str = "none"
-    align: str = "random"
     batch_size: int = 4
     heads: tuple[tuple[int, int], ...] = ()
     sink_heads: tuple[tuple[int, int], ...] = ()
@@ -35,14 +28,13 @@ class AblateConfig:
     sweep_layers: tuple[int, ...] = ()
     together: bool = False
     sink_from: str | None = None
-    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("domains", "mlps", "sweep_layers"):
+        super().__post_init__()
+        for name in ("mlps", "sweep_layers"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in ("heads", "sink_heads", "dims"):
             object.__setattr__(self, name, tuple(tuple(x) for x in getattr(self, name)))
-        check_window_settings(self)
         check_head_pairs(self.heads, "heads")
         check_head_pairs(self.sink_heads, "sink_heads")
         for layer in (*self.mlps, *self.sweep_layers):

@@ -7,9 +7,7 @@ summary.json, figures/ and report.html.
 
 from __future__ import annotations
 
-import sys
 import time
-import types
 from pathlib import Path
 
 from attnlab.ablate.compute import ablate_domain, build_conditions, by_state, scan_sink_scores
@@ -18,7 +16,7 @@ from attnlab.ablate.report import read_rows, write_report
 from attnlab.errors import InputError
 from attnlab.hf.arch import get_arch
 from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import config_windows, load_checked
+from attnlab.hf.settings import callable_module, config_windows, load_checked
 from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunResult, open_run
 
@@ -60,15 +58,4 @@ ablate = run
 
 RUNNERS = {"ablate": (AblateConfig, run)}
 
-
-class _CallableModule(types.ModuleType):
-    """Importing `attnlab.ablate.run` makes the package attribute `run` this module; calling it still runs
-    `run(config, out, mode=..., lm=...)`, so `attnlab.ablate.run(AblateConfig(...), out=...)` always works."""
-
-    def __call__(
-        self, config: AblateConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
-    ) -> RunResult:
-        return run(config, out, mode=mode, lm=lm)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+callable_module(__name__, run)

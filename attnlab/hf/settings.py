@@ -8,6 +8,10 @@ text, prefix, align, batch_size, cache_dir) with one-line `InputError`s naming t
 from __future__ import annotations
 
 import argparse
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,31 @@ from attnlab.errors import InputError, check, check_choice, check_int
 
 DOMAINS = ("prose", "code", "random")
 ALIGNS = ("random", "doc")
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """The fields every real-model config has: which model, which text windows, how many per forward pass.
+
+    domains: any of prose, code, random, and "text" with `text` (a UTF-8 file). prefix: token before each window
+    (none, bos, eos or an id). align: window starts at seeded offsets ("random") or document starts ("doc").
+    cache_dir: model cache root (None: $ATTNLAB_CACHE or ~/.cache/attnlab).
+    """
+
+    model: str = "smollm2"
+    domains: tuple[str, ...] = ("prose", "code", "random")
+    tokens: int = 128
+    samples: int = 8
+    seed: int = 0
+    text: str | None = None
+    prefix: str = "none"
+    align: str = "random"
+    batch_size: int = 1
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "domains", tuple(self.domains))
+        check_window_settings(self)
 
 
 def check_window_settings(cfg: Any) -> None:
@@ -142,3 +171,14 @@ def load_checked(cfg: Any, lm: Any = None) -> Any:
     lm = lm if lm is not None else load_causal_lm(cfg.model, cfg.cache_dir)
     get_arch(lm.model).check_seq_len(cfg.tokens)
     return lm
+
+
+def callable_module(name: str, run: Callable[..., Any]) -> None:
+    """Make the module `name` callable as `run`: importing `attnlab.<study>.run` makes the package attribute `run`
+    that module, and `attnlab.<study>.run(config, out=...)` must still run the study."""
+
+    class _CallableModule(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return run(*args, **kwargs)
+
+    sys.modules[name].__class__ = _CallableModule

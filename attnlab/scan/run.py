@@ -7,14 +7,12 @@ patterns/, heads.csv, layers.csv, massive.csv, classes.csv, summary.json, figure
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 
 from attnlab.errors import InputError
 from attnlab.hf.arch import get_arch
 from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import config_windows, load_checked
+from attnlab.hf.settings import callable_module, config_windows, load_checked
 from attnlab.runs import RunResult, open_run
 from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
@@ -45,15 +43,4 @@ scan = run
 
 RUNNERS = {"scan": (ScanConfig, run)}
 
-
-class _CallableModule(types.ModuleType):
-    """Importing `attnlab.scan.run` makes the package attribute `run` this module; calling it still runs
-    `run(config, out, mode=..., lm=...)`, so `attnlab.scan.run(ScanConfig(...), out=...)` always works."""
-
-    def __call__(
-        self, config: ScanConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
-    ) -> RunResult:
-        return run(config, out, mode=mode, lm=lm)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+callable_module(__name__, run)
