@@ -143,6 +143,8 @@ class Trace:
             arrays = load_file(str(st))
         except Exception as exc:  # noqa: BLE001
             raise InputError(f"cannot read trace {st}: {exc}") from None
-        meta = json.loads(path.with_suffix(".json").read_text()) if path.with_suffix(".json").exists() else {}
+        from attnlab.runs import read_json
+
+        meta = read_json(path.with_suffix(".json"), "trace file") if path.with_suffix(".json").exists() else {}
         patterns = {k[len("pattern.") :]: v for k, v in arrays.items() if k.startswith("pattern.")}
         return cls(**{k: arrays[k] for k in ARRAY_FIELDS}, massive=meta.get("massive", []), patterns=patterns)

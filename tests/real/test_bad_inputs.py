@@ -128,3 +128,22 @@ def test_ablate_sink_from_other_windows_is_refused(llama_dir, tmp_path, capsys):
     )
     _one_line_error(capsys, rc, "its seed is 0, this ablation's is 3; the windows differ")
     assert not out.exists()
+
+
+def test_out_that_is_a_file(llama_dir, tmp_path, capsys):
+    out = tmp_path / "file.txt"
+    out.write_text("keep me\n")
+    rc = main(["ablate", "--head", "0.0", "--model", str(llama_dir), "--out", str(out)] + SMALL)
+    _one_line_error(capsys, rc, "is a file, not a folder")
+    assert out.read_text() == "keep me\n"
+
+
+def test_report_reads_a_corrupt_trace_with_one_line(llama_dir, tmp_path):
+    from attnlab.errors import InputError
+    from attnlab.scan.report import write_report
+
+    out = tmp_path / "scan"
+    assert main(["scan", "--model", str(llama_dir), "--domain", "code", "--out", str(out)] + SMALL) == 0
+    (out / "traces" / "code.json").write_text('{"massive": [')
+    with pytest.raises(InputError, match="code.json is corrupt"):
+        write_report(out)
