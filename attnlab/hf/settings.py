@@ -164,12 +164,15 @@ def config_windows(tokenizer: Any, cfg: Any, domain: str) -> Any:
 
 
 def load_checked(cfg: Any, lm: Any = None) -> Any:
-    """The config's model as a `LoadedModel` (or `lm`, already loaded), its context checked against cfg.tokens."""
+    """The config's model as a `LoadedModel` (or `lm`, already loaded), its context checked against cfg.tokens and
+    its attention checked to be traceable."""
     from attnlab.hf.arch import get_arch
     from attnlab.hf.loader import load_causal_lm
+    from attnlab.trace.adapters.hf import check_traceable
 
     lm = lm if lm is not None else load_causal_lm(cfg.model, cfg.cache_dir)
     get_arch(lm.model).check_seq_len(cfg.tokens)
+    check_traceable(lm.model)
     return lm
 
 

@@ -39,7 +39,7 @@ def _value_states(model, ids) -> list[torch.Tensor]:
     arch = get_arch(model)
     got, handles = [], []
     for a in arch.attn:
-        if arch.kind == "llama":
+        if hasattr(a, "v_proj"):
             handles.append(a.v_proj.register_forward_hook(lambda m, i, o: got.append(o)))
         else:
             handles.append(a.c_attn.register_forward_hook(lambda m, i, o: got.append(o.split(arch.d_model, -1)[2])))
@@ -240,3 +240,49 @@ def test_zero_layer_makes_the_block_the_identity(name):
     forward_logits(model, _ids(2, seed=8), interventions=[ZeroLayer(1)])
     h.remove()
     torch.testing.assert_close(seen["y"], seen["x"], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "gpt_neox", "phi3"])
+def test_blocks_found_from_the_module_tree(kind):
+    """Architectures found by walking the module tree (no list of model types): the streamed sink score equals
+    output_attentions, and zeroing a head still changes its layer's output."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model(
+        kind,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+    arch = get_arch(model)
+    assert (arch.n_layers, arch.n_heads, arch.kind) == (2, 4, "linear")
+    ids = _ids(2, seed=9)
+    rec = new_recorder(model, T)
+    forward_logits(model, ids, rec)
+    ref = _eager(model, ids)
+    want = torch.stack([a[..., 1:, 0].mean(-1).mean(0) for a in ref.attentions]).numpy()
+    np.testing.assert_allclose(rec.result().sink_score(), want, atol=1e-5)
+    assert not torch.equal(forward_logits(model, ids, interventions=[ZeroHead(1, 2)]), forward_logits(model, ids))
+
+
+def test_attention_outside_the_interface_is_refused():
+    from transformers import BloomConfig, BloomForCausalLM
+
+    from attnlab.trace.adapters.hf import check_traceable
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = BloomForCausalLM(BloomConfig(vocab_size=64, hidden_size=32, n_layer=2, n_head=4)).eval()
+    assert get_arch(model).max_positions is None
+    with pytest.raises(InputError, match="does not go through transformers' AttentionInterface"):
+        check_traceable(model)

@@ -142,6 +142,8 @@ class TraceSession:
     chunk_elements: int = CHUNK_ELEMENTS
     masks: dict[tuple[int, int, int, int], torch.Tensor] = field(default_factory=dict)
     grams: dict[int, torch.Tensor] = field(default_factory=dict)
+    switched: bool = False  # attention runs through `attnlab_attention`
+    layers_seen: set[int] = field(default_factory=set)  # layers whose attention ran in the current forward
 
     def gram(self, layer: int) -> torch.Tensor:
         """[H,d_h,d_h] W_O^hᵀ W_O^h in float64 (computed once per session)."""
@@ -161,7 +163,14 @@ class TraceSession:
         """[B,T,V] logits of `ids` [B,T] (one full pass, no KV cache), recording into the recorder if any."""
         if self.recorder is not None:
             self.recorder.begin_batch(ids if self.recorder.V else None, batch_size=ids.shape[0])
-        return self.model(input_ids=ids, use_cache=False).logits
+        self.layers_seen.clear()
+        logits = self.model(input_ids=ids, use_cache=False).logits
+        if self.switched and len(self.layers_seen) != self.arch.n_layers:
+            raise InputError(
+                f"{self.arch.model_type}: its attention does not go through transformers' "
+                f"AttentionInterface in every layer, so attnlab cannot trace or move it"
+            )
+        return logits
 
 
 def attnlab_attention(
@@ -183,6 +192,8 @@ def attnlab_attention(
     layer = int(getattr(module, "layer_idx", -1))
     rec = sess.recorder if sess is not None else None
     moves = sess.plan.sink.get(layer, []) if sess is not None else []
+    if sess is not None:
+        sess.layers_seen.add(layer)
     if rec is not None and Tk != T:
         raise InputError("tracing needs one full forward pass without a KV cache (use_cache=False)")
     mask_of: Callable[..., torch.Tensor] = sess.causal_mask if sess is not None else _causal_mask
@@ -314,8 +325,10 @@ def traced(
         raise InputError(
             f"recorder is for {recorder.L} layers × {recorder.H} heads, the model has {arch.n_layers} × {arch.n_heads}"
         )
-    sess = TraceSession(model=model, arch=arch, recorder=recorder, plan=plan, chunk_elements=chunk_elements)
     switch = recorder is not None or plan.switches_attention
+    sess = TraceSession(
+        model=model, arch=arch, recorder=recorder, plan=plan, chunk_elements=chunk_elements, switched=switch
+    )
     previous = model.config._attn_implementation
     if switch and previous == ATTN_NAME:
         raise InputError("traced() blocks cannot be nested on one model")
@@ -342,6 +355,12 @@ def new_recorder(
     for l, h in keep:
         arch.shape.check_head(l, h)
     return TraceRecorder(arch.n_layers, arch.n_heads, seq_len, vocab_size=vocab_size, keep_patterns=keep)
+
+
+def check_traceable(model: nn.Module) -> None:
+    """Refuse, before any work, a model whose attention does not go through transformers' AttentionInterface
+    (one traced forward of two tokens)."""
+    forward_logits(model, torch.zeros(1, 2, dtype=torch.long), new_recorder(model, 2))
 
 
 @torch.no_grad()
