@@ -84,3 +84,16 @@ def test_ablate_reusing_scan_sink_scores_and_rerun(llama_dir, tmp_path, capsys):
     assert again.to_dict("records") == pd.read_csv(reused.path / "ablation.csv", keep_default_na=False).to_dict(
         "records"
     )
+
+
+def test_scan_rerun_gives_the_same_tables(llama_dir, tmp_path):
+    from attnlab.cli import main
+
+    first = attnlab.scan.scan(
+        ScanConfig(model=str(llama_dir), domains=("random",), tokens=12, samples=2, pattern_heads=((0, 1),)),
+        out=tmp_path / "one",
+    )
+    assert main(["rerun", str(first.path), "--out", str(tmp_path / "two")]) == 0
+    for name in ("heads.csv", "layers.csv", "classes.csv", "samples.jsonl", "summary.json"):
+        a, b = (first.path / name).read_text(), (tmp_path / "two" / name).read_text()
+        assert a.replace(str(first.path), "") == b.replace(str(tmp_path / "two"), ""), name
