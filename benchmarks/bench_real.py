@@ -6,7 +6,7 @@ mapped), note the resident set size (RSS), run one forward and
 read the peak RSS (VmHWM) -> extra peak memory of that forward over the loaded model; then time `--repeats`
 further forwards (median, process CPU time and wall time). Modes:
   sdpa   plain forward (transformers' default sdpa attention), no hooks;
-  scan   attnlab's traced forward (chunked eager attention + StreamingRecorder + residual/value hooks);
+  scan   attnlab's traced forward (chunked eager attention + TraceRecorder rows + residual/value hooks);
   eager  eager attention with output_attentions=True (all [L,H,T,T] patterns kept).
 TransformerLens `run_with_cache` is measured only if `transformer_lens` is importable (it is an optional extra).
 
@@ -38,10 +38,10 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
     """Run inside the subprocess: one measured forward for memory, then `repeats` timed forwards."""
     import torch
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # a benchmark subprocess of its own: no library code sets threads
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
-    from attnlab.real.tracing import new_recorder, traced
+    from attnlab.trace.adapters.hf import new_recorder, traced
 
     lm = load_causal_lm("smollm2")
     model = lm.model
@@ -53,9 +53,8 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
                 model(input_ids=ids, use_cache=False)
             elif mode == "scan":
                 rec = new_recorder(model, T)
-                with traced(model, rec):
-                    rec.begin_batch(None, batch_size=1)
-                    model(input_ids=ids, use_cache=False)
+                with traced(model, rec) as session:
+                    session.forward(ids)
                 rec.result()
             elif mode == "eager":
                 model.set_attn_implementation("eager")
@@ -65,12 +64,12 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
             else:
                 raise SystemExit(f"unknown mode {mode}")
 
-    with torch.no_grad():                                   # page in the memory-mapped weights first
+    with torch.no_grad():  # page in the memory-mapped weights first
         for p in model.parameters():
             p.sum()
     rss0 = _rss_kib("VmRSS")
     try:
-        Path("/proc/self/clear_refs").write_text("5")      # reset the peak-RSS high-water mark
+        Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS high-water mark
     except OSError:
         pass
     t0, c0 = time.perf_counter(), time.process_time()
@@ -83,10 +82,18 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
         run_once()
         cpu.append(time.process_time() - c)
         wall.append(time.perf_counter() - w)
-    return {"mode": mode, "tokens": T, "rss_model_mib": rss0 / 1024, "peak_rss_mib": peak / 1024,
-            "extra_peak_mib": (peak - rss0) / 1024, "first_s": first,
-            "cpu_s": statistics.median(cpu) if cpu else first_cpu, "wall_s": statistics.median(wall) if wall else first,
-            "repeats": repeats, "threads": threads}
+    return {
+        "mode": mode,
+        "tokens": T,
+        "rss_model_mib": rss0 / 1024,
+        "peak_rss_mib": peak / 1024,
+        "extra_peak_mib": (peak - rss0) / 1024,
+        "first_s": first,
+        "cpu_s": statistics.median(cpu) if cpu else first_cpu,
+        "wall_s": statistics.median(wall) if wall else first,
+        "repeats": repeats,
+        "threads": threads,
+    }
 
 
 def measure(mode: str, T: int, repeats: int, threads: int) -> dict:
@@ -113,6 +120,7 @@ def main() -> int:
         return 0
     try:
         import transformer_lens  # noqa: F401
+
         lens = True
     except ImportError:
         lens = False
@@ -131,17 +139,25 @@ def main() -> int:
         for r in rows:
             if r["tokens"] != T or "error" in r or base is None:
                 continue
-            summary.append({"tokens": T, "mode": r["mode"], "cpu_s": round(r["cpu_s"], 3),
-                            "cpu_ratio_vs_sdpa": round(r["cpu_s"] / base["cpu_s"], 3),
-                            "wall_ratio_vs_sdpa": round(r["wall_s"] / base["wall_s"], 3),
-                            "extra_peak_mib": round(r["extra_peak_mib"], 1),
-                            "extra_over_sdpa_mib": round(r["extra_peak_mib"] - base["extra_peak_mib"], 1),
-                            "peak_rss_mib": round(r["peak_rss_mib"], 1)})
+            summary.append(
+                {
+                    "tokens": T,
+                    "mode": r["mode"],
+                    "cpu_s": round(r["cpu_s"], 3),
+                    "cpu_ratio_vs_sdpa": round(r["cpu_s"] / base["cpu_s"], 3),
+                    "wall_ratio_vs_sdpa": round(r["wall_s"] / base["wall_s"], 3),
+                    "extra_peak_mib": round(r["extra_peak_mib"], 1),
+                    "extra_over_sdpa_mib": round(r["extra_peak_mib"] - base["extra_peak_mib"], 1),
+                    "peak_rss_mib": round(r["peak_rss_mib"], 1),
+                }
+            )
     print("\n| T | mode | CPU s | CPU ratio vs sdpa | wall ratio | extra peak MiB | over sdpa MiB | peak RSS MiB |")
     print("|---|---|---|---|---|---|---|---|")
     for s in summary:
-        print(f"| {s['tokens']} | {s['mode']} | {s['cpu_s']} | {s['cpu_ratio_vs_sdpa']} | {s['wall_ratio_vs_sdpa']} | "
-              f"{s['extra_peak_mib']} | {s['extra_over_sdpa_mib']} | {s['peak_rss_mib']} |")
+        print(
+            f"| {s['tokens']} | {s['mode']} | {s['cpu_s']} | {s['cpu_ratio_vs_sdpa']} | {s['wall_ratio_vs_sdpa']} | "
+            f"{s['extra_peak_mib']} | {s['extra_over_sdpa_mib']} | {s['peak_rss_mib']} |"
+        )
     print(f"TransformerLens: {'installed' if lens else 'not installed - not measured'}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,1 +1,3 @@
-"""Shared real-model infrastructure: the offline HF loader and the text domains (used by scan, ablate, consensus)."""
+"""Shared real-model infrastructure, used by `scan`, `ablate` and `consensus`: the offline HF loader (`loader`),
+text domains (`texts`), architecture discovery (`arch`), head tables and classes (`analysis`) and the settings
+and options every real-model command shares (`settings`)."""

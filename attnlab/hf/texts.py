@@ -3,7 +3,8 @@
 | domain | source |
 |---|---|
 | prose  | English prose: the pydoc topics text (`pydoc_data.topics.topics`, sorted by key, joined) |
-| code   | Python source: the standard library's `.py` files (via `sysconfig`, sorted; excluding `test/`, `tests/`, `idlelib/`, `site-packages`), tokenised per file |
+| code   | Python source: the standard library's `.py` files (via `sysconfig`, sorted; excluding `test/`, `tests/`,
+  `idlelib/`, `site-packages`), tokenised per file |
 | random | token ids drawn uniformly from the non-special vocabulary |
 | text   | a user text file (`text_file=`), UTF-8 |
 
@@ -18,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import os
 import sysconfig
-from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import InputError
 
 DOMAINS = ("prose", "code", "random")
 CODE_EXCLUDE = ("test", "tests", "idlelib", "site-packages", "__pycache__", "lib2to3")
@@ -38,7 +39,6 @@ def prose_text() -> str:
     return "\n\n".join(topics[k] for k in sorted(topics))
 
 
-@lru_cache(maxsize=1)
 def stdlib_py_files() -> tuple[Path, ...]:
     """Sorted standard-library `.py` files, excluding tests, idlelib and site-packages."""
     root = Path(sysconfig.get_paths()["stdlib"])
@@ -48,7 +48,7 @@ def stdlib_py_files() -> tuple[Path, ...]:
         files += [Path(dirpath) / f for f in filenames if f.endswith(".py")]
     files.sort()
     if not files:
-        raise AttnlabError(f"no Python source files found under {root} for the code domain")
+        raise InputError(f"no Python source files found under {root} for the code domain")
     return tuple(files)
 
 
@@ -56,15 +56,15 @@ def read_text_file(path: str | Path) -> str:
     """Read a user text file as UTF-8, with one-line errors for missing, unreadable or empty files."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise AttnlabError(f"text file {path} does not exist")
+        raise InputError(f"text file {path} does not exist")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise AttnlabError(f"text file {path} is not UTF-8") from None
+        raise InputError(f"text file {path} is not UTF-8") from None
     except OSError as exc:
-        raise AttnlabError(f"cannot read text file {path}: {exc.strerror}") from None
+        raise InputError(f"cannot read text file {path}: {exc.strerror}") from None
     if not text.strip():
-        raise AttnlabError(f"text file {path} is empty")
+        raise InputError(f"text file {path} is empty")
     return text
 
 
@@ -73,8 +73,7 @@ def _encode(tokenizer, text: str) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def _windows_from_text(tokenizer, text: str, n: int, seq_len: int, rng: np.random.Generator,
-                       what: str) -> np.ndarray:
+def _windows_from_text(tokenizer, text: str, n: int, seq_len: int, rng: np.random.Generator, what: str) -> np.ndarray:
     """n windows of seq_len tokens from a long text, without tokenising all of it.
 
     Each window starts at a seeded character offset; the slice from there is tokenised (doubling its length until
@@ -88,26 +87,27 @@ def _windows_from_text(tokenizer, text: str, n: int, seq_len: int, rng: np.rando
     for start in np.sort(rng.integers(0, len(text) - span, size=n)):
         width = span
         while True:
-            ids = _encode(tokenizer, text[start:start + width])
+            ids = _encode(tokenizer, text[start : start + width])
             if len(ids) >= seq_len + 1 or start + width >= len(text):
                 break
             width *= 2
-        if len(ids) < seq_len + 1:                      # near the end: take the last seq_len tokens instead
-            ids = _encode(tokenizer, text[max(0, len(text) - 16 * span):])
+        if len(ids) < seq_len + 1:  # near the end: take the last seq_len tokens instead
+            ids = _encode(tokenizer, text[max(0, len(text) - 16 * span) :])
             ids = np.concatenate([ids[:1], ids[-seq_len:]])
-        out.append(ids[1:seq_len + 1])
+        out.append(ids[1 : seq_len + 1])
     return np.stack(out)
 
 
 def _windows_from_stream(ids: np.ndarray, n: int, seq_len: int, rng: np.random.Generator, what: str) -> np.ndarray:
     """n windows of seq_len tokens at seeded offsets into one token stream."""
     if len(ids) < seq_len:
-        raise AttnlabError(f"{what} has {len(ids)} tokens, fewer than --tokens {seq_len}; use a longer text or "
-                           f"a smaller --tokens")
+        raise InputError(
+            f"{what} has {len(ids)} tokens, fewer than --tokens {seq_len}; use a longer text or a smaller --tokens"
+        )
     n_start = len(ids) - seq_len + 1
     replace = n > n_start
     starts = np.sort(rng.choice(n_start, size=n, replace=replace))
-    return np.stack([ids[s:s + seq_len] for s in starts])
+    return np.stack([ids[s : s + seq_len] for s in starts])
 
 
 def _prose_doc_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
@@ -122,8 +122,9 @@ def _prose_doc_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator
             out.append(ids[:seq_len])
         if len(out) == n:
             return np.stack(out)
-    raise AttnlabError(f"prose domain: only {len(out)} pydoc topics have ≥ {seq_len} tokens, need {n}; lower "
-                       f"--samples or --tokens")
+    raise InputError(
+        f"prose domain: only {len(out)} pydoc topics have ≥ {seq_len} tokens, need {n}; lower --samples or --tokens"
+    )
 
 
 def _code_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator, align: str = "random") -> np.ndarray:
@@ -141,24 +142,26 @@ def _code_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator, ali
         except (UnicodeDecodeError, OSError):
             continue
         if align == "doc":
-            ids = _encode(tokenizer, text[:16 * seq_len + 256])
+            ids = _encode(tokenizer, text[: 16 * seq_len + 256])
             if len(ids) >= seq_len:
                 out.append(ids[:seq_len])
             continue
-        if len(text) > 4 * (16 * seq_len + 256):   # long file: tokenise a seeded slice (first token dropped)
+        if len(text) > 4 * (16 * seq_len + 256):  # long file: tokenise a seeded slice (first token dropped)
             try:
                 out.append(_windows_from_text(tokenizer, text, 1, seq_len, rng, str(files[k]))[0])
-            except AttnlabError:
+            except InputError:
                 pass
             continue
         ids = _encode(tokenizer, text)
         if len(ids) < seq_len:
             continue
         s = int(rng.integers(0, len(ids) - seq_len + 1))
-        out.append(ids[s:s + seq_len])
+        out.append(ids[s : s + seq_len])
     if len(out) < n:
-        raise AttnlabError(f"code domain: only {len(out)} of {tried} standard-library files have ≥ {seq_len} "
-                           f"tokens, need {n}; lower --samples or --tokens")
+        raise InputError(
+            f"code domain: only {len(out)} of {tried} standard-library files have ≥ {seq_len} "
+            f"tokens, need {n}; lower --samples or --tokens"
+        )
     return np.stack(out)
 
 
@@ -174,19 +177,20 @@ def _random_windows(tokenizer, n: int, seq_len: int, rng: np.random.Generator) -
     return rng.choice(allowed, size=(n, seq_len), replace=True).astype(np.int64)
 
 
-def domain_windows(tokenizer, domain: str, n: int, seq_len: int, seed: int, text_file=None,
-                   align: str = "random") -> torch.LongTensor:
+def domain_windows(
+    tokenizer, domain: str, n: int, seq_len: int, seed: int, text_file=None, align: str = "random"
+) -> torch.Tensor:
     """[n, seq_len] token ids for `domain` ("prose", "code", "random", or "text" with `text_file`).
 
     `align`: "random" (seeded offsets) or "doc" (windows start at a document start; see the module docstring).
     A `text_file` given with any domain name other than the three built-ins is used as that domain's source.
     """
     if n < 1:
-        raise AttnlabError(f"--samples must be ≥ 1, got {n}")
+        raise InputError(f"--samples must be ≥ 1, got {n}")
     if seq_len < 2:
-        raise AttnlabError(f"--tokens must be ≥ 2, got {seq_len}")
+        raise InputError(f"--tokens must be ≥ 2, got {seq_len}")
     if align not in ("random", "doc"):
-        raise AttnlabError(f"--align must be random or doc; got {align!r}")
+        raise InputError(f"--align must be random or doc; got {align!r}")
     digest = int(hashlib.sha256(domain.encode()).hexdigest()[:8], 16)
     rng = np.random.default_rng([seed, digest])
     if text_file is not None and domain not in DOMAINS:
@@ -204,7 +208,7 @@ def domain_windows(tokenizer, domain: str, n: int, seq_len: int, seed: int, text
     elif domain == "random":
         arr = _random_windows(tokenizer, n, seq_len, rng)
     else:
-        raise AttnlabError(f"unknown domain {domain!r}; use one of {', '.join(DOMAINS)} or --text FILE")
+        raise InputError(f"unknown domain {domain!r}; use one of {', '.join(DOMAINS)} or --text FILE")
     return torch.as_tensor(arr, dtype=torch.long)
 
 
@@ -212,5 +216,46 @@ def source_manifest() -> dict:
     """What the domains read: the pydoc text hash and the stdlib root and file count (for manifest.json)."""
     text = prose_text()
     files = stdlib_py_files()
-    return {"prose_sha256": hashlib.sha256(text.encode()).hexdigest(), "prose_chars": len(text),
-            "stdlib_root": str(Path(sysconfig.get_paths()["stdlib"])), "stdlib_py_files": len(files)}
+    return {
+        "prose_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "prose_chars": len(text),
+        "stdlib_root": str(Path(sysconfig.get_paths()["stdlib"])),
+        "stdlib_py_files": len(files),
+    }
+
+
+def prefix_id(prefix: str, tokenizer: Any) -> int | None:
+    """Token id put before every window: "none" (None), "bos", "eos" or an integer id."""
+    if prefix == "none":
+        return None
+    if prefix in ("bos", "eos"):
+        tid = getattr(tokenizer, f"{prefix}_token_id", None)
+        if tid is None:
+            raise InputError(f"--prefix {prefix}: this tokenizer has no {prefix.upper()} token")
+        return int(tid)
+    try:
+        tid = int(prefix)
+    except ValueError:
+        raise InputError(f"--prefix must be none, bos, eos or a token id; got {prefix!r}") from None
+    if not 0 <= tid < len(tokenizer):
+        raise InputError(f"--prefix {tid} out of range 0..{len(tokenizer) - 1}")
+    return tid
+
+
+def prefixed_windows(
+    tokenizer: Any,
+    domain: str,
+    samples: int,
+    tokens: int,
+    seed: int,
+    text_file: str | None = None,
+    prefix: str = "none",
+    align: str = "random",
+) -> torch.Tensor:
+    """[samples, tokens] ids of one domain: `domain_windows` of tokens − 1 ids after the prefix token, if any."""
+    pid = prefix_id(prefix, tokenizer)
+    body = tokens - (1 if pid is not None else 0)
+    ids = domain_windows(tokenizer, domain, samples, body, seed, text_file=text_file, align=align)
+    if pid is not None:
+        ids = torch.cat([torch.full((ids.shape[0], 1), pid, dtype=torch.long), ids], dim=1)
+    return ids

@@ -1,7 +1,9 @@
 """One trace format for toy and real models (spec extreme-tokens §5).
 
-`TraceRecorder` reduces attention patterns, logits, value norms and residual streams on the fly inside hooks
-(memory O(L·H·(T+V)), never O(B·L·H·T²) unless full patterns are asked for); `Trace` holds the result.
+`TraceRecorder` reduces attention patterns (whole, or in query chunks), logits, value norms and residual streams on
+the fly inside hooks (memory O(L·H·(T+V)), never O(B·L·H·T²) unless full patterns are asked for); `Trace` holds
+the result. Adapters in `attnlab.trace.adapters` feed it from a model; `attnlab.trace.interventions` is the one
+intervention vocabulary they compile.
 """
 
 from attnlab.trace.format import Trace

@@ -30,12 +30,27 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import InputError
 
 ARRAY_FIELDS = (
-    "attn_col_mean", "attn_key0_by_query", "attn_key0_by_token", "token_count", "logit_key0", "logit_rest",
-    "dlogit_by_query", "dlogit_by_token", "dlogit_count", "row_entropy", "empty_rows", "value_norm",
-    "resid_norm", "max_abs", "max_pos", "max_dim", "median_abs", "sink_score_per_sample",
+    "attn_col_mean",
+    "attn_key0_by_query",
+    "attn_key0_by_token",
+    "token_count",
+    "logit_key0",
+    "logit_rest",
+    "dlogit_by_query",
+    "dlogit_by_token",
+    "dlogit_count",
+    "row_entropy",
+    "empty_rows",
+    "value_norm",
+    "resid_norm",
+    "max_abs",
+    "max_pos",
+    "max_dim",
+    "median_abs",
+    "sink_score_per_sample",
     "key0_col_mean_per_sample",
 )
 
@@ -104,29 +119,32 @@ class Trace:
 
     # ---- persistence: safetensors + JSON -----------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write `<path>.safetensors` (arrays and patterns) and `<path>.json` (massive-activation list)."""
-        from safetensors.numpy import save_file
+        """Write `<path>.safetensors` (arrays and patterns) and `<path>.json` (massive-activation list), atomically."""
+        from safetensors.numpy import save
+
+        from attnlab.runs import write_bytes, write_text
 
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tensors = {k: np.ascontiguousarray(getattr(self, k), dtype=np.float64) for k in ARRAY_FIELDS}
         tensors.update({f"pattern.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in self.patterns.items()})
-        save_file(tensors, str(path.with_suffix(".safetensors")))
-        path.with_suffix(".json").write_text(json.dumps({"massive": self.massive}, indent=1))
+        write_bytes(path.with_suffix(".safetensors"), save(tensors))
+        write_text(path.with_suffix(".json"), json.dumps({"massive": self.massive}, indent=1))
         return path.with_suffix(".safetensors")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Trace":
+    def load(cls, path: str | Path) -> Trace:
         from safetensors.numpy import load_file
 
         path = Path(path)
         st = path.with_suffix(".safetensors")
         if not st.exists():
-            raise AttnlabError(f"no trace at {st}")
+            raise InputError(f"no trace at {st}")
         try:
             arrays = load_file(str(st))
         except Exception as exc:  # noqa: BLE001
-            raise AttnlabError(f"cannot read trace {st}: {exc}") from None
-        meta = json.loads(path.with_suffix(".json").read_text()) if path.with_suffix(".json").exists() else {}
-        patterns = {k[len("pattern."):]: v for k, v in arrays.items() if k.startswith("pattern.")}
+            raise InputError(f"cannot read trace {st}: {exc}") from None
+        from attnlab.runs import read_json
+
+        meta = read_json(path.with_suffix(".json"), "trace file") if path.with_suffix(".json").exists() else {}
+        patterns = {k[len("pattern.") :]: v for k, v in arrays.items() if k.startswith("pattern.")}
         return cls(**{k: arrays[k] for k in ARRAY_FIELDS}, massive=meta.get("massive", []), patterns=patterns)

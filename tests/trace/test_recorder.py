@@ -36,7 +36,7 @@ def test_reducers_match_full_pattern_statistics():
         allA.append(torch.stack([a for a, _ in per_layer], 1))
         allS.append(torch.stack([s for _, s in per_layer], 1))
     tr = _record(batches, L, H, T, V, keep_patterns=[(1, 2)])
-    A = torch.cat(allA).numpy()     # [N,L,H,T,T]
+    A = torch.cat(allA).numpy()  # [N,L,H,T,T]
     S = torch.cat(allS).numpy()
     tok = torch.cat(allTok).numpy()  # [N,T]
     N = A.shape[0]
@@ -70,9 +70,9 @@ def test_relu_rows_renormalised_and_empty_rows_counted():
     T = 4
     A = torch.zeros(1, 1, T, T, dtype=torch.float64)
     A[0, 0, 0, 0] = 1.0
-    A[0, 0, 2, :2] = torch.tensor([0.1, 0.1])   # renormalises to uniform over 2 of 3 keys
+    A[0, 0, 2, :2] = torch.tensor([0.1, 0.1])  # renormalises to uniform over 2 of 3 keys
     tr = _record([(None, [(A, None)])], 1, 1, T, 0)
-    assert tr.empty_rows[0, 0] == 2               # rows 1 and 3 are all zero
+    assert tr.empty_rows[0, 0] == 2  # rows 1 and 3 are all zero
     np.testing.assert_allclose(tr.row_entropy[0, 0], np.log(2) / np.log(3))
 
 
@@ -95,3 +95,56 @@ def test_residual_and_value_norms_and_save_roundtrip(tmp_path):
     back = Trace.load(tmp_path / "trace")
     np.testing.assert_array_equal(back.resid_norm, tr.resid_norm)
     assert back.massive == tr.massive
+
+
+def test_chunked_rows_equal_whole_patterns_in_one_recorder():
+    """`attention_rows` (query chunks, fp32) + `logits` fill the same sums as `attention` (whole pattern)."""
+    g = torch.Generator().manual_seed(3)
+    L, H, T, V, B = 2, 3, 9, 6, 2
+    tok = torch.randint(0, V, (B, T), generator=g)
+    S = torch.randn(L, B, H, T, T, generator=g, dtype=torch.float64)
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    A = S.masked_fill(~causal, float("-inf")).softmax(-1)
+    whole, rows = (
+        TraceRecorder(L, H, T, vocab_size=V, keep_patterns=[(1, 0)]),
+        TraceRecorder(L, H, T, vocab_size=V, keep_patterns=[(1, 0)]),
+    )
+    whole.begin_batch(tok)
+    rows.begin_batch(tok)
+    lower = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
+    lower[:, 0] = False
+    for layer in range(L):
+        whole.attention(layer, A[layer], S[layer])
+        masked = S[layer].masked_fill(~causal, -1e30)
+        for q0 in range(0, T, 4):
+            rows.attention_rows(layer, q0, A[layer, :, :, q0 : q0 + 4].float(), masked[:, :, q0 : q0 + 4].float())
+        rest = torch.where(lower, S[layer], 0.0).sum(-1) / (torch.arange(T) - 1).clamp_min(1)
+        rows.logits(layer, S[layer][..., 0], rest)
+    a, b = whole.result(), rows.result()
+    for name in (
+        "attn_col_mean",
+        "attn_key0_by_query",
+        "attn_key0_by_token",
+        "row_entropy",
+        "dlogit_by_query",
+        "dlogit_by_token",
+        "sink_score_per_sample",
+        "key0_col_mean_per_sample",
+    ):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), atol=1e-5, err_msg=name)
+    np.testing.assert_allclose(b.patterns["1.0"], a.patterns["1.0"], atol=1e-6)
+
+
+def test_rows_outside_the_trace_are_refused():
+    import pytest
+
+    from attnlab.errors import AttnlabError
+
+    rec = TraceRecorder(1, 2, 4)
+    with pytest.raises(AttnlabError, match="call begin_batch"):
+        rec.attention_rows(0, 0, torch.zeros(1, 2, 4, 4))
+    rec.begin_batch(None, batch_size=1)
+    with pytest.raises(AttnlabError, match="do not fit the trace"):
+        rec.attention_rows(0, 2, torch.zeros(1, 2, 3, 4))
+    with pytest.raises(AttnlabError, match="do not fit the trace"):
+        rec.attention(1, torch.zeros(1, 2, 4, 4))

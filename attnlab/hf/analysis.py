@@ -19,6 +19,11 @@ ACTIVE = 0.3
 SINK_EPS = 0.3
 
 
+def state_of(sink_score: float) -> str:
+    """A head's state on one domain from its sink score: dormant (≥ DORMANT), active (< ACTIVE) or between."""
+    return "dormant" if sink_score >= DORMANT else ("active" if sink_score < ACTIVE else "between")
+
+
 def sink_k_eps(trace: Trace, eps: float = SINK_EPS) -> float:
     """Sink_1^ε in percent: share of (sample, layer, head) with ᾱ_0 > ε."""
     return float(100.0 * (trace.key0_col_mean_per_sample > eps).mean())
@@ -34,11 +39,21 @@ def head_rows(domain: str, trace: Trace) -> list[dict]:
     rows = []
     for l in range(trace.n_layers):
         for h in range(trace.n_heads):
-            state = "dormant" if s[l, h] >= DORMANT else ("active" if s[l, h] < ACTIVE else "between")
-            rows.append({"domain": domain, "layer": l, "head": h, "sink_score": float(s[l, h]),
-                         "mean_attn_score_key0": float(a0[l, h]), "row_entropy": float(trace.row_entropy[l, h]),
-                         "value_norm_ratio": float(vr[l, h]), "sink_frac_eps": float(frac[l, h]),
-                         "dlogit_mean": float(dl[l, h]), "state": state})
+            state = state_of(s[l, h])
+            rows.append(
+                {
+                    "domain": domain,
+                    "layer": l,
+                    "head": h,
+                    "sink_score": float(s[l, h]),
+                    "mean_attn_score_key0": float(a0[l, h]),
+                    "row_entropy": float(trace.row_entropy[l, h]),
+                    "value_norm_ratio": float(vr[l, h]),
+                    "sink_frac_eps": float(frac[l, h]),
+                    "dlogit_mean": float(dl[l, h]),
+                    "state": state,
+                }
+            )
     return rows
 
 
@@ -50,14 +65,22 @@ def layer_rows(domain: str, trace: Trace, ids: np.ndarray | None = None) -> list
     for r in range(len(ratio)):
         hits = [m for m in trace.massive if m["layer"] == r]
         top = max(hits, key=lambda m: abs(m["value"])) if hits else None
-        rows.append({"domain": domain, "layer": r - 1, "resid_norm_ratio": float(ratio[r]),
-                     "resid_norm_token0": float(trace.resid_norm[r, 0]),
-                     "resid_norm_median_other": float(np.median(trace.resid_norm[r, 1:])),
-                     "max_abs": float(trace.max_abs[r]), "max_pos": int(trace.max_pos[r]),
-                     "max_dim": int(trace.max_dim[r]), "median_abs": float(trace.median_abs[r]),
-                     "value_norm_ratio_median": float(vr[r - 1]) if r >= 1 else float("nan"),
-                     "n_massive": len(hits),
-                     "massive_top": (f"pos {top['pos']} dim {top['dim']} value {top['value']:.1f}" if top else "")})
+        rows.append(
+            {
+                "domain": domain,
+                "layer": r - 1,
+                "resid_norm_ratio": float(ratio[r]),
+                "resid_norm_token0": float(trace.resid_norm[r, 0]),
+                "resid_norm_median_other": float(np.median(trace.resid_norm[r, 1:])),
+                "max_abs": float(trace.max_abs[r]),
+                "max_pos": int(trace.max_pos[r]),
+                "max_dim": int(trace.max_dim[r]),
+                "median_abs": float(trace.median_abs[r]),
+                "value_norm_ratio_median": float(vr[r - 1]) if r >= 1 else float("nan"),
+                "n_massive": len(hits),
+                "massive_top": (f"pos {top['pos']} dim {top['dim']} value {top['value']:.1f}" if top else ""),
+            }
+        )
     return rows
 
 
@@ -66,16 +89,26 @@ def massive_rows(domain: str, trace: Trace, ids: np.ndarray, tokenizer=None) -> 
     rows = []
     for m in sorted(trace.massive, key=lambda m: (m["layer"], -abs(m["value"]))):
         tid = int(ids[m["sample"], m["pos"]])
-        rows.append({"domain": domain, "layer": m["layer"] - 1, "sample": m["sample"], "pos": m["pos"],
-                     "token_id": tid, "token": tokenizer.decode([tid]) if tokenizer is not None else "",
-                     "dim": m["dim"], "value": m["value"], "median_abs": m["median_abs"]})
+        rows.append(
+            {
+                "domain": domain,
+                "layer": m["layer"] - 1,
+                "sample": m["sample"],
+                "pos": m["pos"],
+                "token_id": tid,
+                "token": tokenizer.decode([tid]) if tokenizer is not None else "",
+                "dim": m["dim"],
+                "value": m["value"],
+                "median_abs": m["median_abs"],
+            }
+        )
     return rows
 
 
 def classify_heads(sink: dict[str, np.ndarray]) -> list[dict]:
     """sink: domain -> [L,H] sink scores. One row per head with its class across domains (module docstring)."""
     domains = list(sink)
-    S = np.stack([sink[d] for d in domains])                                 # [D,L,H]
+    S = np.stack([sink[d] for d in domains])  # [D,L,H]
     L, H = S.shape[1:]
     rows = []
     for l in range(L):
@@ -91,8 +124,7 @@ def classify_heads(sink: dict[str, np.ndarray]) -> list[dict]:
                 cls = "active-dormant"
             else:
                 cls = "mixed"
-            row = {"layer": l, "head": h, "class": cls, "dormant_on": "+".join(dormant),
-                   "active_on": "+".join(active)}
+            row = {"layer": l, "head": h, "class": cls, "dormant_on": "+".join(dormant), "active_on": "+".join(active)}
             row.update({f"sink_{d}": float(x) for d, x in zip(domains, v)})
             rows.append(row)
     return rows
@@ -109,8 +141,16 @@ def pair_shift(sink: dict[str, np.ndarray], a: str, b: str) -> list[dict]:
     """Heads dormant on domain b and active on domain a (s ≥ 0.5 on b, < 0.3 on a), largest shift first."""
     sa, sb = sink[a], sink[b]
     idx = np.argwhere((sb >= DORMANT) & (sa < ACTIVE))
-    rows = [{"layer": int(l), "head": int(h), f"sink_{a}": float(sa[l, h]), f"sink_{b}": float(sb[l, h]),
-             "shift": float(sb[l, h] - sa[l, h])} for l, h in idx]
+    rows = [
+        {
+            "layer": int(l),
+            "head": int(h),
+            f"sink_{a}": float(sa[l, h]),
+            f"sink_{b}": float(sb[l, h]),
+            "shift": float(sb[l, h] - sa[l, h]),
+        }
+        for l, h in idx
+    ]
     return sorted(rows, key=lambda r: -r["shift"])
 
 
@@ -119,10 +159,15 @@ def domain_summary(domain: str, trace: Trace, nll: np.ndarray) -> dict:
     s = trace.sink_score()
     L = trace.n_layers
     late = slice(L * 12 // 30, L) if L >= 10 else slice(0, L)
-    return {"domain": domain, "samples": int(trace.sink_score_per_sample.shape[0]),
-            "nll": float(nll.mean()), "perplexity": float(np.exp(nll.mean())),
-            "sink_1_eps_percent": sink_k_eps(trace), "heads_above_0.5_percent": float(100 * (s >= DORMANT).mean()),
-            "heads_above_0.3_percent": float(100 * (s > ACTIVE).mean()),
-            "late_layers": f"{late.start}-{late.stop - 1}",
-            "late_heads_above_0.3_percent": float(100 * (s[late] > ACTIVE).mean()),
-            "mean_sink_score": float(s.mean())}
+    return {
+        "domain": domain,
+        "samples": int(trace.sink_score_per_sample.shape[0]),
+        "nll": float(nll.mean()),
+        "perplexity": float(np.exp(nll.mean())),
+        "sink_1_eps_percent": sink_k_eps(trace),
+        "heads_above_0.5_percent": float(100 * (s >= DORMANT).mean()),
+        "heads_above_0.3_percent": float(100 * (s > ACTIVE).mean()),
+        "late_layers": f"{late.start}-{late.stop - 1}",
+        "late_heads_above_0.3_percent": float(100 * (s[late] > ACTIVE).mean()),
+        "mean_sink_score": float(s.mean()),
+    }

@@ -1,4 +1,4 @@
-"""Figures for real-model scans and ablations (matplotlib, Agg)."""
+"""Scan figures, drawn from saved traces and patterns (matplotlib Figure objects, no pyplot)."""
 
 from __future__ import annotations
 
@@ -37,9 +37,10 @@ def residual_norms(traces: dict, path: Path) -> Path:
     fig, axes = new_figure(2, 1, width=5.0, height=3.4)
     for d, tr in traces.items():
         x = np.arange(tr.resid_norm.shape[0]) - 1
-        line, = axes[0][0].plot(x, tr.resid_norm[:, 0], marker=".", label=f"{d}: token 0")
-        axes[0][0].plot(x, np.median(tr.resid_norm[:, 1:], axis=1), ls="--", color=line.get_color(),
-                        label=f"{d}: median other")
+        (line,) = axes[0][0].plot(x, tr.resid_norm[:, 0], marker=".", label=f"{d}: token 0")
+        axes[0][0].plot(
+            x, np.median(tr.resid_norm[:, 1:], axis=1), ls="--", color=line.get_color(), label=f"{d}: median other"
+        )
         axes[0][1].plot(x, tr.resid_norm_ratio(), marker=".", label=d)
     axes[0][0].set_yscale("log")
     axes[0][0].set_xlabel("after block (−1 = embedding)")
@@ -59,7 +60,7 @@ def value_ratios(traces: dict, path: Path) -> Path:
     for d, tr in traces.items():
         r = tr.value_norm_ratio()
         x = np.arange(r.shape[0])
-        line, = ax.plot(x, np.median(r, axis=1), marker=".", label=d)
+        (line,) = ax.plot(x, np.median(r, axis=1), marker=".", label=d)
         ax.fill_between(x, r.min(1), r.max(1), color=line.get_color(), alpha=0.15)
     ax.axhline(1.0, color="gray", lw=0.7)
     ax.set_yscale("log")
@@ -69,8 +70,9 @@ def value_ratios(traces: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def attention_maps(patterns: dict[str, dict[str, np.ndarray]], sink: dict[str, np.ndarray], path: Path,
-                   max_tokens: int = 64) -> Path | None:
+def attention_maps(
+    patterns: dict[str, dict[str, np.ndarray]], sink: dict[str, np.ndarray], path: Path, max_tokens: int = 64
+) -> Path | None:
     """Attention patterns (first `max_tokens` positions, first sample) of chosen heads, one row per head."""
     ds = list(patterns)
     if not ds or not patterns[ds[0]]:
@@ -82,47 +84,8 @@ def attention_maps(patterns: dict[str, dict[str, np.ndarray]], sink: dict[str, n
         for c, d in enumerate(ds):
             A = patterns[d][key][:max_tokens, :max_tokens]
             ax = axes[r][c]
-            ax.imshow(A ** 0.5, cmap="magma", vmin=0, vmax=1)
+            ax.imshow(A**0.5, cmap="magma", vmin=0, vmax=1)
             ax.set_title(f"L{l}H{h} {d} (s={sink[d][l, h]:.2f})", fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
-    return save_figure(fig, path)
-
-
-def ablation_bars(rows: list[dict], path: Path) -> Path:
-    """ΔNLL (mean ± s.e. over samples) per condition and domain."""
-    conds = list(dict.fromkeys(r["condition"] for r in rows))
-    ds = list(dict.fromkeys(r["domain"] for r in rows))
-    fig, axes = new_figure(1, 1, width=max(5.0, 0.45 * len(conds) * len(ds) + 2), height=3.6)
-    ax = axes[0][0]
-    w = 0.8 / len(ds)
-    for k, d in enumerate(ds):
-        sel = {r["condition"]: r for r in rows if r["domain"] == d}
-        y = [sel[c]["dnll_mean"] if c in sel else np.nan for c in conds]
-        e = [sel[c]["dnll_se"] if c in sel else 0 for c in conds]
-        ax.bar(np.arange(len(conds)) + k * w, y, w, yerr=e, label=d)
-    ax.set_xticks(np.arange(len(conds)) + 0.4 - w / 2)
-    ax.set_xticklabels(conds, rotation=60, ha="right", fontsize=7)
-    ax.axhline(0, color="gray", lw=0.7)
-    ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_ylabel("Δ next-token NLL (nats)")
-    ax.legend(fontsize=7)
-    return save_figure(fig, path)
-
-
-def ablation_scatter(rows: list[dict], path: Path) -> Path | None:
-    """ΔNLL against the head's sink score on that domain (one point per zeroed head and domain)."""
-    pts = [r for r in rows if r.get("sink_score") not in (None, "") and r["kind"] == "head"]
-    if not pts:
-        return None
-    fig, axes = new_figure(1, 1, width=5.0, height=3.6)
-    ax = axes[0][0]
-    for d in dict.fromkeys(r["domain"] for r in pts):
-        sel = [r for r in pts if r["domain"] == d]
-        ax.scatter([r["sink_score"] for r in sel], [r["dnll_mean"] for r in sel], s=14, label=d)
-    ax.axhline(0, color="gray", lw=0.7)
-    ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_xlabel("sink score of the zeroed head")
-    ax.set_ylabel("Δ next-token NLL (nats)")
-    ax.legend(fontsize=7)
     return save_figure(fig, path)

