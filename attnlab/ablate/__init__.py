@@ -5,7 +5,7 @@ switched off (spec extreme-tokens §7, §10.5).
     result = ablate(AblateConfig(heads=((20, 5),), mlps=(11,), samples=2), out="runs/my-ablation")
     result.tables["ablation"]         # a pandas DataFrame
 
-`run` is the same function. Importing this package is cheap; torch and transformers load on first use.
+Importing this package is cheap; torch and transformers load on first use.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 
 from attnlab.ablate.config import AblateConfig
 
-__all__ = ["AblateConfig", "ablate", "run"]
+__all__ = ["AblateConfig", "ablate"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ablate", "run"):  # importing the run module pulls in torch and transformers
+    if name == "ablate":  # importing the run module pulls in torch and transformers
         from attnlab.ablate.run import run
 
         return run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from attnlab.clitools import add_run_args, run_mode, threads
 from attnlab.hf.settings import add_window_args, parse_dim, parse_head, window_kwargs
@@ -10,11 +11,10 @@ from attnlab.hf.settings import add_window_args, parse_dim, parse_head, window_k
 DEFAULT_DOMAINS = ["prose", "code"]
 
 
-def cmd_ablate(args: argparse.Namespace) -> int:
+def ablate_config(args: argparse.Namespace) -> Any:
     from attnlab.ablate.config import AblateConfig
-    from attnlab.ablate.run import ablate
 
-    config = AblateConfig(
+    return AblateConfig(
         **window_kwargs(args, DEFAULT_DOMAINS),
         heads=tuple(parse_head(h) for h in args.head or []),
         sink_heads=tuple(parse_head(h, "--sink-head") for h in args.sink_head or []),
@@ -24,6 +24,12 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         together=args.together,
         sink_from=str(args.sink_from) if args.sink_from else None,
     )
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from attnlab.ablate.run import ablate
+
+    config = ablate_config(args)
     with threads(args.threads):
         result = ablate(config, args.out, mode=run_mode(args))
     for r in result.tables["ablation"].to_dict("records"):
@@ -74,4 +80,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="reuse the sink scores of a scan run on the same windows instead of tracing the baseline",
     )
     add_run_args(a, threads_default=1)
-    a.set_defaults(func=cmd_ablate)
+    a.set_defaults(func=cmd_ablate, make_config=ablate_config)

@@ -16,7 +16,7 @@ from attnlab.ablate.report import read_rows, write_report
 from attnlab.errors import InputError
 from attnlab.hf.arch import get_arch
 from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import callable_module, config_windows, load_checked
+from attnlab.hf.settings import config_windows, load_checked
 from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunResult, open_run
 
@@ -57,5 +57,3 @@ def run(
 ablate = run
 
 RUNNERS = {"ablate": (AblateConfig, run)}
-
-callable_module(__name__, run)

@@ -8,9 +8,6 @@ text, prefix, align, batch_size, cache_dir) with one-line `InputError`s naming t
 from __future__ import annotations
 
 import argparse
-import sys
-import types
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,14 +171,3 @@ def load_checked(cfg: Any, lm: Any = None) -> Any:
     get_arch(lm.model).check_seq_len(cfg.tokens)
     check_traceable(lm.model)
     return lm
-
-
-def callable_module(name: str, run: Callable[..., Any]) -> None:
-    """Make the module `name` callable as `run`: importing `attnlab.<study>.run` makes the package attribute `run`
-    that module, and `attnlab.<study>.run(config, out=...)` must still run the study."""
-
-    class _CallableModule(types.ModuleType):
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return run(*args, **kwargs)
-
-    sys.modules[name].__class__ = _CallableModule

@@ -5,7 +5,7 @@
     result = scan(ScanConfig(domains=("prose", "code"), samples=2), out="runs/my-scan")
     result.tables["heads"]            # a pandas DataFrame
 
-`run` is the same function. Importing this package is cheap; torch and transformers load on first use.
+Importing this package is cheap; torch and transformers load on first use.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 
 from attnlab.scan.config import ScanConfig
 
-__all__ = ["ScanConfig", "scan", "run"]
+__all__ = ["ScanConfig", "scan"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("scan", "run"):  # importing the run module pulls in torch and transformers
+    if name == "scan":  # importing the run module pulls in torch and transformers
         from attnlab.scan.run import run
 
         return run

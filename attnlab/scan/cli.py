@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from attnlab.clitools import add_run_args, run_mode, threads
 from attnlab.hf.settings import add_window_args, parse_head, window_kwargs
@@ -10,14 +11,19 @@ from attnlab.hf.settings import add_window_args, parse_head, window_kwargs
 DEFAULT_DOMAINS = ["prose", "code", "random"]
 
 
-def cmd_scan(args: argparse.Namespace) -> int:
+def scan_config(args: argparse.Namespace) -> Any:
     from attnlab.scan.config import ScanConfig
-    from attnlab.scan.run import scan
 
-    config = ScanConfig(
+    return ScanConfig(
         **window_kwargs(args, DEFAULT_DOMAINS),
         pattern_heads=tuple(parse_head(h, "--pattern-head") for h in args.pattern_head or []),
     )
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    from attnlab.scan.run import scan
+
+    config = scan_config(args)
     with threads(args.threads):
         result = scan(config, args.out, mode=run_mode(args))
     for d in result.summary["domains"]:
@@ -48,4 +54,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also keep the full attention pattern of this head (repeatable)",
     )
     add_run_args(p, threads_default=1)
-    p.set_defaults(func=cmd_scan)
+    p.set_defaults(func=cmd_scan, make_config=scan_config)

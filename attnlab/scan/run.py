@@ -12,7 +12,7 @@ from pathlib import Path
 from attnlab.errors import InputError
 from attnlab.hf.arch import get_arch
 from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import callable_module, config_windows, load_checked
+from attnlab.hf.settings import config_windows, load_checked
 from attnlab.runs import RunResult, open_run
 from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
@@ -42,5 +42,3 @@ def run(
 scan = run
 
 RUNNERS = {"scan": (ScanConfig, run)}
-
-callable_module(__name__, run)

@@ -28,7 +28,7 @@ def test_scan_run_returns_dataframes(llama_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
     cfg = ScanConfig(model=str(llama_dir), domains=("prose", "code"), tokens=16, samples=2, n_auto_pattern_heads=1)
-    result = attnlab.scan.run(cfg, out=tmp_path / "scan")
+    result = attnlab.scan.scan(cfg, out=tmp_path / "scan")
     assert isinstance(result, RunResult) and result.path == tmp_path / "scan" and result.config == cfg
     heads = result.tables["heads"]
     assert isinstance(heads, pd.DataFrame) and len(heads) == 2 * 2 * 4  # domains × layers × heads
@@ -74,7 +74,7 @@ def test_ablate_reusing_scan_sink_scores_and_rerun(llama_dir, tmp_path, capsys):
     )
     base = dict(model=str(llama_dir), tokens=16, samples=3, heads=((1, 0),), mlps=(1,), batch_size=2)
     traced = attnlab.ablate.ablate(AblateConfig(**base), out=tmp_path / "a1").tables["ablation"]
-    reused = attnlab.ablate.run(AblateConfig(**base, sink_from=str(scan.path)), out=tmp_path / "a2")
+    reused = attnlab.ablate.ablate(AblateConfig(**base, sink_from=str(scan.path)), out=tmp_path / "a2")
     table = reused.tables["ablation"]
     assert list(table.condition) == ["head 1.0", "mlp 1"] * 2
     np.testing.assert_allclose(table.dnll_mean, traced.dnll_mean, atol=1e-5)

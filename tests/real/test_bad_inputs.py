@@ -77,7 +77,7 @@ def test_earlier_run_untouched_then_overwritten(llama_dir, tmp_path, capsys):
     capsys.readouterr()
     before = _snapshot(out)
     rc = main(["scan", "--model", str(llama_dir), "--domain", "prose", "--out", str(out)] + SMALL)
-    _one_line_error(capsys, rc, "is not empty; pass --resume to continue that run or --overwrite")
+    _one_line_error(capsys, rc, "is not empty; pass --overwrite to replace that run")
     assert _snapshot(out) == before
     assert main(["scan", "--model", str(llama_dir), "--domain", "prose", "--out", str(out), "--overwrite"] + SMALL) == 0
     assert "prose" in (out / "heads.csv").read_text() and "code" not in (out / "heads.csv").read_text()
