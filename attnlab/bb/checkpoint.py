@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import InputError
 
 
 def optimizer_tensors(model: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[dict, dict]:
@@ -36,7 +36,7 @@ def load_optimizer_tensors(model: torch.nn.Module, opt: torch.optim.Optimizer, t
     for key, value in list(tensors.items()) + list(scalars.items()):
         pname, slot = key.rsplit(".", 1)
         if pname not in params:
-            raise AttnlabError(f"checkpoint has optimiser state for unknown parameter {pname!r}")
+            raise InputError(f"checkpoint has optimiser state for unknown parameter {pname!r}")
         p = params[pname]
         if isinstance(value, float):
             value = torch.tensor(value)  # e.g. Adam's step counter (a 0-d tensor in torch)
@@ -84,10 +84,10 @@ def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optim
         if opt is not None:
             load_optimizer_tensors(model, opt, load_file(str(folder / "optim.safetensors")),
                                    state.get("optimizer_scalars", {}))
-    except AttnlabError:
+    except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
-        raise AttnlabError(f"unreadable checkpoint {folder}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") \
+        raise InputError(f"unreadable checkpoint {folder}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") \
             from None
     return state
 

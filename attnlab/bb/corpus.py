@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.errors import AttnlabError
+from attnlab.errors import InputError
 
 MIN_CORPUS_CHARS = 10_000
 DEFAULT_CORPUS = "pydoc_data"
@@ -27,13 +27,13 @@ def load_corpus(path: str | Path | None = None) -> tuple[str, str]:
         return default_corpus_text(), DEFAULT_CORPUS
     p = Path(path)
     if not p.is_file():
-        raise AttnlabError(f"corpus file {p} does not exist")
+        raise InputError(f"corpus file {p} does not exist")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise AttnlabError(f"corpus file {p} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise InputError(f"corpus file {p} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
-        raise AttnlabError(f"corpus file {p} is unreadable: {exc.strerror}") from None
+        raise InputError(f"corpus file {p} is unreadable: {exc.strerror}") from None
     return text, str(p)
 
 
@@ -78,13 +78,13 @@ class Vocabulary:
 def build_vocabulary(text: str, vocab_chars: int = 64, source: str = "corpus") -> Vocabulary:
     """Keep the `vocab_chars` most frequent characters (ties by code point; 0 keeps all), ids in code-point order."""
     if len(text) < MIN_CORPUS_CHARS:
-        raise AttnlabError(f"corpus {source} has {len(text)} characters; need at least {MIN_CORPUS_CHARS}")
+        raise InputError(f"corpus {source} has {len(text)} characters; need at least {MIN_CORPUS_CHARS}")
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     uniq, counts = np.unique(codes, return_counts=True)
     if vocab_chars < 0:
-        raise AttnlabError(f"vocab_chars={vocab_chars}; use 0 (all characters) or a positive count")
+        raise InputError(f"vocab_chars={vocab_chars}; use 0 (all characters) or a positive count")
     if vocab_chars and len(uniq) < vocab_chars:
-        raise AttnlabError(f"corpus {source} has {len(uniq)} distinct characters but the vocabulary asks for "
+        raise InputError(f"corpus {source} has {len(uniq)} distinct characters but the vocabulary asks for "
                            f"{vocab_chars}; pass --vocab-chars {len(uniq)} (or 0 for all) or a larger corpus")
     order = np.lexsort((uniq, -counts))            # by count descending, then code point
     keep = uniq[order[:vocab_chars]] if vocab_chars else uniq

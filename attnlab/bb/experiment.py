@@ -1,25 +1,26 @@
-"""A BB training run end to end: task -> model -> training with snapshots -> metrics in the run folder."""
+"""A BB training run's pieces: task and model from a config, the evaluator that takes the §6 snapshots, the
+arrays the report needs from the final model, and reloading a finished run (for `bb intervene`)."""
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.numpy import save_file
+from safetensors.numpy import save as safetensors_bytes
 
-from attnlab.errors import AttnlabError
-from attnlab.extreme.metrics import bb_metrics
-from attnlab.models.toy import ToyConfig, ToyTransformer
-from attnlab.runs import RunDir
-from attnlab.tasks.bb import BBTask, build_bb_task
-from attnlab.trace.toy import trace_toy
-from attnlab.train.checkpoint import latest_checkpoint, load_checkpoint
-from attnlab.train.loop import train
-from attnlab.train.presets import TrainConfig, config_from_dict
+from attnlab.bb.checkpoint import latest_checkpoint, load_checkpoint
+from attnlab.bb.config import DEFAULT_CORPUS, TrainConfig
+from attnlab.bb.metrics import active_token_probe, bb_metrics
+from attnlab.bb.model import ToyConfig, ToyTransformer
+from attnlab.bb.task import BBTask, build_bb_task
+from attnlab.configs import config_from_dict
+from attnlab.errors import InputError
+from attnlab.runs import RunDir, read_json, write_bytes
+from attnlab.trace.adapters.toy import trace_toy
+from attnlab.trace.format import Trace
+
+REPORT_T = 32  # the attention map shows the first 32 tokens of evaluation sequence 0
 
 
 def model_config(cfg: TrainConfig, task: BBTask) -> ToyConfig:
@@ -29,99 +30,123 @@ def model_config(cfg: TrainConfig, task: BBTask) -> ToyConfig:
 
 
 def task_for(cfg: TrainConfig) -> BBTask:
-    return build_bb_task(None if cfg.corpus == "pydoc_data" else cfg.corpus, cfg.vocab_chars, cfg.n_triggers)
+    return build_bb_task(None if cfg.corpus == DEFAULT_CORPUS else cfg.corpus, cfg.vocab_chars, cfg.n_triggers)
 
 
 def build_model(cfg: TrainConfig, task: BBTask) -> ToyTransformer:
-    torch.manual_seed(cfg.seed)
-    return ToyTransformer(model_config(cfg, task))
+    """The initial model: torch's module initialisers draw from the global generator, so they run inside
+    `fork_rng` seeded with `cfg.seed` (the caller's random state is left untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        return ToyTransformer(model_config(cfg, task))
 
 
-@dataclass
+def attention_layers(model: ToyTransformer) -> list[int]:
+    return [l for l, block in enumerate(model.blocks) if block.attn is not None]
+
+
 class Evaluator:
-    """Computes the §6 metrics on the fixed evaluation batch and writes per-snapshot arrays."""
+    """The §6 metrics on the fixed evaluation batch `seqs` [N, T+1]; with `snapshots`, per-step arrays too."""
 
-    model: ToyTransformer
-    task: BBTask
-    seqs: np.ndarray               # [N, T+1]
-    run: RunDir | None = None
+    def __init__(self, model: ToyTransformer, task: BBTask, seqs: np.ndarray, snapshots: Path | None = None):
+        self.model, self.task, self.seqs, self.snapshots = model, task, seqs, snapshots
+        self.inputs = torch.as_tensor(seqs[:, :-1])
+        self.attn_layers = attention_layers(model)
 
-    def __post_init__(self) -> None:
-        self.inputs = torch.as_tensor(self.seqs[:, :-1])
-        self.attn_layers = [l for l in range(self.model.cfg.n_layers) if l not in self.model.cfg.no_attn]
-
-    def trace(self, extra_hooks: dict | None = None, keep_patterns=()):
-        return trace_toy(self.model, self.inputs, self.task.V, keep_patterns=keep_patterns, extra_hooks=extra_hooks)
+    def trace(self, interventions: tuple = (), chunk: int = 256) -> tuple[Trace, torch.Tensor]:
+        return trace_toy(self.model, self.inputs, self.task.V, interventions=interventions, chunk=chunk)
 
     def __call__(self, step: int) -> dict:
         trace, logits = self.trace()
         metrics = bb_metrics(trace, logits, self.seqs, self.task, self.attn_layers)
-        if self.run is not None:
+        if self.snapshots is not None:
             self._save_snapshot(step, trace)
         return metrics
 
-    def _save_snapshot(self, step: int, trace) -> None:
+    def _save_snapshot(self, step: int, trace: Trace) -> None:
         """Per-token-type arrays and the 16×16 top-left attention block of evaluation sequence 0."""
-        folder = self.run.path / "snapshots"
-        folder.mkdir(exist_ok=True)
         arrays = {"attn_key0_by_token": trace.attn_key0_by_token, "dlogit_by_token": trace.dlogit_by_token,
                   "value_norm": trace.value_norm, "resid_norm": trace.resid_norm,
                   "token_count": trace.token_count}
         if self.attn_layers:
-            captured = {}
-            layer = self.attn_layers[0]
+            arrays["attn_block16"] = self.pattern(self.inputs[:1, :16], self.attn_layers[0])[0]
+        data = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()}
+        write_bytes(self.snapshots / f"step_{step}.safetensors", safetensors_bytes(data))
 
-            def grab(x, name):
-                captured["A"] = x[0].detach().clone()
+    @torch.no_grad()
+    def pattern(self, tokens: torch.Tensor, layer: int) -> np.ndarray:
+        """The attention pattern [B,H,T,T] of `layer` on `tokens` [B,T]."""
+        captured: dict[str, torch.Tensor] = {}
 
-            with torch.no_grad(), self.model.hooks({f"blocks.{layer}.attn.pattern": grab}):
-                self.model(self.inputs[:1, :16])
-            arrays["attn_block16"] = captured["A"].numpy()
-        save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()},
-                  str(folder / f"step_{step}.safetensors"))
+        def grab(x: torch.Tensor, name: str) -> None:
+            captured["A"] = x.detach().clone()
 
-
-def run_training(cfg: TrainConfig, out: Path, resume: bool = False, progress: bool = True) -> RunDir:
-    """Train one BB model into `out` (config.json, manifest.json, metrics.jsonl, snapshots/, checkpoints/)."""
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    run = RunDir(out, "bb")
-    if resume and not (run.path / "config.json").exists():
-        raise AttnlabError(f"--resume: {run.path} has no config.json; is it a BB run folder?")
-    task = task_for(cfg)
-    if not resume:
-        run.write_config(cfg.to_dict())
-        run.write_manifest(cfg.seed, **task.meta())
-    model = build_model(cfg, task)
-    seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)
-    evaluator = Evaluator(model, task, seqs, run)
-
-    def batch_fn(step: int):
-        x = torch.as_tensor(task.train_batch(cfg.batch, cfg.seq_len, cfg.seed, step))
-        return x[:, :-1], x[:, 1:]
-
-    t0 = time.perf_counter()
-    result = train(model, cfg, run, batch_fn, evaluator, resume=resume, progress=progress)
-    result["wall_seconds"] = round(time.perf_counter() - t0, 2)
-    run.write_json("train_summary.json", result)
-    return run
+        was_training = self.model.training
+        with self.model.hooks({f"blocks.{layer}.attn.pattern": grab}):
+            self.model(tokens)
+        self.model.train(was_training)
+        return captured["A"].numpy()
 
 
-def load_run(run_dir: Path, checkpoint: Path | None = None) -> tuple[TrainConfig, BBTask, ToyTransformer, dict]:
-    """Rebuild (config, task, model with the newest checkpoint's weights, state) from a BB run folder."""
-    run_dir = Path(run_dir)
-    cfg_path = run_dir / "config.json"
-    if not cfg_path.exists():
-        raise AttnlabError(f"{run_dir} is not a BB run folder (no config.json)")
+def report_arrays(cfg: TrainConfig, task: BBTask, model: ToyTransformer, seqs: np.ndarray) -> dict:
+    """What the run's report shows of the final model, computed once at the end of training:
+    `attention_map` [32,32] (first attention layer, head 0, evaluation sequence 0), `value_norms` [L,H,T]
+    (‖W_O^h v^h_i‖ over the evaluation batch) and the §6.6 active-token probe per softmax layer."""
+    out: dict = {"value_norms": None, "attention_map": None, "probe": []}
+    layers = attention_layers(model)
+    if not layers:
+        return out
+    T = min(REPORT_T, cfg.seq_len)
+    tr, _ = trace_toy(model, torch.as_tensor(seqs[:1, :-1]), task.V, keep_patterns=[(layers[0], 0)])
+    out["attention_map"] = tr.patterns[f"{layers[0]}.0"][0][:T, :T]
+    full, _ = trace_toy(model, torch.as_tensor(seqs[:, :-1]), task.V)
+    out["value_norms"] = full.value_norm
+    names = task.vocab.token_names()
+    for layer in layers if cfg.attention == "softmax" else []:
+        p = active_token_probe(model, task, layer=layer)
+        out["probe"].append({"layer": layer,
+                             "active tokens": " ".join(names[t] for t in p["active_tokens"]) or "none",
+                             "triggers": " ".join(names[t] for t in task.triggers),
+                             "active = triggers": p["active_equals_triggers"]})
+    return out
+
+
+def save_report_arrays(run: RunDir, arrays: dict, step: int, task: BBTask, seqs: np.ndarray) -> None:
+    """`final/`: attention_map.npy, value_norms.npy and final.json (step, tokens, names, triggers, probe)."""
+    for name in ("attention_map", "value_norms"):
+        if arrays[name] is not None:
+            run.save_npy(f"final/{name}.npy", arrays[name])
+    run.write_json("final/final.json", {"step": step, "tokens": seqs[0, :REPORT_T].tolist(),
+                                        "token_names": task.vocab.token_names(), "triggers": task.triggers,
+                                        "probe": arrays["probe"]})
+
+
+def read_train_config(run_dir: str | Path, what: str = "run") -> TrainConfig:
+    """The `TrainConfig` of a `bb train` run folder; one line if it is another study's run or is corrupt."""
+    run = RunDir(run_dir)
+    if not run.path.is_dir():
+        raise InputError(f"{what} {run.path} is not a folder")
+    if (run.path / "manifest.json").exists():
+        command = run.read_manifest().get("command")
+        if command not in (None, "bb train"):
+            raise InputError(f"{run.path} is a run of `attnlab {command}`, not of `attnlab bb train`")
+    data = read_json(run.path / "config.json", "run config")
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k != "threads"}  # runs written before issue 8
     try:
-        cfg = config_from_dict(json.loads(cfg_path.read_text()))
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise AttnlabError(f"unreadable config {cfg_path}: {exc}") from None
+        return config_from_dict(TrainConfig, data)
+    except InputError as exc:
+        raise InputError(f"{run.path} is not a `bb train` run folder ({exc})") from None
+
+
+def load_run(run_dir: str | Path) -> tuple[TrainConfig, BBTask, ToyTransformer, dict]:
+    """(config, task, model with the newest checkpoint's weights, checkpoint state) of a `bb train` run."""
+    cfg = read_train_config(run_dir)
     task = task_for(cfg)
     model = build_model(cfg, task)
-    ckpt = checkpoint or latest_checkpoint(run_dir)
+    ckpt = latest_checkpoint(Path(run_dir))
     if ckpt is None:
-        raise AttnlabError(f"no complete checkpoint in {run_dir / 'checkpoints'}")
+        raise InputError(f"no complete checkpoint in {Path(run_dir) / 'checkpoints'}")
     state = load_checkpoint(ckpt, model)
     model.eval()
     return cfg, task, model, state

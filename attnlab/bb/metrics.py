@@ -1,6 +1,6 @@
 """BB metrics from a trace and the logits on the fixed evaluation batch (spec extreme-tokens §6).
 
-Per layer l (head h; the BB models have one head, multi-head models get a list per layer):
+Per layer l and head h (stored as described at `pack`, read back with `metric`):
   attn_sink        Attn⟨s⟩: mean A_i0 over non-trigger queries i ≥ 1 (§6.1; query 0 excluded, see below)
   attn_sink_with0  the same including query 0 (A_00 = 1 under softmax; the spec's variant)
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlab.tasks.bb import BBTask
+from attnlab.bb.task import BBTask
 from attnlab.trace.format import Trace
 
 
@@ -45,55 +45,94 @@ def risks(logits: torch.Tensor, seqs: np.ndarray, task: BBTask) -> dict:
     return out
 
 
-def _per_layer(values: list) -> object:
-    """Scalars for a 1-layer model, lists indexed by layer otherwise."""
-    return values[0] if len(values) == 1 else values
+# --- the stored form of per-layer / per-head metrics ---------------------------------------------------------
+# In memory every per-head metric is a grid [layer][head] (None for a layer without attention) and every
+# per-layer metric a list [layer]. metrics.jsonl keeps the compact form it has always had (so seeded runs stay
+# byte-identical): a grid's head lists become floats for one head, and the layer list becomes its only entry for
+# one layer. `metric()` is the one reader: it infers (layers, heads) from the record and undoes the packing.
+PER_HEAD = ("attn_sink", "attn_sink_with0", "delta_logit", "delta_logit_q10", "delta_logit_q90",
+            "delta_logit_trigger", "value_norm_bos", "value_norm_others")
+PER_LAYER = ("resid_norm_bos", "resid_norm_others")
+
+Grid = list  # [layer] of (list [head] of float) or None
 
 
-def _per_head(arr: np.ndarray) -> object:
-    """A head vector becomes a float for one head, a list for several."""
-    arr = np.asarray(arr, dtype=float)
-    return float(arr[0]) if arr.size == 1 else [float(a) for a in arr]
+def pack(values: list) -> object:
+    """The stored form of a grid [layer][head] (or a per-layer list [layer]); see the note above."""
+    layers = [v if v is None or not isinstance(v, list) else (v[0] if len(v) == 1 else v) for v in values]
+    return layers[0] if len(layers) == 1 else layers
+
+
+def record_shape(record: dict) -> tuple[int, int]:
+    """(layers, heads) of a metrics record, read from its stored per-layer and per-head values."""
+    resid = record.get("resid_norm_bos")
+    n_layers = len(resid) if isinstance(resid, list) else 1
+    sink = record.get("attn_sink")
+    per_layer = sink if n_layers > 1 and isinstance(sink, list) else [sink]
+    heads = [len(v) if isinstance(v, list) else 1 for v in per_layer if v is not None]
+    return n_layers, max(heads, default=1)
+
+
+def metric(record: dict, name: str, layer: int = 0, head: int = 0) -> float | None:
+    """The value of metric `name` for (layer, head) in one metrics record (None: absent, or no attention there).
+
+    Scalars (risks, losses, `resid_norm_embed_bos`) ignore layer and head; per-layer metrics ignore head.
+    """
+    value = record.get(name)
+    if name not in PER_HEAD and name not in PER_LAYER:
+        return None if value is None else float(value)
+    n_layers, n_heads = record_shape(record)
+    if not 0 <= layer < n_layers:
+        return None
+    if n_layers > 1:
+        value = value[layer] if isinstance(value, list) else None
+    if name in PER_LAYER or value is None:
+        return None if value is None else float(value)
+    if n_heads > 1:
+        value = value[head] if isinstance(value, list) and 0 <= head < len(value) else None
+    elif head != 0:
+        return None
+    return None if value is None else float(value)
+
+
+def _heads(arr: np.ndarray) -> list[float]:
+    return [float(a) for a in np.asarray(arr, dtype=float).reshape(-1)]
+
+
+def _attention_grids(trace: Trace, task: BBTask, attn_layers: list[int]) -> dict[str, Grid]:
+    """Per-head metrics §6.1-6.3 as grids [layer][head] (None for a layer without attention)."""
+    specials = {task.vocab.bos, task.vocab.delim}
+    non_trigger = [v for v in range(task.V) if not task.is_trigger[v] and v != task.vocab.delim]
+    plain = [v for v in non_trigger if v not in specials]
+    trig = list(task.triggers)
+    grids: dict[str, Grid] = {name: [] for name in PER_HEAD}
+    for layer in range(trace.n_layers):
+        if layer not in attn_layers:
+            for grid in grids.values():
+                grid.append(None)
+            continue
+        d = trace.dlogit_by_token[layer][:, plain]                               # [H, types]
+        d = np.where(trace.dlogit_count[plain] > 0, d, np.nan)
+        dt = np.where(trace.dlogit_count[trig] > 0, trace.dlogit_by_token[layer][:, trig], np.nan)
+        row = {"attn_sink": trace.attn_key0_over_tokens(plain)[layer],
+               "attn_sink_with0": trace.attn_key0_over_tokens(non_trigger)[layer],
+               "delta_logit": np.nanmean(d, -1), "delta_logit_q10": np.nanquantile(d, 0.1, axis=-1),
+               "delta_logit_q90": np.nanquantile(d, 0.9, axis=-1), "delta_logit_trigger": np.nanmean(dt, -1),
+               "value_norm_bos": trace.value_norm[layer, :, 0],
+               "value_norm_others": trace.value_norm[layer, :, 1:].mean(-1)}
+        for name, values in row.items():
+            grids[name].append(_heads(values))
+    return grids
 
 
 def bb_metrics(trace: Trace, logits: torch.Tensor, seqs: np.ndarray, task: BBTask,
                attn_layers: list[int] | None = None) -> dict:
-    """All §6 metrics for one snapshot. `attn_layers`: layers that have attention (others give None)."""
+    """All §6 metrics of one snapshot, in the stored form (`pack`). `attn_layers`: layers with attention."""
     L = trace.n_layers
     attn_layers = list(range(L)) if attn_layers is None else attn_layers
-    V = task.V
-    specials = {task.vocab.bos, task.vocab.delim}
-    non_trigger = [v for v in range(V) if not task.is_trigger[v] and v != task.vocab.delim]
-    plain = [v for v in non_trigger if v not in specials]
-    trig = list(task.triggers)
-    m: dict = {}
-    sink, sink0, dl, dl_lo, dl_hi, dl_trig, vb, vo = ([] for _ in range(8))
-    for layer in range(L):
-        if layer not in attn_layers:
-            for lst in (sink, sink0, dl, dl_lo, dl_hi, dl_trig, vb, vo):
-                lst.append(None)
-            continue
-        sink.append(_per_head(trace.attn_key0_over_tokens(plain)[layer]))
-        sink0.append(_per_head(trace.attn_key0_over_tokens(non_trigger)[layer]))
-        d = trace.dlogit_by_token[layer][:, plain]                               # [H, types]
-        d = np.where(trace.dlogit_count[plain] > 0, d, np.nan)
-        dl.append(_per_head(np.nanmean(d, -1)))
-        dl_lo.append(_per_head(np.nanquantile(d, 0.1, axis=-1)))
-        dl_hi.append(_per_head(np.nanquantile(d, 0.9, axis=-1)))
-        dt = np.where(trace.dlogit_count[trig] > 0, trace.dlogit_by_token[layer][:, trig], np.nan)
-        dl_trig.append(_per_head(np.nanmean(dt, -1)))
-        vb.append(_per_head(trace.value_norm[layer, :, 0]))
-        vo.append(_per_head(trace.value_norm[layer, :, 1:].mean(-1)))
-    m["attn_sink"] = _per_layer(sink)
-    m["attn_sink_with0"] = _per_layer(sink0)
-    m["delta_logit"] = _per_layer(dl)
-    m["delta_logit_q10"] = _per_layer(dl_lo)
-    m["delta_logit_q90"] = _per_layer(dl_hi)
-    m["delta_logit_trigger"] = _per_layer(dl_trig)
-    m["value_norm_bos"] = _per_layer(vb)
-    m["value_norm_others"] = _per_layer(vo)
-    m["resid_norm_bos"] = _per_layer([float(trace.resid_norm[l + 1, 0]) for l in range(L)])
-    m["resid_norm_others"] = _per_layer([float(trace.resid_norm[l + 1, 1:].mean()) for l in range(L)])
+    m: dict = {name: pack(grid) for name, grid in _attention_grids(trace, task, attn_layers).items()}
+    m["resid_norm_bos"] = pack([float(trace.resid_norm[l + 1, 0]) for l in range(L)])
+    m["resid_norm_others"] = pack([float(trace.resid_norm[l + 1, 1:].mean()) for l in range(L)])
     m["resid_norm_embed_bos"] = float(trace.resid_norm[0, 0])
     m.update(risks(logits, seqs, task))
     return m

@@ -16,14 +16,16 @@ Hook points (tensor shapes; B batch, T positions, H heads, D = d_model, d = d_he
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from typing import Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.errors import AttnlabError
-from attnlab.models.hooks import HookedModule
+from attnlab.errors import InputError
 
 ATTENTION_KINDS = ("softmax", "relu")
 
@@ -45,20 +47,66 @@ class ToyConfig:
 
     def validate(self) -> "ToyConfig":
         if self.attn not in ATTENTION_KINDS:
-            raise AttnlabError(f"attention {self.attn!r} is not one of {', '.join(ATTENTION_KINDS)}")
+            raise InputError(f"attention {self.attn!r} is not one of {', '.join(ATTENTION_KINDS)}")
         for name in ("vocab", "d_model", "n_layers", "n_heads", "d_mlp", "max_len"):
             if int(getattr(self, name)) < 1:
-                raise AttnlabError(f"{name}={getattr(self, name)} must be a positive integer")
+                raise InputError(f"{name}={getattr(self, name)} must be a positive integer")
         if self.d_model % self.n_heads:
-            raise AttnlabError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+            raise InputError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         for name in ("no_attn", "no_mlp", "linear_mlp"):
             bad = [i for i in getattr(self, name) if not 0 <= i < self.n_layers]
             if bad:
-                raise AttnlabError(f"{name} layer {bad[0]} is out of range; the model has layers 0..{self.n_layers - 1}")
+                raise InputError(f"{name} layer {bad[0]} is out of range; the model has layers 0..{self.n_layers - 1}")
         return self
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+Hook = Callable[[torch.Tensor, str], Union[torch.Tensor, None]]
+HookSpec = Mapping[str, Union[Hook, Sequence[Hook]]]
+
+
+class HookedModule(nn.Module):
+    """Named hook points in the style of TransformerLens: `self.hook(name, x)` runs the hooks installed for
+    `name` (cheap when there are none); a hook may read the tensor or return a replacement."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._hooks: dict[str, list[Hook]] = {}
+
+    def hook(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        fns = self._hooks.get(name)
+        if not fns:
+            return x
+        for fn in fns:
+            out = fn(x, name)
+            if out is not None:
+                x = out
+        return x
+
+    @contextmanager
+    def hooks(self, spec: HookSpec | None) -> Iterator[None]:
+        """Temporarily install `spec` ({hook point name: fn or [fns]}); names are checked against `hook_points()`."""
+        if not spec:
+            yield
+            return
+        known = set(self.hook_points())
+        merged: dict[str, list[Hook]] = {k: list(v) for k, v in self._hooks.items()}
+        for name, fns in spec.items():
+            if name not in known:
+                raise InputError(f"unknown hook point {name!r}; known points look like "
+                                 f"{sorted(known)[:4]} ... ({len(known)} in all)")
+            merged.setdefault(name, []).extend([fns] if callable(fns) else list(fns))
+        saved, self._hooks = self._hooks, merged
+        try:
+            yield
+        finally:
+            self._hooks = saved
+
+    def hook_points(self) -> list[str]:
+        """Names of the hook points this model offers (subclasses override)."""
+        return []
 
 
 class Attention(nn.Module):
@@ -158,10 +206,10 @@ class ToyTransformer(HookedModule):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.dim() != 2:
-            raise AttnlabError(f"tokens must be [batch, positions]; got shape {tuple(tokens.shape)}")
+            raise InputError(f"tokens must be [batch, positions]; got shape {tuple(tokens.shape)}")
         B, T = tokens.shape
         if T > self.cfg.max_len:
-            raise AttnlabError(f"sequence length {T} exceeds the model's {self.cfg.max_len} positions")
+            raise InputError(f"sequence length {T} exceeds the model's {self.cfg.max_len} positions")
         x = self.embed(tokens) + self.pos.weight[:T]
         x = self.hook("embed", x)
         for block in self.blocks:

@@ -1,125 +1,158 @@
-"""Figures and report.html of a BB run folder (training metrics, attention map, value bars, interventions)."""
+"""report.html of every `bb` run, built from the run folder only (never loads a model, never recomputes).
+
+`bb train` saves what its report shows at the end of training (metrics.jsonl, final/attention_map.npy,
+final/value_norms.npy, final/final.json); `bb theory` saves metrics.json and arrays.npz; `bb intervene` saves
+interventions.json; `bb compare` reads the metrics of the runs it compares.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from attnlab.extreme.experiment import load_run
+from attnlab.bb import figures
+from attnlab.bb.metrics import metric
 from attnlab.report import Report
 from attnlab.runs import RunDir
-from attnlab.trace.toy import trace_toy
-from attnlab.viz import bb as viz
 
 SUMMARY_KEYS = ("attn_sink", "delta_logit", "value_norm_bos", "value_norm_others", "resid_norm_bos",
                 "resid_norm_others", "excess_risk_backcopy", "excess_risk_bigram", "loss")
+CAPTIONS = {"dynamics": "The three phenomena over training: attention sink, Δlogit, value-state drain, "
+                        "residual-state norms, excess risks and losses (linear then log step axis).",
+            "attention_map": "Attention of evaluation sequence 0 (first 32 tokens); triggers in red.",
+            "value_norms": "‖W_O v_i‖ for the first positions: the <s> bar (red) drains."}
 
 
-def _pick(v):
-    while isinstance(v, list):
-        v = v[0] if v else None
-    return v
-
-
-def summary_rows(metrics: list[dict], steps=(0, 100, 200, 400, 1000)) -> list[dict]:
-    """Metrics at a few steps and at the end (first layer/head for multi-layer runs)."""
+def summary_rows(metrics: list[dict], steps: tuple[int, ...] = (0, 100, 200, 400, 1000)) -> list[dict]:
+    """Metrics (layer 0, head 0) at a few steps and at the end."""
     by_step = {r["step"]: r for r in metrics}
     chosen = [s for s in steps if s in by_step] + ([metrics[-1]["step"]] if metrics else [])
-    rows = []
-    for s in dict.fromkeys(chosen):
-        r = by_step[s]
-        rows.append({"step": s, **{k: _pick(r.get(k)) for k in SUMMARY_KEYS}})
-    return rows
+    return [{"step": s, **{k: metric(by_step[s], k) for k in SUMMARY_KEYS}} for s in dict.fromkeys(chosen)]
 
 
-def draw_run_figures(run_dir: Path) -> dict[str, Path]:
-    """Dynamics, attention map of evaluation sequence 0 and value-norm bars for the final model."""
-    run = RunDir(run_dir)
+def train_figures(run: RunDir, cfg: dict) -> dict[str, Path]:
+    """Dynamics per layer, the attention map of evaluation sequence 0 and the value-norm bars (final model)."""
     metrics = run.metrics()
-    cfg, task, model, state = load_run(run.path)
+    label = f"{cfg['n_layers']}-layer {cfg['attention']}, {cfg['optimizer']} lr {cfg['lr']:g}"
     figs = {}
-    label = f"{cfg.n_layers}-layer {cfg.attention}, {cfg.optimizer} lr {cfg.resolved_lr():g}"
-    for layer in range(cfg.n_layers):
+    for layer in range(cfg["n_layers"]):
         name = "dynamics" if layer == 0 else f"dynamics_layer{layer}"
-        figs[name] = viz.dynamics(metrics, run.figure_path(name), cfg.lin_until, layer,
-                                  title=f"{label}: layer {layer}")
-    seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)
-    attn_layers = [l for l in range(cfg.n_layers) if l not in cfg.no_attn]
-    T = min(32, cfg.seq_len)
-    if attn_layers:
-        import torch
-
-        tr, _ = trace_toy(model, torch.as_tensor(seqs[:1, :-1]), task.V, keep_patterns=[(attn_layers[0], 0)])
-        pattern = tr.patterns[f"{attn_layers[0]}.0"][0][:T, :T]
-        figs["attention_map"] = viz.attention_map(pattern, seqs[0, :T].tolist(), task.vocab.token_names(),
-                                                  task.triggers, run.figure_path("attention_map"),
-                                                  title=f"layer {attn_layers[0]} head 0, step {state['step']}")
-        full, _ = trace_toy(model, torch.as_tensor(seqs[:, :-1]), task.V)
-        norms = full.value_norm[attn_layers[0], 0, :10]
-        figs["value_norms"] = viz.value_norm_bars(norms.tolist(), ["<s>"] + [f"x{i}" for i in range(1, 10)],
+        figs[name] = figures.dynamics(metrics, run.figure_path(name), cfg["lin_until"], layer,
+                                      title=f"{label}: layer {layer}")
+    if not (run.path / "final" / "attention_map.npy").exists():
+        return figs
+    final = run.read_json("final/final.json")
+    layer = [l for l in range(cfg["n_layers"]) if l not in cfg["no_attn"]][0]
+    pattern = np.load(run.path / "final" / "attention_map.npy")
+    figs["attention_map"] = figures.attention_map(pattern, final["tokens"][: pattern.shape[0]],
+                                                  final["token_names"], final["triggers"],
+                                                  run.figure_path("attention_map"),
+                                                  title=f"layer {layer} head 0, step {final['step']}")
+    norms = np.load(run.path / "final" / "value_norms.npy")[layer, 0, :10]
+    figs["value_norms"] = figures.value_norm_bars(norms.tolist(), ["<s>"] + [f"x{i}" for i in range(1, 10)],
                                                   run.figure_path("value_norms"),
-                                                  title=f"‖W_O v_i‖, first positions (step {state['step']})")
+                                                  title=f"‖W_O v_i‖, first positions (step {final['step']})")
     return figs
 
 
-def build_report(run_dir: Path) -> Report:
-    """The run's report section: summary table, figures and (if present) the interventions table."""
+def train_report(run_dir: str | Path) -> Report:
+    """The section of a `bb train` run: settings, summary table, figures and the active-token probe."""
     run = RunDir(run_dir)
-    cfg = json.loads((run.path / "config.json").read_text())
+    cfg = run.read_config()
     rep = Report(f"BB run: {cfg['n_layers']}-layer {cfg['attention']} attention, {cfg['optimizer']} "
                  f"(lr {cfg['lr']:g}, seed {cfg['seed']})")
     rep.paragraph(f"Run folder: {run.path}. Preset {cfg['preset']}: d_model {cfg['d_model']}, T {cfg['seq_len']}, "
                   f"batch {cfg['batch']}, {cfg['steps']} steps; metrics on a fixed evaluation batch of "
                   f"{cfg['eval_batch']} sequences.")
-    summary = run.path / "train_summary.json"
-    if summary.exists():
-        s = json.loads(summary.read_text())
+    if (run.path / "train_summary.json").exists():
+        s = run.read_json("train_summary.json")
         rep.paragraph(f"Training wall time: {s.get('wall_seconds')} s (this invocation).")
     rep.table(summary_rows(run.metrics()), caption="Metrics over training (layer 0, head 0)")
-    figs = draw_run_figures(run.path)
-    captions = {"dynamics": "The three phenomena over training: attention sink, Δlogit, value-state drain, "
-                            "residual-state norms, excess risks and losses (linear then log step axis).",
-                "attention_map": "Attention of evaluation sequence 0 (first 32 tokens); triggers in red.",
-                "value_norms": "‖W_O v_i‖ for the first positions: the <s> bar (red) drains."}
-    for name, path in figs.items():
-        rep.figure(path, captions.get(name, name))
-    probe = probe_rows(run.path)
+    for name, path in train_figures(run, cfg).items():
+        rep.figure(path, CAPTIONS.get(name, name))
+    probe = run.read_json("final/final.json").get("probe") if (run.path / "final" / "final.json").exists() else []
     if probe:
         rep.table(probe, caption="Active-token probe (§6.6): input [<s>, every character, probe]; the probe is "
                                  "active when its attention to <s> is below 0.89")
-    iv = run.path / "interventions.json"
-    if iv.exists():
-        rep.table(json.loads(iv.read_text()), caption="Interventions on the final model (evaluation batch)")
     return rep
 
 
-def probe_rows(run_dir: Path) -> list[dict]:
-    """Which query tokens are active (attend away from <s>) in each attention layer of the final model."""
-    from attnlab.extreme.metrics import active_token_probe
+def sample_report(run_dir: str | Path) -> Report:
+    run = RunDir(run_dir)
+    cfg, meta, stats = run.read_config(), run.read_json("meta.json"), run.read_json("metrics.json")
+    rep = Report("BB sample")
+    rep.paragraph(f"{cfg['n']} sequences of {cfg['seq_len'] + 1} tokens; triggers {meta['trigger_chars']}; "
+                  f"V = {meta['vocab_size']}.")
+    rep.table([stats], caption="Sample statistics")
+    return rep
 
-    cfg, task, model, _ = load_run(run_dir)
+
+def intervene_report(run_dir: str | Path) -> Report:
+    run = RunDir(run_dir)
+    cfg = run.read_config()
+    rep = Report("Interventions on the final model")
+    rep.paragraph(f"Training run: {cfg['run_dir']}. Risks on its evaluation batch with each head, MLP and layer "
+                  "zeroed, and with each head's attention moved onto <s> (spec §7).")
+    rep.table(run.read_json("interventions.json"), caption="Interventions on the final model (evaluation batch)")
+    return rep
+
+
+def compare_report(run_dir: str | Path) -> Report:
+    run = RunDir(run_dir)
+    cfg = run.read_config()
+    rep = Report(cfg["title"])
+    for name, caption in run.read_json("figures.json").items():
+        rep.figure(run.path / "figures" / f"{name}.png", caption)
+    return rep
+
+
+def theory_report(run_dir: str | Path) -> Report:
+    """The theory section: slope table, Adam/SGD table, three figures."""
+    from attnlab.bb._theory.simulate import K_VOCAB, M_TOKENS, TRANSIENT
+
+    run = RunDir(run_dir)
+    metrics = run.read_json("metrics.json")
+    rep = Report("Theory: mutual reinforcement and the Adam residual peak")
+    rep.paragraph(f"Run folder: {run.path}. Gradient flow of the simplified loss (spec §9.1–9.4; m = {M_TOKENS} "
+                  f"query tokens, K = {K_VOCAB}, context size n uniform on 1..10) integrated with LSODA "
+                  "(rtol 1e-10, atol 1e-12); slopes are least-squares fits against log t.")
+    rep.table(_slope_rows(metrics, TRANSIENT), caption="Slopes against log t")
+    s, g = metrics["single_n"], metrics["gradient_descent"]
+    rep.paragraph(f"Negative control, single n = {s['n']}: the flow converges (max |Δα| over the last two decades "
+                  f"{s['alpha_change_last_two_decades']:.2e}, ℓ = {s['loss_final']:.1e}). Plain gradient descent "
+                  f"(lr {g['lr']:g}, {g['steps']} steps): largest loss increase {g['max_loss_increase']:.2e}, "
+                  f"smallest α increment {g['min_alpha_increment']:.2e}.")
+    fig = run.path / "figures"
+    rep.figure(fig / "theory_alpha.png", "α_v against t (log axis) with the ½ log t guide; dashed: single-n control")
+    rep.figure(fig / "theory_beta_loss.png", "‖β − mean β‖ and ℓ on log-log axes with t^−½ and t^−1 guides")
+    r, tp = metrics["reduced_recursion"], metrics["two_param"]
+    rows = [{"model": "reduced recursion, lr 0.3", "Adam m": r["m_adam"], "SGD m": r["m_sgd"],
+             "SGD closed form": r["m_sgd_closed_form"]}]
+    for j, lr in enumerate(tp["lrs"]):
+        rows.append({"model": f"two-parameter, lr {lr:g}", "Adam m": float(tp["m_ratio_adam"][j]) * tp["m0"],
+                     "SGD m": float(tp["m_ratio_sgd"][j]) * tp["m0"]})
+    rep.table(rows, caption=f"Residual norm m after {r['steps']} steps from m0 = {r['m0']:g} (spec §9.5)")
+    rep.figure(fig / "theory_residual_adam_sgd.png",
+               "m(t) under Adam and SGD: Adam's normalised steps grow the residual, SGD's barely move it")
+    return rep
+
+
+def _slope_rows(metrics: dict, transient: tuple[float, float]) -> list[dict]:
+    late, tr = metrics["late_slopes"], metrics["transient_slopes"]
+    lo, hi = metrics["late_window"]
     rows = []
-    for layer in range(cfg.n_layers):
-        if layer in cfg.no_attn or cfg.attention != "softmax":
-            continue
-        p = active_token_probe(model, task, layer=layer)
-        names = task.vocab.token_names()
-        rows.append({"layer": layer, "active tokens": " ".join(names[t] for t in p["active_tokens"]) or "none",
-                     "triggers": " ".join(names[t] for t in task.triggers),
-                     "active = triggers": p["active_equals_triggers"]})
+    for name, key, expect in [("α_v (each v)", "alpha", "0.5"), ("log ‖β − mean β‖", "log_beta_spread", "−0.5"),
+                              ("log ℓ", "log_loss", "−1")]:
+        fmt = (lambda x: ", ".join(f"{a:.4f}" for a in x)) if key == "alpha" else (lambda x: f"{x:.4f}")
+        rows.append({"quantity": name, "predicted late slope": expect,
+                     f"slope [{lo:.0e}, {hi:.0e}]": fmt(late[key]),
+                     f"slope [{transient[0]:.0e}, {transient[1]:.0e}] (transient)": fmt(tr[key])})
     return rows
 
 
-def write_report(run_dir: Path) -> Path:
-    return build_report(run_dir).write(Path(run_dir) / "report.html")
+def write_report(rep: Report, run: RunDir) -> Path:
+    """Write `rep` as the run's report.html (atomically)."""
+    from attnlab.runs import write_text
 
-
-def final_metrics(run_dir: Path) -> dict:
-    m = RunDir(run_dir).metrics()
-    return m[-1] if m else {}
-
-
-def as_float(x) -> float:
-    return float(np.asarray(_pick(x), dtype=float))
+    return write_text(run.path / "report.html", rep.html())

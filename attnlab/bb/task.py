@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab.errors import AttnlabError
-from attnlab.tasks.bigram import triggers_by_frequency, vocab_statistics
-from attnlab.tasks.corpus import Vocabulary, build_vocabulary, load_corpus, text_sha256
+from attnlab.errors import InputError
+from attnlab.bb.bigram import triggers_by_frequency, vocab_statistics
+from attnlab.bb.corpus import Vocabulary, build_vocabulary, load_corpus, text_sha256
 
 EVAL_SEED = 27
 
@@ -114,7 +114,7 @@ class BBTask:
     def sample(self, batch: int, seq_len: int, seed: int, stream: int = 0, index: int = 0) -> np.ndarray:
         """A batch [batch, seq_len+1], a pure function of (seed, stream, index) via `SeedSequence([seed, stream, index])`."""
         if batch < 1 or seq_len < 2:
-            raise AttnlabError(f"need batch ≥ 1 and sequence length ≥ 2; got batch={batch}, T={seq_len}")
+            raise InputError(f"need batch ≥ 1 and sequence length ≥ 2; got batch={batch}, T={seq_len}")
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, stream, index])))
         return self.sample_uniforms(rng.random((batch, seq_len + 1)))
 
@@ -153,9 +153,9 @@ def build_bb_task(corpus: str | Path | None = None, vocab_chars: int = 64, n_tri
     vocab = build_vocabulary(text, vocab_chars, source)
     n = vocab.n_chars
     if not 1 <= n_triggers < n:
-        raise AttnlabError(f"k={n_triggers} triggers but the vocabulary has {n} characters; need 1 ≤ k ≤ {n - 1}")
+        raise InputError(f"k={n_triggers} triggers but the vocabulary has {n} characters; need 1 ≤ k ≤ {n - 1}")
     if n < n_triggers + 2:
-        raise AttnlabError(f"corpus {source} has {n} kept characters; need at least k+2 = {n_triggers + 2}")
+        raise InputError(f"corpus {source} has {n} kept characters; need at least k+2 = {n_triggers + 2}")
     stats = vocab_statistics(text, vocab)
     triggers = triggers_by_frequency(stats["unigram"] * 1.0, n_triggers)
     return BBTask(vocab=vocab, unigram=stats["unigram"], bigram=stats["bigram"], triggers=triggers,
