@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.extreme.metrics import bb_metrics, risks
-from attnlab.models import ToyConfig, ToyTransformer
-from attnlab.tasks import build_bb_task
+from attnlab.bb.metrics import bb_metrics, risks
+from attnlab.bb.model import ToyConfig, ToyTransformer
+from attnlab.bb.task import build_bb_task
 from attnlab.trace import TraceRecorder
-from attnlab.trace.toy import trace_toy
+from attnlab.trace.adapters.toy import trace_toy
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnlab.errors import AttnlabError
-from attnlab.models import ToyConfig, ToyTransformer
+from attnlab.bb.model import ToyConfig, ToyTransformer
 
 
 def _capture(model, tokens, names):

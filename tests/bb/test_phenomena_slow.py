@@ -6,9 +6,8 @@ confirmed at this scale are recorded in docs/extreme-tokens.md.
 
 import pytest
 
-from attnlab.extreme.experiment import run_training
-from attnlab.extreme.intervene import evaluate_interventions
-from attnlab.train.presets import resolve_config
+import attnlab.bb as bb
+from attnlab.bb.config import InterveneConfig, resolve_config
 
 STEPS = 600
 
@@ -16,12 +15,12 @@ STEPS = 600
 @pytest.fixture(scope="module")
 def softmax_run(tmp_path_factory):
     cfg = resolve_config("cpu", attention="softmax", steps=STEPS, ckpt_every=STEPS)
-    return run_training(cfg, tmp_path_factory.mktemp("bb") / "softmax", progress=False)
+    return bb.train(cfg, tmp_path_factory.mktemp("bb") / "softmax", progress=False)
 
 
 @pytest.mark.slow
 def test_softmax_sink_forms_with_backcopy_solved(softmax_run):
-    m = softmax_run.metrics()
+    m = softmax_run.tables["metrics"].to_dict("records")
     last = m[-1]
     assert m[0]["attn_sink"] < 0.2                                   # no sink at initialisation
     assert last["attn_sink"] >= 0.6 and last["excess_risk_backcopy"] < 0.05          # R4
@@ -35,8 +34,9 @@ def test_softmax_sink_forms_with_backcopy_solved(softmax_run):
 
 
 @pytest.mark.slow
-def test_interventions_on_trained_softmax_model(softmax_run):
-    rows = {r["intervention"]: r for r in evaluate_interventions(softmax_run.path)}
+def test_interventions_on_trained_softmax_model(softmax_run, tmp_path):
+    table = bb.intervene(InterveneConfig(str(softmax_run.path)), tmp_path / "iv").tables["interventions"]
+    rows = {r["intervention"]: r for r in table.to_dict("records")}
     full = rows["none (full model)"]
     head = rows["zero head 0.0"]
     assert head["risk_backcopy"] > 2.0                                                # R7
@@ -50,7 +50,7 @@ def test_interventions_on_trained_softmax_model(softmax_run):
 @pytest.mark.slow
 def test_relu_attention_has_no_sink(tmp_path):
     cfg = resolve_config("cpu", attention="relu", steps=STEPS, ckpt_every=STEPS)
-    m = run_training(cfg, tmp_path / "relu", progress=False).metrics()
+    m = bb.train(cfg, tmp_path / "relu", progress=False).tables["metrics"].to_dict("records")
     assert max(r["attn_sink"] for r in m) < 0.05                                      # R8, every snapshot
     assert m[-1]["excess_risk_backcopy"] < 0.05
     assert m[-1]["value_norm_bos"] > m[0]["value_norm_bos"]                           # no value drain

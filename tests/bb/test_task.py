@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from attnlab.errors import AttnlabError
-from attnlab.tasks import build_bb_task
+from attnlab.bb.task import build_bb_task
 
 
 @pytest.fixture(scope="module")

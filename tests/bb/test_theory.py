@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from attnlab.errors import AttnlabError
-from attnlab.extreme.theory import flow, residual
-from attnlab.extreme.theory.run import check_t_max as run_check_t_max
+from attnlab.bb._theory import flow, residual
+from attnlab.bb._theory.simulate import check_t_max as run_check_t_max
+from attnlab.bb.config import TheoryConfig
 
 T_MAX = 1e9
 
@@ -144,6 +145,9 @@ def test_two_parameter_gradients_match_finite_differences():
     lambda: residual.two_param_model("adam", np.array([0.1]), c=1.0),
     lambda: run_check_t_max(10.0),
     lambda: run_check_t_max(float("inf")),
+    lambda: TheoryConfig(t_max=1e300),
+    lambda: TheoryConfig(t_max=float("nan")),
+    lambda: TheoryConfig(seed=-1),
 ])
 def test_bad_input_raises_one_line_error(call):
     with pytest.raises(AttnlabError) as exc:
@@ -153,11 +157,12 @@ def test_bad_input_raises_one_line_error(call):
 
 @pytest.mark.slow
 def test_run_theory_writes_the_run_folder(tmp_path):
-    from attnlab.extreme.theory.run import run_theory
+    from attnlab.bb import theory
 
-    report = run_theory(tmp_path / "theory", seed=0, t_max=1e6)
+    result = theory(TheoryConfig(seed=0, t_max=1e6), tmp_path / "theory")
     folder = tmp_path / "theory"
-    for name in ("config.json", "manifest.json", "metrics.json", "arrays.npz", "report.html",
+    assert result.path == folder and list(result.tables["late_slopes"].columns) == ["quantity", "late_slope"]
+    for name in ("config.json", "manifest.json", "setup.json", "metrics.json", "arrays.npz", "report.html",
                  "figures/theory_alpha.png", "figures/theory_beta_loss.png",
                  "figures/theory_residual_adam_sgd.png"):
         assert (folder / name).exists(), name
@@ -166,4 +171,4 @@ def test_run_theory_writes_the_run_folder(tmp_path):
     assert metrics["reduced_recursion"]["m_adam"] == pytest.approx(64.0, abs=4.0)
     with np.load(folder / "arrays.npz", allow_pickle=False) as arrays:
         assert arrays["flow_alpha"].shape[1] == 3
-    assert report.blocks
+    assert "Slopes against log t" in (folder / "report.html").read_text()
