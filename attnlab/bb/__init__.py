@@ -14,12 +14,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from attnlab.bb.config import (CompareConfig, InterveneConfig, SampleConfig, TheoryConfig, TrainConfig,
-                               resolve_config)
+from attnlab.bb.config import CompareConfig, InterveneConfig, SampleConfig, TheoryConfig, TrainConfig, resolve_config
 
 _RUN_FUNCTIONS = ("sample", "train", "intervene", "theory", "compare")
-__all__ = ["CompareConfig", "InterveneConfig", "SampleConfig", "TheoryConfig", "TrainConfig", "resolve_config",
-           *_RUN_FUNCTIONS]
+__all__ = [
+    "CompareConfig",
+    "InterveneConfig",
+    "SampleConfig",
+    "TheoryConfig",
+    "TrainConfig",
+    "resolve_config",
+    *_RUN_FUNCTIONS,
+]
 
 
 def __getattr__(name: str) -> Any:

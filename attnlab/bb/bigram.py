@@ -43,5 +43,10 @@ def vocab_statistics(text: str, vocab: Vocabulary) -> dict:
     ids = vocab.encode_text(text)
     uni, bi = count_statistics(ids, vocab.n_chars)
     P, empty = bigram_law(bi, uni)
-    return {"unigram": uni / uni.sum(), "bigram": P, "empty_rows": empty,
-            "dropped_fraction": float((ids < 0).mean()), "bigram_counts": bi}
+    return {
+        "unigram": uni / uni.sum(),
+        "bigram": P,
+        "empty_rows": empty,
+        "dropped_fraction": float((ids < 0).mean()),
+        "bigram_counts": bi,
+    }

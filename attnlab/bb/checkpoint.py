@@ -82,19 +82,24 @@ def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optim
         weights = load_file(str(folder / "model.safetensors"))
         model.load_state_dict(weights)
         if opt is not None:
-            load_optimizer_tensors(model, opt, load_file(str(folder / "optim.safetensors")),
-                                   state.get("optimizer_scalars", {}))
+            load_optimizer_tensors(
+                model, opt, load_file(str(folder / "optim.safetensors")), state.get("optimizer_scalars", {})
+            )
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
-        raise InputError(f"unreadable checkpoint {folder}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") \
-            from None
+        raise InputError(
+            f"unreadable checkpoint {folder}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        ) from None
     return state
 
 
 def prune_checkpoints(run_dir: Path, keep_last: int) -> None:
     root = Path(run_dir) / "checkpoints"
-    steps = sorted((int(d.name.split("_")[1]), d) for d in root.glob("step_*")
-                   if d.is_dir() and not d.name.endswith(".tmp") and d.name.split("_")[1].isdigit())
+    steps = sorted(
+        (int(d.name.split("_")[1]), d)
+        for d in root.glob("step_*")
+        if d.is_dir() and not d.name.endswith(".tmp") and d.name.split("_")[1].isdigit()
+    )
     for _, d in steps[:-keep_last]:
         shutil.rmtree(d, ignore_errors=True)

@@ -11,11 +11,27 @@ from attnlab.clitools import add_run_args, run_mode, threads
 from attnlab.errors import InputError
 
 # `bb train` flag -> TrainConfig field
-TRAIN_FLAGS = {"layers": "n_layers", "heads": "n_heads", "attention": "attention", "optimizer": "optimizer",
-               "lr": "lr", "steps": "steps", "seed": "seed", "d_model": "d_model", "d_mlp": "d_mlp",
-               "seq_len": "seq_len", "batch": "batch", "eval_batch": "eval_batch", "no_attn": "no_attn",
-               "no_mlp": "no_mlp", "linear_mlp": "linear_mlp", "ckpt_every": "ckpt_every", "corpus": "corpus",
-               "vocab_chars": "vocab_chars", "triggers": "n_triggers"}
+TRAIN_FLAGS = {
+    "layers": "n_layers",
+    "heads": "n_heads",
+    "attention": "attention",
+    "optimizer": "optimizer",
+    "lr": "lr",
+    "steps": "steps",
+    "seed": "seed",
+    "d_model": "d_model",
+    "d_mlp": "d_mlp",
+    "seq_len": "seq_len",
+    "batch": "batch",
+    "eval_batch": "eval_batch",
+    "no_attn": "no_attn",
+    "no_mlp": "no_mlp",
+    "linear_mlp": "linear_mlp",
+    "ckpt_every": "ckpt_every",
+    "corpus": "corpus",
+    "vocab_chars": "vocab_chars",
+    "triggers": "n_triggers",
+}
 RESUMABLE = {"steps", "ckpt_every"}  # flags a resumed run may change
 
 
@@ -38,26 +54,38 @@ def _count(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    bb = sub.add_parser("bb", help="Bigram-Backcopy study: data, toy training, interventions, theory",
-                        description="Extreme-token phenomena (attention sinks, value-state drains, residual-state "
-                                    "peaks) on the Bigram-Backcopy task.")
+    bb = sub.add_parser(
+        "bb",
+        help="Bigram-Backcopy study: data, toy training, interventions, theory",
+        description="Extreme-token phenomena (attention sinks, value-state drains, residual-state "
+        "peaks) on the Bigram-Backcopy task.",
+    )
     cmds = bb.add_subparsers(dest="bb_command", metavar="SUBCOMMAND")
     _register_sample(cmds)
     _register_train(cmds)
-    p = cmds.add_parser("intervene", help="risks of a trained model with heads/MLPs/layers zeroed",
-                        description="Zero each head, MLP and layer and force attention onto <s>; writes "
-                                    "interventions.json and report.html into a new run folder.")
+    p = cmds.add_parser(
+        "intervene",
+        help="risks of a trained model with heads/MLPs/layers zeroed",
+        description="Zero each head, MLP and layer and force attention onto <s>; writes "
+        "interventions.json and report.html into a new run folder.",
+    )
     p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
     add_run_args(p, seed=False)
     p.set_defaults(func=cmd_intervene)
-    p = cmds.add_parser("theory", help="simulate the mutual-reinforcement and Adam-vs-SGD models",
-                        description="Gradient flow on (α, β) of the simplified loss and the scalar residual-norm "
-                                    "model under Adam and SGD; figures and fitted slopes.")
+    p = cmds.add_parser(
+        "theory",
+        help="simulate the mutual-reinforcement and Adam-vs-SGD models",
+        description="Gradient flow on (α, β) of the simplified loss and the scalar residual-norm "
+        "model under Adam and SGD; figures and fitted slopes.",
+    )
     p.add_argument("--t-max", type=float, default=1e9, help="integration horizon (default 1e9)")
     add_run_args(p)
     p.set_defaults(func=cmd_theory)
-    p = cmds.add_parser("compare", help="overlay metrics of several BB runs (e.g. softmax vs ReLU, Adam vs SGD)",
-                        description="One figure per group of metrics with one line per run.")
+    p = cmds.add_parser(
+        "compare",
+        help="overlay metrics of several BB runs (e.g. softmax vs ReLU, Adam vs SGD)",
+        description="One figure per group of metrics with one line per run.",
+    )
     p.add_argument("run_dirs", type=Path, nargs="+", help="folders written by `attnlab bb train`")
     p.add_argument("--layer", type=int, default=0, help="layer whose metrics are compared (default 0)")
     add_run_args(p, seed=False)
@@ -72,9 +100,12 @@ def _task_args(p: argparse.ArgumentParser) -> None:
 
 
 def _register_sample(cmds: argparse._SubParsersAction) -> None:
-    p = cmds.add_parser("sample", help="write BB sequences, the bigram matrix and the vocabulary",
-                        description="Sample N BB sequences and write sequences.npy (int64 [N, T+1]), bigram.npy "
-                                    "(float64 [V, V]) and meta.json (vocabulary, trigger ids, bos id).")
+    p = cmds.add_parser(
+        "sample",
+        help="write BB sequences, the bigram matrix and the vocabulary",
+        description="Sample N BB sequences and write sequences.npy (int64 [N, T+1]), bigram.npy "
+        "(float64 [V, V]) and meta.json (vocabulary, trigger ids, bos id).",
+    )
     p.add_argument("--n", type=_count, default=512, help="number of sequences (default 512)")
     p.add_argument("--seq-len", type=_count, default=256, help="T: each sequence has T+1 tokens (default 256)")
     _task_args(p)
@@ -83,18 +114,25 @@ def _register_sample(cmds: argparse._SubParsersAction) -> None:
 
 
 def _register_train(cmds: argparse._SubParsersAction) -> None:
-    p = cmds.add_parser("train", help="train a toy transformer on BB and record the phenomena",
-                        description="Train a small pre-LN transformer on BB; metrics on a log-spaced schedule go to "
-                                    "metrics.jsonl, checkpoints (safetensors + JSON) to checkpoints/, figures and "
-                                    "report.html at the end. Ctrl-C or SIGTERM saves a checkpoint; --resume "
-                                    "continues (only --steps and --ckpt-every may change).")
+    p = cmds.add_parser(
+        "train",
+        help="train a toy transformer on BB and record the phenomena",
+        description="Train a small pre-LN transformer on BB; metrics on a log-spaced schedule go to "
+        "metrics.jsonl, checkpoints (safetensors + JSON) to checkpoints/, figures and "
+        "report.html at the end. Ctrl-C or SIGTERM saves a checkpoint; --resume "
+        "continues (only --steps and --ckpt-every may change).",
+    )
     p.add_argument("--preset", default=None, help="cpu (default; minutes on 2 cores) or paper (the paper's sizes)")
     p.add_argument("--layers", type=_count, default=None, help="number of layers (default 1)")
     p.add_argument("--heads", type=_count, default=None, help="heads per layer (default 1)")
     p.add_argument("--attention", choices=C.ATTENTION_KINDS, default=None, help="attention kind (default softmax)")
     p.add_argument("--optimizer", choices=C.OPTIMIZERS, default=None, help="AdamW or SGD with momentum 0.9")
-    p.add_argument("--lr", type=float, default=None,
-                   help="learning rate (default: adam 1e-3 cpu / 3e-4 paper, relu 3e-3, sgd 0.03)")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="learning rate (default: adam 1e-3 cpu / 3e-4 paper, relu 3e-3, sgd 0.03)",
+    )
     p.add_argument("--steps", type=_count, default=None, help="optimiser steps (default: the preset's)")
     p.add_argument("--seed", type=int, default=None, help="random seed for init and training batches (default 0)")
     p.add_argument("--d-model", type=_count, default=None, help="residual width (preset default)")
@@ -119,9 +157,14 @@ def _done(path: Path) -> int:
 def cmd_sample(args: argparse.Namespace) -> int:
     from attnlab.bb.run import sample
 
-    cfg = C.SampleConfig(n=args.n, seq_len=args.seq_len, seed=args.seed, corpus=args.corpus or C.DEFAULT_CORPUS,
-                         vocab_chars=64 if args.vocab_chars is None else args.vocab_chars,
-                         triggers=3 if args.triggers is None else args.triggers)
+    cfg = C.SampleConfig(
+        n=args.n,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        corpus=args.corpus or C.DEFAULT_CORPUS,
+        vocab_chars=64 if args.vocab_chars is None else args.vocab_chars,
+        triggers=3 if args.triggers is None else args.triggers,
+    )
     with threads(args.threads):
         return _done(sample(cfg, args.out, mode=run_mode(args)).path)
 
@@ -136,14 +179,17 @@ def train_config(args: argparse.Namespace, mode: str) -> C.TrainConfig:
     if args.out is None:
         raise InputError("--resume needs --out pointing at an existing `bb train` run folder")
     saved = read_train_config(args.out)
-    conflicts = [f"--{flag.replace('_', '-')} {given[field]!r} (saved: {getattr(saved, field)!r})"
-                 for flag, field in TRAIN_FLAGS.items()
-                 if field in given and field not in RESUMABLE and given[field] != getattr(saved, field)]
+    conflicts = [
+        f"--{flag.replace('_', '-')} {given[field]!r} (saved: {getattr(saved, field)!r})"
+        for flag, field in TRAIN_FLAGS.items()
+        if field in given and field not in RESUMABLE and given[field] != getattr(saved, field)
+    ]
     if args.preset is not None and args.preset != saved.preset:
         conflicts.insert(0, f"--preset {args.preset} (saved: {saved.preset})")
     if conflicts:
-        raise InputError(f"--resume: {', '.join(conflicts)} conflict with the saved config; drop them or start "
-                         "a new run")
+        raise InputError(
+            f"--resume: {', '.join(conflicts)} conflict with the saved config; drop them or start a new run"
+        )
     return dataclasses.replace(saved, **{k: v for k, v in given.items() if k in RESUMABLE})
 
 
@@ -155,9 +201,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     with threads(args.threads):
         result = train(cfg, args.out, mode=mode)
     s = result.summary
-    print(f"final: step {s['step']}  Attn<s> {_fmt(s.get('attn_sink'))}  "
-          f"excess backcopy risk {_fmt(s.get('excess_risk_backcopy'))}  "
-          f"excess bigram risk {_fmt(s.get('excess_risk_bigram'))}")
+    print(
+        f"final: step {s['step']}  Attn<s> {_fmt(s.get('attn_sink'))}  "
+        f"excess backcopy risk {_fmt(s.get('excess_risk_backcopy'))}  "
+        f"excess bigram risk {_fmt(s.get('excess_risk_bigram'))}"
+    )
     return _done(result.path)
 
 

@@ -21,11 +21,29 @@ T_MAX_LIMIT = 1e15  # `bb theory`: LSODA's step count grows with log t_max; 1e15
 
 PRESETS: dict[str, dict] = {
     # 1-layer phenomena on 2 CPU cores in about two minutes (measured numbers in docs/extreme-tokens.md).
-    "cpu": dict(d_model=128, d_mlp=512, seq_len=64, batch=64, eval_batch=256, steps=2000,
-                lin_every=25, lin_until=500, ckpt_every=500),
+    "cpu": dict(
+        d_model=128,
+        d_mlp=512,
+        seq_len=64,
+        batch=64,
+        eval_batch=256,
+        steps=2000,
+        lin_every=25,
+        lin_until=500,
+        ckpt_every=500,
+    ),
     # The paper's sizes (hours on a CPU).
-    "paper": dict(d_model=256, d_mlp=1024, seq_len=256, batch=512, eval_batch=512, steps=10000,
-                  lin_every=50, lin_until=1000, ckpt_every=1000),
+    "paper": dict(
+        d_model=256,
+        d_mlp=1024,
+        seq_len=256,
+        batch=512,
+        eval_batch=512,
+        steps=10000,
+        lin_every=50,
+        lin_until=1000,
+        ckpt_every=1000,
+    ),
 }
 
 
@@ -39,8 +57,11 @@ def memory_limit() -> int:
 
 def _check_memory(estimate: float, what: str) -> None:
     limit = memory_limit()
-    check(estimate <= limit, f"{what} would need about {estimate / 2**30:.3g} GiB of memory (limit "
-                             f"{limit / 2**30:.3g} GiB, half this machine's RAM); choose smaller sizes")
+    check(
+        estimate <= limit,
+        f"{what} would need about {estimate / 2**30:.3g} GiB of memory (limit "
+        f"{limit / 2**30:.3g} GiB, half this machine's RAM); choose smaller sizes",
+    )
 
 
 def _vocab_size(vocab_chars: int) -> int:
@@ -66,8 +87,9 @@ class SampleConfig:
         check_int(self.triggers, 1, "triggers")
         # sampler: uniforms, keys, bins, columns, output (5 x 8 bytes per token); statistics: the oracle [n,T,V]
         tokens = self.n * (self.seq_len + 1)
-        _check_memory(tokens * (40 + 16 * _vocab_size(self.vocab_chars)), f"bb sample --n {self.n} --seq-len "
-                                                                          f"{self.seq_len}")
+        _check_memory(
+            tokens * (40 + 16 * _vocab_size(self.vocab_chars)), f"bb sample --n {self.n} --seq-len {self.seq_len}"
+        )
 
 
 @dataclass(frozen=True)
@@ -124,8 +146,20 @@ class TrainConfig:
     def _check_numbers(self) -> None:
         for name in ("seed", "vocab_chars", "eval_seed"):
             check_int(getattr(self, name), 0, name)
-        for name in ("n_triggers", "batch", "eval_batch", "n_layers", "n_heads", "d_model", "d_mlp", "steps",
-                     "lin_every", "per_decade", "ckpt_every", "keep_last"):
+        for name in (
+            "n_triggers",
+            "batch",
+            "eval_batch",
+            "n_layers",
+            "n_heads",
+            "d_model",
+            "d_mlp",
+            "steps",
+            "lin_every",
+            "per_decade",
+            "ckpt_every",
+            "keep_last",
+        ):
             check_int(getattr(self, name), 1, name)
         check_int(self.seq_len, 2, "seq_len")
         check_int(self.lin_until, 0, "lin_until")
@@ -133,8 +167,10 @@ class TrainConfig:
         check_finite(self.eps, "eps", positive=True)
         check(check_finite(self.weight_decay, "weight_decay") >= 0, "weight_decay must be >= 0")
         check(0 <= check_finite(self.momentum, "momentum") < 1, f"momentum must be in [0, 1), got {self.momentum}")
-        check(len(self.betas) == 2 and all(0 <= check_finite(b, "betas") < 1 for b in self.betas),
-              f"betas must be two numbers in [0, 1), got {self.betas}")
+        check(
+            len(self.betas) == 2 and all(0 <= check_finite(b, "betas") < 1 for b in self.betas),
+            f"betas must be two numbers in [0, 1), got {self.betas}",
+        )
 
     def _check_layers(self) -> None:
         check(self.d_model % self.n_heads == 0, f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
@@ -212,9 +248,11 @@ class TheoryConfig:
     def __post_init__(self) -> None:
         check_int(self.seed, 0, "seed")
         t_max = check_finite(self.t_max, "t_max")
-        check(1e5 <= t_max <= T_MAX_LIMIT,
-              f"t_max={t_max:g} is out of range; need 1e5 <= t_max <= {T_MAX_LIMIT:g} so the late window "
-              f"[t_max/10, t_max] follows the transient window [1e3, 1e4] and the integration ends in seconds")
+        check(
+            1e5 <= t_max <= T_MAX_LIMIT,
+            f"t_max={t_max:g} is out of range; need 1e5 <= t_max <= {T_MAX_LIMIT:g} so the late window "
+            f"[t_max/10, t_max] follows the transient window [1e3, 1e4] and the integration ends in seconds",
+        )
 
 
 @dataclass(frozen=True)

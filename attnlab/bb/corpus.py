@@ -65,7 +65,7 @@ class Vocabulary:
     def encode_text(self, text: str) -> np.ndarray:
         """Map each character to its id, or -1 when it is not kept (a segment break). Shape [len(text)]."""
         codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-        kept = np.array([ord(c) for c in self.chars], dtype=np.uint32)   # sorted by code point
+        kept = np.array([ord(c) for c in self.chars], dtype=np.uint32)  # sorted by code point
         pos = np.searchsorted(kept, codes)
         pos_c = np.minimum(pos, len(kept) - 1)
         return np.where(kept[pos_c] == codes, pos_c, -1).astype(np.int64)
@@ -84,9 +84,11 @@ def build_vocabulary(text: str, vocab_chars: int = 64, source: str = "corpus") -
     if vocab_chars < 0:
         raise InputError(f"vocab_chars={vocab_chars}; use 0 (all characters) or a positive count")
     if vocab_chars and len(uniq) < vocab_chars:
-        raise InputError(f"corpus {source} has {len(uniq)} distinct characters but the vocabulary asks for "
-                           f"{vocab_chars}; pass --vocab-chars {len(uniq)} (or 0 for all) or a larger corpus")
-    order = np.lexsort((uniq, -counts))            # by count descending, then code point
+        raise InputError(
+            f"corpus {source} has {len(uniq)} distinct characters but the vocabulary asks for "
+            f"{vocab_chars}; pass --vocab-chars {len(uniq)} (or 0 for all) or a larger corpus"
+        )
+    order = np.lexsort((uniq, -counts))  # by count descending, then code point
     keep = uniq[order[:vocab_chars]] if vocab_chars else uniq
     return Vocabulary(tuple(chr(c) for c in sorted(int(k) for k in keep)))
 

@@ -12,8 +12,11 @@ from attnlab.report import Report
 from attnlab.runs import RunDir
 
 DEMO_STEPS = 800
-VARIANTS = {"softmax": dict(attention="softmax"), "relu": dict(attention="relu"),
-            "sgd": dict(attention="softmax", optimizer="sgd")}
+VARIANTS = {
+    "softmax": dict(attention="softmax"),
+    "relu": dict(attention="relu"),
+    "sgd": dict(attention="softmax", optimizer="sgd"),
+}
 
 
 def run_demo(out: str | Path, seed: int) -> Report:
@@ -27,13 +30,17 @@ def run_demo(out: str | Path, seed: int) -> Report:
         runs[name] = train(cfg, out / name).path
     ivs = intervene(InterveneConfig(str(runs["softmax"])), out / "intervene").path
     final = {name: bb_report.summary_rows(RunDir(p).metrics())[-1] for name, p in runs.items()}
-    rep.table([{"run": name, **r} for name, r in final.items()],
-              caption=f"Final metrics after {DEMO_STEPS} steps (cpu preset sizes)")
+    rep.table(
+        [{"run": name, **r} for name, r in final.items()],
+        caption=f"Final metrics after {DEMO_STEPS} steps (cpu preset sizes)",
+    )
     for path in runs.values():
         rep.extend(bb_report.train_report(path), level=3)
     rep.extend(bb_report.intervene_report(ivs), level=3)
-    for name, pair, title in (("compare_attention", ("softmax", "relu"), "Softmax vs ReLU attention"),
-                              ("compare_optimizer", ("softmax", "sgd"), "Adam vs SGD (1 layer)")):
+    for name, pair, title in (
+        ("compare_attention", ("softmax", "relu"), "Softmax vs ReLU attention"),
+        ("compare_optimizer", ("softmax", "sgd"), "Adam vs SGD (1 layer)"),
+    ):
         cfg_c = CompareConfig(run_dirs=tuple(str(runs[k]) for k in pair), title=title)
         rep.extend(bb_report.compare_report(compare(cfg_c, out / name).path), level=3)
     rep.extend(bb_report.theory_report(theory(TheoryConfig(seed=seed), out / "theory").path), level=3)

@@ -24,9 +24,18 @@ REPORT_T = 32  # the attention map shows the first 32 tokens of evaluation seque
 
 
 def model_config(cfg: TrainConfig, task: BBTask) -> ToyConfig:
-    return ToyConfig(vocab=task.V, d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads,
-                     d_mlp=cfg.d_mlp, max_len=cfg.seq_len, attn=cfg.attention, no_attn=list(cfg.no_attn),
-                     no_mlp=list(cfg.no_mlp), linear_mlp=list(cfg.linear_mlp)).validate()
+    return ToyConfig(
+        vocab=task.V,
+        d_model=cfg.d_model,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        d_mlp=cfg.d_mlp,
+        max_len=cfg.seq_len,
+        attn=cfg.attention,
+        no_attn=list(cfg.no_attn),
+        no_mlp=list(cfg.no_mlp),
+        linear_mlp=list(cfg.linear_mlp),
+    ).validate()
 
 
 def task_for(cfg: TrainConfig) -> BBTask:
@@ -65,12 +74,17 @@ class Evaluator:
 
     def _save_snapshot(self, step: int, trace: Trace) -> None:
         """Per-token-type arrays and the 16×16 top-left attention block of evaluation sequence 0."""
-        arrays = {"attn_key0_by_token": trace.attn_key0_by_token, "dlogit_by_token": trace.dlogit_by_token,
-                  "value_norm": trace.value_norm, "resid_norm": trace.resid_norm,
-                  "token_count": trace.token_count}
+        arrays = {
+            "attn_key0_by_token": trace.attn_key0_by_token,
+            "dlogit_by_token": trace.dlogit_by_token,
+            "value_norm": trace.value_norm,
+            "resid_norm": trace.resid_norm,
+            "token_count": trace.token_count,
+        }
         if self.attn_layers:
             arrays["attn_block16"] = self.pattern(self.inputs[:1, :16], self.attn_layers[0])[0]
         data = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()}
+        assert self.snapshots is not None
         write_bytes(self.snapshots / f"step_{step}.safetensors", safetensors_bytes(data))
 
     @torch.no_grad()
@@ -104,10 +118,14 @@ def report_arrays(cfg: TrainConfig, task: BBTask, model: ToyTransformer, seqs: n
     names = task.vocab.token_names()
     for layer in layers if cfg.attention == "softmax" else []:
         p = active_token_probe(model, task, layer=layer)
-        out["probe"].append({"layer": layer,
-                             "active tokens": " ".join(names[t] for t in p["active_tokens"]) or "none",
-                             "triggers": " ".join(names[t] for t in task.triggers),
-                             "active = triggers": p["active_equals_triggers"]})
+        out["probe"].append(
+            {
+                "layer": layer,
+                "active tokens": " ".join(names[t] for t in p["active_tokens"]) or "none",
+                "triggers": " ".join(names[t] for t in task.triggers),
+                "active = triggers": p["active_equals_triggers"],
+            }
+        )
     return out
 
 
@@ -116,9 +134,16 @@ def save_report_arrays(run: RunDir, arrays: dict, step: int, task: BBTask, seqs:
     for name in ("attention_map", "value_norms"):
         if arrays[name] is not None:
             run.save_npy(f"final/{name}.npy", arrays[name])
-    run.write_json("final/final.json", {"step": step, "tokens": seqs[0, :REPORT_T].tolist(),
-                                        "token_names": task.vocab.token_names(), "triggers": task.triggers,
-                                        "probe": arrays["probe"]})
+    run.write_json(
+        "final/final.json",
+        {
+            "step": step,
+            "tokens": seqs[0, :REPORT_T].tolist(),
+            "token_names": task.vocab.token_names(),
+            "triggers": task.triggers,
+            "probe": arrays["probe"],
+        },
+    )
 
 
 def read_train_config(run_dir: str | Path, what: str = "run") -> TrainConfig:

@@ -3,13 +3,13 @@ map, value-norm bars, run comparisons, and the theory run's plots (spec §9.4 an
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
-from attnlab.bb.metrics import metric
 from attnlab.bb._theory.flow import Trajectory
+from attnlab.bb.metrics import metric
 from attnlab.plotting import new_figure, save_figure
 
 
@@ -29,14 +29,14 @@ def _step_axis(ax, lin_until: int) -> None:
     """Linear up to `lin_until`, log beyond (spec §4), with ticks placed in both parts."""
     lin_until = max(int(lin_until), 1)
     last = max((max(line.get_xdata(), default=0) for line in ax.get_lines()), default=lin_until)
-    if last <= 4 * lin_until:          # a short run: the log part would be a sliver, stay linear
+    if last <= 4 * lin_until:  # a short run: the log part would be a sliver, stay linear
         ax.set_xlim(0, max(last, 1) * 1.02)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         return
     ax.set_xscale("symlog", linthresh=lin_until, linscale=2.0)
     ticks = [0, lin_until // 2, lin_until]
-    ticks += [v * 10 ** k for k in range(2, 7) for v in (1, 2, 5) if lin_until < v * 10 ** k <= max(last, 1)]
+    ticks += [v * 10**k for k in range(2, 7) for v in (1, 2, 5) if lin_until < v * 10**k <= max(last, 1)]
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.set_xlim(0, max(last, lin_until) * 1.02)
     ax.set_xlabel(f"step (linear ≤ {lin_until}, log beyond)")
@@ -95,8 +95,14 @@ def dynamics(metrics: list[dict], path: Path, lin_until: int = 500, layer: int =
     return save_figure(fig, path)
 
 
-def attention_map(pattern: np.ndarray, tokens: Sequence[int], names: Sequence[str], triggers: Sequence[int],
-                  path: Path, title: str = "") -> Path:
+def attention_map(
+    pattern: np.ndarray,
+    tokens: Sequence[int],
+    names: Sequence[str],
+    triggers: Sequence[int],
+    path: Path,
+    title: str = "",
+) -> Path:
     """Heatmap [query, key] of one sequence; trigger tokens are marked in red on both axes."""
     T = pattern.shape[0]
     fig, ax = new_figure(1, 1, width=6.0, height=5.4)
@@ -128,8 +134,9 @@ def value_norm_bars(norms: Sequence[float], labels: Sequence[str], path: Path, t
     return save_figure(fig, path)
 
 
-def compare_runs(runs: dict[str, list[dict]], path: Path, keys: Sequence[str], lin_until: int = 500,
-                 layer: int = 0, title: str = "") -> Path:
+def compare_runs(
+    runs: dict[str, list[dict]], path: Path, keys: Sequence[str], lin_until: int = 500, layer: int = 0, title: str = ""
+) -> Path:
     """One panel per metric key, one line per run (e.g. softmax vs ReLU, Adam vs SGD)."""
     fig, ax = new_figure(len(keys), 1, width=4.2, height=3.2)
     for i, key in enumerate(keys):
@@ -183,8 +190,10 @@ def plot_beta_loss(traj: Trajectory, path: Path) -> Path:
     sel = traj.t > 0
     t = traj.t[sel]
     late = t >= 1e3
-    for ax, y, slope, name in [(axes[0, 0], traj.beta_spread[sel], -0.5, "‖β − mean β‖"),
-                               (axes[0, 1], traj.loss[sel], -1.0, "ℓ(α, β)")]:
+    for ax, y, slope, name in [
+        (axes[0, 0], traj.beta_spread[sel], -0.5, "‖β − mean β‖"),
+        (axes[0, 1], traj.loss[sel], -1.0, "ℓ(α, β)"),
+    ]:
         ax.loglog(t, y, label=name)
         ax.loglog(t[late], y[-1] * (t[late] / t[-1]) ** slope, "k:", label=f"t^{slope:g} guide")
         ax.set_xlabel("t")
@@ -195,8 +204,9 @@ def plot_beta_loss(traj: Trajectory, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def plot_residual(reduced: dict[str, np.ndarray], closed_form: np.ndarray, two_param: dict[str, dict],
-                  lrs: np.ndarray, path: Path) -> Path:
+def plot_residual(
+    reduced: dict[str, np.ndarray], closed_form: np.ndarray, two_param: dict[str, dict], lrs: np.ndarray, path: Path
+) -> Path:
     """m(t) under Adam vs SGD: left the reduced recursion (with the SGD closed form), right the two-parameter
     model at each learning rate (m/m₀)."""
     fig, axes = new_figure(2, 1, width=5.0, height=3.9)
@@ -229,10 +239,12 @@ def plot_residual(reduced: dict[str, np.ndarray], closed_form: np.ndarray, two_p
 
 def trajectories(arrays: dict[str, np.ndarray]) -> tuple[Trajectory, Trajectory]:
     """The mixed-n flow and the single-n control, rebuilt from the theory run's arrays.npz."""
-    return (Trajectory(t=arrays["flow_t"], alpha=arrays["flow_alpha"], beta=arrays["flow_beta"],
-                       loss=arrays["flow_loss"]),
-            Trajectory(t=arrays["single_t"], alpha=arrays["single_alpha"], beta=arrays["single_beta"],
-                       loss=arrays["single_loss"]))
+    return (
+        Trajectory(t=arrays["flow_t"], alpha=arrays["flow_alpha"], beta=arrays["flow_beta"], loss=arrays["flow_loss"]),
+        Trajectory(
+            t=arrays["single_t"], alpha=arrays["single_alpha"], beta=arrays["single_beta"], loss=arrays["single_loss"]
+        ),
+    )
 
 
 def theory_figures(arrays: dict[str, np.ndarray], figure_path: Callable[[str], Path]) -> dict[str, Path]:
@@ -240,8 +252,14 @@ def theory_figures(arrays: dict[str, np.ndarray], figure_path: Callable[[str], P
     traj, single = trajectories(arrays)
     reduced = {o: arrays[f"reduced_m_{o}"] for o in ("adam", "sgd")}
     two = {o: {k: arrays[f"two_param_{k}_{o}"] for k in ("y", "m", "loss")} for o in ("adam", "sgd")}
-    return {"theory_alpha": plot_alpha(traj, single, figure_path("theory_alpha")),
-            "theory_beta_loss": plot_beta_loss(traj, figure_path("theory_beta_loss")),
-            "theory_residual_adam_sgd": plot_residual(reduced, arrays["reduced_m_closed_form"], two,
-                                                      arrays["two_param_lrs"],
-                                                      figure_path("theory_residual_adam_sgd"))}
+    return {
+        "theory_alpha": plot_alpha(traj, single, figure_path("theory_alpha")),
+        "theory_beta_loss": plot_beta_loss(traj, figure_path("theory_beta_loss")),
+        "theory_residual_adam_sgd": plot_residual(
+            reduced,
+            arrays["reduced_m_closed_form"],
+            two,
+            arrays["two_param_lrs"],
+            figure_path("theory_residual_adam_sgd"),
+        ),
+    }

@@ -6,6 +6,7 @@ The interventions are the values of `attnlab.trace.interventions`; the toy adapt
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -18,8 +19,16 @@ from attnlab.bb.training import first_nonfinite
 from attnlab.errors import NumericalError
 from attnlab.trace.interventions import Intervention, MoveToSink, ZeroHead, ZeroLayer, ZeroMLP
 
-REPORTED = ("risk_backcopy", "excess_risk_backcopy", "risk_bigram", "excess_risk_bigram", "attn_sink",
-            "value_norm_bos", "resid_norm_bos", "delta_logit")
+REPORTED = (
+    "risk_backcopy",
+    "excess_risk_backcopy",
+    "risk_bigram",
+    "excess_risk_bigram",
+    "attn_sink",
+    "value_norm_bos",
+    "resid_norm_bos",
+    "delta_logit",
+)
 
 
 def default_interventions(model: ToyTransformer, task: BBTask, inputs: torch.Tensor) -> list[Intervention]:
@@ -39,8 +48,9 @@ def default_interventions(model: ToyTransformer, task: BBTask, inputs: torch.Ten
     return ivs
 
 
-def evaluate_interventions(cfg: TrainConfig, task: BBTask, model: ToyTransformer, step: int,
-                           interventions: list[Intervention] | None = None) -> list[dict]:
+def evaluate_interventions(
+    cfg: TrainConfig, task: BBTask, model: ToyTransformer, step: int, interventions: list[Intervention] | None = None
+) -> list[dict]:
     """Rows {intervention, step, risks..., change in risks} for the full model and each intervention.
 
     Raises `NumericalError` when the weights or the full model's risks are not finite (a diverged run).
@@ -56,13 +66,15 @@ def evaluate_interventions(cfg: TrainConfig, task: BBTask, model: ToyTransformer
         # the whole batch in one chunk: query masks are batch-aligned
         trace, logits = ev.trace(() if iv is None else (iv,), chunk=ev.inputs.shape[0])
         m = bb_metrics(trace, logits, seqs, task, ev.attn_layers)
-        row = {"intervention": "none (full model)" if iv is None else iv.name, "step": step}
+        row: dict[str, Any] = {"intervention": "none (full model)" if iv is None else iv.name, "step": step}
         row.update({k: m[k] for k in REPORTED})
         if rows:
             for k in ("risk_backcopy", "risk_bigram"):
                 row[f"delta_{k}"] = row[k] - rows[0][k]
         elif not all(math.isfinite(row[k]) for k in ("risk_backcopy", "risk_bigram")):
-            raise NumericalError(f"the run diverged: the full model's risks are not finite at step {step} "
-                                 f"(backcopy {row['risk_backcopy']}, bigram {row['risk_bigram']})")
+            raise NumericalError(
+                f"the run diverged: the full model's risks are not finite at step {step} "
+                f"(backcopy {row['risk_backcopy']}, bigram {row['risk_bigram']})"
+            )
         rows.append(row)
     return rows

@@ -28,8 +28,8 @@ def risks(logits: torch.Tensor, seqs: np.ndarray, task: BBTask) -> dict:
     x = torch.as_tensor(seqs[:, :-1])
     y = torch.as_tensor(seqs[:, 1:])
     trig = task.trigger_mask(x)
-    nll = -logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)                       # [B,T]
-    oracle = torch.as_tensor(task.oracle(seqs))                                # [B,T,V]
+    nll = -logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)  # [B,T]
+    oracle = torch.as_tensor(task.oracle(seqs))  # [B,T,V]
     cross = -(oracle * torch.where(oracle > 0, logp, torch.zeros(()))).sum(-1)  # [B,T]
     ent = -(oracle * torch.where(oracle > 0, oracle.clamp_min(1e-300).log(), torch.zeros(()))).sum(-1)
     out = {}
@@ -50,8 +50,16 @@ def risks(logits: torch.Tensor, seqs: np.ndarray, task: BBTask) -> dict:
 # per-layer metric a list [layer]. metrics.jsonl keeps the compact form it has always had (so seeded runs stay
 # byte-identical): a grid's head lists become floats for one head, and the layer list becomes its only entry for
 # one layer. `metric()` is the one reader: it infers (layers, heads) from the record and undoes the packing.
-PER_HEAD = ("attn_sink", "attn_sink_with0", "delta_logit", "delta_logit_q10", "delta_logit_q90",
-            "delta_logit_trigger", "value_norm_bos", "value_norm_others")
+PER_HEAD = (
+    "attn_sink",
+    "attn_sink_with0",
+    "delta_logit",
+    "delta_logit_q10",
+    "delta_logit_q90",
+    "delta_logit_trigger",
+    "value_norm_bos",
+    "value_norm_others",
+)
 PER_LAYER = ("resid_norm_bos", "resid_norm_others")
 
 Grid = list  # [layer] of (list [head] of float) or None
@@ -111,22 +119,27 @@ def _attention_grids(trace: Trace, task: BBTask, attn_layers: list[int]) -> dict
             for grid in grids.values():
                 grid.append(None)
             continue
-        d = trace.dlogit_by_token[layer][:, plain]                               # [H, types]
+        d = trace.dlogit_by_token[layer][:, plain]  # [H, types]
         d = np.where(trace.dlogit_count[plain] > 0, d, np.nan)
         dt = np.where(trace.dlogit_count[trig] > 0, trace.dlogit_by_token[layer][:, trig], np.nan)
-        row = {"attn_sink": trace.attn_key0_over_tokens(plain)[layer],
-               "attn_sink_with0": trace.attn_key0_over_tokens(non_trigger)[layer],
-               "delta_logit": np.nanmean(d, -1), "delta_logit_q10": np.nanquantile(d, 0.1, axis=-1),
-               "delta_logit_q90": np.nanquantile(d, 0.9, axis=-1), "delta_logit_trigger": np.nanmean(dt, -1),
-               "value_norm_bos": trace.value_norm[layer, :, 0],
-               "value_norm_others": trace.value_norm[layer, :, 1:].mean(-1)}
+        row = {
+            "attn_sink": trace.attn_key0_over_tokens(plain)[layer],
+            "attn_sink_with0": trace.attn_key0_over_tokens(non_trigger)[layer],
+            "delta_logit": np.nanmean(d, -1),
+            "delta_logit_q10": np.nanquantile(d, 0.1, axis=-1),
+            "delta_logit_q90": np.nanquantile(d, 0.9, axis=-1),
+            "delta_logit_trigger": np.nanmean(dt, -1),
+            "value_norm_bos": trace.value_norm[layer, :, 0],
+            "value_norm_others": trace.value_norm[layer, :, 1:].mean(-1),
+        }
         for name, values in row.items():
             grids[name].append(_heads(values))
     return grids
 
 
-def bb_metrics(trace: Trace, logits: torch.Tensor, seqs: np.ndarray, task: BBTask,
-               attn_layers: list[int] | None = None) -> dict:
+def bb_metrics(
+    trace: Trace, logits: torch.Tensor, seqs: np.ndarray, task: BBTask, attn_layers: list[int] | None = None
+) -> dict:
     """All §6 metrics of one snapshot, in the stored form (`pack`). `attn_layers`: layers with attention."""
     L = trace.n_layers
     attn_layers = list(range(L)) if attn_layers is None else attn_layers
@@ -149,7 +162,7 @@ def active_token_probe(model, task: BBTask, layer: int = 0, head: int = 0, thres
     base = [task.vocab.bos] + list(range(n))
     tokens = torch.tensor([base + [v] for v in range(n)])
     if tokens.shape[1] > model.cfg.max_len:
-        tokens = tokens[:, -model.cfg.max_len:]
+        tokens = tokens[:, -model.cfg.max_len :]
         tokens[:, 0] = task.vocab.bos
     captured = {}
 
@@ -161,5 +174,8 @@ def active_token_probe(model, task: BBTask, layer: int = 0, head: int = 0, thres
         model(tokens)
     a = captured["A"].numpy()
     active = [int(v) for v in range(n) if a[v] < threshold]
-    return {"attn_last_to_sink": a.tolist(), "active_tokens": active,
-            "active_equals_triggers": sorted(active) == sorted(task.triggers)}
+    return {
+        "attn_last_to_sink": a.tolist(),
+        "active_tokens": active,
+        "active_equals_triggers": sorted(active) == sorted(task.triggers),
+    }

@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Union
 
 import torch
 import torch.nn as nn
@@ -45,7 +44,7 @@ class ToyConfig:
     no_mlp: list[int] = field(default_factory=list)
     linear_mlp: list[int] = field(default_factory=list)
 
-    def validate(self) -> "ToyConfig":
+    def validate(self) -> ToyConfig:
         if self.attn not in ATTENTION_KINDS:
             raise InputError(f"attention {self.attn!r} is not one of {', '.join(ATTENTION_KINDS)}")
         for name in ("vocab", "d_model", "n_layers", "n_heads", "d_mlp", "max_len"):
@@ -63,8 +62,8 @@ class ToyConfig:
         return asdict(self)
 
 
-Hook = Callable[[torch.Tensor, str], Union[torch.Tensor, None]]
-HookSpec = Mapping[str, Union[Hook, Sequence[Hook]]]
+Hook = Callable[[torch.Tensor, str], torch.Tensor | None]
+HookSpec = Mapping[str, Hook | Sequence[Hook]]
 
 
 class HookedModule(nn.Module):
@@ -95,8 +94,9 @@ class HookedModule(nn.Module):
         merged: dict[str, list[Hook]] = {k: list(v) for k, v in self._hooks.items()}
         for name, fns in spec.items():
             if name not in known:
-                raise InputError(f"unknown hook point {name!r}; known points look like "
-                                 f"{sorted(known)[:4]} ... ({len(known)} in all)")
+                raise InputError(
+                    f"unknown hook point {name!r}; known points look like {sorted(known)[:4]} ... ({len(known)} in all)"
+                )
             merged.setdefault(name, []).extend([fns] if callable(fns) else list(fns))
         saved, self._hooks = self._hooks, merged
         try:
@@ -112,7 +112,7 @@ class HookedModule(nn.Module):
 class Attention(nn.Module):
     """Multi-head causal attention with explicit matmuls (never SDPA: the hooks need the pattern)."""
 
-    def __init__(self, cfg: ToyConfig, layer: int, model: "ToyTransformer") -> None:
+    def __init__(self, cfg: ToyConfig, layer: int, model: ToyTransformer) -> None:
         super().__init__()
         self.H, self.dh = cfg.n_heads, cfg.d_model // cfg.n_heads
         self.kind = cfg.attn
@@ -129,18 +129,18 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
         hook = self._model[0].hook
-        q, k, v = self.qkv(x).view(B, T, 3, self.H, self.dh).unbind(2)       # each [B,T,H,d]
+        q, k, v = self.qkv(x).view(B, T, 3, self.H, self.dh).unbind(2)  # each [B,T,H,d]
         v = hook(self.prefix + "v", v)
-        scores = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(self.dh)   # [B,H,T,T]
+        scores = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(self.dh)  # [B,H,T,T]
         scores = hook(self.prefix + "scores", scores)
-        mask = self._model[0].causal_mask[:T, :T]
+        mask: torch.Tensor = self._model[0].causal_mask[:T, :T]  # type: ignore[index]
         if self.kind == "softmax":
             pattern = scores.masked_fill(~mask, float("-inf")).softmax(-1)
         else:
             visible = torch.arange(1, T + 1, device=x.device, dtype=x.dtype).view(T, 1)
             pattern = F.relu(scores).masked_fill(~mask, 0.0) / visible
         pattern = hook(self.prefix + "pattern", pattern)
-        z = torch.einsum("bhij,bjhd->bihd", pattern, v)                      # [B,T,H,d]
+        z = torch.einsum("bhij,bjhd->bihd", pattern, v)  # [B,T,H,d]
         z = hook(self.prefix + "z", z)
         return hook(self.prefix + "out", self.o(z.reshape(B, T, D)))
 
@@ -162,7 +162,7 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ToyConfig, layer: int, model: "ToyTransformer") -> None:
+    def __init__(self, cfg: ToyConfig, layer: int, model: ToyTransformer) -> None:
         super().__init__()
         self.layer = layer
         self.attn = None if layer in cfg.no_attn else Attention(cfg, layer, model)
@@ -175,10 +175,10 @@ class Block(nn.Module):
         hook, p = self._model[0].hook, f"blocks.{self.layer}."
         x = hook(p + "resid_pre", x)
         if self.attn is not None:
-            x = x + self.attn(self.ln1(x))
+            x = x + self.attn(self.ln1(x))  # type: ignore[misc]
         x = hook(p + "resid_mid", x)
         if self.mlp is not None:
-            x = x + hook(p + "mlp.out", self.mlp(self.ln2(x)))
+            x = x + hook(p + "mlp.out", self.mlp(self.ln2(x)))  # type: ignore[misc]
         return hook(p + "resid_post", x)
 
 
@@ -193,8 +193,9 @@ class ToyTransformer(HookedModule):
         self.blocks = nn.ModuleList(Block(cfg, layer, self) for layer in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model, eps=1e-5)
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
-        self.register_buffer("causal_mask", torch.tril(torch.ones(cfg.max_len, cfg.max_len, dtype=torch.bool)),
-                             persistent=False)
+        self.register_buffer(
+            "causal_mask", torch.tril(torch.ones(cfg.max_len, cfg.max_len, dtype=torch.bool)), persistent=False
+        )
 
     def hook_points(self) -> list[str]:
         names = ["embed", "final_ln", "logits"]

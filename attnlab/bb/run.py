@@ -18,8 +18,15 @@ import torch
 
 from attnlab.bb import figures, report
 from attnlab.bb.config import CompareConfig, InterveneConfig, SampleConfig, TheoryConfig, TrainConfig, train_hash
-from attnlab.bb.experiment import (Evaluator, build_model, load_run, read_train_config, report_arrays,
-                                   save_report_arrays, task_for)
+from attnlab.bb.experiment import (
+    Evaluator,
+    build_model,
+    load_run,
+    read_train_config,
+    report_arrays,
+    save_report_arrays,
+    task_for,
+)
 from attnlab.bb.metrics import PER_HEAD, PER_LAYER, metric, record_shape
 from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.bb.training import Trainer, config_diff
@@ -40,15 +47,18 @@ def sample_statistics(task: BBTask, seqs: np.ndarray) -> dict:
     trig = task.is_trigger[x]
     o = task.oracle(seqs)
     ent = -(np.where(o > 0, o * np.log(np.where(o > 0, o, 1.0)), 0.0)).sum(-1)
-    return {"trigger_fraction": float(trig[:, 1:].mean()), "oracle_bigram_entropy": float(ent[~trig].mean()),
-            "n_sequences": int(seqs.shape[0]), "seq_len": int(seqs.shape[1] - 1)}
+    return {
+        "trigger_fraction": float(trig[:, 1:].mean()),
+        "oracle_bigram_entropy": float(ent[~trig].mean()),
+        "n_sequences": int(seqs.shape[0]),
+        "seq_len": int(seqs.shape[1] - 1),
+    }
 
 
 def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """`n` BB sequences (stream 2 of the seed): sequences.npy int64 [n, T+1], bigram.npy float64 [V, V],
     meta.json (vocabulary, trigger ids, bos id) and metrics.json (sample statistics)."""
-    task = build_bb_task(None if config.corpus == "pydoc_data" else config.corpus, config.vocab_chars,
-                         config.triggers)
+    task = build_bb_task(None if config.corpus == "pydoc_data" else config.corpus, config.vocab_chars, config.triggers)
     with open_run(out, "bb sample", config, mode=mode, seed=config.seed, prefix="bb-sample") as run:
         seqs = task.sample(config.n, config.seq_len, config.seed, stream=2)
         run.save_npy("sequences.npy", seqs)
@@ -88,8 +98,7 @@ def _check_resume(run: RunDir, config: TrainConfig) -> None:
         raise InputError(f"--resume: the config differs from the saved one in {run.path}: {'; '.join(diff)}")
 
 
-def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "new",
-          progress: bool = True) -> RunResult:
+def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
     """Train a toy transformer on BB: metrics.jsonl on the snapshot schedule, snapshots/, checkpoints/,
     final/ (the arrays of the report), train_summary.json and report.html. `mode="resume"` continues `out`
     from its newest checkpoint (same config; `steps` may grow)."""
@@ -147,7 +156,7 @@ def theory(config: TheoryConfig, out: str | Path | None = None, *, mode: str = "
         run.write_json("setup.json", setup(config.seed, config.t_max))
         run.write_json("metrics.json", metrics)
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # type: ignore[arg-type]
         write_bytes(run.path / "arrays.npz", buf.getvalue())
         with np.load(run.path / "arrays.npz", allow_pickle=False) as saved:
             figures.theory_figures(dict(saved), run.figure_path)
@@ -159,8 +168,10 @@ def theory(config: TheoryConfig, out: str | Path | None = None, *, mode: str = "
 
 
 # --- bb compare --------------------------------------------------------------------------------------------------
-COMPARE_GROUPS = {"sink": ("attn_sink", "value_norm_bos", "resid_norm_bos"),
-                  "risk": ("excess_risk_backcopy", "excess_risk_bigram", "delta_logit")}
+COMPARE_GROUPS = {
+    "sink": ("attn_sink", "value_norm_bos", "resid_norm_bos"),
+    "risk": ("excess_risk_backcopy", "excess_risk_bigram", "delta_logit"),
+}
 
 
 def _compare_inputs(config: CompareConfig) -> tuple[dict[str, list[dict]], int]:
@@ -185,8 +196,11 @@ def compare(config: CompareConfig, out: str | Path | None = None, *, mode: str =
             captions[f"compare_{name}"] = f"{', '.join(keys)} for {len(runs)} runs"
         run.write_json("figures.json", captions)
         report.write_report(report.compare_report(run.path), run)
-    finals = [{"run": label, **{k: metric(m[-1], k, config.layer) for ks in COMPARE_GROUPS.values() for k in ks}}
-              for label, m in runs.items() if m]
+    finals = [
+        {"run": label, **{k: metric(m[-1], k, config.layer) for ks in COMPARE_GROUPS.values() for k in ks}}
+        for label, m in runs.items()
+        if m
+    ]
     return RunResult(run.path, config, {}, _tables(final=finals))
 
 

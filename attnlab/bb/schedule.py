@@ -1,4 +1,5 @@
-"""Snapshot steps: step 0, every `lin_every` up to `lin_until`, then `per_decade` per decade (log), and the last step."""
+"""Snapshot steps: step 0, every `lin_every` up to `lin_until`, then `per_decade` per decade (log), and the
+last step."""
 
 from __future__ import annotations
 

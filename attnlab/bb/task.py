@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab.errors import InputError
 from attnlab.bb.bigram import triggers_by_frequency, vocab_statistics
 from attnlab.bb.corpus import Vocabulary, build_vocabulary, load_corpus, text_sha256
+from attnlab.errors import InputError
 
 EVAL_SEED = 27
 
@@ -25,8 +25,8 @@ class BBTask:
     """Bigram-Backcopy law over a vocabulary of `n` characters plus `<s>` and `<d>` (V = n + 2)."""
 
     vocab: Vocabulary
-    unigram: np.ndarray          # [n]  u(a)
-    bigram: np.ndarray           # [n,n] P(b|a)
+    unigram: np.ndarray  # [n]  u(a)
+    bigram: np.ndarray  # [n,n] P(b|a)
     triggers: list[int]
     source: str = "corpus"
     corpus_sha256: str = ""
@@ -39,14 +39,14 @@ class BBTask:
         self.is_trigger[self.triggers] = True
         u_minus = self.unigram.copy()
         u_minus[self.triggers] = 0.0
-        self.first_law = u_minus / u_minus.sum()                       # u⁻ [n]
+        self.first_law = u_minus / u_minus.sum()  # u⁻ [n]
         # Transition law over V rows: characters use P; <s> uses u⁻; <d> is never followed (zero row).
         law = np.zeros((self.vocab.size, n))
         law[:n] = self.bigram
         law[self.vocab.bos] = self.first_law
         cdf = np.cumsum(law, axis=1)
         cdf[:, -1] = 1.0
-        self._cdf = cdf                                                # [V,n]
+        self._cdf = cdf  # [V,n]
         # Guide table for the sampler: guide[r·G + k] = #{b : F(b|r) ≤ k/G}; cdf_pad ends each row with 2.0 so
         # the advancing passes stop at n.
         self._guide_bins = G = 4096
@@ -67,11 +67,19 @@ class BBTask:
         return out
 
     def meta(self) -> dict:
-        return {"vocabulary": list(self.vocab.chars), "token_names": self.vocab.token_names(),
-                "vocab_size": self.V, "bos_id": self.vocab.bos, "delim_id": self.vocab.delim,
-                "trigger_ids": self.triggers, "trigger_chars": [self.vocab.chars[i] for i in self.triggers],
-                "corpus": self.source, "corpus_sha256": self.corpus_sha256, "empty_bigram_rows": self.empty_rows,
-                "dropped_fraction": self.dropped_fraction}
+        return {
+            "vocabulary": list(self.vocab.chars),
+            "token_names": self.vocab.token_names(),
+            "vocab_size": self.V,
+            "bos_id": self.vocab.bos,
+            "delim_id": self.vocab.delim,
+            "trigger_ids": self.triggers,
+            "trigger_chars": [self.vocab.chars[i] for i in self.triggers],
+            "corpus": self.source,
+            "corpus_sha256": self.corpus_sha256,
+            "empty_bigram_rows": self.empty_rows,
+            "dropped_fraction": self.dropped_fraction,
+        }
 
     # ------------------------------------------------------------------------------------------------------
     def sample_uniforms(self, uniforms: np.ndarray) -> np.ndarray:
@@ -91,11 +99,11 @@ class BBTask:
             return x
         trig = self.is_trigger
         G = self._guide_bins
-        keys = np.ascontiguousarray(uniforms.T)                        # [T+1, B]: one contiguous row per step
+        keys = np.ascontiguousarray(uniforms.T)  # [T+1, B]: one contiguous row per step
         bins = (keys * G).astype(np.int64)
         cols = np.empty((T1, B), dtype=np.int64)
         cols[0] = self.vocab.bos
-        guide, cdf_pad = self._guide, self._cdf_pad                     # [V·G], [V·(n+1)] with a sentinel 2.0
+        guide, cdf_pad = self._guide, self._cdf_pad  # [V·G], [V·(n+1)] with a sentinel 2.0
         for t in range(1, T1):
             prev = cols[t - 1]
             u = keys[t]
@@ -112,7 +120,8 @@ class BBTask:
         return x
 
     def sample(self, batch: int, seq_len: int, seed: int, stream: int = 0, index: int = 0) -> np.ndarray:
-        """A batch [batch, seq_len+1], a pure function of (seed, stream, index) via `SeedSequence([seed, stream, index])`."""
+        """A batch [batch, seq_len+1], a pure function of (seed, stream, index) via
+        `SeedSequence([seed, stream, index])`."""
         if batch < 1 or seq_len < 2:
             raise InputError(f"need batch ≥ 1 and sequence length ≥ 2; got batch={batch}, T={seq_len}")
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, stream, index])))
@@ -158,6 +167,13 @@ def build_bb_task(corpus: str | Path | None = None, vocab_chars: int = 64, n_tri
         raise InputError(f"corpus {source} has {n} kept characters; need at least k+2 = {n_triggers + 2}")
     stats = vocab_statistics(text, vocab)
     triggers = triggers_by_frequency(stats["unigram"] * 1.0, n_triggers)
-    return BBTask(vocab=vocab, unigram=stats["unigram"], bigram=stats["bigram"], triggers=triggers,
-                  source=source, corpus_sha256=text_sha256(text), empty_rows=stats["empty_rows"],
-                  dropped_fraction=stats["dropped_fraction"])
+    return BBTask(
+        vocab=vocab,
+        unigram=stats["unigram"],
+        bigram=stats["bigram"],
+        triggers=triggers,
+        source=source,
+        corpus_sha256=text_sha256(text),
+        empty_rows=stats["empty_rows"],
+        dropped_fraction=stats["dropped_fraction"],
+    )

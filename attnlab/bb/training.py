@@ -21,17 +21,23 @@ from attnlab.bb.schedule import snapshot_steps
 from attnlab.errors import AttnlabError, InputError, NumericalError
 from attnlab.runs import RunDir, read_json
 
-BatchFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]   # step -> (inputs [B,T], targets [B,T])
-SnapshotFn = Callable[[int], dict]                             # step -> metrics dict
+BatchFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]  # step -> (inputs [B,T], targets [B,T])
+SnapshotFn = Callable[[int], dict]  # step -> metrics dict
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """AdamW or SGD with momentum; constant lr, weight decay on every parameter (as the reference; spec §4)."""
     if cfg.optimizer == "adam":
-        return torch.optim.AdamW(model.parameters(), lr=cfg.resolved_lr(), betas=tuple(cfg.betas),  # type: ignore[arg-type]
-                                 eps=cfg.eps, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(model.parameters(), lr=cfg.resolved_lr(), momentum=cfg.momentum,
-                           weight_decay=cfg.weight_decay)
+        return torch.optim.AdamW(
+            model.parameters(),
+            lr=cfg.resolved_lr(),
+            betas=tuple(cfg.betas),  # type: ignore[arg-type]
+            eps=cfg.eps,
+            weight_decay=cfg.weight_decay,
+        )
+    return torch.optim.SGD(
+        model.parameters(), lr=cfg.resolved_lr(), momentum=cfg.momentum, weight_decay=cfg.weight_decay
+    )
 
 
 def first_nonfinite(model: torch.nn.Module, grads: bool = False) -> str | None:
@@ -45,15 +51,25 @@ def first_nonfinite(model: torch.nn.Module, grads: bool = False) -> str | None:
 
 def config_diff(old: dict, new: dict) -> list[str]:
     """'field: old -> new' for every field that may not change on resume."""
-    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
-            if k not in TRAIN_HASH_SKIP and k != "threads" and old.get(k) != new.get(k)]
+    return [
+        f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
+        for k in sorted(set(old) | set(new))
+        if k not in TRAIN_HASH_SKIP and k != "threads" and old.get(k) != new.get(k)
+    ]
 
 
 class Trainer:
     """One invocation of the loop on `run` (a held run folder): `run_loop()` trains to `cfg.steps`."""
 
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, run: RunDir, batch_fn: BatchFn,
-                 snapshot_fn: SnapshotFn, progress: bool = True) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        cfg: TrainConfig,
+        run: RunDir,
+        batch_fn: BatchFn,
+        snapshot_fn: SnapshotFn,
+        progress: bool = True,
+    ) -> None:
         self.model, self.cfg, self.run = model, cfg, run
         self.batch_fn, self.snapshot_fn, self.progress = batch_fn, snapshot_fn, progress
         self.opt = make_optimizer(model, cfg)
@@ -62,8 +78,12 @@ class Trainer:
         self.resumed_from: str | None = None
 
     def checkpoint(self, step: int, name: str | None = None) -> str:
-        folder = save_checkpoint(self.run.path / "checkpoints" / (name or f"step_{step}"), self.model, self.opt,
-                                 {"step": step, "config": self.cfg.to_dict(), "config_hash": train_hash(self.cfg)})
+        folder = save_checkpoint(
+            self.run.path / "checkpoints" / (name or f"step_{step}"),
+            self.model,
+            self.opt,
+            {"step": step, "config": self.cfg.to_dict(), "config_hash": train_hash(self.cfg)},
+        )
         if name is None:
             prune_checkpoints(self.run.path, self.cfg.keep_last)
         return str(folder)
@@ -99,29 +119,37 @@ class Trainer:
         if self.step in self.snaps and self.step not in done:  # also a snapshot cut off by an interrupt
             self.snapshot()
         self.model.train()
-        bar = tqdm(total=self.cfg.steps, initial=self.step, desc=f"train {self.cfg.attention}/{self.cfg.optimizer}",
-                   disable=not self.progress, dynamic_ncols=True, mininterval=1.0)
+        bar = tqdm(
+            total=self.cfg.steps,
+            initial=self.step,
+            desc=f"train {self.cfg.attention}/{self.cfg.optimizer}",
+            disable=not self.progress,
+            dynamic_ncols=True,
+            mininterval=1.0,
+        )
         try:
             self._steps(bar)
         except KeyboardInterrupt:
             bar.close()
             path = self.checkpoint(self.step)
-            raise AttnlabError(f"interrupted at step {self.step}; checkpoint saved in {path}; continue with "
-                               "--resume", exit_code=130) from None
+            raise AttnlabError(
+                f"interrupted at step {self.step}; checkpoint saved in {path}; continue with --resume", exit_code=130
+            ) from None
         bar.close()
         return {"step": self.step, "resumed_from": self.resumed_from, "checkpoint": self.checkpoint(self.step)}
 
     def _steps(self, bar: tqdm) -> None:
-        params = list(self.model.parameters())
-        last_finite = [p.detach().clone() for p in params]   # restored if an update makes a parameter non-finite
+        params: list[torch.Tensor] = list(self.model.parameters())
+        last_finite = [p.detach().clone() for p in params]  # restored if an update makes a parameter non-finite
         while self.step < self.cfg.steps:
             inputs, targets = self.batch_fn(self.step)
             logits = self.model(inputs)
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
             loss_value = loss.item()
             if not math.isfinite(loss_value):
-                self._diverged(bar, loss_value, f"the loss (first non-finite parameter: "
-                                                f"{first_nonfinite(self.model) or 'none'})")
+                self._diverged(
+                    bar, loss_value, f"the loss (first non-finite parameter: {first_nonfinite(self.model) or 'none'})"
+                )
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             bad = first_nonfinite(self.model, grads=True)
@@ -146,7 +174,8 @@ class Trainer:
         """Save the last finite state and raise a `NumericalError` printed on its own line."""
         bar.close()
         path = self.checkpoint(self.step, name=f"nan_step_{self.step}")
-        err = NumericalError(f"non-finite value in {what} at step {self.step} (loss {loss}); last finite state "
-                             f"saved in {path}")
+        err = NumericalError(
+            f"non-finite value in {what} at step {self.step} (loss {loss}); last finite state saved in {path}"
+        )
         err.after_progress = True  # type: ignore[attr-defined]
         raise err

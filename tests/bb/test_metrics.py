@@ -22,14 +22,16 @@ def _hand_trace(task, seqs, sink_non_trigger=0.8, sink_trigger=0.1):
     x = torch.as_tensor(seqs[:, :-1])
     B, T = x.shape
     trig = task.trigger_mask(x)
-    a0 = torch.where(trig, torch.tensor(sink_trigger, dtype=torch.float64), torch.tensor(sink_non_trigger, dtype=torch.float64))
+    a0 = torch.where(
+        trig, torch.tensor(sink_trigger, dtype=torch.float64), torch.tensor(sink_non_trigger, dtype=torch.float64)
+    )
     A = torch.zeros(B, 1, T, T, dtype=torch.float64)
     for i in range(T):
         if i == 0:
             A[:, 0, 0, 0] = 1.0
             continue
         A[:, 0, i, 0] = a0[:, i]
-        A[:, 0, i, 1: i + 1] = ((1 - a0[:, i]) / i).unsqueeze(-1)
+        A[:, 0, i, 1 : i + 1] = ((1 - a0[:, i]) / i).unsqueeze(-1)
     S = torch.ones(B, 1, T, T, dtype=torch.float64)
     S[:, 0, :, 0] = torch.where(trig, torch.tensor(-2.0), torch.tensor(5.0)).double()
     rec = TraceRecorder(1, 1, T, vocab_size=task.V)
@@ -81,10 +83,10 @@ def test_toy_trace_value_norms_and_bos_rows_identical(task):
     got = {}
     with m.hooks({"blocks.0.attn.v": lambda x, n: got.setdefault("v", x.detach().clone())}):
         tr, logits = trace_toy(m, tokens)
-    W = m.blocks[0].attn.o.weight.detach()                      # [D, H*d]
-    v = got["v"]                                                 # [B,T,H,d]
+    W = m.blocks[0].attn.o.weight.detach()  # [D, H*d]
+    v = got["v"]  # [B,T,H,d]
     for h in range(2):
-        out = v[:, :, h] @ W[:, h * 8:(h + 1) * 8].T             # [B,T,D]
+        out = v[:, :, h] @ W[:, h * 8 : (h + 1) * 8].T  # [B,T,D]
         np.testing.assert_allclose(tr.value_norm[0, h], out.norm(dim=-1).mean(0).numpy(), rtol=1e-5)
     # position 0 always holds <s> and sees only itself: its statistics are identical across the batch
     x0 = []

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from attnlab.errors import AttnlabError
 from attnlab.bb.model import ToyConfig, ToyTransformer
+from attnlab.errors import AttnlabError
 
 
 def _capture(model, tokens, names):
@@ -50,11 +50,16 @@ def test_hook_can_replace_a_tensor_and_layer_options():
     m = ToyTransformer(cfg)
     assert m.blocks[2].attn is None and m.blocks[1].mlp is None and m.blocks[0].mlp.linear
     tokens = torch.randint(0, 10, (2, 8))
-    with m.hooks({"blocks.1.attn.out": lambda x, n: torch.zeros_like(x),
-                  "blocks.0.mlp.out": lambda x, n: torch.zeros_like(x)}):
+    with m.hooks(
+        {"blocks.1.attn.out": lambda x, n: torch.zeros_like(x), "blocks.0.mlp.out": lambda x, n: torch.zeros_like(x)}
+    ):
         got = {}
-        with m.hooks({"blocks.1.resid_post": lambda x, n: got.setdefault("post", x),
-                      "blocks.0.resid_mid": lambda x, n: got.setdefault("mid0", x)}):
+        with m.hooks(
+            {
+                "blocks.1.resid_post": lambda x, n: got.setdefault("post", x),
+                "blocks.0.resid_mid": lambda x, n: got.setdefault("mid0", x),
+            }
+        ):
             m(tokens)
     # block 1 has no MLP and its attention was zeroed: resid_post of block 1 = resid_post of block 0 = resid_mid 0
     torch.testing.assert_close(got["post"], got["mid0"])

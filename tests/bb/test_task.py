@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attnlab.errors import AttnlabError
 from attnlab.bb.task import build_bb_task
+from attnlab.errors import AttnlabError
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +30,9 @@ def test_first_token_and_backcopy_and_no_adjacent_triggers(task, seqs):
     assert not task.is_trigger[seqs[:, 1]].any()
     trig = task.is_trigger[seqs]
     b, t = np.nonzero(trig[:, 1:-1])
-    t = t + 1                                           # trigger positions with a successor
-    assert (seqs[b, t + 1] == seqs[b, t - 1]).all()     # token after a trigger = token before it
-    assert not (trig[:, 1:] & trig[:, :-1]).any()       # never two triggers in a row
+    t = t + 1  # trigger positions with a successor
+    assert (seqs[b, t + 1] == seqs[b, t - 1]).all()  # token after a trigger = token before it
+    assert not (trig[:, 1:] & trig[:, :-1]).any()  # never two triggers in a row
     assert not task.is_trigger[seqs[b, t - 1]].any()
     assert (t >= 2).all() and (seqs[b, t - 1] != task.vocab.bos).all()
     assert ((seqs >= 0) & (seqs < task.vocab.n_chars + 1)).all()
@@ -43,12 +43,12 @@ def test_non_trigger_transitions_match_bigram_law(task, seqs):
     keep = ~task.is_trigger[prev]
     prev, nxt = prev[keep], nxt[keep]
     counts = np.bincount(prev * task.V + nxt, minlength=task.V * task.V).reshape(task.V, task.V)
-    rows = np.argsort(-counts.sum(1))[:12]               # the 12 most frequent preceding characters
+    rows = np.argsort(-counts.sum(1))[:12]  # the 12 most frequent preceding characters
     pvals = []
     for a in rows:
         expected = task.bigram[a] * counts[a].sum()
         obs = counts[a, : task.vocab.n_chars]
-        big = expected >= 5                               # pool rare cells so the χ² approximation holds
+        big = expected >= 5  # pool rare cells so the χ² approximation holds
         o = np.append(obs[big], obs[~big].sum())
         e = np.append(expected[big], expected[~big].sum())
         o, e = o[e > 0], e[e > 0]

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.errors import AttnlabError
 from attnlab.bb._theory import flow, residual
 from attnlab.bb._theory.simulate import check_t_max as run_check_t_max
 from attnlab.bb.config import TheoryConfig
+from attnlab.errors import AttnlabError
 
 T_MAX = 1e9
 
@@ -53,7 +53,8 @@ def test_analytic_gradients_match_autograd(problem, scale):
     grad = np.concatenate([g_a, g_b])
     assert np.linalg.norm(rhs + grad) <= 1e-12 * np.linalg.norm(grad)
     hess_ref = torch.autograd.functional.hessian(
-        lambda y: _torch_loss(problem, y[:problem.m], y[problem.m:]), torch.tensor(np.concatenate([alpha, beta])))
+        lambda y: _torch_loss(problem, y[: problem.m], y[problem.m :]), torch.tensor(np.concatenate([alpha, beta]))
+    )
     hess = flow.hessian(problem, alpha, beta)
     assert np.linalg.norm(hess - hess_ref.numpy()) <= 1e-8 * np.linalg.norm(hess_ref.numpy())
 
@@ -137,18 +138,21 @@ def test_two_parameter_gradients_match_finite_differences():
     assert gm == pytest.approx((f(y, m + h) - f(y, m - h)) / (2 * h), rel=1e-7)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: flow.make_problem(m=0),
-    lambda: flow.make_problem(ns=(0, 3)),
-    lambda: residual.ElementwiseOptimizer("rmsprop", 0.1),
-    lambda: residual.ElementwiseOptimizer("sgd", -0.1),
-    lambda: residual.two_param_model("adam", np.array([0.1]), c=1.0),
-    lambda: run_check_t_max(10.0),
-    lambda: run_check_t_max(float("inf")),
-    lambda: TheoryConfig(t_max=1e300),
-    lambda: TheoryConfig(t_max=float("nan")),
-    lambda: TheoryConfig(seed=-1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: flow.make_problem(m=0),
+        lambda: flow.make_problem(ns=(0, 3)),
+        lambda: residual.ElementwiseOptimizer("rmsprop", 0.1),
+        lambda: residual.ElementwiseOptimizer("sgd", -0.1),
+        lambda: residual.two_param_model("adam", np.array([0.1]), c=1.0),
+        lambda: run_check_t_max(10.0),
+        lambda: run_check_t_max(float("inf")),
+        lambda: TheoryConfig(t_max=1e300),
+        lambda: TheoryConfig(t_max=float("nan")),
+        lambda: TheoryConfig(seed=-1),
+    ],
+)
 def test_bad_input_raises_one_line_error(call):
     with pytest.raises(AttnlabError) as exc:
         call()
@@ -162,9 +166,17 @@ def test_run_theory_writes_the_run_folder(tmp_path):
     result = theory(TheoryConfig(seed=0, t_max=1e6), tmp_path / "theory")
     folder = tmp_path / "theory"
     assert result.path == folder and list(result.tables["late_slopes"].columns) == ["quantity", "late_slope"]
-    for name in ("config.json", "manifest.json", "setup.json", "metrics.json", "arrays.npz", "report.html",
-                 "figures/theory_alpha.png", "figures/theory_beta_loss.png",
-                 "figures/theory_residual_adam_sgd.png"):
+    for name in (
+        "config.json",
+        "manifest.json",
+        "setup.json",
+        "metrics.json",
+        "arrays.npz",
+        "report.html",
+        "figures/theory_alpha.png",
+        "figures/theory_beta_loss.png",
+        "figures/theory_residual_adam_sgd.png",
+    ):
         assert (folder / name).exists(), name
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["late_window"] == [1e5, 1e6]

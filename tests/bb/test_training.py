@@ -33,15 +33,16 @@ def test_snapshot_schedule():
     s = snapshot_steps(2000, 25, 500, 16)
     assert s[:3] == [0, 25, 50] and s[-1] == 2000 and 500 in s
     late = [x for x in s if x > 500]
-    assert len(late) == pytest.approx(16 * 0.602, abs=2)   # 16 per decade over log10(2000/500)
+    assert len(late) == pytest.approx(16 * 0.602, abs=2)  # 16 per decade over log10(2000/500)
 
 
 def test_python_api_returns_dataframes(tmp_path):
-    cfg = TrainConfig(steps=6, d_model=16, d_mlp=32, seq_len=16, batch=8, eval_batch=8, lin_every=3, lin_until=6,
-                      ckpt_every=6)
+    cfg = TrainConfig(
+        steps=6, d_model=16, d_mlp=32, seq_len=16, batch=8, eval_batch=8, lin_every=3, lin_until=6, ckpt_every=6
+    )
     rng = torch.get_rng_state()
     result = bb.train(cfg, out=tmp_path / "api", progress=False)
-    assert torch.equal(rng, torch.get_rng_state())                 # the global generator is untouched
+    assert torch.equal(rng, torch.get_rng_state())  # the global generator is untouched
     assert isinstance(result, RunResult) and result.path == tmp_path / "api"
     table = result.tables["metrics"]
     assert isinstance(table, pd.DataFrame) and list(table["step"]) == [0, 3, 6]
@@ -75,19 +76,40 @@ def test_resume_refuses_changed_config(tmp_path):
 
 
 def test_nan_guard_stops_and_names_the_step(tmp_path, capsys):
-    args = ["bb", "train", "--optimizer", "sgd", "--lr", "1e12", "--steps", "50", "--d-model", "32", "--d-mlp",
-            "64", "--seq-len", "16", "--batch", "8", "--eval-batch", "8", "--threads", "1",
-            "--out", str(tmp_path / "nan")]
+    args = [
+        "bb",
+        "train",
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "1e12",
+        "--steps",
+        "50",
+        "--d-model",
+        "32",
+        "--d-mlp",
+        "64",
+        "--seq-len",
+        "16",
+        "--batch",
+        "8",
+        "--eval-batch",
+        "8",
+        "--threads",
+        "1",
+        "--out",
+        str(tmp_path / "nan"),
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if "error:" in line]
     assert len(lines) == 1 and "non-finite" in lines[0] and "at step" in lines[0]
-    assert lines[0].startswith("attnlab: error:")                 # on its own line, not after the bar
+    assert lines[0].startswith("attnlab: error:")  # on its own line, not after the bar
     assert "parameter" in lines[0] or "the loss" in lines[0]
     saved = list((tmp_path / "nan" / "checkpoints").glob("nan_step_*"))
     assert saved
     w = load_file(str(saved[0] / "model.safetensors"))
-    assert all(torch.isfinite(t).all() for t in w.values())     # the last finite state
+    assert all(torch.isfinite(t).all() for t in w.values())  # the last finite state
 
 
 def test_ctrl_c_saves_a_checkpoint_and_resume_matches(tmp_path, monkeypatch):
@@ -102,6 +124,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_matches(tmp_path, monkeypatch):
             if step == 7:
                 raise KeyboardInterrupt
             return real_fn(step)
+
         self.batch_fn = flaky
         return real_steps(self, bar)
 
@@ -136,5 +159,9 @@ def test_sample_command_writes_checkable_data(tmp_path):
     bigram = np.load(tmp_path / "s" / "bigram.npy")
     meta = json.loads((tmp_path / "s" / "meta.json").read_text())
     assert seqs.shape == (6, 21) and seqs.dtype == np.int64 and bigram.shape == (66, 66)
-    assert (seqs[:, 0] == meta["bos_id"]).all() and [meta["vocabulary"][t] for t in meta["trigger_ids"]] == [" ", "e", "t"]
+    assert (seqs[:, 0] == meta["bos_id"]).all() and [meta["vocabulary"][t] for t in meta["trigger_ids"]] == [
+        " ",
+        "e",
+        "t",
+    ]
     assert Path(tmp_path / "s" / "config.json").exists()

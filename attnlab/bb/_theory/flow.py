@@ -122,14 +122,14 @@ def hessian(prob: FlowProblem, alpha: np.ndarray, beta: np.ndarray) -> np.ndarra
     diff = -p_minus_q
     qd = q @ d  # [m, N]
     sd = q * d - q * qd[..., None]  # S d, [m, N, K]
-    dsd = (q @ (d * d)) - qd ** 2  # dᵀ S d, [m, N]
+    dsd = (q @ (d * d)) - qd**2  # dᵀ S d, [m, N]
     h = np.zeros((m + K, m + K))
     lo = lam * one_m
-    h[np.arange(m), np.arange(m)] = (coef * (lo * (1 - 2 * lam) * (diff @ d) + lo ** 2 * dsd)).sum(axis=1)
+    h[np.arange(m), np.arange(m)] = (coef * (lo * (1 - 2 * lam) * (diff @ d) + lo**2 * dsd)).sum(axis=1)
     cross = np.einsum("vn,vnk->vk", coef * lo, diff + lam[..., None] * sd)
     h[:m, m:] = cross
     h[m:, :m] = cross.T
-    wq = (coef * lam ** 2)[..., None] * q  # [m, N, K]
+    wq = (coef * lam**2)[..., None] * q  # [m, N, K]
     h[m:, m:] = np.diag(wq.sum(axis=(0, 1))) - np.einsum("vnk,vnl->kl", wq, q)
     return h
 
@@ -200,8 +200,14 @@ def gradient_descent(prob: FlowProblem, lr: float = 1.0, steps: int = 10_000) ->
     return Trajectory(t=np.arange(steps + 1, dtype=np.float64), alpha=al, beta=be, loss=ls)
 
 
-def integrate_flow(prob: FlowProblem, t_max: float = 1e9, n_points: int = 400, t_min: float = 1e-2,
-                   rtol: float = 1e-10, atol: float = 1e-12) -> Trajectory:
+def integrate_flow(
+    prob: FlowProblem,
+    t_max: float = 1e9,
+    n_points: int = 400,
+    t_min: float = 1e-2,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+) -> Trajectory:
     """Integrator (b) of §9.4: `solve_ivp` (LSODA) from α = 0, β = 0 to `t_max`, sampled on a log grid.
 
     The grid holds t = 0 and `n_points` log-spaced times in [t_min, t_max].
@@ -209,10 +215,11 @@ def integrate_flow(prob: FlowProblem, t_max: float = 1e9, n_points: int = 400, t
     check(t_max > t_min > 0, f"need t_max > t_min > 0; got t_min={t_min}, t_max={t_max}")
     t_eval = np.concatenate([[0.0], np.logspace(np.log10(t_min), np.log10(t_max), n_points)])
     y0 = np.zeros(prob.m + prob.K)
-    sol = solve_ivp(flow_rhs(prob), (0.0, t_max), y0, method="LSODA", t_eval=t_eval, rtol=rtol, atol=atol,
-                    jac=flow_jacobian(prob))
+    sol = solve_ivp(
+        flow_rhs(prob), (0.0, t_max), y0, method="LSODA", t_eval=t_eval, rtol=rtol, atol=atol, jac=flow_jacobian(prob)
+    )
     check(sol.success, f"solve_ivp failed: {sol.message}")
-    alpha, beta = sol.y[: prob.m].T, sol.y[prob.m:].T
+    alpha, beta = sol.y[: prob.m].T, sol.y[prob.m :].T
     losses = np.array([loss(prob, a, b) for a, b in zip(alpha, beta)])
     return Trajectory(t=sol.t, alpha=alpha, beta=beta, loss=losses)
 

@@ -52,8 +52,8 @@ class ElementwiseOptimizer:
         self._k += 1
         self._m1 = self.beta1 * self._m1 + (1 - self.beta1) * grad
         self._m2 = self.beta2 * self._m2 + (1 - self.beta2) * grad * grad
-        m_hat = self._m1 / (1 - self.beta1 ** self._k)
-        v_hat = self._m2 / (1 - self.beta2 ** self._k)
+        m_hat = self._m1 / (1 - self.beta1**self._k)
+        v_hat = self._m2 / (1 - self.beta2**self._k)
         return theta - self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
 
@@ -72,7 +72,7 @@ def reduced_recursion(optimizer: str, lr: float = 0.3, m0: float = 10.0, steps: 
 
 def sgd_closed_form(m0: float, lr: float, t: np.ndarray | float) -> np.ndarray:
     """The SGD solution of the reduced recursion in continuous time: (m₀⁴ + 2·lr·(log t)²)^{1/4}."""
-    return (m0 ** 4 + 2.0 * lr * np.log(t) ** 2) ** 0.25
+    return (m0**4 + 2.0 * lr * np.log(t) ** 2) ** 0.25
 
 
 def alignment(m: np.ndarray, c: float = 0.0) -> np.ndarray:
@@ -85,11 +85,12 @@ def two_param_grads(y: np.ndarray, m: np.ndarray, c: float = 0.0) -> tuple[np.nd
     den = m * m + 2 * m * c + 1
     a = (m + c) / np.sqrt(den)
     loss = np.exp(-y * a)
-    return loss, -loss * a, -loss * y * (1 - c * c) / den ** 1.5
+    return loss, -loss * a, -loss * y * (1 - c * c) / den**1.5
 
 
-def two_param_model(optimizer: str, lrs: np.ndarray, c: float = 0.0, m0: float = 10.0, y0: float = 0.0,
-                    steps: int = 10_000) -> dict[str, np.ndarray]:
+def two_param_model(
+    optimizer: str, lrs: np.ndarray, c: float = 0.0, m0: float = 10.0, y0: float = 0.0, steps: int = 10_000
+) -> dict[str, np.ndarray]:
     """§9.5 (b): train (y, m) on L = exp(−y·a(m)), one independent run per learning rate in `lrs` [R].
 
     Returns `y`, `m`, `loss`, each [steps + 1, R] (row 0 is the start).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+
 import numpy as np
 
 from attnlab.bb._theory import flow, residual
@@ -31,9 +32,11 @@ def late_window(t_max: float) -> tuple[float, float]:
 
 def check_t_max(t_max: float) -> None:
     """Raise one clear line unless 1e5 <= t_max < inf."""
-    check(math.isfinite(t_max) and t_max >= 1e5,
-            f"t_max={t_max:g} is out of range; need a finite t_max >= 1e5 so the late window [t_max/10, t_max] "
-            f"follows the transient window [1e3, 1e4]")
+    check(
+        math.isfinite(t_max) and t_max >= 1e5,
+        f"t_max={t_max:g} is out of range; need a finite t_max >= 1e5 so the late window [t_max/10, t_max] "
+        f"follows the transient window [1e3, 1e4]",
+    )
 
 
 def _at(traj: flow.Trajectory, t: float) -> int:
@@ -43,15 +46,32 @@ def _at(traj: flow.Trajectory, t: float) -> int:
 
 def setup(seed: int, t_max: float) -> dict:
     """The fixed choices of the theory run (written as setup.json next to the results)."""
-    return {"seed": seed, "t_max": t_max, "m": M_TOKENS, "K": K_VOCAB, "context_sizes": list(MIXED_NS),
-            "context_weights": "uniform", "single_n_control": SINGLE_N[0],
-            "integrator": {"method": "LSODA", "rtol": 1e-10, "atol": 1e-12, "t_min": T_MIN,
-                           "points_per_decade": POINTS_PER_DECADE},
-            "gradient_descent": {"lr": GD_LR, "steps": GD_STEPS},
-            "residual": {"lr": RESIDUAL_LR, "m0": RESIDUAL_M0, "steps": RESIDUAL_STEPS,
-                         "two_param_lrs": list(TWO_PARAM_LRS), "c": 0.0,
-                         "adam": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "bias_corrected": True},
-                         "sgd": {"momentum": 0.0}}}
+    return {
+        "seed": seed,
+        "t_max": t_max,
+        "m": M_TOKENS,
+        "K": K_VOCAB,
+        "context_sizes": list(MIXED_NS),
+        "context_weights": "uniform",
+        "single_n_control": SINGLE_N[0],
+        "integrator": {
+            "method": "LSODA",
+            "rtol": 1e-10,
+            "atol": 1e-12,
+            "t_min": T_MIN,
+            "points_per_decade": POINTS_PER_DECADE,
+        },
+        "gradient_descent": {"lr": GD_LR, "steps": GD_STEPS},
+        "residual": {
+            "lr": RESIDUAL_LR,
+            "m0": RESIDUAL_M0,
+            "steps": RESIDUAL_STEPS,
+            "two_param_lrs": list(TWO_PARAM_LRS),
+            "c": 0.0,
+            "adam": {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "bias_corrected": True},
+            "sgd": {"momentum": 0.0},
+        },
+    }
 
 
 def simulate(seed: int = 0, t_max: float = 1e9) -> tuple[dict, dict[str, np.ndarray]]:
@@ -72,38 +92,78 @@ def simulate(seed: int = 0, t_max: float = 1e9) -> tuple[dict, dict[str, np.ndar
         "late_slopes": flow.window_slopes(traj, lo, hi),
         "transient_window": list(TRANSIENT),
         "transient_slopes": flow.window_slopes(traj, *TRANSIENT),
-        "final": {"t": float(traj.t[-1]), "alpha": traj.alpha[-1], "beta_spread": float(traj.beta_spread[-1]),
-                  "loss": float(traj.loss[-1])},
-        "single_n": {"n": SINGLE_N[0], "alpha_final": single.alpha[-1],
-                     "alpha_change_last_two_decades": float(np.abs(single.alpha[-1]
-                                                                   - single.alpha[_at(single, hi / 100)]).max()),
-                     "loss_final": float(single.loss[-1])},
-        "gradient_descent": {"lr": GD_LR, "steps": GD_STEPS,
-                             "max_loss_increase": float(np.diff(gd.loss).max()),
-                             "min_alpha_increment": float(np.diff(gd.alpha, axis=0).min()),
-                             "alpha_final": gd.alpha[-1], "loss_final": float(gd.loss[-1]),
-                             "flow_alpha_at_same_t": traj.alpha[i_gd], "flow_t": float(traj.t[i_gd])},
+        "final": {
+            "t": float(traj.t[-1]),
+            "alpha": traj.alpha[-1],
+            "beta_spread": float(traj.beta_spread[-1]),
+            "loss": float(traj.loss[-1]),
+        },
+        "single_n": {
+            "n": SINGLE_N[0],
+            "alpha_final": single.alpha[-1],
+            "alpha_change_last_two_decades": float(
+                np.abs(single.alpha[-1] - single.alpha[_at(single, hi / 100)]).max()
+            ),
+            "loss_final": float(single.loss[-1]),
+        },
+        "gradient_descent": {
+            "lr": GD_LR,
+            "steps": GD_STEPS,
+            "max_loss_increase": float(np.diff(gd.loss).max()),
+            "min_alpha_increment": float(np.diff(gd.alpha, axis=0).min()),
+            "alpha_final": gd.alpha[-1],
+            "loss_final": float(gd.loss[-1]),
+            "flow_alpha_at_same_t": traj.alpha[i_gd],
+            "flow_t": float(traj.t[i_gd]),
+        },
     }
     clock2 = time.perf_counter()
     reduced = {o: residual.reduced_recursion(o, RESIDUAL_LR, RESIDUAL_M0, RESIDUAL_STEPS) for o in residual.OPTIMIZERS}
-    closed = np.concatenate([[RESIDUAL_M0], residual.sgd_closed_form(RESIDUAL_M0, RESIDUAL_LR,
-                                                                     np.arange(1, RESIDUAL_STEPS + 1.0))])
+    closed = np.concatenate(
+        [[RESIDUAL_M0], residual.sgd_closed_form(RESIDUAL_M0, RESIDUAL_LR, np.arange(1, RESIDUAL_STEPS + 1.0))]
+    )
     lrs = np.array(TWO_PARAM_LRS)
-    two = {o: residual.two_param_model(o, lrs, c=0.0, m0=RESIDUAL_M0, y0=0.0, steps=RESIDUAL_STEPS)
-           for o in residual.OPTIMIZERS}
-    metrics["reduced_recursion"] = {"lr": RESIDUAL_LR, "m0": RESIDUAL_M0, "steps": RESIDUAL_STEPS,
-                                    "m_adam": float(reduced["adam"][-1]), "m_sgd": float(reduced["sgd"][-1]),
-                                    "m_sgd_closed_form": float(closed[-1])}
-    metrics["two_param"] = {"lrs": list(TWO_PARAM_LRS), "c": 0.0, "m0": RESIDUAL_M0, "y0": 0.0,
-                            "steps": RESIDUAL_STEPS,
-                            **{f"m_ratio_{o}": two[o]["m"][-1] / RESIDUAL_M0 for o in residual.OPTIMIZERS},
-                            **{f"y_final_{o}": two[o]["y"][-1] for o in residual.OPTIMIZERS}}
+    two = {
+        o: residual.two_param_model(o, lrs, c=0.0, m0=RESIDUAL_M0, y0=0.0, steps=RESIDUAL_STEPS)
+        for o in residual.OPTIMIZERS
+    }
+    metrics["reduced_recursion"] = {
+        "lr": RESIDUAL_LR,
+        "m0": RESIDUAL_M0,
+        "steps": RESIDUAL_STEPS,
+        "m_adam": float(reduced["adam"][-1]),
+        "m_sgd": float(reduced["sgd"][-1]),
+        "m_sgd_closed_form": float(closed[-1]),
+    }
+    metrics["two_param"] = {
+        "lrs": list(TWO_PARAM_LRS),
+        "c": 0.0,
+        "m0": RESIDUAL_M0,
+        "y0": 0.0,
+        "steps": RESIDUAL_STEPS,
+        **{f"m_ratio_{o}": two[o]["m"][-1] / RESIDUAL_M0 for o in residual.OPTIMIZERS},
+        **{f"y_final_{o}": two[o]["y"][-1] for o in residual.OPTIMIZERS},
+    }
     metrics["seconds"] = {"flow": t_flow, "residual": time.perf_counter() - clock2}
-    arrays = {"flow_t": traj.t, "flow_alpha": traj.alpha, "flow_beta": traj.beta, "flow_loss": traj.loss,
-              "single_t": single.t, "single_alpha": single.alpha, "single_beta": single.beta,
-              "single_loss": single.loss, "gd_alpha": gd.alpha, "gd_loss": gd.loss,
-              "problem_pi": prob.pi, "problem_p": prob.p, "problem_xi": prob.xi, "problem_ns": prob.ns,
-              "reduced_m_adam": reduced["adam"], "reduced_m_sgd": reduced["sgd"], "reduced_m_closed_form": closed,
-              "two_param_lrs": lrs, **{f"two_param_{k}_{o}": two[o][k] for o in residual.OPTIMIZERS
-                                       for k in ("y", "m", "loss")}}
+    arrays = {
+        "flow_t": traj.t,
+        "flow_alpha": traj.alpha,
+        "flow_beta": traj.beta,
+        "flow_loss": traj.loss,
+        "single_t": single.t,
+        "single_alpha": single.alpha,
+        "single_beta": single.beta,
+        "single_loss": single.loss,
+        "gd_alpha": gd.alpha,
+        "gd_loss": gd.loss,
+        "problem_pi": prob.pi,
+        "problem_p": prob.p,
+        "problem_xi": prob.xi,
+        "problem_ns": prob.ns,
+        "reduced_m_adam": reduced["adam"],
+        "reduced_m_sgd": reduced["sgd"],
+        "reduced_m_closed_form": closed,
+        "two_param_lrs": lrs,
+        **{f"two_param_{k}_{o}": two[o][k] for o in residual.OPTIMIZERS for k in ("y", "m", "loss")},
+    }
     return metrics, arrays

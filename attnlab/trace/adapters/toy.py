@@ -14,8 +14,16 @@ import torch
 
 from attnlab.errors import InputError
 from attnlab.trace.format import Trace
-from attnlab.trace.interventions import (Intervention, ModelShape, MoveToSink, ZeroDims, ZeroHead, ZeroLayer,
-                                         ZeroMLP, validate)
+from attnlab.trace.interventions import (
+    Intervention,
+    ModelShape,
+    MoveToSink,
+    ZeroDims,
+    ZeroHead,
+    ZeroLayer,
+    ZeroMLP,
+    validate,
+)
 from attnlab.trace.recorder import TraceRecorder
 
 if TYPE_CHECKING:
@@ -27,9 +35,13 @@ HookFn = Callable[[torch.Tensor, str], Any]
 def toy_shape(model: ToyTransformer) -> ModelShape:
     """The `ModelShape` interventions are checked against: layers, heads, width, which layers have attention/MLP."""
     cfg = model.cfg
-    return ModelShape(n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_model=cfg.d_model,
-                      attn_layers=tuple(l for l, b in enumerate(model.blocks) if b.attn is not None),
-                      mlp_layers=tuple(l for l, b in enumerate(model.blocks) if b.mlp is not None))
+    return ModelShape(
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        d_model=cfg.d_model,
+        attn_layers=tuple(l for l, b in enumerate(model.blocks) if b.attn is not None),
+        mlp_layers=tuple(l for l, b in enumerate(model.blocks) if b.mlp is not None),
+    )
 
 
 def _zero(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -41,6 +53,7 @@ def _zero_head(head: int) -> HookFn:
         z = z.clone()
         z[:, :, head] = 0.0
         return z
+
     return fn
 
 
@@ -57,6 +70,7 @@ def _move_to_sink(head: int, queries: torch.Tensor | None) -> HookFn:
         sel[rows] = one_hot
         pattern[:, head] = sel
         return pattern
+
     return fn
 
 
@@ -69,6 +83,7 @@ def _zero_dims(dims: tuple[int, ...], positions: tuple[int, ...] | None) -> Hook
             for p in positions:
                 x[:, p, list(dims)] = 0.0
         return x
+
     return fn
 
 
@@ -81,8 +96,10 @@ def _compile(iv: Intervention, model: ToyTransformer) -> dict[str, HookFn]:
         return {p + "mlp.out": _zero}
     if isinstance(iv, ZeroLayer):
         block = model.blocks[iv.layer]
-        return {**({p + "attn.out": _zero} if block.attn is not None else {}),
-                **({p + "mlp.out": _zero} if block.mlp is not None else {})}
+        return {
+            **({p + "attn.out": _zero} if block.attn is not None else {}),
+            **({p + "mlp.out": _zero} if block.mlp is not None else {}),
+        }
     if isinstance(iv, ZeroDims):
         return {p + "resid_post": _zero_dims(tuple(iv.dims), iv.positions)}
     assert isinstance(iv, MoveToSink)
@@ -115,7 +132,7 @@ def toy_trace_hooks(model: ToyTransformer, rec: TraceRecorder) -> dict[str, Hook
             rec.attention(l, x, scores.pop(l, None))
 
         def on_v(v: torch.Tensor, name: str, l: int = layer, attn: Any = block.attn) -> None:
-            w_o = attn.head_output_weights()                                # [H,D,d]
+            w_o = attn.head_output_weights()  # [H,D,d]
             rec.value_norms(l, torch.einsum("bthk,hdk->bthd", v, w_o).norm(dim=-1))
 
         hooks[p + "scores"] = keep_scores
@@ -125,9 +142,14 @@ def toy_trace_hooks(model: ToyTransformer, rec: TraceRecorder) -> dict[str, Hook
 
 
 @torch.no_grad()
-def trace_toy(model: ToyTransformer, tokens: torch.Tensor, vocab_size: int | None = None,
-              keep_patterns: Iterable[tuple[int, int]] = (), interventions: Iterable[Intervention] = (),
-              chunk: int = 256) -> tuple[Trace, torch.Tensor]:
+def trace_toy(
+    model: ToyTransformer,
+    tokens: torch.Tensor,
+    vocab_size: int | None = None,
+    keep_patterns: Iterable[tuple[int, int]] = (),
+    interventions: Iterable[Intervention] = (),
+    chunk: int = 256,
+) -> tuple[Trace, torch.Tensor]:
     """Run `tokens` [N,T] through the model in chunks of `chunk`; return (Trace, logits [N,T,V]).
 
     `interventions` are compiled by `toy_hooks` and run before the recording hooks at the same points, so the
@@ -135,8 +157,13 @@ def trace_toy(model: ToyTransformer, tokens: torch.Tensor, vocab_size: int | Non
     """
     cfg = model.cfg
     T = tokens.shape[1]
-    rec = TraceRecorder(cfg.n_layers, cfg.n_heads, T, vocab_size=cfg.vocab if vocab_size is None else vocab_size,
-                        keep_patterns=keep_patterns)
+    rec = TraceRecorder(
+        cfg.n_layers,
+        cfg.n_heads,
+        T,
+        vocab_size=cfg.vocab if vocab_size is None else vocab_size,
+        keep_patterns=keep_patterns,
+    )
     spec: dict[str, list[HookFn]] = toy_hooks(model, interventions)
     for name, fn in toy_trace_hooks(model, rec).items():
         spec.setdefault(name, []).append(fn)
@@ -146,7 +173,7 @@ def trace_toy(model: ToyTransformer, tokens: torch.Tensor, vocab_size: int | Non
     try:
         with model.hooks(spec):
             for start in range(0, tokens.shape[0], chunk):
-                part = tokens[start:start + chunk]
+                part = tokens[start : start + chunk]
                 rec.begin_batch(part)
                 logits.append(model(part))
     finally:
