@@ -77,16 +77,26 @@ def setup(seed: int, t_max: float) -> dict:
 def simulate(seed: int = 0, t_max: float = 1e9) -> tuple[dict, dict[str, np.ndarray]]:
     """Run everything; returns (metrics, arrays): named numpy arrays for `arrays.npz`."""
     check_t_max(t_max)
+    clock = time.perf_counter()
+    flow_metrics, flow_arrays = _flow(seed, t_max)
+    t_flow = time.perf_counter() - clock
+    clock2 = time.perf_counter()
+    res_metrics, res_arrays = _residual()
+    seconds = {"flow": t_flow, "residual": time.perf_counter() - clock2}
+    return {**flow_metrics, **res_metrics, "seconds": seconds}, {**flow_arrays, **res_arrays}
+
+
+def _flow(seed: int, t_max: float) -> tuple[dict, dict[str, np.ndarray]]:
+    """§9.1-9.4: the mixed-n flow, the single-n control and plain gradient descent."""
     n_points = int(round(POINTS_PER_DECADE * math.log10(t_max / T_MIN))) + 1
     prob = flow.make_problem(seed, M_TOKENS, K_VOCAB, MIXED_NS)
     single_prob = flow.make_problem(seed, M_TOKENS, K_VOCAB, SINGLE_N)
-    clock = time.perf_counter()
     traj = flow.integrate_flow(prob, t_max=t_max, n_points=n_points, t_min=T_MIN)
     single = flow.integrate_flow(single_prob, t_max=t_max, n_points=n_points, t_min=T_MIN)
     gd = flow.gradient_descent(prob, lr=GD_LR, steps=GD_STEPS)
-    t_flow = time.perf_counter() - clock
     lo, hi = late_window(t_max)
     i_gd = _at(traj, float(GD_STEPS))
+    change = float(np.abs(single.alpha[-1] - single.alpha[_at(single, hi / 100)]).max())
     metrics: dict = {
         "late_window": [lo, hi],
         "late_slopes": flow.window_slopes(traj, lo, hi),
@@ -101,9 +111,7 @@ def simulate(seed: int = 0, t_max: float = 1e9) -> tuple[dict, dict[str, np.ndar
         "single_n": {
             "n": SINGLE_N[0],
             "alpha_final": single.alpha[-1],
-            "alpha_change_last_two_decades": float(
-                np.abs(single.alpha[-1] - single.alpha[_at(single, hi / 100)]).max()
-            ),
+            "alpha_change_last_two_decades": change,
             "loss_final": float(single.loss[-1]),
         },
         "gradient_descent": {
@@ -117,34 +125,6 @@ def simulate(seed: int = 0, t_max: float = 1e9) -> tuple[dict, dict[str, np.ndar
             "flow_t": float(traj.t[i_gd]),
         },
     }
-    clock2 = time.perf_counter()
-    reduced = {o: residual.reduced_recursion(o, RESIDUAL_LR, RESIDUAL_M0, RESIDUAL_STEPS) for o in residual.OPTIMIZERS}
-    closed = np.concatenate(
-        [[RESIDUAL_M0], residual.sgd_closed_form(RESIDUAL_M0, RESIDUAL_LR, np.arange(1, RESIDUAL_STEPS + 1.0))]
-    )
-    lrs = np.array(TWO_PARAM_LRS)
-    two = {
-        o: residual.two_param_model(o, lrs, c=0.0, m0=RESIDUAL_M0, y0=0.0, steps=RESIDUAL_STEPS)
-        for o in residual.OPTIMIZERS
-    }
-    metrics["reduced_recursion"] = {
-        "lr": RESIDUAL_LR,
-        "m0": RESIDUAL_M0,
-        "steps": RESIDUAL_STEPS,
-        "m_adam": float(reduced["adam"][-1]),
-        "m_sgd": float(reduced["sgd"][-1]),
-        "m_sgd_closed_form": float(closed[-1]),
-    }
-    metrics["two_param"] = {
-        "lrs": list(TWO_PARAM_LRS),
-        "c": 0.0,
-        "m0": RESIDUAL_M0,
-        "y0": 0.0,
-        "steps": RESIDUAL_STEPS,
-        **{f"m_ratio_{o}": two[o]["m"][-1] / RESIDUAL_M0 for o in residual.OPTIMIZERS},
-        **{f"y_final_{o}": two[o]["y"][-1] for o in residual.OPTIMIZERS},
-    }
-    metrics["seconds"] = {"flow": t_flow, "residual": time.perf_counter() - clock2}
     arrays = {
         "flow_t": traj.t,
         "flow_alpha": traj.alpha,
@@ -160,10 +140,42 @@ def simulate(seed: int = 0, t_max: float = 1e9) -> tuple[dict, dict[str, np.ndar
         "problem_p": prob.p,
         "problem_xi": prob.xi,
         "problem_ns": prob.ns,
+    }
+    return metrics, arrays
+
+
+def _residual() -> tuple[dict, dict[str, np.ndarray]]:
+    """§9.5: the reduced recursion (with the SGD closed form) and the two-parameter model under Adam and SGD."""
+    opts = residual.OPTIMIZERS
+    reduced = {o: residual.reduced_recursion(o, RESIDUAL_LR, RESIDUAL_M0, RESIDUAL_STEPS) for o in opts}
+    t = np.arange(1, RESIDUAL_STEPS + 1.0)
+    closed = np.concatenate([[RESIDUAL_M0], residual.sgd_closed_form(RESIDUAL_M0, RESIDUAL_LR, t)])
+    lrs = np.array(TWO_PARAM_LRS)
+    two = {o: residual.two_param_model(o, lrs, c=0.0, m0=RESIDUAL_M0, y0=0.0, steps=RESIDUAL_STEPS) for o in opts}
+    metrics = {
+        "reduced_recursion": {
+            "lr": RESIDUAL_LR,
+            "m0": RESIDUAL_M0,
+            "steps": RESIDUAL_STEPS,
+            "m_adam": float(reduced["adam"][-1]),
+            "m_sgd": float(reduced["sgd"][-1]),
+            "m_sgd_closed_form": float(closed[-1]),
+        },
+        "two_param": {
+            "lrs": list(TWO_PARAM_LRS),
+            "c": 0.0,
+            "m0": RESIDUAL_M0,
+            "y0": 0.0,
+            "steps": RESIDUAL_STEPS,
+            **{f"m_ratio_{o}": two[o]["m"][-1] / RESIDUAL_M0 for o in opts},
+            **{f"y_final_{o}": two[o]["y"][-1] for o in opts},
+        },
+    }
+    arrays = {
         "reduced_m_adam": reduced["adam"],
         "reduced_m_sgd": reduced["sgd"],
         "reduced_m_closed_form": closed,
         "two_param_lrs": lrs,
-        **{f"two_param_{k}_{o}": two[o][k] for o in residual.OPTIMIZERS for k in ("y", "m", "loss")},
+        **{f"two_param_{k}_{o}": two[o][k] for o in opts for k in ("y", "m", "loss")},
     }
     return metrics, arrays
