@@ -21,10 +21,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from attnlab.extreme.experiment import run_training
-from attnlab.models import ToyConfig, ToyTransformer
-from attnlab.tasks import build_bb_task
-from attnlab.train.presets import resolve_config
+
+import attnlab.bb as bb
+from attnlab.bb.config import resolve_config
+from attnlab.bb.model import ToyConfig, ToyTransformer
+from attnlab.bb.task import build_bb_task
+from attnlab.clitools import threads
 
 
 def per_token_sampler(task, batch: int, seq_len: int, seed: int, fast_draw: bool = False) -> np.ndarray:
@@ -113,7 +115,13 @@ def main() -> None:
     ap.add_argument("--skip-phenomena", action="store_true", help="skip the (minutes-long) cpu-preset run")
     ap.add_argument("--json", type=Path, default=None, help="also write the numbers to this JSON file")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    with threads(args.threads):
+        res = measure(args)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+
+
+def measure(args: argparse.Namespace) -> dict:
     task = build_bb_task()
     res: dict = {"threads": args.threads}
 
@@ -132,10 +140,11 @@ def main() -> None:
         f"{loop / vec:.0f}x; tuned per-token loop (cumsum+searchsorted) {tuned:.2f} s, ratio {tuned / vec:.0f}x"
     )
 
-    torch.manual_seed(0)
-    x = torch.randint(0, task.V, (64, 64))
-    ours = ToyTransformer(ToyConfig(vocab=task.V, d_model=128, d_mlp=512, max_len=64))
-    base = PlainModel(task.V, 128, 512, 64)
+    x = torch.randint(0, task.V, (64, 64), generator=torch.Generator().manual_seed(0))
+    with torch.random.fork_rng(devices=[]):  # module initialisers draw from the global generator
+        torch.manual_seed(0)
+        ours = ToyTransformer(ToyConfig(vocab=task.V, d_model=128, d_mlp=512, max_len=64))
+        base = PlainModel(task.V, 128, 512, 64)
     t_ours, t_base = step_time(ours, x, x), step_time(base, x, x)
     res.update(train_step_ms=t_ours * 1e3, baseline_step_ms=t_base * 1e3, step_ratio=t_base / t_ours)
     print(
@@ -145,11 +154,11 @@ def main() -> None:
 
     if not args.skip_phenomena:
         with tempfile.TemporaryDirectory() as tmp:
-            cfg = resolve_config("cpu", steps=2000, threads=args.threads)
+            cfg = resolve_config("cpu", steps=2000)
             t0 = time.perf_counter()
-            run = run_training(cfg, Path(tmp) / "run", progress=False)
+            run = bb.train(cfg, Path(tmp) / "run", progress=False)
             total = time.perf_counter() - t0
-            m = run.metrics()
+            m = run.tables["metrics"].to_dict("records")
         hit = next((r for r in m if r["attn_sink"] >= 0.6 and r["excess_risk_backcopy"] < 0.05), None)
         res.update(
             cpu_preset_total_s=total,
@@ -161,8 +170,7 @@ def main() -> None:
             f"cpu preset 2000 steps: {total:.0f} s; phenomena from step {res['phenomena_step']} "
             f"(≈ {res['phenomena_s_estimate']:.0f} s)"
         )
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1))
+    return res
 
 
 if __name__ == "__main__":
