@@ -146,11 +146,11 @@ def save_report_arrays(run: RunDir, arrays: dict, step: int, task: BBTask, seqs:
     )
 
 
-def read_train_config(run_dir: str | Path, what: str = "run") -> TrainConfig:
+def read_train_config(run_dir: str | Path) -> TrainConfig:
     """The `TrainConfig` of a `bb train` run folder; one line if it is another study's run or is corrupt."""
     run = RunDir(run_dir)
     if not run.path.is_dir():
-        raise InputError(f"{what} {run.path} is not a folder")
+        raise InputError(f"{run.path} is not a folder; expected a `bb train` run folder")
     if (run.path / "manifest.json").exists():
         command = run.read_manifest().get("command")
         if command not in (None, "bb train"):

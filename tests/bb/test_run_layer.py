@@ -80,6 +80,22 @@ def test_corrupt_files_given_to_resume_and_compare(trained, tmp_path, capsys):
     assert _state(run) == before and not (tmp_path / "cmp").exists()
 
 
+def test_resume_without_a_checkpoint_is_one_line(trained, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "nockpt"
+    shutil.copytree(trained, run)
+    shutil.rmtree(run / "checkpoints")
+    before = _state(run)
+    _fails(["bb", "train", "--out", str(run), "--resume", "--threads", "1"], capsys, "no complete checkpoint")
+    _fails(
+        ["bb", "train", "--out", str(tmp_path / "none"), "--resume"],
+        capsys,
+        "is not a folder; expected a `bb train` run folder",
+    )
+    assert _state(run) == before and not (tmp_path / "none").exists()
+
+
 def test_compare_refuses_other_studies_and_bad_layers(trained, tmp_path, capsys):
     assert main(["bb", "sample", "--n", "2", "--seq-len", "8", "--out", str(tmp_path / "s")]) == 0
     capsys.readouterr()
