@@ -22,10 +22,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlab.extreme.experiment import run_training
-from attnlab.models import ToyConfig, ToyTransformer
-from attnlab.tasks import build_bb_task
-from attnlab.train.presets import resolve_config
+import attnlab.bb as bb
+from attnlab.bb.config import resolve_config
+from attnlab.bb.model import ToyConfig, ToyTransformer
+from attnlab.bb.task import build_bb_task
+from attnlab.clitools import threads
 
 
 def per_token_sampler(task, batch: int, seq_len: int, seed: int, fast_draw: bool = False) -> np.ndarray:
@@ -114,42 +115,62 @@ def main() -> None:
     ap.add_argument("--skip-phenomena", action="store_true", help="skip the (minutes-long) cpu-preset run")
     ap.add_argument("--json", type=Path, default=None, help="also write the numbers to this JSON file")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    with threads(args.threads):
+        res = measure(args)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+
+
+def measure(args: argparse.Namespace) -> dict:
     task = build_bb_task()
     res: dict = {"threads": args.threads}
 
     vec = best_of(lambda: task.sample(512, 256, seed=0), 5)
     loop = best_of(lambda: per_token_sampler(task, 512, 256, seed=0), 1)
     tuned = best_of(lambda: per_token_sampler(task, 512, 256, seed=0, fast_draw=True), 1)
-    res.update(generator_vectorised_s=vec, generator_loop_s=loop, generator_speedup=loop / vec,
-               generator_tuned_loop_s=tuned, generator_speedup_vs_tuned=tuned / vec)
-    print(f"generator 512x257: vectorised {vec * 1e3:.1f} ms; per-token loop (rng.choice) {loop:.2f} s, ratio "
-          f"{loop / vec:.0f}x; tuned per-token loop (cumsum+searchsorted) {tuned:.2f} s, ratio {tuned / vec:.0f}x")
+    res.update(
+        generator_vectorised_s=vec,
+        generator_loop_s=loop,
+        generator_speedup=loop / vec,
+        generator_tuned_loop_s=tuned,
+        generator_speedup_vs_tuned=tuned / vec,
+    )
+    print(
+        f"generator 512x257: vectorised {vec * 1e3:.1f} ms; per-token loop (rng.choice) {loop:.2f} s, ratio "
+        f"{loop / vec:.0f}x; tuned per-token loop (cumsum+searchsorted) {tuned:.2f} s, ratio {tuned / vec:.0f}x"
+    )
 
-    torch.manual_seed(0)
-    x = torch.randint(0, task.V, (64, 64))
-    ours = ToyTransformer(ToyConfig(vocab=task.V, d_model=128, d_mlp=512, max_len=64))
-    base = PlainModel(task.V, 128, 512, 64)
+    x = torch.randint(0, task.V, (64, 64), generator=torch.Generator().manual_seed(0))
+    with torch.random.fork_rng(devices=[]):  # module initialisers draw from the global generator
+        torch.manual_seed(0)
+        ours = ToyTransformer(ToyConfig(vocab=task.V, d_model=128, d_mlp=512, max_len=64))
+        base = PlainModel(task.V, 128, 512, 64)
     t_ours, t_base = step_time(ours, x, x), step_time(base, x, x)
     res.update(train_step_ms=t_ours * 1e3, baseline_step_ms=t_base * 1e3, step_ratio=t_base / t_ours)
-    print(f"training step d=128 T=64 B=64: attnlab {t_ours * 1e3:.1f} ms, plain {t_base * 1e3:.1f} ms, "
-          f"baseline/attnlab {t_base / t_ours:.2f}")
+    print(
+        f"training step d=128 T=64 B=64: attnlab {t_ours * 1e3:.1f} ms, plain {t_base * 1e3:.1f} ms, "
+        f"baseline/attnlab {t_base / t_ours:.2f}"
+    )
 
     if not args.skip_phenomena:
         with tempfile.TemporaryDirectory() as tmp:
-            cfg = resolve_config("cpu", steps=2000, threads=args.threads)
+            cfg = resolve_config("cpu", steps=2000)
             t0 = time.perf_counter()
-            run = run_training(cfg, Path(tmp) / "run", progress=False)
+            run = bb.train(cfg, Path(tmp) / "run", progress=False)
             total = time.perf_counter() - t0
-            m = run.metrics()
+            m = run.tables["metrics"].to_dict("records")
         hit = next((r for r in m if r["attn_sink"] >= 0.6 and r["excess_risk_backcopy"] < 0.05), None)
-        res.update(cpu_preset_total_s=total, phenomena_step=hit and hit["step"],
-                   phenomena_s_estimate=hit and total * hit["step"] / cfg.steps,
-                   final=m[-1] and {k: m[-1][k] for k in ("attn_sink", "excess_risk_backcopy", "value_norm_bos")})
-        print(f"cpu preset 2000 steps: {total:.0f} s; phenomena from step {res['phenomena_step']} "
-              f"(≈ {res['phenomena_s_estimate']:.0f} s)")
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1))
+        res.update(
+            cpu_preset_total_s=total,
+            phenomena_step=hit and hit["step"],
+            phenomena_s_estimate=hit and total * hit["step"] / cfg.steps,
+            final=m[-1] and {k: m[-1][k] for k in ("attn_sink", "excess_risk_backcopy", "value_norm_bos")},
+        )
+        print(
+            f"cpu preset 2000 steps: {total:.0f} s; phenomena from step {res['phenomena_step']} "
+            f"(≈ {res['phenomena_s_estimate']:.0f} s)"
+        )
+    return res
 
 
 if __name__ == "__main__":

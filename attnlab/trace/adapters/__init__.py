@@ -1,2 +1,2 @@
-"""Trace adapters: how each kind of model feeds the one `TraceRecorder` and applies the intervention values
-(`toy` for attnlab's own transformer, `hf` for transformers causal LMs)."""
+"""Trace adapters: how each kind of model feeds the one `TraceRecorder` and compiles the intervention values
+(`toy` for attnlab's own transformer's named hook points, `hf` for transformers causal LMs)."""

@@ -1,0 +1,239 @@
+"""`attnlab bb {sample,train,intervene,theory,compare}`: argparse <-> config, nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from attnlab.bb import config as C
+from attnlab.clitools import add_run_args, run_mode, threads
+from attnlab.errors import InputError
+
+# `bb train` flag -> TrainConfig field
+TRAIN_FLAGS = {
+    "layers": "n_layers",
+    "heads": "n_heads",
+    "attention": "attention",
+    "optimizer": "optimizer",
+    "lr": "lr",
+    "steps": "steps",
+    "seed": "seed",
+    "d_model": "d_model",
+    "d_mlp": "d_mlp",
+    "seq_len": "seq_len",
+    "batch": "batch",
+    "eval_batch": "eval_batch",
+    "no_attn": "no_attn",
+    "no_mlp": "no_mlp",
+    "linear_mlp": "linear_mlp",
+    "ckpt_every": "ckpt_every",
+    "corpus": "corpus",
+    "vocab_chars": "vocab_chars",
+    "triggers": "n_triggers",
+}
+RESUMABLE = {"steps", "ckpt_every"}  # flags a resumed run may change
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer indices, got {text!r}") from None
+
+
+def _count(text: str) -> int:
+    """An integer that may be written like 1e8 (sizes are then refused by the config's memory estimate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(value)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bb = sub.add_parser(
+        "bb",
+        help="Bigram-Backcopy study: data, toy training, interventions, theory",
+        description="Extreme-token phenomena (attention sinks, value-state drains, residual-state "
+        "peaks) on the Bigram-Backcopy task.",
+    )
+    cmds = bb.add_subparsers(dest="bb_command", metavar="SUBCOMMAND")
+    _register_sample(cmds)
+    _register_train(cmds)
+    p = cmds.add_parser(
+        "intervene",
+        help="risks of a trained model with heads/MLPs/layers zeroed",
+        description="Zero each head, MLP and layer and force attention onto <s>; writes "
+        "interventions.json and report.html into a new run folder.",
+    )
+    p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
+    add_run_args(p, seed=False)
+    p.set_defaults(func=cmd_intervene)
+    p = cmds.add_parser(
+        "theory",
+        help="simulate the mutual-reinforcement and Adam-vs-SGD models",
+        description="Gradient flow on (α, β) of the simplified loss and the scalar residual-norm "
+        "model under Adam and SGD; figures and fitted slopes.",
+    )
+    p.add_argument("--t-max", type=float, default=1e9, help="integration horizon (default 1e9)")
+    add_run_args(p)
+    p.set_defaults(func=cmd_theory)
+    p = cmds.add_parser(
+        "compare",
+        help="overlay metrics of several BB runs (e.g. softmax vs ReLU, Adam vs SGD)",
+        description="One figure per group of metrics with one line per run.",
+    )
+    p.add_argument("run_dirs", type=Path, nargs="+", help="folders written by `attnlab bb train`")
+    p.add_argument("--layer", type=int, default=0, help="layer whose metrics are compared (default 0)")
+    add_run_args(p, seed=False)
+    p.set_defaults(func=cmd_compare)
+    bb.set_defaults(func=lambda args: (bb.print_help(), 1)[1])
+
+
+def _task_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--corpus", default=None, help="UTF-8 text file (default: CPython's pydoc_data topics)")
+    p.add_argument("--vocab-chars", type=_count, default=None, help="characters kept (default 64; 0 keeps all)")
+    p.add_argument("--triggers", type=_count, default=None, help="k most frequent characters used as triggers (3)")
+
+
+def _register_sample(cmds: argparse._SubParsersAction) -> None:
+    p = cmds.add_parser(
+        "sample",
+        help="write BB sequences, the bigram matrix and the vocabulary",
+        description="Sample N BB sequences and write sequences.npy (int64 [N, T+1]), bigram.npy "
+        "(float64 [V, V]) and meta.json (vocabulary, trigger ids, bos id).",
+    )
+    p.add_argument("--n", type=_count, default=512, help="number of sequences (default 512)")
+    p.add_argument("--seq-len", type=_count, default=256, help="T: each sequence has T+1 tokens (default 256)")
+    _task_args(p)
+    add_run_args(p)
+    p.set_defaults(func=cmd_sample)
+
+
+def _register_train(cmds: argparse._SubParsersAction) -> None:
+    p = cmds.add_parser(
+        "train",
+        help="train a toy transformer on BB and record the phenomena",
+        description="Train a small pre-LN transformer on BB; metrics on a log-spaced schedule go to "
+        "metrics.jsonl, checkpoints (safetensors + JSON) to checkpoints/, figures and "
+        "report.html at the end. Ctrl-C or SIGTERM saves a checkpoint; --resume "
+        "continues (only --steps and --ckpt-every may change).",
+    )
+    p.add_argument("--preset", default=None, help="cpu (default; minutes on 2 cores) or paper (the paper's sizes)")
+    p.add_argument("--layers", type=_count, default=None, help="number of layers (default 1)")
+    p.add_argument("--heads", type=_count, default=None, help="heads per layer (default 1)")
+    p.add_argument("--attention", choices=C.ATTENTION_KINDS, default=None, help="attention kind (default softmax)")
+    p.add_argument("--optimizer", choices=C.OPTIMIZERS, default=None, help="AdamW or SGD with momentum 0.9")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="learning rate (default: adam 1e-3 cpu / 3e-4 paper, relu 3e-3, sgd 0.03)",
+    )
+    p.add_argument("--steps", type=_count, default=None, help="optimiser steps (default: the preset's)")
+    p.add_argument("--seed", type=int, default=None, help="random seed for init and training batches (default 0)")
+    p.add_argument("--d-model", type=_count, default=None, help="residual width (preset default)")
+    p.add_argument("--d-mlp", type=_count, default=None, help="MLP width (preset default)")
+    p.add_argument("--seq-len", type=_count, default=None, help="T, also the number of learned positions")
+    p.add_argument("--batch", type=_count, default=None, help="training batch size")
+    p.add_argument("--eval-batch", type=_count, default=None, help="size of the fixed evaluation batch")
+    p.add_argument("--no-attn", type=_int_list, default=None, metavar="L,..", help="layers without attention")
+    p.add_argument("--no-mlp", type=_int_list, default=None, metavar="L,..", help="layers without MLP")
+    p.add_argument("--linear-mlp", type=_int_list, default=None, metavar="L,..", help="layers with a linear MLP")
+    p.add_argument("--ckpt-every", type=_count, default=None, help="checkpoint every N steps (preset default)")
+    _task_args(p)
+    add_run_args(p, seed=False, resume=True)
+    p.set_defaults(func=cmd_train)
+
+
+def _done(path: Path) -> int:
+    print(f"run folder: {path}")
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from attnlab.bb.run import sample
+
+    cfg = C.SampleConfig(
+        n=args.n,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        corpus=args.corpus or C.DEFAULT_CORPUS,
+        vocab_chars=64 if args.vocab_chars is None else args.vocab_chars,
+        triggers=3 if args.triggers is None else args.triggers,
+    )
+    with threads(args.threads):
+        return _done(sample(cfg, args.out, mode=run_mode(args)).path)
+
+
+def train_config(args: argparse.Namespace, mode: str) -> C.TrainConfig:
+    """The config of `bb train`: from the preset and flags, or (resume) the saved config with --steps."""
+    given = {field: getattr(args, flag) for flag, field in TRAIN_FLAGS.items() if getattr(args, flag) is not None}
+    if mode != "resume":
+        return C.resolve_config(args.preset or "cpu", **given)
+    from attnlab.bb.experiment import read_train_config
+
+    if args.out is None:
+        raise InputError("--resume needs --out pointing at an existing `bb train` run folder")
+    saved = read_train_config(args.out)
+    conflicts = [
+        f"--{flag.replace('_', '-')} {given[field]!r} (saved: {getattr(saved, field)!r})"
+        for flag, field in TRAIN_FLAGS.items()
+        if field in given and field not in RESUMABLE and given[field] != getattr(saved, field)
+    ]
+    if args.preset is not None and args.preset != saved.preset:
+        conflicts.insert(0, f"--preset {args.preset} (saved: {saved.preset})")
+    if conflicts:
+        raise InputError(
+            f"--resume: {', '.join(conflicts)} conflict with the saved config; drop them or start a new run"
+        )
+    return dataclasses.replace(saved, **{k: v for k, v in given.items() if k in RESUMABLE})
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from attnlab.bb.run import train
+
+    mode = run_mode(args)
+    cfg = train_config(args, mode)
+    with threads(args.threads):
+        result = train(cfg, args.out, mode=mode)
+    s = result.summary
+    print(
+        f"final: step {s['step']}  Attn<s> {_fmt(s.get('attn_sink'))}  "
+        f"excess backcopy risk {_fmt(s.get('excess_risk_backcopy'))}  "
+        f"excess bigram risk {_fmt(s.get('excess_risk_bigram'))}"
+    )
+    return _done(result.path)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def cmd_intervene(args: argparse.Namespace) -> int:
+    from attnlab.bb.run import intervene
+
+    with threads(args.threads):
+        result = intervene(C.InterveneConfig(str(args.run_dir)), args.out, mode=run_mode(args))
+    for r in result.tables["interventions"].to_dict("records"):
+        print(f"{r['intervention']:<45} backcopy risk {r['risk_backcopy']:.4g}   bigram risk {r['risk_bigram']:.4g}")
+    return _done(result.path)
+
+
+def cmd_theory(args: argparse.Namespace) -> int:
+    from attnlab.bb.run import theory
+
+    cfg = C.TheoryConfig(seed=args.seed, t_max=args.t_max)
+    with threads(args.threads):
+        return _done(theory(cfg, args.out, mode=run_mode(args)).path)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from attnlab.bb.run import compare
+
+    cfg = C.CompareConfig(run_dirs=tuple(str(d) for d in args.run_dirs), layer=args.layer)
+    with threads(args.threads):
+        return _done(compare(cfg, args.out, mode=run_mode(args)).path)

@@ -1,0 +1,177 @@
+"""A BB training run's pieces: task and model from a config, the evaluator that takes the §6 snapshots, the
+arrays the report needs from the final model, and reloading a finished run (for `bb intervene`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.numpy import save as safetensors_bytes
+
+from attnlab.bb.checkpoint import latest_checkpoint, load_checkpoint
+from attnlab.bb.config import DEFAULT_CORPUS, TrainConfig
+from attnlab.bb.metrics import active_token_probe, bb_metrics
+from attnlab.bb.model import ToyConfig, ToyTransformer
+from attnlab.bb.task import BBTask, build_bb_task
+from attnlab.configs import config_from_dict
+from attnlab.errors import InputError
+from attnlab.runs import RunDir, read_json, write_bytes
+from attnlab.trace.adapters.toy import trace_toy
+from attnlab.trace.format import Trace
+
+REPORT_T = 32  # the attention map shows the first 32 tokens of evaluation sequence 0
+
+
+def model_config(cfg: TrainConfig, task: BBTask) -> ToyConfig:
+    return ToyConfig(
+        vocab=task.V,
+        d_model=cfg.d_model,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        d_mlp=cfg.d_mlp,
+        max_len=cfg.seq_len,
+        attn=cfg.attention,
+        no_attn=list(cfg.no_attn),
+        no_mlp=list(cfg.no_mlp),
+        linear_mlp=list(cfg.linear_mlp),
+    ).validate()
+
+
+def task_for(cfg: TrainConfig) -> BBTask:
+    return build_bb_task(None if cfg.corpus == DEFAULT_CORPUS else cfg.corpus, cfg.vocab_chars, cfg.n_triggers)
+
+
+def build_model(cfg: TrainConfig, task: BBTask) -> ToyTransformer:
+    """The initial model: torch's module initialisers draw from the global generator, so they run inside
+    `fork_rng` seeded with `cfg.seed` (the caller's random state is left untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        return ToyTransformer(model_config(cfg, task))
+
+
+def attention_layers(model: ToyTransformer) -> list[int]:
+    return [l for l, block in enumerate(model.blocks) if block.attn is not None]
+
+
+class Evaluator:
+    """The §6 metrics on the fixed evaluation batch `seqs` [N, T+1]; with `snapshots`, per-step arrays too."""
+
+    def __init__(self, model: ToyTransformer, task: BBTask, seqs: np.ndarray, snapshots: Path | None = None):
+        self.model, self.task, self.seqs, self.snapshots = model, task, seqs, snapshots
+        self.inputs = torch.as_tensor(seqs[:, :-1])
+        self.attn_layers = attention_layers(model)
+
+    def trace(self, interventions: tuple = (), chunk: int = 256) -> tuple[Trace, torch.Tensor]:
+        return trace_toy(self.model, self.inputs, self.task.V, interventions=interventions, chunk=chunk)
+
+    def __call__(self, step: int) -> dict:
+        trace, logits = self.trace()
+        metrics = bb_metrics(trace, logits, self.seqs, self.task, self.attn_layers)
+        if self.snapshots is not None:
+            self._save_snapshot(step, trace)
+        return metrics
+
+    def _save_snapshot(self, step: int, trace: Trace) -> None:
+        """Per-token-type arrays and the 16×16 top-left attention block of evaluation sequence 0."""
+        arrays = {
+            "attn_key0_by_token": trace.attn_key0_by_token,
+            "dlogit_by_token": trace.dlogit_by_token,
+            "value_norm": trace.value_norm,
+            "resid_norm": trace.resid_norm,
+            "token_count": trace.token_count,
+        }
+        if self.attn_layers:
+            arrays["attn_block16"] = self.pattern(self.inputs[:1, :16], self.attn_layers[0])[0]
+        data = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()}
+        assert self.snapshots is not None
+        write_bytes(self.snapshots / f"step_{step}.safetensors", safetensors_bytes(data))
+
+    @torch.no_grad()
+    def pattern(self, tokens: torch.Tensor, layer: int) -> np.ndarray:
+        """The attention pattern [B,H,T,T] of `layer` on `tokens` [B,T]."""
+        captured: dict[str, torch.Tensor] = {}
+
+        def grab(x: torch.Tensor, name: str) -> None:
+            captured["A"] = x.detach().clone()
+
+        was_training = self.model.training
+        with self.model.hooks({f"blocks.{layer}.attn.pattern": grab}):
+            self.model(tokens)
+        self.model.train(was_training)
+        return captured["A"].numpy()
+
+
+def report_arrays(cfg: TrainConfig, task: BBTask, model: ToyTransformer, seqs: np.ndarray) -> dict:
+    """What the run's report shows of the final model, computed once at the end of training:
+    `attention_map` [32,32] (first attention layer, head 0, evaluation sequence 0), `value_norms` [L,H,T]
+    (‖W_O^h v^h_i‖ over the evaluation batch) and the §6.6 active-token probe per softmax layer."""
+    out: dict = {"value_norms": None, "attention_map": None, "probe": []}
+    layers = attention_layers(model)
+    if not layers:
+        return out
+    T = min(REPORT_T, cfg.seq_len)
+    tr, _ = trace_toy(model, torch.as_tensor(seqs[:1, :-1]), task.V, keep_patterns=[(layers[0], 0)])
+    out["attention_map"] = tr.patterns[f"{layers[0]}.0"][0][:T, :T]
+    full, _ = trace_toy(model, torch.as_tensor(seqs[:, :-1]), task.V)
+    out["value_norms"] = full.value_norm
+    names = task.vocab.token_names()
+    for layer in layers if cfg.attention == "softmax" else []:
+        p = active_token_probe(model, task, layer=layer)
+        out["probe"].append(
+            {
+                "layer": layer,
+                "active tokens": " ".join(names[t] for t in p["active_tokens"]) or "none",
+                "triggers": " ".join(names[t] for t in task.triggers),
+                "active = triggers": p["active_equals_triggers"],
+            }
+        )
+    return out
+
+
+def save_report_arrays(run: RunDir, arrays: dict, step: int, task: BBTask, seqs: np.ndarray) -> None:
+    """`final/`: attention_map.npy, value_norms.npy and final.json (step, tokens, names, triggers, probe)."""
+    for name in ("attention_map", "value_norms"):
+        if arrays[name] is not None:
+            run.save_npy(f"final/{name}.npy", arrays[name])
+    run.write_json(
+        "final/final.json",
+        {
+            "step": step,
+            "tokens": seqs[0, :REPORT_T].tolist(),
+            "token_names": task.vocab.token_names(),
+            "triggers": task.triggers,
+            "probe": arrays["probe"],
+        },
+    )
+
+
+def read_train_config(run_dir: str | Path) -> TrainConfig:
+    """The `TrainConfig` of a `bb train` run folder; one line if it is another study's run or is corrupt."""
+    run = RunDir(run_dir)
+    if not run.path.is_dir():
+        raise InputError(f"{run.path} is not a folder; expected a `bb train` run folder")
+    if (run.path / "manifest.json").exists():
+        command = run.read_manifest().get("command")
+        if command not in (None, "bb train"):
+            raise InputError(f"{run.path} is a run of `attnlab {command}`, not of `attnlab bb train`")
+    data = read_json(run.path / "config.json", "run config")
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k != "threads"}  # runs written before issue 8
+    try:
+        return config_from_dict(TrainConfig, data)
+    except InputError as exc:
+        raise InputError(f"{run.path} is not a `bb train` run folder ({exc})") from None
+
+
+def load_run(run_dir: str | Path) -> tuple[TrainConfig, BBTask, ToyTransformer, dict]:
+    """(config, task, model with the newest checkpoint's weights, checkpoint state) of a `bb train` run."""
+    cfg = read_train_config(run_dir)
+    task = task_for(cfg)
+    model = build_model(cfg, task)
+    ckpt = latest_checkpoint(Path(run_dir))
+    if ckpt is None:
+        raise InputError(f"no complete checkpoint in {Path(run_dir) / 'checkpoints'}")
+    state = load_checkpoint(ckpt, model)
+    model.eval()
+    return cfg, task, model, state

@@ -1,0 +1,265 @@
+"""Figures of the BB study, drawn from saved arrays and metrics only: dynamics of the three phenomena, attention
+map, value-norm bars, run comparisons, and the theory run's plots (spec §9.4 and §9.5)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from attnlab.bb._theory.flow import Trajectory
+from attnlab.bb.metrics import metric
+from attnlab.plotting import new_figure, save_figure
+
+
+def _series(metrics: list[dict], key: str, layer: int = 0, head: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one metric for (layer, head) over training; records without a value are skipped."""
+    steps, vals = [], []
+    for r in metrics:
+        v = metric(r, key, layer, head)
+        if v is None:
+            continue
+        steps.append(r["step"])
+        vals.append(v)
+    return np.asarray(steps), np.asarray(vals)
+
+
+def _step_axis(ax, lin_until: int) -> None:
+    """Linear up to `lin_until`, log beyond (spec §4), with ticks placed in both parts."""
+    lin_until = max(int(lin_until), 1)
+    last = max((max(line.get_xdata(), default=0) for line in ax.get_lines()), default=lin_until)
+    if last <= 4 * lin_until:  # a short run: the log part would be a sliver, stay linear
+        ax.set_xlim(0, max(last, 1) * 1.02)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        return
+    ax.set_xscale("symlog", linthresh=lin_until, linscale=2.0)
+    ticks = [0, lin_until // 2, lin_until]
+    ticks += [v * 10**k for k in range(2, 7) for v in (1, 2, 5) if lin_until < v * 10**k <= max(last, 1)]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlim(0, max(last, lin_until) * 1.02)
+    ax.set_xlabel(f"step (linear ≤ {lin_until}, log beyond)")
+    ax.grid(alpha=0.3)
+
+
+def dynamics(metrics: list[dict], path: Path, lin_until: int = 500, layer: int = 0, title: str = "") -> Path:
+    """2×3 panels over training: Attn⟨s⟩, Δlogit, ‖W_O v‖, ‖Res‖, excess risks, losses."""
+    fig, ax = new_figure(3, 2, width=4.3, height=3.2)
+    s, v = _series(metrics, "attn_sink", layer)
+    ax[0, 0].plot(s, v, color="C0", label="Attn⟨s⟩ (non-trigger queries i ≥ 1)")
+    s2, v2 = _series(metrics, "attn_sink_with0", layer)
+    ax[0, 0].plot(s2, v2, color="C0", ls="--", alpha=0.6, label="including query 0")
+    ax[0, 0].set_ylabel("attention to <s>")
+    ax[0, 0].set_ylim(-0.02, 1.02)
+    ax[0, 0].legend(fontsize=7)
+    s, v = _series(metrics, "delta_logit", layer)
+    _, lo = _series(metrics, "delta_logit_q10", layer)
+    _, hi = _series(metrics, "delta_logit_q90", layer)
+    _, vt = _series(metrics, "delta_logit_trigger", layer)
+    ax[0, 1].plot(s, v, color="C1", label="non-trigger tokens (mean)")
+    if len(lo) == len(s):
+        ax[0, 1].fill_between(s, lo, hi, color="C1", alpha=0.2, label="10–90% of token types")
+    if len(vt) == len(s):
+        ax[0, 1].plot(s, vt, color="C3", label="trigger tokens")
+    ax[0, 1].axhline(0, color="k", lw=0.5)
+    ax[0, 1].set_ylabel("Δlogit = s_i0 − mean_j s_ij")
+    ax[0, 1].legend(fontsize=7)
+    s, v = _series(metrics, "value_norm_bos", layer)
+    _, vo = _series(metrics, "value_norm_others", layer)
+    ax[0, 2].plot(s, v, color="C2", label="‖W_O v⟨s⟩‖")
+    ax[0, 2].plot(s, vo, color="C2", ls="--", label="mean of other positions")
+    ax[0, 2].set_ylabel("value-state norm")
+    ax[0, 2].legend(fontsize=7)
+    s, v = _series(metrics, "resid_norm_bos", layer)
+    _, vo = _series(metrics, "resid_norm_others", layer)
+    ax[1, 0].plot(s, v, color="C4", label=f"‖Res⟨s⟩‖ after block {layer}")
+    ax[1, 0].plot(s, vo, color="C4", ls="--", label="mean of other positions")
+    ax[1, 0].set_ylabel("residual norm")
+    ax[1, 0].legend(fontsize=7)
+    for key, c in (("excess_risk_backcopy", "C5"), ("excess_risk_bigram", "C6")):
+        s, v = _series(metrics, key)
+        ax[1, 1].plot(s, np.maximum(v, 1e-6), color=c, label=key.replace("_", " "))
+    ax[1, 1].set_yscale("log")
+    ax[1, 1].set_ylabel("excess risk (nats)")
+    ax[1, 1].legend(fontsize=7)
+    for key, c in (("loss_backcopy", "C5"), ("loss_bigram", "C6"), ("loss", "k")):
+        s, v = _series(metrics, key)
+        ax[1, 2].plot(s, v, color=c, label=key.replace("_", " "))
+    ax[1, 2].set_ylabel("cross-entropy (nats)")
+    ax[1, 2].legend(fontsize=7)
+    for a in ax.flat:
+        _step_axis(a, lin_until)
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def attention_map(
+    pattern: np.ndarray,
+    tokens: Sequence[int],
+    names: Sequence[str],
+    triggers: Sequence[int],
+    path: Path,
+    title: str = "",
+) -> Path:
+    """Heatmap [query, key] of one sequence; trigger tokens are marked in red on both axes."""
+    T = pattern.shape[0]
+    fig, ax = new_figure(1, 1, width=6.0, height=5.4)
+    a = ax[0, 0]
+    im = a.imshow(pattern, cmap="viridis", vmin=0, vmax=max(float(pattern.max()), 1e-9))
+    labels = [names[t] for t in tokens[:T]]
+    a.set_xticks(range(T), labels, fontsize=7, family="monospace")
+    a.set_yticks(range(T), labels, fontsize=7, family="monospace")
+    for ticks in (a.get_xticklabels(), a.get_yticklabels()):
+        for tick, tok in zip(ticks, tokens[:T]):
+            if tok in triggers:
+                tick.set_color("red")
+                tick.set_fontweight("bold")
+    a.set_xlabel("key")
+    a.set_ylabel("query (triggers in red)")
+    fig.colorbar(im, ax=a, fraction=0.046)
+    a.set_title(title or "attention pattern")
+    return save_figure(fig, path)
+
+
+def value_norm_bars(norms: Sequence[float], labels: Sequence[str], path: Path, title: str = "") -> Path:
+    """Bars of ‖W_O v_i‖ for the first positions (the value-state drain at <s>)."""
+    fig, ax = new_figure(1, 1, width=5.0, height=3.2)
+    a = ax[0, 0]
+    a.bar(range(len(norms)), norms, color=["C3"] + ["C0"] * (len(norms) - 1))
+    a.set_xticks(range(len(norms)), labels, family="monospace")
+    a.set_ylabel("‖W_O v_i‖")
+    a.set_title(title or "value-state norms of the first positions")
+    return save_figure(fig, path)
+
+
+def compare_runs(
+    runs: dict[str, list[dict]], path: Path, keys: Sequence[str], lin_until: int = 500, layer: int = 0, title: str = ""
+) -> Path:
+    """One panel per metric key, one line per run (e.g. softmax vs ReLU, Adam vs SGD)."""
+    fig, ax = new_figure(len(keys), 1, width=4.2, height=3.2)
+    for i, key in enumerate(keys):
+        a = ax[0, i]
+        for j, (label, metrics) in enumerate(runs.items()):
+            s, v = _series(metrics, key, layer)
+            a.plot(s, v, color=f"C{j}", label=label)
+        a.set_ylabel(key.replace("_", " "))
+        if key.startswith("excess_risk"):
+            a.set_yscale("log")
+        _step_axis(a, lin_until)
+        a.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+# --- the theory run (spec §9.4 plots and §9.5 m(t) under Adam vs SGD) ------------------------------------
+def _log_indices(n: int, count: int = 400) -> np.ndarray:
+    """About `count` distinct log-spaced indices in [1, n − 1] (for drawing long step series on a log axis)."""
+    return np.unique(np.geomspace(1, n - 1, count).astype(int))
+
+
+def plot_alpha(traj: Trajectory, single: Trajectory | None, path: Path) -> Path:
+    """α_v against log t (log-x axis) with a ½ log t guide through the last point of the mean α; optional
+    single-n control (dashed) that stalls at a finite value."""
+    fig, axes = new_figure(1, 1, width=6.0, height=4.2)
+    ax = axes[0, 0]
+    sel = traj.t > 0
+    t = traj.t[sel]
+    for v in range(traj.alpha.shape[1]):
+        ax.plot(t, traj.alpha[sel, v], label=f"α_{v + 1} (n ∈ 1..10)")
+    anchor = float(traj.alpha[-1].mean())
+    guide = anchor + 0.5 * (np.log(t) - np.log(t[-1]))
+    late = t >= 1e2
+    ax.plot(t[late], guide[late], "k:", lw=1.5, label="½ log t guide")
+    if single is not None:
+        s_sel = single.t > 0
+        ax.plot(single.t[s_sel], single.alpha[s_sel, 0], "--", color="grey", label="single n = 5 (converges)")
+    ax.set_xscale("log")
+    ax.set_xlabel("t (gradient-flow time)")
+    ax.set_ylabel("sink logit α_v")
+    ax.set_title("Sink logits grow like ½ log t (§9.3)")
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def plot_beta_loss(traj: Trajectory, path: Path) -> Path:
+    """‖β − mean β‖ and ℓ on log-log axes, with t^{−1/2} and t^{−1} guides anchored at the last point."""
+    fig, axes = new_figure(2, 1, width=4.8, height=3.8)
+    sel = traj.t > 0
+    t = traj.t[sel]
+    late = t >= 1e3
+    for ax, y, slope, name in [
+        (axes[0, 0], traj.beta_spread[sel], -0.5, "‖β − mean β‖"),
+        (axes[0, 1], traj.loss[sel], -1.0, "ℓ(α, β)"),
+    ]:
+        ax.loglog(t, y, label=name)
+        ax.loglog(t[late], y[-1] * (t[late] / t[-1]) ** slope, "k:", label=f"t^{slope:g} guide")
+        ax.set_xlabel("t")
+        ax.set_ylabel(name)
+        ax.legend(fontsize=8)
+    axes[0, 0].set_title("Value drain: β flattens")
+    axes[0, 1].set_title("Loss decays like 1/t")
+    return save_figure(fig, path)
+
+
+def plot_residual(
+    reduced: dict[str, np.ndarray], closed_form: np.ndarray, two_param: dict[str, dict], lrs: np.ndarray, path: Path
+) -> Path:
+    """m(t) under Adam vs SGD: left the reduced recursion (with the SGD closed form), right the two-parameter
+    model at each learning rate (m/m₀)."""
+    fig, axes = new_figure(2, 1, width=5.0, height=3.9)
+    ax = axes[0, 0]
+    idx = _log_indices(reduced["adam"].size)
+    ax.plot(idx, reduced["adam"][idx], label="Adam")
+    ax.plot(idx, reduced["sgd"][idx], label="SGD")
+    ax.plot(idx, closed_form[idx], "k:", label="SGD closed form")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("step t")
+    ax.set_ylabel("residual norm m")
+    ax.set_title("Reduced recursion g = −log t/(m³t), lr 0.3")
+    ax.legend(fontsize=8)
+    ax = axes[0, 1]
+    colors = ["C0", "C1", "C2", "C3", "C4", "C5"]
+    for j, lr in enumerate(lrs):
+        col = colors[j % len(colors)]
+        for opt, style in (("adam", "-"), ("sgd", "--")):
+            m = two_param[opt]["m"][:, j]
+            idx = _log_indices(m.size)
+            ax.plot(idx, m[idx] / m[0], style, color=col, label=f"{opt} lr {lr:g}")
+    ax.set_xscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("m / m₀")
+    ax.set_title("Two-parameter model L = exp(−y·a(m))")
+    ax.legend(fontsize=7, ncol=2)
+    return save_figure(fig, path)
+
+
+def trajectories(arrays: dict[str, np.ndarray]) -> tuple[Trajectory, Trajectory]:
+    """The mixed-n flow and the single-n control, rebuilt from the theory run's arrays.npz."""
+    return (
+        Trajectory(t=arrays["flow_t"], alpha=arrays["flow_alpha"], beta=arrays["flow_beta"], loss=arrays["flow_loss"]),
+        Trajectory(
+            t=arrays["single_t"], alpha=arrays["single_alpha"], beta=arrays["single_beta"], loss=arrays["single_loss"]
+        ),
+    )
+
+
+def theory_figures(arrays: dict[str, np.ndarray], figure_path: Callable[[str], Path]) -> dict[str, Path]:
+    """The three theory figures from the saved arrays; `figure_path(name)` gives each PNG's path."""
+    traj, single = trajectories(arrays)
+    reduced = {o: arrays[f"reduced_m_{o}"] for o in ("adam", "sgd")}
+    two = {o: {k: arrays[f"two_param_{k}_{o}"] for k in ("y", "m", "loss")} for o in ("adam", "sgd")}
+    return {
+        "theory_alpha": plot_alpha(traj, single, figure_path("theory_alpha")),
+        "theory_beta_loss": plot_beta_loss(traj, figure_path("theory_beta_loss")),
+        "theory_residual_adam_sgd": plot_residual(
+            reduced,
+            arrays["reduced_m_closed_form"],
+            two,
+            arrays["two_param_lrs"],
+            figure_path("theory_residual_adam_sgd"),
+        ),
+    }

@@ -1,0 +1,213 @@
+"""The run functions of `attnlab bb {sample,train,intervene,theory,compare}`: config in, run folder out.
+
+Each opens its folder with `open_run`, writes everything its report needs, writes report.html from the folder
+and returns a `RunResult` whose tables are pandas DataFrames. No printing (a tqdm bar while training), no
+process-wide state.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.bb import figures, report
+from attnlab.bb.config import CompareConfig, InterveneConfig, SampleConfig, TheoryConfig, TrainConfig, train_hash
+from attnlab.bb.experiment import (
+    Evaluator,
+    build_model,
+    load_run,
+    read_train_config,
+    report_arrays,
+    save_report_arrays,
+    task_for,
+)
+from attnlab.bb.metrics import PER_HEAD, PER_LAYER, metric, record_shape
+from attnlab.bb.task import BBTask, build_bb_task
+from attnlab.bb.training import Trainer, config_diff
+from attnlab.errors import InputError
+from attnlab.runs import RunDir, RunResult, open_run, write_bytes
+
+
+def _tables(**frames: Any) -> dict:
+    import pandas as pd
+
+    return {name: pd.DataFrame(rows) for name, rows in frames.items()}
+
+
+# --- bb sample ---------------------------------------------------------------------------------------------------
+def sample_statistics(task: BBTask, seqs: np.ndarray) -> dict:
+    """Trigger fraction over positions 1..T−1 and the mean oracle entropy at bigram positions."""
+    x = seqs[:, :-1]
+    trig = task.is_trigger[x]
+    o = task.oracle(seqs)
+    ent = -(np.where(o > 0, o * np.log(np.where(o > 0, o, 1.0)), 0.0)).sum(-1)
+    return {
+        "trigger_fraction": float(trig[:, 1:].mean()),
+        "oracle_bigram_entropy": float(ent[~trig].mean()),
+        "n_sequences": int(seqs.shape[0]),
+        "seq_len": int(seqs.shape[1] - 1),
+    }
+
+
+def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """`n` BB sequences (stream 2 of the seed): sequences.npy int64 [n, T+1], bigram.npy float64 [V, V],
+    meta.json (vocabulary, trigger ids, bos id) and metrics.json (sample statistics)."""
+    task = build_bb_task(None if config.corpus == "pydoc_data" else config.corpus, config.vocab_chars, config.triggers)
+    with open_run(out, "bb sample", config, mode=mode, seed=config.seed, prefix="bb-sample") as run:
+        seqs = task.sample(config.n, config.seq_len, config.seed, stream=2)
+        run.save_npy("sequences.npy", seqs)
+        run.save_npy("bigram.npy", task.bigram_matrix())
+        run.write_json("meta.json", task.meta())
+        stats = sample_statistics(task, seqs)
+        run.write_json("metrics.json", stats)
+        report.write_report(report.sample_report(run.path), run)
+    return RunResult(run.path, config, stats, _tables(statistics=[stats]))
+
+
+# --- bb train ----------------------------------------------------------------------------------------------------
+def metrics_table(records: list[dict]) -> list[dict]:
+    """One row per snapshot. A 1-layer 1-head run keeps the metric names; otherwise per-head metrics become
+    columns `name[l.h]` and per-layer ones `name[l]`."""
+    rows = []
+    for r in records:
+        L, H = record_shape(r)
+        row: dict = {"step": r["step"]}
+        for name in r:
+            if name == "step":
+                continue
+            if (L, H) == (1, 1) or name not in PER_HEAD + PER_LAYER:
+                row[name] = metric(r, name)
+            elif name in PER_LAYER:
+                row.update({f"{name}[{l}]": metric(r, name, l) for l in range(L)})
+            else:
+                row.update({f"{name}[{l}.{h}]": metric(r, name, l, h) for l in range(L) for h in range(H)})
+        rows.append(row)
+    return rows
+
+
+def _check_resume(run: RunDir, config: TrainConfig) -> None:
+    saved = read_train_config(run.path)
+    if train_hash(saved) != train_hash(config):
+        diff = config_diff(saved.to_dict(), config.to_dict())
+        raise InputError(f"--resume: the config differs from the saved one in {run.path}: {'; '.join(diff)}")
+
+
+def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
+    """Train a toy transformer on BB: metrics.jsonl on the snapshot schedule, snapshots/, checkpoints/,
+    final/ (the arrays of the report), train_summary.json and report.html. `mode="resume"` continues `out`
+    from its newest checkpoint (same config; `steps` may grow)."""
+    task = task_for(config)
+    with open_run(out, "bb train", config, mode=mode, seed=config.seed, prefix="bb") as run:
+        if mode == "resume":
+            _check_resume(run, config)
+        model = build_model(config, task)
+        seqs = task.eval_batch(config.eval_batch, config.seq_len, config.eval_seed)
+        evaluator = Evaluator(model, task, seqs, run.path / "snapshots")
+
+        def batch_fn(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+            x = torch.as_tensor(task.train_batch(config.batch, config.seq_len, config.seed, step))
+            return x[:, :-1], x[:, 1:]
+
+        t0 = time.perf_counter()
+        trainer = Trainer(model, config, run, batch_fn, evaluator, progress=progress)
+        if mode == "resume":
+            trainer.resume()
+            run.write_config(config)  # steps may have grown
+        result = trainer.run_loop()
+        result["wall_seconds"] = round(time.perf_counter() - t0, 2)
+        run.write_json("train_summary.json", result)
+        save_report_arrays(run, report_arrays(config, task, model, seqs), trainer.step, task, seqs)
+        report.write_report(report.train_report(run.path), run)
+        records = run.metrics()
+    summary = {k: metric(records[-1], k) for k in report.SUMMARY_KEYS} if records else {}
+    return RunResult(run.path, config, {"step": trainer.step, **summary}, _tables(metrics=metrics_table(records)))
+
+
+# --- bb intervene ------------------------------------------------------------------------------------------------
+def intervene(config: InterveneConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """Risks of the final model of `config.run_dir` with each head/MLP/layer zeroed and attention moved to <s>;
+    writes interventions.json and report.html into its own new folder (never into the training run)."""
+    from attnlab.bb.intervene import evaluate_interventions
+
+    source = Path(config.run_dir).resolve()
+    if out is not None and (Path(out).resolve() == source or source in Path(out).resolve().parents):
+        raise InputError(f"--out {out} is inside the training run {config.run_dir}; choose a new folder")
+    cfg, task, model, state = load_run(config.run_dir)
+    rows = evaluate_interventions(cfg, task, model, int(state["step"]))
+    with open_run(out, "bb intervene", config, mode=mode, seed=cfg.seed, prefix="bb-intervene") as run:
+        run.write_json("interventions.json", rows)
+        report.write_report(report.intervene_report(run.path), run)
+    return RunResult(run.path, config, {"step": int(state["step"])}, _tables(interventions=rows))
+
+
+# --- bb theory ---------------------------------------------------------------------------------------------------
+def theory(config: TheoryConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """Simulate §9.1–9.5: metrics.json (slopes, GD checks, Adam/SGD m), arrays.npz, setup.json, figures."""
+    from attnlab.bb._theory.simulate import setup, simulate
+
+    with open_run(out, "bb theory", config, mode=mode, seed=config.seed, prefix="bb-theory") as run:
+        metrics, arrays = simulate(config.seed, config.t_max)
+        run.write_json("setup.json", setup(config.seed, config.t_max))
+        run.write_json("metrics.json", metrics)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)  # type: ignore[arg-type]
+        write_bytes(run.path / "arrays.npz", buf.getvalue())
+        with np.load(run.path / "arrays.npz", allow_pickle=False) as saved:
+            figures.theory_figures(dict(saved), run.figure_path)
+        report.write_report(report.theory_report(run.path), run)
+    slopes = metrics["late_slopes"]
+    table = [{"quantity": k, "late_slope": v} for k, v in slopes.items() if not isinstance(v, list)]
+    table += [{"quantity": f"alpha_{i}", "late_slope": v} for i, v in enumerate(slopes["alpha"])]
+    return RunResult(run.path, config, metrics["reduced_recursion"], _tables(late_slopes=table))
+
+
+# --- bb compare --------------------------------------------------------------------------------------------------
+COMPARE_GROUPS = {
+    "sink": ("attn_sink", "value_norm_bos", "resid_norm_bos"),
+    "risk": ("excess_risk_backcopy", "excess_risk_bigram", "delta_logit"),
+}
+
+
+def _compare_inputs(config: CompareConfig) -> tuple[dict[str, list[dict]], int]:
+    """{label: metrics} of the runs and the `lin_until` of the last; one line for a bad run or layer."""
+    runs, lin_until = {}, 500
+    for d in config.run_dirs:
+        cfg = read_train_config(d)
+        if config.layer >= cfg.n_layers:
+            raise InputError(f"--layer {config.layer} is out of range; {d} has layers 0..{cfg.n_layers - 1}")
+        runs[f"{cfg.attention}/{cfg.optimizer} lr {cfg.resolved_lr():g} ({Path(d).name})"] = RunDir(d).metrics()
+        lin_until = cfg.lin_until
+    return runs, lin_until
+
+
+def compare(config: CompareConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """One figure per group of metrics (sink, risk) with one line per run, for layer `config.layer`."""
+    runs, lin_until = _compare_inputs(config)
+    with open_run(out, "bb compare", config, mode=mode, prefix="bb-compare") as run:
+        captions = {}
+        for name, keys in COMPARE_GROUPS.items():
+            figures.compare_runs(runs, run.figure_path(f"compare_{name}"), keys, lin_until, config.layer)
+            captions[f"compare_{name}"] = f"{', '.join(keys)} for {len(runs)} runs"
+        run.write_json("figures.json", captions)
+        report.write_report(report.compare_report(run.path), run)
+    finals = [
+        {"run": label, **{k: metric(m[-1], k, config.layer) for ks in COMPARE_GROUPS.values() for k in ks}}
+        for label, m in runs.items()
+        if m
+    ]
+    return RunResult(run.path, config, {}, _tables(final=finals))
+
+
+RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {
+    "bb sample": (SampleConfig, sample),
+    "bb train": (TrainConfig, train),
+    "bb intervene": (InterveneConfig, intervene),
+    "bb theory": (TheoryConfig, theory),
+    "bb compare": (CompareConfig, compare),
+}

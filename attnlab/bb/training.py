@@ -1,0 +1,181 @@
+"""The training loop: snapshots on a schedule, checkpoints, resume, Ctrl-C/SIGTERM safety and the NaN guard
+(spec extreme-tokens §4).
+
+Step s means s updates done; snapshot s is taken after update s (s = 0: the initial model). Update k (0-based)
+uses `batch_fn(k)`, so a resumed run sees exactly the batches it would have seen, and (on one thread) reaches
+bit-identical weights and metrics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from attnlab.bb.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
+from attnlab.bb.config import TRAIN_HASH_SKIP, TrainConfig, train_hash
+from attnlab.bb.metrics import metric
+from attnlab.bb.schedule import snapshot_steps
+from attnlab.errors import AttnlabError, InputError, NumericalError
+from attnlab.runs import RunDir, read_json
+
+BatchFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]  # step -> (inputs [B,T], targets [B,T])
+SnapshotFn = Callable[[int], dict]  # step -> metrics dict
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW or SGD with momentum; constant lr, weight decay on every parameter (as the reference; spec §4)."""
+    if cfg.optimizer == "adam":
+        return torch.optim.AdamW(
+            model.parameters(),
+            lr=cfg.resolved_lr(),
+            betas=tuple(cfg.betas),  # type: ignore[arg-type]
+            eps=cfg.eps,
+            weight_decay=cfg.weight_decay,
+        )
+    return torch.optim.SGD(
+        model.parameters(), lr=cfg.resolved_lr(), momentum=cfg.momentum, weight_decay=cfg.weight_decay
+    )
+
+
+def first_nonfinite(model: torch.nn.Module, grads: bool = False) -> str | None:
+    """Name of the first parameter (or its gradient) holding a NaN/inf, or None."""
+    for name, p in model.named_parameters():
+        t = p.grad if grads else p
+        if t is not None and not torch.isfinite(t).all():
+            return name
+    return None
+
+
+def config_diff(old: dict, new: dict) -> list[str]:
+    """'field: old -> new' for every field that may not change on resume."""
+    return [
+        f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
+        for k in sorted(set(old) | set(new))
+        if k not in TRAIN_HASH_SKIP and k != "threads" and old.get(k) != new.get(k)
+    ]
+
+
+class Trainer:
+    """One invocation of the loop on `run` (a held run folder): `run_loop()` trains to `cfg.steps`."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        cfg: TrainConfig,
+        run: RunDir,
+        batch_fn: BatchFn,
+        snapshot_fn: SnapshotFn,
+        progress: bool = True,
+    ) -> None:
+        self.model, self.cfg, self.run = model, cfg, run
+        self.batch_fn, self.snapshot_fn, self.progress = batch_fn, snapshot_fn, progress
+        self.opt = make_optimizer(model, cfg)
+        self.snaps = set(snapshot_steps(cfg.steps, cfg.lin_every, cfg.lin_until, cfg.per_decade))
+        self.step = 0
+        self.resumed_from: str | None = None
+
+    def checkpoint(self, step: int, name: str | None = None) -> str:
+        folder = save_checkpoint(
+            self.run.path / "checkpoints" / (name or f"step_{step}"),
+            self.model,
+            self.opt,
+            {"step": step, "config": self.cfg.to_dict(), "config_hash": train_hash(self.cfg)},
+        )
+        if name is None:
+            prune_checkpoints(self.run.path, self.cfg.keep_last)
+        return str(folder)
+
+    def resume(self) -> None:
+        """Load the newest checkpoint (refusing one of another config) and keep the metrics up to its step."""
+        ckpt = latest_checkpoint(self.run.path)
+        if ckpt is None:
+            raise InputError(f"--resume: no complete checkpoint in {self.run.path / 'checkpoints'}")
+        state = read_json(ckpt / "state.json", "checkpoint state")
+        if not isinstance(state, dict) or "step" not in state:
+            raise InputError(f"checkpoint state {ckpt / 'state.json'} is corrupt (no step); restore or delete it")
+        if state.get("config_hash") != train_hash(self.cfg):
+            diff = config_diff(state.get("config", {}), self.cfg.to_dict()) or ["config hash differs"]
+            raise InputError(f"--resume: the config changed since {ckpt}: {'; '.join(diff)}")
+        if int(state["step"]) > self.cfg.steps:
+            raise InputError(f"--steps {self.cfg.steps} is below the run's current step {state['step']}")
+        load_checkpoint(ckpt, self.model, self.opt)
+        self.step, self.resumed_from = int(state["step"]), str(ckpt)
+        self.run.reset_metrics(keep_until_step=self.step)
+
+    def snapshot(self, loss_value: float | None = None, bar: tqdm | None = None) -> None:
+        record = {"step": self.step, **self.snapshot_fn(self.step)}
+        self.run.append_metrics(record)
+        if bar is not None:
+            sink = metric(record, "attn_sink")
+            bar.set_postfix(loss=f"{loss_value:.3f}", sink="-" if sink is None else f"{sink:.2f}")
+        self.model.train()
+
+    def run_loop(self) -> dict:
+        """Train to `cfg.steps`; returns {'step', 'resumed_from', 'checkpoint'}."""
+        done = {r.get("step") for r in self.run.metrics()} if self.step else set()
+        if self.step in self.snaps and self.step not in done:  # also a snapshot cut off by an interrupt
+            self.snapshot()
+        self.model.train()
+        bar = tqdm(
+            total=self.cfg.steps,
+            initial=self.step,
+            desc=f"train {self.cfg.attention}/{self.cfg.optimizer}",
+            disable=not self.progress,
+            dynamic_ncols=True,
+            mininterval=1.0,
+        )
+        try:
+            self._steps(bar)
+        except KeyboardInterrupt:
+            bar.close()
+            path = self.checkpoint(self.step)
+            raise AttnlabError(
+                f"interrupted at step {self.step}; checkpoint saved in {path}; continue with --resume", exit_code=130
+            ) from None
+        bar.close()
+        return {"step": self.step, "resumed_from": self.resumed_from, "checkpoint": self.checkpoint(self.step)}
+
+    def _steps(self, bar: tqdm) -> None:
+        params: list[torch.Tensor] = list(self.model.parameters())
+        last_finite = [p.detach().clone() for p in params]  # restored if an update makes a parameter non-finite
+        while self.step < self.cfg.steps:
+            inputs, targets = self.batch_fn(self.step)
+            logits = self.model(inputs)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            loss_value = loss.item()
+            if not math.isfinite(loss_value):
+                self._diverged(
+                    bar, loss_value, f"the loss (first non-finite parameter: {first_nonfinite(self.model) or 'none'})"
+                )
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            bad = first_nonfinite(self.model, grads=True)
+            if bad is not None:
+                self._diverged(bar, loss_value, f"the gradient of parameter {bad}")
+            with torch.no_grad():
+                torch._foreach_copy_(last_finite, [p.detach() for p in params])
+            self.opt.step()
+            if not bool(torch.isfinite(torch.stack(torch._foreach_norm(params))).all()):
+                bad = first_nonfinite(self.model)
+                with torch.no_grad():
+                    torch._foreach_copy_(params, last_finite)
+                self._diverged(bar, loss_value, f"parameter {bad} after the update")
+            self.step += 1
+            bar.update(1)
+            if self.step in self.snaps:
+                self.snapshot(loss_value, bar)
+            if self.step % self.cfg.ckpt_every == 0 and self.step < self.cfg.steps:
+                self.checkpoint(self.step)
+
+    def _diverged(self, bar: tqdm, loss: float, what: str) -> None:
+        """Save the last finite state and raise a `NumericalError` printed on its own line."""
+        bar.close()
+        path = self.checkpoint(self.step, name=f"nan_step_{self.step}")
+        err = NumericalError(
+            f"non-finite value in {what} at step {self.step} (loss {loss}); last finite state saved in {path}"
+        )
+        err.after_progress = True  # type: ignore[attr-defined]
+        raise err

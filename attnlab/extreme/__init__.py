@@ -1,1 +1,0 @@
-"""Study 1: extreme-token phenomena on the Bigram-Backcopy task (metrics, interventions, theory)."""

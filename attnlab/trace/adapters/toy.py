@@ -1,0 +1,181 @@
+"""The toy-transformer adapter: fill a `TraceRecorder` from the model's named hook points, and compile the
+intervention values of `attnlab.trace.interventions` into hooks at those points (spec extreme-tokens §5, §7).
+
+The adapter only uses the model's public surface (`cfg`, `blocks[l].attn / .mlp`, `hooks(spec)`,
+`head_output_weights()`), so the trace layer does not import the BB study.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from attnlab.errors import InputError
+from attnlab.trace.format import Trace
+from attnlab.trace.interventions import (
+    Intervention,
+    ModelShape,
+    MoveToSink,
+    ZeroDims,
+    ZeroHead,
+    ZeroLayer,
+    ZeroMLP,
+    validate,
+)
+from attnlab.trace.recorder import TraceRecorder
+
+if TYPE_CHECKING:
+    from attnlab.bb.model import ToyTransformer
+
+HookFn = Callable[[torch.Tensor, str], Any]
+
+
+def toy_shape(model: ToyTransformer) -> ModelShape:
+    """The `ModelShape` interventions are checked against: layers, heads, width, which layers have attention/MLP."""
+    cfg = model.cfg
+    return ModelShape(
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        d_model=cfg.d_model,
+        attn_layers=tuple(l for l, b in enumerate(model.blocks) if b.attn is not None),
+        mlp_layers=tuple(l for l, b in enumerate(model.blocks) if b.mlp is not None),
+    )
+
+
+def _zero(x: torch.Tensor, name: str) -> torch.Tensor:
+    return torch.zeros_like(x)
+
+
+def _zero_head(head: int) -> HookFn:
+    def fn(z: torch.Tensor, name: str) -> torch.Tensor:  # z [B,T,H,d] before W_O
+        z = z.clone()
+        z[:, :, head] = 0.0
+        return z
+
+    return fn
+
+
+def _move_to_sink(head: int, queries: torch.Tensor | None) -> HookFn:
+    def fn(pattern: torch.Tensor, name: str) -> torch.Tensor:  # pattern [B,H,T,T]
+        B, H, T, _ = pattern.shape
+        rows = torch.ones(B, T, dtype=torch.bool) if queries is None else torch.as_tensor(queries)
+        if tuple(rows.shape) != (B, T):
+            raise InputError(f"query mask shape {tuple(rows.shape)} does not match the batch [{B},{T}]")
+        one_hot = torch.zeros(T, dtype=pattern.dtype)
+        one_hot[0] = 1.0
+        pattern = pattern.clone()
+        sel = pattern[:, head]
+        sel[rows] = one_hot
+        pattern[:, head] = sel
+        return pattern
+
+    return fn
+
+
+def _zero_dims(dims: tuple[int, ...], positions: tuple[int, ...] | None) -> HookFn:
+    def fn(x: torch.Tensor, name: str) -> torch.Tensor:  # x [B,T,D] after the block
+        x = x.clone()
+        if positions is None:
+            x[:, :, list(dims)] = 0.0
+        else:
+            for p in positions:
+                x[:, p, list(dims)] = 0.0
+        return x
+
+    return fn
+
+
+def _compile(iv: Intervention, model: ToyTransformer) -> dict[str, HookFn]:
+    """{hook point: fn} of one (validated) intervention."""
+    p = f"blocks.{iv.layer}."
+    if isinstance(iv, ZeroHead):
+        return {p + "attn.z": _zero_head(iv.head)}
+    if isinstance(iv, ZeroMLP):
+        return {p + "mlp.out": _zero}
+    if isinstance(iv, ZeroLayer):
+        block = model.blocks[iv.layer]
+        return {
+            **({p + "attn.out": _zero} if block.attn is not None else {}),
+            **({p + "mlp.out": _zero} if block.mlp is not None else {}),
+        }
+    if isinstance(iv, ZeroDims):
+        return {p + "resid_post": _zero_dims(tuple(iv.dims), iv.positions)}
+    assert isinstance(iv, MoveToSink)
+    return {p + "attn.pattern": _move_to_sink(iv.head, iv.queries)}
+
+
+def toy_hooks(model: ToyTransformer, interventions: Iterable[Intervention]) -> dict[str, list[HookFn]]:
+    """Validate `interventions` against the model and compile them into {hook point: [fns]} (applied in order)."""
+    merged: dict[str, list[HookFn]] = {}
+    for iv in validate(interventions, toy_shape(model)):
+        for point, fn in _compile(iv, model).items():
+            merged.setdefault(point, []).append(fn)
+    return merged
+
+
+def toy_trace_hooks(model: ToyTransformer, rec: TraceRecorder) -> dict[str, HookFn]:
+    """Hooks that stream scores/patterns, per-head value norms ‖W_O^h v^h_i‖ and residual norms into `rec`."""
+    hooks: dict[str, HookFn] = {"embed": lambda x, name: rec.residual(0, x)}
+    scores: dict[int, torch.Tensor] = {}  # local to this call: the scores of a layer until its pattern arrives
+    for layer, block in enumerate(model.blocks):
+        hooks[f"blocks.{layer}.resid_post"] = (lambda l: lambda x, name: rec.residual(l + 1, x))(layer)
+        if block.attn is None:
+            continue
+        p = f"blocks.{layer}.attn."
+
+        def keep_scores(x: torch.Tensor, name: str, l: int = layer) -> None:
+            scores[l] = x
+
+        def on_pattern(x: torch.Tensor, name: str, l: int = layer) -> None:
+            rec.attention(l, x, scores.pop(l, None))
+
+        def on_v(v: torch.Tensor, name: str, l: int = layer, attn: Any = block.attn) -> None:
+            w_o = attn.head_output_weights()  # [H,D,d]
+            rec.value_norms(l, torch.einsum("bthk,hdk->bthd", v, w_o).norm(dim=-1))
+
+        hooks[p + "scores"] = keep_scores
+        hooks[p + "pattern"] = on_pattern
+        hooks[p + "v"] = on_v
+    return hooks
+
+
+@torch.no_grad()
+def trace_toy(
+    model: ToyTransformer,
+    tokens: torch.Tensor,
+    vocab_size: int | None = None,
+    keep_patterns: Iterable[tuple[int, int]] = (),
+    interventions: Iterable[Intervention] = (),
+    chunk: int = 256,
+) -> tuple[Trace, torch.Tensor]:
+    """Run `tokens` [N,T] through the model in chunks of `chunk`; return (Trace, logits [N,T,V]).
+
+    `interventions` are compiled by `toy_hooks` and run before the recording hooks at the same points, so the
+    trace sees the intervened model. A `MoveToSink.queries` mask [N,T] needs `chunk >= N`.
+    """
+    cfg = model.cfg
+    T = tokens.shape[1]
+    rec = TraceRecorder(
+        cfg.n_layers,
+        cfg.n_heads,
+        T,
+        vocab_size=cfg.vocab if vocab_size is None else vocab_size,
+        keep_patterns=keep_patterns,
+    )
+    spec: dict[str, list[HookFn]] = toy_hooks(model, interventions)
+    for name, fn in toy_trace_hooks(model, rec).items():
+        spec.setdefault(name, []).append(fn)
+    was_training = model.training
+    model.eval()
+    logits = []
+    try:
+        with model.hooks(spec):
+            for start in range(0, tokens.shape[0], chunk):
+                part = tokens[start : start + chunk]
+                rec.begin_batch(part)
+                logits.append(model(part))
+    finally:
+        model.train(was_training)
+    return rec.result(), torch.cat(logits)

@@ -1,0 +1,56 @@
+"""The `cpu` preset reproduces the 1-layer phenomena (spec extreme-tokens §11, R4, R5, R7, R8).
+
+Short runs of the real preset (600 of its 2,000 steps: the phenomena are established by step 400); thresholds
+confirmed at this scale are recorded in docs/extreme-tokens.md.
+"""
+
+import pytest
+
+import attnlab.bb as bb
+from attnlab.bb.config import InterveneConfig, resolve_config
+
+STEPS = 600
+
+
+@pytest.fixture(scope="module")
+def softmax_run(tmp_path_factory):
+    cfg = resolve_config("cpu", attention="softmax", steps=STEPS, ckpt_every=STEPS)
+    return bb.train(cfg, tmp_path_factory.mktemp("bb") / "softmax", progress=False)
+
+
+@pytest.mark.slow
+def test_softmax_sink_forms_with_backcopy_solved(softmax_run):
+    m = softmax_run.tables["metrics"].to_dict("records")
+    last = m[-1]
+    assert m[0]["attn_sink"] < 0.2  # no sink at initialisation
+    assert last["attn_sink"] >= 0.6 and last["excess_risk_backcopy"] < 0.05  # R4
+    assert last["delta_logit"] > 0 > last["delta_logit_trigger"]  # R4: Δlogit signs
+    peak = max(r["value_norm_bos"] for r in m)
+    assert last["value_norm_bos"] <= 0.5 * peak  # R5: value drain
+    assert last["value_norm_bos"] < 0.5 * last["value_norm_others"]
+    sink_step = next(r["step"] for r in m if r["attn_sink"] >= 0.6)
+    dl = {r["step"]: r["delta_logit"] for r in m}
+    assert dl[last["step"]] > dl[sink_step]  # R6: logit keeps growing
+
+
+@pytest.mark.slow
+def test_interventions_on_trained_softmax_model(softmax_run, tmp_path):
+    table = bb.intervene(InterveneConfig(str(softmax_run.path)), tmp_path / "iv").tables["interventions"]
+    rows = {r["intervention"]: r for r in table.to_dict("records")}
+    full = rows["none (full model)"]
+    head = rows["zero head 0.0"]
+    assert head["risk_backcopy"] > 2.0  # R7
+    assert abs(head["risk_bigram"] - full["risk_bigram"]) < 0.03  # measured 0.010 at step 500
+    assert rows["zero MLP 0"]["risk_bigram"] > full["risk_bigram"] + 1.0  # measured 3.56 vs 2.19
+    dormant = rows["attention 0.0 -> <s> (non-trigger queries)"]
+    assert abs(dormant["risk_bigram"] - full["risk_bigram"]) < 0.05  # the head is dormant there
+    assert rows["attention 0.0 -> <s> (all queries)"]["risk_backcopy"] > 2.0  # ... and active on triggers
+
+
+@pytest.mark.slow
+def test_relu_attention_has_no_sink(tmp_path):
+    cfg = resolve_config("cpu", attention="relu", steps=STEPS, ckpt_every=STEPS)
+    m = bb.train(cfg, tmp_path / "relu", progress=False).tables["metrics"].to_dict("records")
+    assert max(r["attn_sink"] for r in m) < 0.05  # R8, every snapshot
+    assert m[-1]["excess_risk_backcopy"] < 0.05
+    assert m[-1]["value_norm_bos"] > m[0]["value_norm_bos"]  # no value drain
