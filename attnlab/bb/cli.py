@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--t-max", type=float, default=1e9, help="integration horizon (default 1e9)")
     add_run_args(p)
-    p.set_defaults(func=cmd_theory)
+    p.set_defaults(func=cmd_theory, make_config=theory_config)
     p = cmds.add_parser(
         "compare",
         help="overlay metrics of several BB runs (e.g. softmax vs ReLU, Adam vs SGD)",
@@ -110,7 +110,7 @@ def _register_sample(cmds: argparse._SubParsersAction) -> None:
     p.add_argument("--seq-len", type=_count, default=256, help="T: each sequence has T+1 tokens (default 256)")
     _task_args(p)
     add_run_args(p)
-    p.set_defaults(func=cmd_sample)
+    p.set_defaults(func=cmd_sample, make_config=sample_config)
 
 
 def _register_train(cmds: argparse._SubParsersAction) -> None:
@@ -146,7 +146,7 @@ def _register_train(cmds: argparse._SubParsersAction) -> None:
     p.add_argument("--ckpt-every", type=_count, default=None, help="checkpoint every N steps (preset default)")
     _task_args(p)
     add_run_args(p, seed=False, resume=True)
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, make_config=lambda args: train_config(args, "new"))
 
 
 def _done(path: Path) -> int:
@@ -154,10 +154,8 @@ def _done(path: Path) -> int:
     return 0
 
 
-def cmd_sample(args: argparse.Namespace) -> int:
-    from attnlab.bb.run import sample
-
-    cfg = C.SampleConfig(
+def sample_config(args: argparse.Namespace) -> C.SampleConfig:
+    return C.SampleConfig(
         n=args.n,
         seq_len=args.seq_len,
         seed=args.seed,
@@ -165,8 +163,13 @@ def cmd_sample(args: argparse.Namespace) -> int:
         vocab_chars=64 if args.vocab_chars is None else args.vocab_chars,
         triggers=3 if args.triggers is None else args.triggers,
     )
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from attnlab.bb.run import sample
+
     with threads(args.threads):
-        return _done(sample(cfg, args.out, mode=run_mode(args)).path)
+        return _done(sample(sample_config(args), args.out, mode=run_mode(args)).path)
 
 
 def train_config(args: argparse.Namespace, mode: str) -> C.TrainConfig:
@@ -223,10 +226,14 @@ def cmd_intervene(args: argparse.Namespace) -> int:
     return _done(result.path)
 
 
+def theory_config(args: argparse.Namespace) -> C.TheoryConfig:
+    return C.TheoryConfig(seed=args.seed, t_max=args.t_max)
+
+
 def cmd_theory(args: argparse.Namespace) -> int:
     from attnlab.bb.run import theory
 
-    cfg = C.TheoryConfig(seed=args.seed, t_max=args.t_max)
+    cfg = theory_config(args)
     with threads(args.threads):
         return _done(theory(cfg, args.out, mode=run_mode(args)).path)
 
