@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -136,7 +137,16 @@ class Trainer:
                 f"interrupted at step {self.step}; checkpoint saved in {path}; continue with --resume", exit_code=130
             ) from None
         bar.close()
-        return {"step": self.step, "resumed_from": self.resumed_from, "checkpoint": self.checkpoint(self.step)}
+        final = self.checkpoint(self.step)
+        return {
+            "step": self.step,
+            "resumed_from": self._relative(self.resumed_from),
+            "checkpoint": self._relative(final),
+        }
+
+    def _relative(self, path: str | None) -> str | None:
+        """A path inside the run folder, relative to it (run folders can move; pages show no machine paths)."""
+        return None if path is None else Path(path).relative_to(self.run.path).as_posix()
 
     def _steps(self, bar: tqdm) -> None:
         params: list[torch.Tensor] = list(self.model.parameters())
