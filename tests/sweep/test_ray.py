@@ -86,9 +86,13 @@ def test_killed_worker_is_retried_and_no_trial_is_duplicated(tmp_path):
     spec = tmp_path / "kill.toml"
     spec.write_text(BB_SPEC.replace("steps = 30", "steps = 120").replace('optimizer = ["adam", "sgd"]\n', ""))
     out = tmp_path / "kill"
-    proc = subprocess.Popen([sys.executable, "-m", "attnlab.cli", "sweep", str(spec), "--out", str(out),
-                             "--cpus", "2"], env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnlab.cli", "sweep", str(spec), "--out", str(out), "--cpus", "2"],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     killed = False
     deadline = time.time() + 240
     while proc.poll() is None and time.time() < deadline and not killed:
