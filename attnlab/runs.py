@@ -336,6 +336,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _make_folder(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".attnlab-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
+
+
 def _set_aside(path: Path) -> Path | None:
     """For --overwrite: move the earlier run out of the way (kept until the new run succeeds); None if empty."""
     if not path.is_dir() or not _contents(path):
@@ -383,7 +393,7 @@ def open_run(
     check_out_folder(path, mode, command)
     backup = _set_aside(path) if mode == "overwrite" else None
     created = not path.exists()
-    path.mkdir(parents=True, exist_ok=True)
+    _make_folder(path)
     lock = _acquire_lock(path)
     run = RunDir(path)
     try:

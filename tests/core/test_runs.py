@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -136,6 +137,13 @@ def test_out_that_is_a_file_or_read_only(tmp_path):
                 pass
     finally:
         ro.chmod(0o700)
+
+
+def test_out_where_nothing_can_be_written(tmp_path):
+    for bad in (Path("/proc/attnlab-run"), Path("/dev/null/run")):
+        with pytest.raises(InputError, match=f"--out {bad}"):
+            with open_run(bad, "scan", _Cfg()):
+                pass
 
 
 def test_read_jsonl_drops_only_a_cut_last_line(tmp_path):
