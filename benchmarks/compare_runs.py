@@ -3,7 +3,7 @@
     python benchmarks/compare_runs.py OLD NEW [--map old_sub=new_sub ...]
 
 Compares every `.npy` array (exactly) and every metrics file (`*.jsonl`, `metrics*.json`, `*.csv`) value by value,
-skipping fields that record time or the machine (timings aside, as issue 8 asks). Prints one line per difference
+skipping fields that record time, the machine or paths (timings aside, as issue 8 asks). Prints one line per difference
 and a summary; exits 1 if anything differs or a file is missing on the new side.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 SKIP_KEY = re.compile(
     r"(time|seconds|elapsed|wall|duration|created|git_sha|platform|python|torch|numpy|"
-    r"transformers|scipy|attnlab|per_s|_ms|_s$|folder|path|argv)",
+    r"transformers|scipy|attnlab|per_s|_ms|_s$|folder|path|argv|checkpoint|resumed_from)",
     re.IGNORECASE,
 )
 
@@ -74,6 +74,7 @@ def compare(old: Path, new: Path, mapping: dict[str, str]) -> list[str]:
     for rel in result_files(old):
         parts = list(rel.parts)
         parts[0] = mapping.get(parts[0], parts[0])
+        parts = list(Path(mapping[str(rel)]).parts) if str(rel) in mapping else parts
         other = new.joinpath(*parts)
         if not other.exists():
             problems.append(f"missing: {rel} (looked for {Path(*parts)})")
@@ -86,7 +87,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
-    ap.add_argument("--map", action="append", default=[], help="old_sub=new_sub: a top-level folder renamed")
+    ap.add_argument("--map", action="append", default=[], help="old=new: a top-level folder renamed, or a file (relative path) moved")
     args = ap.parse_args()
     mapping = dict(m.split("=", 1) for m in args.map)
     problems = compare(args.old, args.new, mapping)
