@@ -11,10 +11,13 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from attnlab.runs import to_jsonable, write_bytes, write_text
 
@@ -29,7 +32,10 @@ STYLE = (
     "table.sortable th{cursor:pointer}table.sortable th:after{content:' \\2195';color:#999}"
     "caption{font-weight:bold;text-align:left;padding:4px 0}"
     "img{max-width:100%}figure{margin:1em 0}figcaption{color:#555;font-size:0.9em}"
-    ".plot{width:100%;min-height:420px}"
+    ".plot{width:100%;min-height:420px}.note{color:#555;font-size:0.9em}"
+    ".tokens{font-family:monospace;white-space:pre-wrap;line-height:1.7;border:1px solid #ddd;padding:6px;"
+    "max-height:240px;overflow-y:auto}.tokens span{border-radius:2px;cursor:default}"
+    "button.head{margin:2px;font-family:monospace}"
 )
 
 # Click a header to sort by that column (numbers numerically, then text); click again to reverse.
@@ -48,6 +54,57 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
   });
 });
 """
+
+
+def element_id(run_path: str | Path, name: str) -> str:
+    """An HTML id unique within a combined page (the demo's): the run folder's last two names, then `name`."""
+    parts = Path(run_path).resolve().parts[-2:]
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join([*parts, name])).strip("-")
+
+
+def rounded(values: Any, digits: int = 4) -> Any:
+    """An array as nested lists of floats rounded to `digits` significant digits (small pages); NaN -> None."""
+    a = np.asarray(values, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.where(np.isfinite(a) & (a != 0), np.floor(np.log10(np.abs(np.where(a == 0, 1, a)))), 0)
+        out = np.round(a / 10**mag, digits - 1) * 10**mag
+    return to_jsonable(np.where(np.isfinite(a), out, np.nan))
+
+
+def heatmap(z: Any, title: str, x: Any = None, y: Any = None, **trace: Any) -> dict:
+    """A plotly heat map figure (dict) of `z` [rows, cols]; row 0 at the top, as a matrix is read."""
+    data: dict[str, Any] = {"type": "heatmap", "z": rounded(z), "colorscale": "Viridis", **trace}
+    if x is not None:
+        data["x"] = list(x)
+    if y is not None:
+        data["y"] = list(y)
+    return {
+        "data": [data],
+        "layout": {"title": {"text": title}, "yaxis": {"autorange": "reversed"}, "margin": {"t": 50}},
+    }
+
+
+def lines(series: dict[str, tuple[Any, Any]], title: str, xlabel: str, ylabel: str, **layout: Any) -> dict:
+    """A plotly figure (dict) with one line per `name: (x, y)`; zoom by dragging, double-click to reset."""
+    data = [
+        {"type": "scatter", "mode": "lines+markers", "name": name, "x": rounded(x), "y": rounded(y)}
+        for name, (x, y) in series.items()
+    ]
+    return {
+        "data": data,
+        "layout": {
+            "title": {"text": title},
+            "xaxis": {"title": {"text": xlabel}},
+            "yaxis": {"title": {"text": ylabel}},
+            "hovermode": "closest",
+            **layout,
+        },
+    }
+
+
+def js_json(obj: Any) -> str:
+    """`obj` as a JavaScript literal safe inside a <script> element (texts may hold "</script>")."""
+    return json.dumps(to_jsonable(obj)).replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
 def fmt(value: Any) -> str:
@@ -110,7 +167,7 @@ class Report:
     def plotly(self, figure: Any, div_id: str, caption: str = "") -> Report:
         """An interactive plotly figure (a `plotly.graph_objects.Figure` or its dict) in `<div id=div_id>`."""
         spec = figure.to_plotly_json() if hasattr(figure, "to_plotly_json") else figure
-        payload = json.dumps(to_jsonable({"data": spec.get("data", []), "layout": spec.get("layout", {})}))
+        payload = js_json({"data": spec.get("data", []), "layout": spec.get("layout", {})})
         self.uses_plotly = True
         self.blocks.append(
             f'<figure><div class="plot" id="{html.escape(div_id)}"></div>'
