@@ -107,6 +107,37 @@ def js_json(obj: Any) -> str:
     return json.dumps(to_jsonable(obj)).replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+def with_slider(figure: dict, frames: list[list[dict]], labels: list[str], prefix: str, play: bool = False) -> dict:
+    """`figure` plus plotly frames (each a list of trace updates, the figure's traces in order) and a slider that
+    shows one frame at a time; with `play`, play/pause buttons animate them (plotly's own animation)."""
+    names = [f"{prefix}{label}" for label in labels]
+    show = {"mode": "immediate", "frame": {"duration": 0, "redraw": True}, "transition": {"duration": 0}}
+    steps = [{"label": label, "method": "animate", "args": [[n], show]} for n, label in zip(names, labels)]
+    layout = dict(figure.get("layout", {}))
+    layout["sliders"] = [
+        {"active": len(steps) - 1, "currentvalue": {"prefix": prefix}, "steps": steps, "pad": {"t": 40}}
+    ]
+    if play:
+        run = {"mode": "immediate", "fromcurrent": True, "frame": {"duration": 150, "redraw": True}}
+        layout["updatemenus"] = [
+            *layout.get("updatemenus", []),
+            {
+                "type": "buttons",
+                "showactive": False,
+                "x": 0,
+                "y": 0,
+                "xanchor": "right",
+                "yanchor": "top",
+                "pad": {"t": 40, "r": 10},
+                "buttons": [
+                    {"label": "play", "method": "animate", "args": [None, run]},
+                    {"label": "pause", "method": "animate", "args": [[None], show]},
+                ],
+            },
+        ]
+    return {**figure, "layout": layout, "frames": [{"name": n, "data": d} for n, d in zip(names, frames)]}
+
+
 def fmt(value: Any) -> str:
     """A table cell: floats to 4 significant digits (scientific outside [1e-3, 1e5)), everything escaped."""
     if isinstance(value, float):
@@ -165,18 +196,17 @@ class Report:
         return self
 
     def plotly(self, figure: Any, div_id: str, caption: str = "") -> Report:
-        """An interactive plotly figure (a `plotly.graph_objects.Figure` or its dict) in `<div id=div_id>`."""
+        """An interactive plotly figure (a `plotly.graph_objects.Figure` or its dict, frames included for
+        animations and sliders) in `<div id=div_id>`."""
         spec = figure.to_plotly_json() if hasattr(figure, "to_plotly_json") else figure
-        payload = js_json({"data": spec.get("data", []), "layout": spec.get("layout", {})})
+        keys = ("data", "layout", "frames")
+        payload = js_json({k: spec[k] for k in keys if k in spec} | {"config": {"responsive": True}})
         self.uses_plotly = True
         self.blocks.append(
             f'<figure><div class="plot" id="{html.escape(div_id)}"></div>'
             f"<figcaption>{html.escape(caption)}</figcaption></figure>"
         )
-        self.scripts.append(
-            f"Plotly.newPlot({json.dumps(div_id)}, ...(function (s) {{ return [s.data, s.layout, "
-            f"{{responsive: true}}]; }})({payload}));"
-        )
+        self.scripts.append(f"Plotly.newPlot({json.dumps(div_id)}, {payload});")
         return self
 
     def raw(self, block: str, script: str = "", plotly: bool = False) -> Report:

@@ -180,8 +180,8 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     sink = {d: tr.sink_score() for d, tr in traces.items()}
     rep = Report(title)
     rep.paragraph(
-        f"Model {s['model']}, T = {s['tokens']} tokens, prefix {s['prefix']}. A head is dormant on a domain if its sink score (mean attention of "
-        f"queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; Sink_1^ε uses ε = {SINK_EPS}."
+        f"Model {s['model']}, T = {s['tokens']} tokens, prefix {s['prefix']}. A head is dormant on a domain if "
+        f"its sink score (mean attention of queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; Sink_1^ε uses ε = {SINK_EPS}."
     )
     rep.table(s["domains"], caption="Per domain")
     rep.table([s["class_counts"]], caption="Head classes across the scanned domains")
