@@ -29,6 +29,7 @@ STYLE = (
     ".scroll{overflow-x:auto;max-width:100%;margin:1em 0}"
     "table{border-collapse:collapse;font-size:0.9em}"
     "td,th{border:1px solid #bbb;padding:3px 8px;text-align:right;white-space:nowrap}th{background:#eee}"
+    "td.t{text-align:left;max-width:40em;overflow:hidden;text-overflow:ellipsis}"
     "table.sortable th{cursor:pointer}table.sortable th:after{content:' \\2195';color:#999}"
     "caption{font-weight:bold;text-align:left;padding:4px 0}"
     "img{max-width:100%}figure{margin:1em 0}figcaption{color:#555;font-size:0.9em}"
@@ -107,9 +108,16 @@ def js_json(obj: Any) -> str:
     return json.dumps(to_jsonable(obj)).replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-def with_slider(figure: dict, frames: list[list[dict]], labels: list[str], prefix: str, play: bool = False) -> dict:
-    """`figure` plus plotly frames (each a list of trace updates, the figure's traces in order) and a slider that
-    shows one frame at a time; with `play`, play/pause buttons animate them (plotly's own animation)."""
+def with_slider(
+    figure: dict,
+    frames: list[list[dict]],
+    labels: list[str],
+    prefix: str,
+    play: bool = False,
+    traces: list[int] | None = None,
+) -> dict:
+    """`figure` plus plotly frames (each a list of trace updates: the figure's traces in order, or those listed in
+    `traces`) and a slider showing one frame at a time; `play` adds play/pause (plotly's own animation)."""
     names = [f"{prefix}{label}" for label in labels]
     show = {"mode": "immediate", "frame": {"duration": 0, "redraw": True}, "transition": {"duration": 0}}
     steps = [{"label": label, "method": "animate", "args": [[n], show]} for n, label in zip(names, labels)]
@@ -135,11 +143,20 @@ def with_slider(figure: dict, frames: list[list[dict]], labels: list[str], prefi
                 ],
             },
         ]
-    return {**figure, "layout": layout, "frames": [{"name": n, "data": d} for n, d in zip(names, frames)]}
+    which = {} if traces is None else {"traces": traces}
+    return {**figure, "layout": layout, "frames": [{"name": n, "data": d, **which} for n, d in zip(names, frames)]}
+
+
+def _cell(value: Any) -> str:
+    """A <td>: numbers right-aligned (the default), text left-aligned."""
+    number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    return f"<td>{fmt(value)}</td>" if number else f'<td class="t">{fmt(value)}</td>'
 
 
 def fmt(value: Any) -> str:
     """A table cell: floats to 4 significant digits (scientific outside [1e-3, 1e5)), everything escaped."""
+    if isinstance(value, np.floating):
+        value = float(value)
     if isinstance(value, float):
         if value != value:
             return "nan"
@@ -175,7 +192,7 @@ class Report:
         for r in rows:
             cols += [k for k in r if k not in cols]
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-        body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(c, ''))}</td>" for c in cols) + "</tr>" for r in rows)
+        body = "".join("<tr>" + "".join(_cell(r.get(c, "")) for c in cols) + "</tr>" for r in rows)
         cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
         ident = f' id="{html.escape(table_id)}"' if table_id else ""
         self.blocks.append(
