@@ -147,7 +147,7 @@ def with_slider(
     return {**figure, "layout": layout, "frames": [{"name": n, "data": d, **which} for n, d in zip(names, frames)]}
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
     """A <td>: numbers right-aligned (the default), text left-aligned."""
     number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
     return f"<td>{fmt(value)}</td>" if number else f'<td class="t">{fmt(value)}</td>'
@@ -192,7 +192,7 @@ class Report:
         for r in rows:
             cols += [k for k in r if k not in cols]
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-        body = "".join("<tr>" + "".join(_cell(r.get(c, "")) for c in cols) + "</tr>" for r in rows)
+        body = "".join("<tr>" + "".join(cell(r.get(c, "")) for c in cols) + "</tr>" for r in rows)
         cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
         ident = f' id="{html.escape(table_id)}"' if table_id else ""
         self.blocks.append(
