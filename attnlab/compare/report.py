@@ -15,7 +15,7 @@ from typing import Any
 from attnlab.compare.collect import RunInfo
 from attnlab.report import Report, cell, element_id, rounded
 
-MAX_METRIC_COLUMNS = 14  # final-metric columns per table (the most common first)
+MAX_METRIC_COLUMNS = 20  # final-metric columns per table (the most common first)
 MAX_FIELDS_SINGLE = 8  # config fields shown for a command with one run and no known defaults
 
 
@@ -68,14 +68,16 @@ def key_fields(runs: list[RunInfo]) -> list[str]:
     return (["seed"] if "seed" in names else []) + [k for k in keys if k != "seed"]
 
 
-def metric_columns(runs: list[RunInfo]) -> list[str]:
-    """The final metrics most runs have, in first-seen order, at most `MAX_METRIC_COLUMNS`."""
+def metric_columns(runs: list[RunInfo], limit: int | None = MAX_METRIC_COLUMNS) -> list[str]:
+    """The final metrics of the runs in first-seen order: plain names before indexed ones (`U[0.1]`), those most
+    runs have first when there are more than `limit` (None: all)."""
     counts: dict[str, int] = {}
     for r in runs:
         for k in r.final:
             counts[k] = counts.get(k, 0) + 1
-    ranked = sorted(counts, key=lambda k: -counts[k])[:MAX_METRIC_COLUMNS]
-    return [k for k in counts if k in ranked]
+    ranked = sorted(counts, key=lambda k: ("[" in k, -counts[k]))
+    keep = set(ranked if limit is None else ranked[:limit])
+    return sorted((k for k in counts if k in keep), key=lambda k: "[" in k)
 
 
 def runs_table(rep: Report, runs: list[RunInfo], page_dir: Path, table_id: str) -> None:

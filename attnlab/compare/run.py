@@ -22,7 +22,7 @@ def _table(runs: list[RunInfo], page_dir: Path) -> Any:
         same = [x for x in runs if x.command == r.command]
         row: dict[str, Any] = {"run": relative(r.path, page_dir), "command": r.command}
         row.update({k: shown(r.config.get(k)) for k in key_fields(same)})
-        row.update({k: r.final.get(k) for k in metric_columns(same)})
+        row.update({k: r.final.get(k) for k in metric_columns(same, limit=None)})
         rows.append(row)
     return pd.DataFrame(rows)
 
