@@ -28,7 +28,7 @@ class RunInfo:
     command: str
     config: dict[str, Any]
     final: dict[str, float | str]
-    curves: list[dict[str, float]]
+    curves: list[dict[str, float | str]]
 
     @property
     def has_report(self) -> bool:

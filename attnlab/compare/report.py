@@ -93,9 +93,10 @@ def runs_table(rep: Report, runs: list[RunInfo], page_dir: Path, table_id: str) 
         )
         rows.append("<tr>" + "".join(c if c.startswith("<td") else f'<td class="t">{c}</td>' for c in cells) + "</tr>")
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    caption = f"attnlab {html.escape(runs[0].command)} ({len(runs)} run{'s' if len(runs) > 1 else ''})"
     rep.raw(
-        f'<div class="scroll"><table class="sortable" id="{table_id}"><caption>attnlab {html.escape(runs[0].command)}'
-        f" ({len(runs)} runs)</caption><thead><tr>{th}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+        f'<div class="scroll"><table class="sortable" id="{table_id}"><caption>{caption}</caption>'
+        f"<thead><tr>{th}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 

@@ -16,10 +16,10 @@ from attnlab.trace.format import Trace
 
 TABLES = ("heads", "layers", "massive", "classes")
 CLASS_CODES = {"active-all": 0, "mixed": 1, "active-dormant": 2, "sink-all": 3}
-CLASS_SCALE = [
-    [0.0, "#2c7bb6"], [0.25, "#2c7bb6"], [0.25, "#bbbbbb"], [0.5, "#bbbbbb"],
-    [0.5, "#fdae61"], [0.75, "#fdae61"], [0.75, "#d7191c"], [1.0, "#d7191c"],
-]  # fmt: skip
+CLASS_SCALE = (
+    (0.0, "#2c7bb6"), (0.25, "#2c7bb6"), (0.25, "#bbbbbb"), (0.5, "#bbbbbb"),
+    (0.5, "#fdae61"), (0.75, "#fdae61"), (0.75, "#d7191c"), (1.0, "#d7191c"),
+)  # fmt: skip
 
 # Glue no library offers: a click on a grid cell (plotly_click) shows that head's saved patterns, one heat map per
 # domain with the tokens on hover, and the window's text where hovering a query token shades its keys.
@@ -181,7 +181,8 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     rep = Report(title)
     rep.paragraph(
         f"Model {s['model']}, T = {s['tokens']} tokens, prefix {s['prefix']}. A head is dormant on a domain if "
-        f"its sink score (mean attention of queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; Sink_1^ε uses ε = {SINK_EPS}."
+        f"its sink score (mean attention of queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; "
+        f"Sink_1^ε uses ε = {SINK_EPS}."
     )
     rep.table(s["domains"], caption="Per domain")
     rep.table([s["class_counts"]], caption="Head classes across the scanned domains")

@@ -28,7 +28,11 @@ def test_compare_two_studies_in_the_browser(runs, browse, tmp_path, capsys):
         tables = page.locator("table.sortable")
         assert tables.count() == 3  # one per command
         captions = [c.inner_text() for c in page.locator("table.sortable caption").all()]
-        assert captions == ["attnlab bb train (1 runs)", "attnlab consensus simulate (1 runs)", "attnlab paths solve (1 runs)"]
+        assert captions == [
+            "attnlab bb train (1 run)",
+            "attnlab consensus simulate (1 run)",
+            "attnlab paths solve (1 run)",
+        ]
         links = [a.get_attribute("href") for a in page.locator("table.sortable a").all()]
         assert all((out / href).resolve().is_file() for href in links) and len(links) == 3
         # the bb row shows the final attn_sink of its metrics.jsonl

@@ -108,7 +108,9 @@ def test_consensus_and_paths_reports_draw(runs, browse, tmp_path):
                 n_t = len(np.load(run / "t_states.npy"))
                 assert page.evaluate(f"document.getElementById('{div}')._transitionData._frames.length") == n_t
             if name == "sim4":
-                assert page.evaluate(f"document.getElementById('{element_id(run, 'sphere')}').data[1].type") == "scatter"
+                assert (
+                    page.evaluate(f"document.getElementById('{element_id(run, 'sphere')}').data[1].type") == "scatter"
+                )
             assert errors == [], name
 
 
