@@ -33,9 +33,20 @@ PATTERN_JS = """
     view.dataset.head = key; view.innerHTML = '';
     title.textContent = 'Layer ' + l + ', head ' + h + ': ' + cfg.domains.map(function (d) {
       return d + ' sink ' + cfg.sink[d][l][h].toFixed(3); }).join(', ');
+    if (!saved && location.protocol.indexOf('http') === 0) {  // served by `attnlab view`: compute it
+      view.innerHTML = '<p class="note">Computing the pattern of this head with the run\'s model...</p>';
+      fetch('api/pattern?layer=' + l + '&head=' + h).then(function (r) { return r.json(); }).then(function (res) {
+        if (res.error) { view.innerHTML = '<p class="note">' + esc(res.error) + '</p>'; return; }
+        cfg.patterns[key] = res.patterns;
+        Object.keys(res.tokens).forEach(function (d) { cfg.tokens[d] = cfg.tokens[d] || res.tokens[d]; });
+        if (view.dataset.head === key) show(key);
+      });
+      return;
+    }
     if (!saved) {
       view.innerHTML = '<p class="note">No pattern was saved for this head. Rerun the scan with --pattern-head ' +
-        key + ' to keep it (saved: ' + (Object.keys(cfg.patterns).join(', ') || 'none') + ').</p>';
+        key + ' to keep it, or open the run with `attnlab view RUN_DIR` to compute any head (saved: ' +
+        (Object.keys(cfg.patterns).join(', ') || 'none') + ').</p>';
       return;
     }
     cfg.domains.forEach(function (d, k) {
