@@ -34,7 +34,7 @@ PATTERN_JS = """
     title.textContent = 'Layer ' + l + ', head ' + h + ': ' + cfg.domains.map(function (d) {
       return d + ' sink ' + cfg.sink[d][l][h].toFixed(3); }).join(', ');
     if (!saved && location.protocol.indexOf('http') === 0) {  // served by `attnlab view`: compute it
-      view.innerHTML = '<p class="note">Computing the pattern of this head with the run\'s model...</p>';
+      view.innerHTML = '<p class="note">Computing the pattern of this head with the model of the run...</p>';
       fetch('api/pattern?layer=' + l + '&head=' + h).then(function (r) { return r.json(); }).then(function (res) {
         if (res.error) { view.innerHTML = '<p class="note">' + esc(res.error) + '</p>'; return; }
         cfg.patterns[key] = res.patterns;

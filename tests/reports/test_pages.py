@@ -120,3 +120,34 @@ def test_no_machine_paths_in_any_page(runs, tmp_path_factory):
     for run in runs.values():
         text = (run / "report.html").read_text()
         assert base not in text and f"{home}/" not in text, run
+
+
+def test_served_scan_report_computes_an_unsaved_head(runs, browser, tmp_path):
+    """Through `attnlab view`, clicking a head whose pattern was not kept shows it, computed by the server."""
+    import threading
+
+    from attnlab.report import element_id
+    from attnlab.view.server import make_server
+
+    run = runs["scan"]
+    grid, view = element_id(run, "grid"), element_id(run, "pattern")
+    kept = json.loads((run / "summary.json").read_text())["pattern_heads"]
+    unsaved = next((l, h) for l in range(2) for h in range(4) if f"{l}.{h}" not in kept)
+    server = make_server(run, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+        _plot_ready(page, grid)
+        x, y = _grid_cell_xy(page, grid, *unsaved)
+        page.mouse.click(x - page.evaluate("window.scrollX"), y - page.evaluate("window.scrollY"))
+        page.wait_for_selector(f"#{view}-1 .heatmaplayer", timeout=60_000)
+        assert page.locator(f"#{view}-title").inner_text().startswith(f"Layer {unsaved[0]}, head {unsaved[1]}")
+        page.screenshot(path=str(tmp_path / "served.png"), full_page=True)
+        assert errors == []
+    finally:
+        page.close()
+        server.shutdown()
+        server.server_close()
