@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,12 +65,11 @@ def element_id(run_path: str | Path, name: str) -> str:
 
 
 def rounded(values: Any, digits: int = 4) -> Any:
-    """An array as nested lists of floats rounded to `digits` significant digits (small pages); NaN -> None."""
+    """An array as nested lists of floats with `digits` significant digits (short JSON: small pages); NaN and
+    infinities -> None (plotly leaves a gap)."""
     a = np.asarray(values, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mag = np.where(np.isfinite(a) & (a != 0), np.floor(np.log10(np.abs(np.where(a == 0, 1, a)))), 0)
-        out = np.round(a / 10**mag, digits - 1) * 10**mag
-    return to_jsonable(np.where(np.isfinite(a), out, np.nan))
+    flat = [float(f"{v:.{digits}g}") if math.isfinite(v) else None for v in a.ravel().tolist()]
+    return np.array(flat, dtype=object).reshape(a.shape).tolist() if a.ndim else flat[0]
 
 
 def heatmap(z: Any, title: str, x: Any = None, y: Any = None, **trace: Any) -> dict:
