@@ -11,10 +11,14 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from attnlab.runs import to_jsonable, write_bytes, write_text
 
@@ -26,10 +30,14 @@ STYLE = (
     ".scroll{overflow-x:auto;max-width:100%;margin:1em 0}"
     "table{border-collapse:collapse;font-size:0.9em}"
     "td,th{border:1px solid #bbb;padding:3px 8px;text-align:right;white-space:nowrap}th{background:#eee}"
+    "td.t{text-align:left;max-width:40em;overflow:hidden;text-overflow:ellipsis}"
     "table.sortable th{cursor:pointer}table.sortable th:after{content:' \\2195';color:#999}"
     "caption{font-weight:bold;text-align:left;padding:4px 0}"
     "img{max-width:100%}figure{margin:1em 0}figcaption{color:#555;font-size:0.9em}"
-    ".plot{width:100%;min-height:420px}"
+    ".plot{width:100%;min-height:420px}.note{color:#555;font-size:0.9em}"
+    ".tokens{font-family:monospace;white-space:pre-wrap;line-height:1.7;border:1px solid #ddd;padding:6px;"
+    "max-height:240px;overflow-y:auto}.tokens span{border-radius:2px;cursor:default}"
+    "button.head{margin:2px;font-family:monospace}"
 )
 
 # Click a header to sort by that column (numbers numerically, then text); click again to reverse.
@@ -50,8 +58,105 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 """
 
 
+def element_id(run_path: str | Path, name: str) -> str:
+    """An HTML id unique within a combined page (the demo's): the run folder's last two names, then `name`."""
+    parts = Path(run_path).resolve().parts[-2:]
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join([*parts, name])).strip("-")
+
+
+def rounded(values: Any, digits: int = 4) -> Any:
+    """An array as nested lists of floats with `digits` significant digits (short JSON: small pages); NaN and
+    infinities -> None (plotly leaves a gap)."""
+    a = np.asarray(values, dtype=np.float64)
+    flat = [float(f"{v:.{digits}g}") if math.isfinite(v) else None for v in a.ravel().tolist()]
+    return np.array(flat, dtype=object).reshape(a.shape).tolist() if a.ndim else flat[0]
+
+
+def heatmap(z: Any, title: str, x: Any = None, y: Any = None, **trace: Any) -> dict:
+    """A plotly heat map figure (dict) of `z` [rows, cols]; row 0 at the top, as a matrix is read."""
+    data: dict[str, Any] = {"type": "heatmap", "z": rounded(z), "colorscale": "Viridis", **trace}
+    if x is not None:
+        data["x"] = list(x)
+    if y is not None:
+        data["y"] = list(y)
+    return {
+        "data": [data],
+        "layout": {"title": {"text": title}, "yaxis": {"autorange": "reversed"}, "margin": {"t": 50}},
+    }
+
+
+def lines(series: dict[str, tuple[Any, Any]], title: str, xlabel: str, ylabel: str, **layout: Any) -> dict:
+    """A plotly figure (dict) with one line per `name: (x, y)`; zoom by dragging, double-click to reset."""
+    data = [
+        {"type": "scatter", "mode": "lines+markers", "name": name, "x": rounded(x), "y": rounded(y)}
+        for name, (x, y) in series.items()
+    ]
+    return {
+        "data": data,
+        "layout": {
+            "title": {"text": title},
+            "xaxis": {"title": {"text": xlabel}},
+            "yaxis": {"title": {"text": ylabel}},
+            "hovermode": "closest",
+            **layout,
+        },
+    }
+
+
+def js_json(obj: Any) -> str:
+    """`obj` as a JavaScript literal safe inside a <script> element (texts may hold "</script>")."""
+    return json.dumps(to_jsonable(obj)).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def with_slider(
+    figure: dict,
+    frames: list[list[dict]],
+    labels: list[str],
+    prefix: str,
+    play: bool = False,
+    traces: list[int] | None = None,
+) -> dict:
+    """`figure` plus plotly frames (each a list of trace updates: the figure's traces in order, or those listed in
+    `traces`) and a slider showing one frame at a time; `play` adds play/pause (plotly's own animation)."""
+    names = [f"{prefix}{label}" for label in labels]
+    show = {"mode": "immediate", "frame": {"duration": 0, "redraw": True}, "transition": {"duration": 0}}
+    steps = [{"label": label, "method": "animate", "args": [[n], show]} for n, label in zip(names, labels)]
+    layout = dict(figure.get("layout", {}))
+    layout["sliders"] = [
+        {"active": len(steps) - 1, "currentvalue": {"prefix": prefix}, "steps": steps, "pad": {"t": 40}}
+    ]
+    if play:
+        run = {"mode": "immediate", "fromcurrent": True, "frame": {"duration": 150, "redraw": True}}
+        layout["updatemenus"] = [
+            *layout.get("updatemenus", []),
+            {
+                "type": "buttons",
+                "showactive": False,
+                "x": 0,
+                "y": 0,
+                "xanchor": "right",
+                "yanchor": "top",
+                "pad": {"t": 40, "r": 10},
+                "buttons": [
+                    {"label": "play", "method": "animate", "args": [None, run]},
+                    {"label": "pause", "method": "animate", "args": [[None], show]},
+                ],
+            },
+        ]
+    which = {} if traces is None else {"traces": traces}
+    return {**figure, "layout": layout, "frames": [{"name": n, "data": d, **which} for n, d in zip(names, frames)]}
+
+
+def cell(value: Any) -> str:
+    """A <td>: numbers right-aligned (the default), text left-aligned."""
+    number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    return f"<td>{fmt(value)}</td>" if number else f'<td class="t">{fmt(value)}</td>'
+
+
 def fmt(value: Any) -> str:
     """A table cell: floats to 4 significant digits (scientific outside [1e-3, 1e5)), everything escaped."""
+    if isinstance(value, np.floating):
+        value = float(value)
     if isinstance(value, float):
         if value != value:
             return "nan"
@@ -87,7 +192,7 @@ class Report:
         for r in rows:
             cols += [k for k in r if k not in cols]
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-        body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(c, ''))}</td>" for c in cols) + "</tr>" for r in rows)
+        body = "".join("<tr>" + "".join(cell(r.get(c, "")) for c in cols) + "</tr>" for r in rows)
         cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
         ident = f' id="{html.escape(table_id)}"' if table_id else ""
         self.blocks.append(
@@ -108,18 +213,17 @@ class Report:
         return self
 
     def plotly(self, figure: Any, div_id: str, caption: str = "") -> Report:
-        """An interactive plotly figure (a `plotly.graph_objects.Figure` or its dict) in `<div id=div_id>`."""
+        """An interactive plotly figure (a `plotly.graph_objects.Figure` or its dict, frames included for
+        animations and sliders) in `<div id=div_id>`."""
         spec = figure.to_plotly_json() if hasattr(figure, "to_plotly_json") else figure
-        payload = json.dumps(to_jsonable({"data": spec.get("data", []), "layout": spec.get("layout", {})}))
+        keys = ("data", "layout", "frames")
+        payload = js_json({k: spec[k] for k in keys if k in spec} | {"config": {"responsive": True}})
         self.uses_plotly = True
         self.blocks.append(
             f'<figure><div class="plot" id="{html.escape(div_id)}"></div>'
             f"<figcaption>{html.escape(caption)}</figcaption></figure>"
         )
-        self.scripts.append(
-            f"Plotly.newPlot({json.dumps(div_id)}, ...(function (s) {{ return [s.data, s.layout, "
-            f"{{responsive: true}}]; }})({payload}));"
-        )
+        self.scripts.append(f"Plotly.newPlot({json.dumps(div_id)}, {payload});")
         return self
 
     def raw(self, block: str, script: str = "", plotly: bool = False) -> Report:

@@ -24,7 +24,7 @@ def write_report(path: str | Path, title: str = "Real model ablation") -> Report
     rows = read_rows(run.path).to_dict("records")
     rep = Report(title)
     rep.paragraph(
-        f"Run folder: {run.path}. ΔNLL = next-token loss with the intervention minus without, mean ± "
+        f"Run folder: {run.path.name}. ΔNLL = next-token loss with the intervention minus without, mean ± "
         f"standard error over samples. Heads are zeroed before the output projection."
     )
     rep.table([{"domain": d, **v} for d, v in summary["baseline"].items()], caption="Clean loss per domain")

@@ -31,8 +31,9 @@ TRAIN_FLAGS = {
     "corpus": "corpus",
     "vocab_chars": "vocab_chars",
     "triggers": "n_triggers",
+    "log": "log",
 }
-RESUMABLE = {"steps", "ckpt_every"}  # flags a resumed run may change
+RESUMABLE = {"steps", "ckpt_every", "log"}  # flags a resumed run may change
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -144,6 +145,13 @@ def _register_train(cmds: argparse._SubParsersAction) -> None:
     p.add_argument("--no-mlp", type=_int_list, default=None, metavar="L,..", help="layers without MLP")
     p.add_argument("--linear-mlp", type=_int_list, default=None, metavar="L,..", help="layers with a linear MLP")
     p.add_argument("--ckpt-every", type=_count, default=None, help="checkpoint every N steps (preset default)")
+    p.add_argument(
+        "--log",
+        action="append",
+        choices=("tensorboard", "mlflow"),
+        default=None,
+        help="also log the metrics for TensorBoard (RUN/tensorboard) or MLflow (RUN/mlruns); repeatable; offline",
+    )
     _task_args(p)
     add_run_args(p, seed=False, resume=True)
     p.set_defaults(func=cmd_train, make_config=lambda args: train_config(args, "new"))

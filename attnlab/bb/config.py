@@ -130,8 +130,12 @@ class TrainConfig:
     per_decade: int = 16
     ckpt_every: int = 500
     keep_last: int = 2
+    log: tuple[str, ...] = ()  # experiment trackers mirroring metrics.jsonl: "tensorboard", "mlflow"
 
     def __post_init__(self) -> None:
+        from attnlab.tracking import check_trackers
+
+        object.__setattr__(self, "log", check_trackers(self.log))
         check_choice(self.preset, tuple(PRESETS), "preset")
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.attention, ATTENTION_KINDS, "attention")
@@ -183,7 +187,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        for name in ("no_attn", "no_mlp", "linear_mlp", "betas"):
+        for name in ("no_attn", "no_mlp", "linear_mlp", "betas", "log"):
             d[name] = list(d[name])
         return d
 
@@ -207,7 +211,7 @@ def train_memory(cfg: TrainConfig) -> float:
     return 4.0 * (4 * params + per_seq * batch) + 8.0 * cfg.eval_batch * T * V * 2
 
 
-TRAIN_HASH_SKIP = ("steps", "ckpt_every", "keep_last")
+TRAIN_HASH_SKIP = ("steps", "ckpt_every", "keep_last", "log")  # log: trackers change no result
 
 
 def train_hash(cfg: TrainConfig) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 
 from attnlab.bb import figures
 from attnlab.bb.metrics import metric
-from attnlab.report import Report
+from attnlab.report import Report, element_id, rounded, with_slider
 from attnlab.runs import RunDir
 
 SUMMARY_KEYS = (
@@ -40,6 +40,113 @@ def summary_rows(metrics: list[dict], steps: tuple[int, ...] = (0, 100, 200, 400
     by_step = {r["step"]: r for r in metrics}
     chosen = [s for s in steps if s in by_step] + ([metrics[-1]["step"]] if metrics else [])
     return [{"step": s, **{k: metric(by_step[s], k) for k in SUMMARY_KEYS}} for s in dict.fromkeys(chosen)]
+
+
+def curves_figure(rows: list[dict], lin_until: int) -> dict:
+    """Every metric of metrics.jsonl against the step (one column of the metrics table per trace); a menu picks
+    the metric, another switches the step axis between linear and log. Drag to zoom, double-click to reset."""
+    names = [k for k in rows[0] if k != "step"] if rows else []
+    steps = [r["step"] for r in rows]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": n,
+            "x": steps,
+            "y": rounded([np.nan if r.get(n) is None else r[n] for r in rows]),
+            "visible": i == 0,
+        }
+        for i, n in enumerate(names)
+    ]
+    pick = [
+        {"label": n, "method": "update", "args": [{"visible": [j == i for j in range(len(names))]}, {"title": n}]}
+        for i, n in enumerate(names)
+    ]
+    axis = [{"label": t, "method": "relayout", "args": [{"xaxis.type": t}]} for t in ("linear", "log")]
+    return {
+        "data": data,
+        "layout": {
+            "title": {"text": names[0] if names else ""},
+            "xaxis": {"title": {"text": f"step (snapshots every few steps up to {lin_until}, then log-spaced)"}},
+            "updatemenus": [
+                {"buttons": pick, "x": 0, "y": 1.18, "xanchor": "left", "direction": "down"},
+                {"buttons": axis, "x": 0.45, "y": 1.18, "xanchor": "left", "type": "buttons", "direction": "right"},
+            ],
+            "margin": {"t": 90},
+            "hovermode": "x unified",
+        },
+    }
+
+
+def read_snapshots(run: RunDir) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """snapshots/step_<s>.safetensors in step order: (step, {name: array}) (see bb.experiment.Evaluator)."""
+    from safetensors.numpy import load_file
+
+    files = sorted(run.path.glob("snapshots/step_*.safetensors"), key=lambda f: int(f.stem.split("_")[1]))
+    return [(int(f.stem.split("_")[1]), load_file(str(f))) for f in files]
+
+
+def snapshots_figure(snaps: list[tuple[int, dict[str, np.ndarray]]], labels: list[str], layer: int) -> dict | None:
+    """A slider over the saved snapshots: head 0's attention on the first 16 tokens of evaluation sequence 0
+    (attn_block16 [H,16,16]), ‖W_O v_i‖ per position (value_norm [L,H,T]) and ‖x_i‖ after block `layer`
+    (resid_norm [L+1,T]) for the same positions."""
+    snaps = [(s, a) for s, a in snaps if "attn_block16" in a]
+    if not snaps:
+        return None
+    n = snaps[0][1]["attn_block16"].shape[-1]
+    pos = [f"{i} {t}" for i, t in enumerate(labels[:n])]
+    hover = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
+
+    def traces(a: dict[str, np.ndarray]) -> list[dict]:
+        return [
+            {"type": "heatmap", "z": rounded(a["attn_block16"][0]), "x": pos, "y": pos, "zmin": 0, "zmax": 1,
+             "colorscale": "Viridis", "hovertemplate": hover, "colorbar": {"x": 0.45, "len": 1}},
+            {"type": "bar", "x": pos, "y": rounded(a["value_norm"][layer, 0, :n]), "xaxis": "x2", "yaxis": "y2",
+             "name": "‖W_O v_i‖", "marker": {"color": ["#d62728"] + ["#1f77b4"] * (n - 1)}},
+            {"type": "bar", "x": pos, "y": rounded(a["resid_norm"][layer + 1, :n]), "xaxis": "x3", "yaxis": "y3",
+             "name": f"‖x_i‖ after block {layer}", "marker": {"color": "#9467bd"}},
+        ]  # fmt: skip
+
+    layout = {
+        "height": 560,
+        "xaxis": {"domain": [0, 0.42], "type": "category", "tickfont": {"family": "monospace", "size": 9}},
+        "yaxis": {"autorange": "reversed", "type": "category", "tickfont": {"family": "monospace", "size": 9}},
+        "xaxis2": {"domain": [0.55, 1], "anchor": "y2", "type": "category", "showticklabels": False},
+        "yaxis2": {"domain": [0.56, 1], "anchor": "x2", "title": {"text": "‖W_O v_i‖"}},
+        "xaxis3": {"domain": [0.55, 1], "anchor": "y3", "type": "category", "tickfont": {"size": 9}},
+        "yaxis3": {"domain": [0, 0.44], "anchor": "x3", "title": {"text": "‖x_i‖"}},
+        "showlegend": False,
+        "margin": {"t": 30},
+    }
+    fig = {"data": traces(snaps[-1][1]), "layout": layout}
+    return with_slider(fig, [traces(a) for _, a in snaps], [str(s) for s, _ in snaps], "step ", play=True)
+
+
+def add_interactive(rep: Report, run: RunDir, cfg: dict) -> None:
+    """The zoomable curves of every metric and the snapshot slider (attention, value and residual bars)."""
+    from attnlab.bb.run import metrics_table  # run.py imports this module
+
+    rows = metrics_table(run.metrics())
+    if rows:
+        rep.plotly(
+            curves_figure(rows, cfg["lin_until"]),
+            element_id(run.path, "curves"),
+            "Every metric over training (menu: metric; name[l.h] = layer l, head h): drag to zoom, double-click to "
+            "reset",
+        )
+    attn = [l for l in range(cfg["n_layers"]) if l not in cfg["no_attn"]]
+    final = run.read_json("final/final.json") if (run.path / "final" / "final.json").exists() else None
+    if not attn or final is None:
+        return
+    labels = [final["token_names"][t] for t in final["tokens"]]
+    fig = snapshots_figure(read_snapshots(run), labels, attn[0])
+    if fig is not None:
+        rep.plotly(
+            fig,
+            element_id(run.path, "snapshots"),
+            f"Saved snapshots (slider or play): layer {attn[0]} head 0 attention on the first 16 tokens of "
+            "evaluation sequence 0; ‖W_O v_i‖ per position (<s> in red) and the residual norm after the block",
+        )
 
 
 def train_figures(run: RunDir, cfg: dict) -> dict[str, Path]:
@@ -84,7 +191,7 @@ def train_report(run_dir: str | Path) -> Report:
         f"(lr {cfg['lr']:g}, seed {cfg['seed']})"
     )
     rep.paragraph(
-        f"Run folder: {run.path}. Preset {cfg['preset']}: d_model {cfg['d_model']}, T {cfg['seq_len']}, "
+        f"Run folder: {run.path.name}. Preset {cfg['preset']}: d_model {cfg['d_model']}, T {cfg['seq_len']}, "
         f"batch {cfg['batch']}, {cfg['steps']} steps; metrics on a fixed evaluation batch of "
         f"{cfg['eval_batch']} sequences."
     )
@@ -92,6 +199,7 @@ def train_report(run_dir: str | Path) -> Report:
         s = run.read_json("train_summary.json")
         rep.paragraph(f"Training wall time: {s.get('wall_seconds')} s (this invocation).")
     rep.table(summary_rows(run.metrics()), caption="Metrics over training (layer 0, head 0)")
+    add_interactive(rep, run, cfg)
     for name, path in train_figures(run, cfg).items():
         rep.figure(path, CAPTIONS.get(name, name))
     probe = run.read_json("final/final.json").get("probe") if (run.path / "final" / "final.json").exists() else []
@@ -121,7 +229,7 @@ def intervene_report(run_dir: str | Path) -> Report:
     cfg = run.read_config()
     rep = Report("Interventions on the final model")
     rep.paragraph(
-        f"Training run: {cfg['run_dir']}. Risks on its evaluation batch with each head, MLP and layer "
+        f"Training run: {Path(cfg['run_dir']).name}. Risks on its evaluation batch with each head, MLP and layer "
         "zeroed, and with each head's attention moved onto <s> (spec §7)."
     )
     rep.table(run.read_json("interventions.json"), caption="Interventions on the final model (evaluation batch)")
@@ -145,7 +253,7 @@ def theory_report(run_dir: str | Path) -> Report:
     metrics = run.read_json("metrics.json")
     rep = Report("Theory: mutual reinforcement and the Adam residual peak")
     rep.paragraph(
-        f"Run folder: {run.path}. Gradient flow of the simplified loss (spec §9.1–9.4; m = {M_TOKENS} "
+        f"Run folder: {run.path.name}. Gradient flow of the simplified loss (spec §9.1–9.4; m = {M_TOKENS} "
         f"query tokens, K = {K_VOCAB}, context size n uniform on 1..10) integrated with LSODA "
         "(rtol 1e-10, atol 1e-12); slopes are least-squares fits against log t."
     )
@@ -208,6 +316,4 @@ def _slope_rows(metrics: dict, transient: tuple[float, float]) -> list[dict]:
 
 def write_report(rep: Report, run: RunDir) -> Path:
     """Write `rep` as the run's report.html (atomically)."""
-    from attnlab.runs import write_text
-
-    return write_text(run.path / "report.html", rep.html())
+    return rep.write(run.path / "report.html")

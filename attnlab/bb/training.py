@@ -21,6 +21,7 @@ from attnlab.bb.metrics import metric
 from attnlab.bb.schedule import snapshot_steps
 from attnlab.errors import AttnlabError, InputError, NumericalError
 from attnlab.runs import RunDir, read_json
+from attnlab.tracking import Tracker
 
 BatchFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]  # step -> (inputs [B,T], targets [B,T])
 SnapshotFn = Callable[[int], dict]  # step -> metrics dict
@@ -77,6 +78,7 @@ class Trainer:
         self.snaps = set(snapshot_steps(cfg.steps, cfg.lin_every, cfg.lin_until, cfg.per_decade))
         self.step = 0
         self.resumed_from: str | None = None
+        self.tracker = Tracker(cfg.log, run.path, run.path.name, {k: v for k, v in cfg.to_dict().items() if k != "log"})
 
     def checkpoint(self, step: int, name: str | None = None) -> str:
         folder = save_checkpoint(
@@ -109,6 +111,7 @@ class Trainer:
     def snapshot(self, loss_value: float | None = None, bar: tqdm | None = None) -> None:
         record = {"step": self.step, **self.snapshot_fn(self.step)}
         self.run.append_metrics(record)
+        self.tracker.log(record, self.step)
         if bar is not None:
             sink = metric(record, "attn_sink")
             bar.set_postfix(loss=f"{loss_value:.3f}", sink="-" if sink is None else f"{sink:.2f}")
@@ -129,7 +132,8 @@ class Trainer:
             mininterval=1.0,
         )
         try:
-            self._steps(bar)
+            with self.tracker:
+                self._steps(bar)
         except KeyboardInterrupt:
             bar.close()
             path = self.checkpoint(self.step)

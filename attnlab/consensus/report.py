@@ -14,8 +14,92 @@ import numpy as np
 from attnlab.configs import config_from_dict
 from attnlab.consensus.config import PhaseConfig, SimulateConfig
 from attnlab.consensus.figures import depth_series, floats, phase_title, simulate_title
-from attnlab.report import Report
+from attnlab.report import Report, element_id, rounded, with_slider
 from attnlab.runs import RunDir
+
+MAX_COLUMNS = 400  # time columns kept in the interactive phase diagram (every k-th), to keep pages small
+
+
+def project(states: np.ndarray) -> tuple[np.ndarray, str]:
+    """states [records, n, d] -> (coordinates [records, n, 3 or 2], axis note): d = 3 as is, otherwise the first
+    two principal directions of all recorded points of the start (a projection of S^{d-1})."""
+    if states.shape[-1] == 3:
+        return states, ""
+    flat = states.reshape(-1, states.shape[-1])
+    _, _, vt = np.linalg.svd(flat - flat.mean(0), full_matrices=False)
+    return states @ vt[:2].T, f"projection of S^{states.shape[-1] - 1} on its first two principal directions"
+
+
+def sphere_figure(states: np.ndarray, t: np.ndarray) -> dict:
+    """Tokens of one start over t (states [records, n, d], t [records]): their paths as thin lines and the tokens
+    as points moved by a slider / play button; 3-D on the sphere for d = 3, a 2-D projection otherwise."""
+    xyz, note = project(states)
+    three = xyz.shape[-1] == 3
+    kind = "scatter3d" if three else "scatter"
+    keys = ("x", "y", "z") if three else ("x", "y")
+    n = xyz.shape[1]
+    gap = np.full((1, xyz.shape[-1]), np.nan)
+    paths = np.concatenate([np.concatenate([xyz[:, i], gap]) for i in range(n)])
+    line = {"type": kind, "mode": "lines", "line": {"width": 2, "color": "rgba(120,120,120,0.5)"}, "name": "paths"}
+    line.update({k: rounded(paths[:, j]) for j, k in enumerate(keys)})
+
+    def points(r: int) -> dict:
+        pts = {k: rounded(xyz[r, :, j]) for j, k in enumerate(keys)}
+        return {"type": kind, "mode": "markers", "marker": {"size": 5 if three else 9, "color": "#d62728"}, **pts,
+                "text": [f"token {i}" for i in range(n)], "name": "tokens"}  # fmt: skip
+
+    layout: dict = {"height": 600, "showlegend": False, "title": {"text": note or "tokens on S^2"}}
+    if three:
+        cube = {"range": [-1.05, 1.05], "autorange": False}
+        layout["scene"] = {"xaxis": cube, "yaxis": cube, "zaxis": cube, "aspectmode": "cube"}
+    else:
+        layout["yaxis"] = {"scaleanchor": "x"}
+    fig = {"data": [line, points(len(t) - 1)], "layout": layout}
+    labels = [f"{x:.3g}" for x in t]
+    return with_slider(fig, [[points(r)] for r in range(len(t))], labels, "t = ", play=True, traces=[1])
+
+
+def phase_figure(frac: np.ndarray, betas: np.ndarray, t: np.ndarray, t_eq: np.ndarray, t50: np.ndarray) -> dict:
+    """The clustered fraction over (t, beta) (frac [beta, time]) with t_eq(beta) and t50 overlaid; hover values."""
+    every = max(1, int(np.ceil(len(t) / MAX_COLUMNS)))
+    cols = np.arange(0, len(t), every)
+    hover = "t %{x:.3g}, beta %{y:.3g}<br>clustered fraction %{z:.3f}<extra></extra>"
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": rounded(t[cols]),
+                "y": rounded(betas),
+                "z": rounded(frac[:, cols]),
+                "zmin": 0,
+                "zmax": 1,
+                "colorscale": "Viridis",
+                "hovertemplate": hover,
+                "colorbar": {"title": {"text": "clustered"}},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": rounded(t_eq),
+                "y": rounded(betas),
+                "name": "t_eq(beta)",
+                "line": {"color": "white", "dash": "dash"},
+            },
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": rounded(t50),
+                "y": rounded(betas),
+                "name": "t50",
+                "marker": {"color": "red", "size": 5},
+            },
+        ],  # fmt: skip
+        "layout": {
+            "xaxis": {"title": {"text": "t"}, "range": [float(t[0]), float(t[-1])]},
+            "yaxis": {"title": {"text": "beta"}},
+            "legend": {"x": 1.15},
+        },
+    }
 
 
 def simulate_report(path: Path) -> Report:
@@ -29,15 +113,17 @@ def simulate_report(path: Path) -> Report:
         run.figure_path("E_vs_time"),
         "E_first and E_pair against time: median over starts, band = 95% bootstrap CI of mean log10 E",
     )
-    if cfg.d == 3:
-        rep.figure(
-            run.figure_path("sphere_t0"), "Tokens of start 0 on S^2: open = t 0, red = end, lines = trajectories"
-        )
+    states = np.load(run.file("states.npy"), mmap_mode="r")[0]
+    rep.plotly(
+        sphere_figure(np.asarray(states, dtype=np.float64), np.load(run.file("t_states.npy"))),
+        element_id(run.path, "sphere"),
+        "Tokens of start 0 over t (slider or play; drag to rotate or zoom); grey lines: their trajectories",
+    )
     rep.table(
         [{"measure": k, "value": v if not isinstance(v, dict) else str(v)} for k, v in metrics.items()],
         caption="metrics.json",
     )
-    rep.paragraph(f"run folder: {run.path}")
+    rep.paragraph(f"run folder: {run.path.name}")
     return rep
 
 
@@ -51,9 +137,11 @@ def phase_report(path: Path) -> Report:
     every = max(1, len(betas) // 10)
     rep = Report("Consensus: phase diagram")
     rep.paragraph(phase_title(cfg) + f"; {metrics['wall_seconds']:.1f} s.")
-    rep.figure(
-        run.figure_path("phase_diagram"),
-        "Mean clustered fraction over (t, beta); white dashes: equiangular t_eq(beta) (rho = 0.999); red dots: t50",
+    rep.plotly(
+        phase_figure(np.load(run.file("frac.npy")), betas, np.load(run.file("t.npy")), t_eq, t50),
+        element_id(run.path, "phase"),
+        "Mean clustered fraction over (t, beta) (hover for values); white dashes: equiangular t_eq(beta) "
+        "(rho = 0.999); red dots: t50",
     )
     rep.table(
         [
@@ -62,7 +150,7 @@ def phase_report(path: Path) -> Report:
         ],
         caption="t50 vs t_eq (every 10th beta)",
     )
-    rep.paragraph(f"run folder: {run.path}")
+    rep.paragraph(f"run folder: {run.path.name}")
     return rep
 
 
@@ -97,7 +185,7 @@ def model_report(path: Path) -> Report:
         ],
         caption="E_first falls with depth",
     )
-    rep.paragraph(f"run folder: {run.path}")
+    rep.paragraph(f"run folder: {run.path.name}")
     return rep
 
 

@@ -20,5 +20,5 @@ def run_demo(out: Path, seed: int) -> Report:
     with threads(1):
         result = sweep(SweepConfig(seed=seed), Path(out) / "paths-sweep", title=TITLE)
     rep = sweep_report(result.path, TITLE)
-    rep.paragraph(f"Run folder: {result.path}")
+    rep.paragraph(f"Run folder: {result.path.name}")
     return rep

@@ -46,10 +46,12 @@ def write_samples(run: RunDir, ids: dict[str, torch.Tensor]) -> None:
 
 
 def keep_patterns(run: RunDir, lm: LoadedModel, ids: dict[str, torch.Tensor], chosen: list[tuple[int, int]]) -> None:
-    """Full attention maps [T,T] of the chosen heads on the first window of each domain (one extra forward)."""
+    """Full attention maps [T,T] of the chosen heads on the first window of each domain (one extra forward),
+    and that window's tokens as text (patterns/<domain>/tokens.json: the report shows them without a tokenizer)."""
     if not chosen:
         return
     for d, x in ids.items():
+        run.write_json(f"patterns/{d}/tokens.json", [lm.tokenizer.decode([int(i)]) for i in x[0].tolist()])
         tr, _ = trace_windows(lm.model, x[:1], 1, keep_patterns=chosen, desc=f"patterns {d}")
         for key, pattern in tr.patterns.items():
             run.save_npy(f"patterns/{d}/{key}.npy", pattern[0])

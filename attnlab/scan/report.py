@@ -3,17 +3,84 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from attnlab.hf.analysis import ACTIVE, DORMANT, SINK_EPS
-from attnlab.report import Report
+from attnlab.report import Report, element_id, js_json, rounded
 from attnlab.runs import RunDir
 from attnlab.scan import figures
 from attnlab.trace.format import Trace
 
 TABLES = ("heads", "layers", "massive", "classes")
+CLASS_CODES = {"active-all": 0, "mixed": 1, "active-dormant": 2, "sink-all": 3}
+CLASS_SCALE = (
+    (0.0, "#2c7bb6"), (0.25, "#2c7bb6"), (0.25, "#bbbbbb"), (0.5, "#bbbbbb"),
+    (0.5, "#fdae61"), (0.75, "#fdae61"), (0.75, "#d7191c"), (1.0, "#d7191c"),
+)  # fmt: skip
+
+# Glue no library offers: a click on a grid cell (plotly_click) shows that head's saved patterns, one heat map per
+# domain with the tokens on hover, and the window's text where hovering a query token shades its keys.
+PATTERN_JS = """
+(function (cfg) {
+  var grid = document.getElementById(cfg.grid), view = document.getElementById(cfg.view);
+  var title = document.getElementById(cfg.view + '-title');
+  function esc(t) { return t.replace(/[&<>]/g, function (c) { return {'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c]; }); }
+  function show(key) {
+    var parts = key.split('.'), l = +parts[0], h = +parts[1], saved = cfg.patterns[key];
+    view.dataset.head = key; view.innerHTML = '';
+    title.textContent = 'Layer ' + l + ', head ' + h + ': ' + cfg.domains.map(function (d) {
+      return d + ' sink ' + cfg.sink[d][l][h].toFixed(3); }).join(', ');
+    if (!saved && location.protocol.indexOf('http') === 0) {  // served by `attnlab view`: compute it
+      view.innerHTML = '<p class="note">Computing the pattern of this head with the model of the run...</p>';
+      fetch('api/pattern?layer=' + l + '&head=' + h).then(function (r) { return r.json(); }).then(function (res) {
+        if (res.error) { view.innerHTML = '<p class="note">' + esc(res.error) + '</p>'; return; }
+        cfg.patterns[key] = res.patterns;
+        Object.keys(res.tokens).forEach(function (d) { cfg.tokens[d] = cfg.tokens[d] || res.tokens[d]; });
+        if (view.dataset.head === key) show(key);
+      });
+      return;
+    }
+    if (!saved) {
+      view.innerHTML = '<p class="note">No pattern was saved for this head. Rerun the scan with --pattern-head ' +
+        key + ' to keep it, or open the run with `attnlab view RUN_DIR` to compute any head (saved: ' +
+        (Object.keys(cfg.patterns).join(', ') || 'none') + ').</p>';
+      return;
+    }
+    cfg.domains.forEach(function (d, k) {
+      var A = saved[d], tok = cfg.tokens[d] || [];
+      if (!A) return;
+      var lab = function (i) { return i + ' ' + JSON.stringify(tok[i] === undefined ? '?' : tok[i]); };
+      var text = A.map(function (row, i) { return row.map(function (_, j) {
+        return 'query ' + esc(lab(i)) + '<br>key ' + esc(lab(j)); }); });
+      var div = document.createElement('div'); div.className = 'plot'; div.id = cfg.view + '-' + k;
+      view.appendChild(div);
+      Plotly.newPlot(div, [{type: 'heatmap', z: A, text: text, colorscale: 'Magma', zmin: 0, zmax: 1,
+        hovertemplate: '%{text}<br>weight %{z:.4f}<extra></extra>'}],
+        {title: {text: 'L' + l + 'H' + h + ' on ' + d + ' (first window)'}, yaxis: {autorange: 'reversed',
+         title: {text: 'query position'}}, xaxis: {title: {text: 'key position'}}, margin: {t: 50}},
+        {responsive: true});
+      var box = document.createElement('div'); box.className = 'tokens';
+      box.innerHTML = tok.map(function (t, i) { return '<span data-i="' + i + '">' + esc(t) + '</span>'; }).join('');
+      box.addEventListener('mouseover', function (e) {
+        var i = e.target.dataset ? e.target.dataset.i : undefined; if (i === undefined) return;
+        box.querySelectorAll('span').forEach(function (s, j) { var w = j <= i ? A[i][j] : 0;
+          s.style.background = 'rgba(215,25,28,' + Math.sqrt(w || 0) + ')';
+          s.style.outline = j == i ? '1px solid #000' : ''; s.title = 'weight ' + (w || 0).toFixed(4); });
+      });
+      var cap = document.createElement('p'); cap.className = 'note';
+      cap.textContent = d + ': hover a token (the query) to shade the tokens it attends to.';
+      view.appendChild(cap); view.appendChild(box);
+    });
+  }
+  grid.on('plotly_click', function (ev) { var p = ev.points[0]; show(p.y + '.' + p.x); });
+  document.querySelectorAll('button[data-grid="' + cfg.grid + '"]').forEach(function (b) {
+    b.addEventListener('click', function () { show(b.dataset.head); }); });
+  var first = Object.keys(cfg.patterns)[0]; if (first) show(first);
+})(__CFG__);
+"""
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -38,6 +105,83 @@ def read_patterns(run: RunDir, domains: list[str]) -> dict[str, dict[str, np.nda
     return out
 
 
+def read_tokens(run: RunDir, domains: list[str]) -> dict[str, list[str]]:
+    """patterns/<domain>/tokens.json: the first window's tokens as text (absent in older runs: empty)."""
+    files = {d: run.file("patterns") / d / "tokens.json" for d in domains}
+    return {d: run.read_json(f"patterns/{d}/tokens.json") for d, f in files.items() if f.is_file()}
+
+
+def grid_figure(sink: dict[str, np.ndarray], classes: list[dict]) -> dict:
+    """The layer × head grid: a menu switches between sink score per domain, head class and the difference of
+    the second domain minus the first; hover gives every value of the head."""
+    ds = list(sink)
+    L, H = sink[ds[0]].shape
+    cls = np.zeros((L, H))
+    text = [["" for _ in range(H)] for _ in range(L)]
+    for r in classes:
+        l, h = int(r["layer"]), int(r["head"])
+        cls[l, h] = CLASS_CODES[r["class"]]
+        text[l][h] = f"class {r['class']}<br>" + "<br>".join(f"sink {d}: {sink[d][l, h]:.3f}" for d in ds)
+    views: list[tuple[str, np.ndarray, Any, float, float]] = [
+        (f"sink score: {d}", sink[d], "Viridis", 0.0, 1.0) for d in ds
+    ]
+    if len(ds) >= 2:
+        views.append((f"difference {ds[1]} − {ds[0]}", sink[ds[1]] - sink[ds[0]], "RdBu", -1.0, 1.0))
+    views.append(("class (blue active-all, grey mixed, orange active-dormant, red sink-all)", cls, CLASS_SCALE, 0, 3))
+    base = {"type": "heatmap", "x": list(range(H)), "y": list(range(L)), "text": text, "xgap": 1, "ygap": 1}
+    hover = "layer %{y}, head %{x}<br>value %{z:.3f}<br>%{text}<extra></extra>"
+    name, z, scale, lo, hi = views[0]
+    buttons = [
+        {
+            "label": v[0].split(" (")[0],
+            "method": "update",
+            "args": [{"z": [rounded(v[1])], "colorscale": [v[2]], "zmin": [v[3]], "zmax": [v[4]]}, {"title": v[0]}],
+        }
+        for v in views
+    ]
+    return {
+        "data": [{**base, "z": rounded(z), "colorscale": scale, "zmin": lo, "zmax": hi, "hovertemplate": hover}],
+        "layout": {
+            "title": {"text": name},
+            "xaxis": {"title": {"text": "head"}, "dtick": 1 if H <= 16 else None},
+            "yaxis": {"title": {"text": "layer"}, "dtick": 1 if L <= 16 else None},
+            "updatemenus": [{"buttons": buttons, "x": 0, "y": 1.15, "xanchor": "left", "direction": "down"}],
+            "margin": {"t": 80},
+        },
+    }
+
+
+def add_head_explorer(rep: Report, run: RunDir, sink: dict[str, np.ndarray], classes: list[dict]) -> None:
+    """The clickable grid and the pattern view it drives (patterns of the heads kept by the scan)."""
+    domains = list(sink)
+    grid, view = element_id(run.path, "grid"), element_id(run.path, "pattern")
+    rep.plotly(grid_figure(sink, classes), grid, "Layer × head grid: click a head to see its attention pattern")
+    patterns = read_patterns(run, domains)
+    keys = list(dict.fromkeys(k for d in domains for k in patterns[d]))
+    saved = {k: {d: rounded(patterns[d][k]) for d in domains if k in patterns[d]} for k in keys}
+    buttons = "".join(
+        f'<button class="head" data-grid="{grid}" data-head="{k}">L{k.replace(".", "H")}</button>' for k in keys
+    )
+    rep.raw(
+        f'<p class="note">Heads with saved patterns: {buttons or "none"}</p>'
+        f'<h4 id="{view}-title">Click a head in the grid</h4><div id="{view}"></div>',
+        PATTERN_JS.replace(
+            "__CFG__",
+            js_json(
+                {
+                    "grid": grid,
+                    "view": view,
+                    "domains": domains,
+                    "sink": {d: rounded(sink[d]) for d in domains},
+                    "patterns": saved,
+                    "tokens": read_tokens(run, domains),
+                }
+            ),
+        ),
+        plotly=True,
+    )
+
+
 def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     """Draw the scan figures into path/figures, write path/report.html and return the report section."""
     run = RunDir(path)
@@ -47,9 +191,9 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     sink = {d: tr.sink_score() for d, tr in traces.items()}
     rep = Report(title)
     rep.paragraph(
-        f"Model {s['model']} ({s['model_path']}), T = {s['tokens']} tokens, prefix {s['prefix']}. "
-        f"Run folder: {run.path}. A head is dormant on a domain if its sink score (mean attention of "
-        f"queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; Sink_1^ε uses ε = {SINK_EPS}."
+        f"Model {s['model']}, T = {s['tokens']} tokens, prefix {s['prefix']}. A head is dormant on a domain if "
+        f"its sink score (mean attention of queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; "
+        f"Sink_1^ε uses ε = {SINK_EPS}."
     )
     rep.table(s["domains"], caption="Per domain")
     rep.table([s["class_counts"]], caption="Head classes across the scanned domains")
@@ -58,7 +202,8 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     for key, val in s.items():
         if key.startswith("dormant_on_") and val:
             rep.table(val[:12], caption=f"Heads {key.replace('_', ' ')} (largest shift first, up to 12)")
-    rep.figure(figures.sink_heatmaps(sink, run.figure_path("sink_heatmaps")), "Sink score per layer and head")
+    add_head_explorer(rep, run, sink, read_table(run.file("classes.csv")).to_dict("records"))
+    figures.sink_heatmaps(sink, run.figure_path("sink_heatmaps"))  # the PNG for documents; the page has the grid
     rep.figure(
         figures.residual_norms(traces, run.figure_path("residual_norms")),
         "Residual norm of token 0 vs the median other token (log scale)",
@@ -67,9 +212,7 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
         figures.value_ratios(traces, run.figure_path("value_ratios")),
         "Value-norm ratio ‖W_O^h v_0‖ / median_t ‖W_O^h v_t‖ per layer (median and range over heads)",
     )
-    maps = figures.attention_maps(read_patterns(run, domains), sink, run.figure_path("attention_maps"))
-    if maps:
-        rep.figure(maps, "Attention patterns (first 64 positions of the first sample; colour = sqrt(A))")
+    figures.attention_maps(read_patterns(run, domains), sink, run.figure_path("attention_maps"))  # PNG for docs
     layers = read_table(run.file("layers.csv"))
     if len(layers):
         big = layers[layers["n_massive"] > 0]

@@ -25,6 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus-per-trial", type=float, default=0.0, help="GPUs per trial (default 0)")
     p.add_argument("--retries", type=int, default=2, help="retries of a trial whose worker died (default 2)")
     p.add_argument("--yes", action="store_true", help="run even when the spec makes many trials")
+    p.add_argument(
+        "--log",
+        action="append",
+        choices=("tensorboard", "mlflow"),
+        default=None,
+        help="also log each trial's fields and final metrics for TensorBoard or MLflow (in DIR); repeatable",
+    )
     p.set_defaults(func=cmd_sweep)
 
 
@@ -45,7 +52,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         yes=args.yes,
     )
     with loopback_ray(address is None):
-        result = sweep(config, args.out, mode=run_mode(args))
+        result = sweep(config, args.out, mode=run_mode(args), log=tuple(args.log or ()))
     s = result.summary
     print(f"{s['trials']} trials: {s['done']} done, {s['failed']} failed ({s['ran']} run now, the rest were done)")
     print(f"run folder: {result.path}")

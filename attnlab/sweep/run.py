@@ -15,6 +15,7 @@ from attnlab.runs import RunResult, config_hash, open_run, read_json, write_json
 from attnlab.sweep.config import SweepConfig
 from attnlab.sweep.engine import TRIAL_FILE, execute, trial_state
 from attnlab.sweep.plan import Trial, build_trials
+from attnlab.tracking import Tracker, check_trackers
 
 COMMAND = "sweep"
 
@@ -28,8 +29,12 @@ def _mode_for(out: Path | None, config: SweepConfig, mode: str) -> str:
     return "resume" if same else mode
 
 
-def sweep(config: SweepConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
-    """Run every trial of `config.spec` not yet finished in `out`; write sweep.csv, figures and report.html."""
+def sweep(
+    config: SweepConfig, out: str | Path | None = None, *, mode: str = "new", log: tuple[str, ...] = ()
+) -> RunResult:
+    """Run every trial of `config.spec` not yet finished in `out`; write sweep.csv, figures and report.html.
+    `log`: trackers ("tensorboard", "mlflow") that get each trial run now: its fields and final metrics."""
+    log = check_trackers(log, "--log")
     trials = build_trials(config.spec, config.yes)  # every trial validated before any work starts
     out = Path(out) if out is not None else None
     with open_run(out, COMMAND, config, mode=_mode_for(out, config, mode)) as run:
@@ -49,6 +54,7 @@ def sweep(config: SweepConfig, out: str | Path | None = None, *, mode: str = "ne
         finally:
             bar.close()
         table = aggregate(trials, run.path)
+        log_trials(todo, run.path, log)
         from attnlab.sweep.report import write_report
 
         write_report(run.path)
@@ -80,6 +86,16 @@ def aggregate(trials: list[Trial], root: Path) -> Any:
     table.to_csv(tmp, index=False)
     tmp.replace(root / "sweep.csv")
     return table
+
+
+def log_trials(trials: list[Trial], root: Path, kinds: tuple[str, ...]) -> None:
+    """One tracker run per finished trial (its fields as parameters, its summary numbers as metrics at step 0);
+    TensorBoard writes tensorboard/<trial id>/, MLflow the sweep's mlruns/ (see attnlab.tracking)."""
+    for t in trials if kinds else []:
+        record = trial_state(root / "trials" / t.id) or {}
+        if record.get("status") == "done":
+            with Tracker(kinds, root, t.id, params=t.fields, sub=t.id) as tracker:
+                tracker.log(record.get("summary") or {}, 0)
 
 
 def _summary(table: Any) -> dict[str, Any]:

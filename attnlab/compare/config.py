@@ -1,0 +1,20 @@
+"""`attnlab compare` settings: the run folders to put side by side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attnlab.errors import check
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """Runs of any commands (`run_dirs`, two or more folders) compared on one page titled `title`."""
+
+    run_dirs: tuple[str, ...]
+    title: str = "Run comparison"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run_dirs", tuple(str(d) for d in self.run_dirs))
+        check(len(self.run_dirs) >= 2, f"run_dirs: compare needs two or more run folders, got {len(self.run_dirs)}")
+        check(len(set(self.run_dirs)) == len(self.run_dirs), "run_dirs: a run folder is listed twice")

@@ -1,0 +1,34 @@
+"""`attnlab view RUN_DIR`: argparse <-> the local server, nothing else."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "view",
+        help="serve a run's report on 127.0.0.1 (scan runs: any head's pattern on demand)",
+        description="Serves RUN_DIR's report.html on http://127.0.0.1:PORT/ (this machine only). For a scan "
+        "run, clicking a head whose pattern was not saved recomputes it with the run's model. Ctrl-C stops.",
+    )
+    p.add_argument("run_dir", type=Path, help="a run folder with report.html")
+    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000; 0: any free port)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads for recomputed patterns (default 1)")
+    p.set_defaults(func=cmd_view)
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from attnlab.clitools import threads
+    from attnlab.view.server import make_server
+
+    server = make_server(args.run_dir, args.port)
+    port = server.server_address[1]
+    print(f"serving {args.run_dir} on http://127.0.0.1:{port}/ (Ctrl-C to stop)", flush=True)
+    with threads(args.threads):
+        try:
+            server.serve_forever()
+        finally:
+            server.server_close()
+    return 0
