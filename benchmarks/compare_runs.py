@@ -87,7 +87,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
-    ap.add_argument("--map", action="append", default=[], help="old=new: a top-level folder renamed, or a file (relative path) moved")
+    ap.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        help="old=new: a top-level folder renamed, or a file (relative path) moved",
+    )
     args = ap.parse_args()
     mapping = dict(m.split("=", 1) for m in args.map)
     problems = compare(args.old, args.new, mapping)

@@ -44,7 +44,7 @@ def trained(tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     "extra, message",
     [
-        ([], "is not empty; pass --resume"),
+        ([], "is not empty; pass --overwrite"),
         (["--resume", "--lr", "0.01"], "--lr 0.01 (saved: 0.001)"),
         (["--resume", "--d-model", "64", "--seed", "3"], "--seed 3 (saved: 0), --d-model 64 (saved: 32) conflict"),
         (["--resume", "--steps", "20"], "--steps 20 is below the run's current step 30"),
