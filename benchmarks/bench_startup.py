@@ -58,7 +58,7 @@ def profile_once(tmp: Path, env: dict[str, str], threads: int) -> None:
     rows = []
     for (file, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         rows.append((ct, f"{Path(file).parent.name}/{Path(file).name}:{func}"))
-    wanted = ("torch/__init__.py:<module>", "scipy/stats/__init__.py:<module>", "pandas/__init__.py:<module>",
+    wanted = ("torch/__init__.py:<module>", "stats/__init__.py:<module>", "pandas/__init__.py:<module>",
               "matplotlib/__init__.py:<module>", "paths/run.py:solve", "paths/report.py:solve_report",
               "paths/figures.py:solve_figures", "paths/data.py:build_data", "paths/points.py:theory_point",
               "attnlab/cli.py:build_parser", "attnlab/cli.py:main")  # fmt: skip
