@@ -153,9 +153,8 @@ def _euler_field(
     n = X.shape[1]
     torch.bmm(X, X.transpose(-1, -2), out=G)
     torch.ge(G, theta, out=hit)
-    hits = hit.view(X.shape[0], n * n).sum(-1).to(torch.float64) - (torch.diagonal(G, dim1=-2, dim2=-1) >= theta).sum(
-        -1
-    )
+    diagonal_hits = (torch.diagonal(G, dim1=-2, dim2=-1) >= theta).sum(-1)
+    hits = hit.view(X.shape[0], n * n).sum(-1).to(torch.float64) - diagonal_hits  # integers: any order is exact
     cf = hits / (n * (n - 1))
     if kind == "SA":
         G.sub_(1).mul_(b).exp_()
