@@ -1,11 +1,15 @@
 """Benchmarks of the BB study, each against a baseline run side by side (numbers go to benchmarks/RESULTS.md).
 
 1. Generator: the vectorised inverse-CDF sampler vs a straightforward per-token loop (same law, 512 × 257).
-2. Training step at d=128, T=64, batch 64 (AdamW): attnlab's toy model vs a straightforward implementation
-   (separate q/k/v projections, the causal mask rebuilt per call, nn.Sequential MLP).
+2. Training step (AdamW, one update) at the `cpu` preset's size (d 128, T 64, batch 64) and, with
+   `--paper`, at the paper's (d 256, d_mlp 1024, T 256, batch 512): attnlab's toy model *with the Trainer's NaN
+   guard* vs the reference model, re-implemented from the paper's description of its 1-layer transformer (pre-LN,
+   separate W_Q, W_K, W_V, W_O, causal mask, softmax attention, ReLU MLP, untied unembedding; no code copied).
+   The two sides run interleaved in one process (A, B, A, B ...); medians and their ratio are printed.
 3. Time until the 1-layer phenomena appear with the `cpu` preset (Attn⟨s⟩ ≥ 0.6 and excess backcopy risk < 0.05).
 
-Run:  .venv/bin/python benchmarks/bench_bb.py [--threads 2] [--skip-phenomena]
+Run:  .venv/bin/python benchmarks/bench_bb.py [--threads 2] [--skip-phenomena] [--skip-generator] [--paper]
+      [--rounds 7] [--steps 3] [--paper-rounds 3] [--paper-steps 1]
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -62,7 +68,8 @@ def best_of(fn, repeat: int) -> float:
 
 
 class PlainBlock(nn.Module):
-    """A straightforward pre-LN block: separate projections, mask built per call."""
+    """The reference block, written from the paper's description of its model: pre-LN, separate W_Q, W_K, W_V,
+    W_O (no biases), the causal mask built per call, softmax attention, a ReLU MLP."""
 
     def __init__(self, d: int, h: int, d_mlp: int) -> None:
         super().__init__()
@@ -94,19 +101,78 @@ class PlainModel(nn.Module):
         return self.out(self.ln(self.block(h)))
 
 
-def step_time(model: nn.Module, x: torch.Tensor, y: torch.Tensor, n: int = 30) -> float:
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4, betas=(0.9, 0.99))
+def make_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, guard: bool):
+    """One AdamW update as the Trainer does it (with `guard`: the Trainer's NaN guard and last-finite copy)."""
+    from attnlab.bb.training import _norms_finite
 
-    def step():
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4, betas=(0.9, 0.99))
+    params = list(model.parameters())
+    last = [p.detach().clone() for p in params]
+
+    def step() -> None:
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        if guard and not math.isfinite(loss.item()):
+            raise RuntimeError("non-finite loss")
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if guard:
+            assert _norms_finite([p.grad for p in params if p.grad is not None])
+            with torch.no_grad():
+                torch._foreach_copy_(last, [p.detach() for p in params])
         opt.step()
+        if guard:
+            assert _norms_finite(params)
 
-    for _ in range(5):
-        step()
-    return best_of(lambda: [step() for _ in range(n)], 3) / n
+    return step
+
+
+def interleaved(fns: dict, rounds: int, steps: int) -> dict[str, list[float]]:
+    """Per-step seconds of each fn, `rounds` times, the sides alternating (A, B, A, B ...)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                fn()
+            times[name].append((time.perf_counter() - t0) / steps)
+    return times
+
+
+def step_ratio(V: int, d: int, d_mlp: int, T: int, batch: int, rounds: int, steps: int, warm: int) -> dict:
+    """attnlab (guarded) vs the reference model, same init seed and batch; medians over interleaved rounds."""
+    x = torch.randint(0, V, (batch, T), generator=torch.Generator().manual_seed(0))
+    with torch.random.fork_rng(devices=[]):  # module initialisers draw from the global generator
+        torch.manual_seed(0)
+        ours = ToyTransformer(ToyConfig(vocab=V, d_model=d, d_mlp=d_mlp, max_len=T))
+        torch.manual_seed(0)
+        ref = PlainModel(V, d, d_mlp, T)
+    fns = {"attnlab": make_step(ours, x, x, guard=True), "reference": make_step(ref, x, x, guard=False)}
+    for fn in fns.values():
+        for _ in range(warm):
+            fn()
+    load0 = os.getloadavg()[0]
+    times = interleaved(fns, rounds, steps)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "size": f"d {d}, d_mlp {d_mlp}, T {T}, batch {batch}",
+        "params": sum(p.numel() for p in ours.parameters()),
+        "attnlab_s": med["attnlab"],
+        "reference_s": med["reference"],
+        "ratio_reference_over_attnlab": med["reference"] / med["attnlab"],
+        "all": times,
+        "load_before_after": (load0, os.getloadavg()[0]),
+    }
+
+
+def _print_step(r: dict, goal: float) -> None:
+    ratio = r["ratio_reference_over_attnlab"]
+    print(
+        f"training step {r['size']} ({r['params']:,} parameters): attnlab {r['attnlab_s'] * 1e3:.1f} ms, "
+        f"reference {r['reference_s'] * 1e3:.1f} ms, reference/attnlab {ratio:.3f} "
+        f"(goal >= {goal}: {'met' if ratio >= goal else 'NOT met'}); load {r['load_before_after'][0]:.2f} -> "
+        f"{r['load_before_after'][1]:.2f}"
+    )
 
 
 def main() -> None:
@@ -114,6 +180,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--skip-phenomena", action="store_true", help="skip the (minutes-long) cpu-preset run")
     ap.add_argument("--json", type=Path, default=None, help="also write the numbers to this JSON file")
+    ap.add_argument("--skip-generator", action="store_true", help="skip the generator comparison")
+    ap.add_argument("--paper", action="store_true", help="also time the step at the paper's size (GiBs, slow)")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds at the cpu size (median)")
+    ap.add_argument("--steps", type=int, default=3, help="steps per round at the cpu size")
+    ap.add_argument("--paper-rounds", type=int, default=3, help="interleaved rounds at the paper size")
+    ap.add_argument("--paper-steps", type=int, default=1, help="steps per round at the paper size")
     args = ap.parse_args()
     with threads(args.threads):
         res = measure(args)
@@ -121,10 +193,8 @@ def main() -> None:
         args.json.write_text(json.dumps(res, indent=1))
 
 
-def measure(args: argparse.Namespace) -> dict:
-    task = build_bb_task()
-    res: dict = {"threads": args.threads}
-
+def generator(task, res: dict) -> None:
+    """The vectorised sampler vs the per-token loops (fills `res`)."""
     vec = best_of(lambda: task.sample(512, 256, seed=0), 5)
     loop = best_of(lambda: per_token_sampler(task, 512, 256, seed=0), 1)
     tuned = best_of(lambda: per_token_sampler(task, 512, 256, seed=0, fast_draw=True), 1)
@@ -140,17 +210,20 @@ def measure(args: argparse.Namespace) -> dict:
         f"{loop / vec:.0f}x; tuned per-token loop (cumsum+searchsorted) {tuned:.2f} s, ratio {tuned / vec:.0f}x"
     )
 
-    x = torch.randint(0, task.V, (64, 64), generator=torch.Generator().manual_seed(0))
-    with torch.random.fork_rng(devices=[]):  # module initialisers draw from the global generator
-        torch.manual_seed(0)
-        ours = ToyTransformer(ToyConfig(vocab=task.V, d_model=128, d_mlp=512, max_len=64))
-        base = PlainModel(task.V, 128, 512, 64)
-    t_ours, t_base = step_time(ours, x, x), step_time(base, x, x)
-    res.update(train_step_ms=t_ours * 1e3, baseline_step_ms=t_base * 1e3, step_ratio=t_base / t_ours)
-    print(
-        f"training step d=128 T=64 B=64: attnlab {t_ours * 1e3:.1f} ms, plain {t_base * 1e3:.1f} ms, "
-        f"baseline/attnlab {t_base / t_ours:.2f}"
-    )
+
+def measure(args: argparse.Namespace) -> dict:
+    task = build_bb_task()
+    res: dict = {"threads": args.threads}
+
+    if not args.skip_generator:
+        generator(task, res)
+    cpu = step_ratio(task.V, 128, 512, 64, 64, args.rounds, args.steps, warm=3)
+    res["train_step_cpu"] = cpu
+    _print_step(cpu, 1.3)
+    if args.paper:
+        paper = step_ratio(task.V, 256, 1024, 256, 512, args.paper_rounds, args.paper_steps, warm=1)
+        res["train_step_paper"] = paper
+        _print_step(paper, 1.5)
 
     if not args.skip_phenomena:
         with tempfile.TemporaryDirectory() as tmp:

@@ -27,6 +27,11 @@ import torch.nn.functional as F
 from attnlab.errors import InputError
 
 ATTENTION_KINDS = ("softmax", "relu")
+# Softmax attention over at least this many positions runs PyTorch's fused kernel when no hook reads the scores or
+# the pattern: it skips the masked half and never stores [B,H,T,T] (at the paper's T = 256, batch 512: 134 MB per
+# tensor). Shorter sequences (the cpu preset's T = 64, the demo) keep the explicit path, whose results are
+# bit-identical with earlier versions; the fused kernel sums in another order (within 1e-5, tests/bb/test_fused.py).
+FUSED_MIN_LEN = 128
 
 
 @dataclass
@@ -108,9 +113,14 @@ class HookedModule(nn.Module):
         """Names of the hook points this model offers (subclasses override)."""
         return []
 
+    def hooked(self, *names: str) -> bool:
+        """Whether a hook is installed on any of `names`."""
+        return any(self._hooks.get(name) for name in names)
+
 
 class Attention(nn.Module):
-    """Multi-head causal attention with explicit matmuls (never SDPA: the hooks need the pattern)."""
+    """Multi-head causal attention: explicit matmuls with hook points for the scores and pattern, or (softmax, T >=
+    `FUSED_MIN_LEN`, no hook on either) PyTorch's fused causal kernel."""
 
     def __init__(self, cfg: ToyConfig, layer: int, model: ToyTransformer) -> None:
         super().__init__()
@@ -128,21 +138,38 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
-        hook = self._model[0].hook
+        model = self._model[0]
+        hook = model.hook
         q, k, v = self.qkv(x).view(B, T, 3, self.H, self.dh).unbind(2)  # each [B,T,H,d]
         v = hook(self.prefix + "v", v)
+        fused = self.kind == "softmax" and T >= FUSED_MIN_LEN
+        if fused and not model.hooked(self.prefix + "scores", self.prefix + "pattern"):
+            z = self._fused(q, k, v)
+        else:
+            z = self._explicit(q, k, v)
+        z = hook(self.prefix + "z", z)
+        return hook(self.prefix + "out", self.o(z.reshape(B, T, D)))
+
+    def _fused(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal softmax attention by PyTorch's fused kernel (no [B,H,T,T] tensor; the masked half is skipped),
+        used when no hook reads the scores or the pattern. Same equation; sums in another order (issue 13)."""
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B,H,T,d]
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)  # [B,T,H,d]
+
+    def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The pattern spelled out with its hook points: scores, mask, softmax or ReLU/(i+1), then A V `[B,T,H,d]`."""
+        T = q.shape[1]
+        hook = self._model[0].hook
         scores = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(self.dh)  # [B,H,T,T]
         scores = hook(self.prefix + "scores", scores)
         mask: torch.Tensor = self._model[0].causal_mask[:T, :T]  # type: ignore[index]
         if self.kind == "softmax":
             pattern = scores.masked_fill(~mask, float("-inf")).softmax(-1)
         else:
-            visible = torch.arange(1, T + 1, device=x.device, dtype=x.dtype).view(T, 1)
+            visible = torch.arange(1, T + 1, device=q.device, dtype=q.dtype).view(T, 1)
             pattern = F.relu(scores).masked_fill(~mask, 0.0) / visible
         pattern = hook(self.prefix + "pattern", pattern)
-        z = torch.einsum("bhij,bjhd->bihd", pattern, v)  # [B,T,H,d]
-        z = hook(self.prefix + "z", z)
-        return hook(self.prefix + "out", self.o(z.reshape(B, T, D)))
+        return torch.einsum("bhij,bjhd->bihd", pattern, v)  # [B,T,H,d]
 
 
 class MLP(nn.Module):
@@ -158,7 +185,8 @@ class MLP(nn.Module):
             self.w2 = nn.Linear(cfg.d_mlp, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w(x) if self.linear else self.w2(F.relu(self.w1(x)))
+        # in place: the hidden pre-activation is a fresh tensor no backward needs (same values, one buffer less)
+        return self.w(x) if self.linear else self.w2(F.relu(self.w1(x), inplace=True))
 
 
 class Block(nn.Module):

@@ -9,7 +9,10 @@ bit-identical weights and metrics.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -49,6 +52,27 @@ def first_nonfinite(model: torch.nn.Module, grads: bool = False) -> str | None:
         if t is not None and not torch.isfinite(t).all():
             return name
     return None
+
+
+def _norms_finite(tensors: list[torch.Tensor]) -> bool:
+    """Whether the 2-norm of every tensor is finite (one foreach kernel; a NaN or inf anywhere makes its norm
+    non-finite; a false alarm from an overflowing norm is settled by `first_nonfinite`)."""
+    with torch.no_grad():
+        return not tensors or bool(torch.isfinite(torch.stack(torch._foreach_norm(tensors))).all())
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM (main thread, POSIX) until the block ends, so an interrupt never splits an optimiser
+    update from the step counter (a checkpoint taken then would resume one update off)."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def config_diff(old: dict, new: dict) -> list[str]:
@@ -153,6 +177,9 @@ class Trainer:
         return None if path is None else Path(path).relative_to(self.run.path).as_posix()
 
     def _steps(self, bar: tqdm) -> None:
+        """Updates until `cfg.steps`. The NaN guard reads one norm per tensor list (a single foreach kernel) for the
+        gradients and for the updated parameters; only when a norm is not finite does it look for the tensor by
+        name (a norm can overflow for huge finite values: then training goes on)."""
         params: list[torch.Tensor] = list(self.model.parameters())
         last_finite = [p.detach().clone() for p in params]  # restored if an update makes a parameter non-finite
         while self.step < self.cfg.steps:
@@ -166,18 +193,21 @@ class Trainer:
                 )
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
-            bad = first_nonfinite(self.model, grads=True)
-            if bad is not None:
-                self._diverged(bar, loss_value, f"the gradient of parameter {bad}")
-            with torch.no_grad():
-                torch._foreach_copy_(last_finite, [p.detach() for p in params])
-            self.opt.step()
-            if not bool(torch.isfinite(torch.stack(torch._foreach_norm(params))).all()):
-                bad = first_nonfinite(self.model)
+            if not _norms_finite([p.grad for p in params if p.grad is not None]):
+                bad = first_nonfinite(self.model, grads=True)
+                if bad is not None:
+                    self._diverged(bar, loss_value, f"the gradient of parameter {bad}")
+            with _signals_deferred():  # update and step count change together (SIGTERM/Ctrl-C land after)
                 with torch.no_grad():
-                    torch._foreach_copy_(params, last_finite)
-                self._diverged(bar, loss_value, f"parameter {bad} after the update")
-            self.step += 1
+                    torch._foreach_copy_(last_finite, [p.detach() for p in params])
+                self.opt.step()
+                if not _norms_finite(params):
+                    bad = first_nonfinite(self.model)
+                    if bad is not None:
+                        with torch.no_grad():
+                            torch._foreach_copy_(params, last_finite)
+                        self._diverged(bar, loss_value, f"parameter {bad} after the update")
+                self.step += 1
             bar.update(1)
             if self.step in self.snaps:
                 self.snapshot(loss_value, bar)

@@ -4,6 +4,11 @@ For Q = K = V = I and SA with a full mask, integrate a batch of starts for every
 (default, h = 0.1, as in GLPR's diagrams) or RK4, and record the clustered fraction (pairs with cosine >= 0.999)
 at every step. The betas are processed in chunks so each score tensor `[chunk*starts, n, n]` stays under
 `max_bytes`. All betas share the same starts (seeded), so the diagram is comparable across beta.
+
+Speed (issue 13): Euler chunks are small (4 MiB of scores by default) and reuse a handful of buffers in place
+(`out=` and in-place operations in the same order as `_field_identity`, so every value is bit-identical to the
+plain formulation, tested in tests/consensus/test_phase_fast.py); finiteness is read from the sum of the token
+norms the projection computes anyway, once per step.
 """
 
 from __future__ import annotations
@@ -91,34 +96,124 @@ def _sweep_chunk(
     with `retire`, starts inside the cap of half the angle of `theta` stop being integrated (fraction 1)."""
     starts = X0.shape[0]
     frac = np.zeros((len(bs), steps + 1))
-    cap = math.cos(math.acos(theta) / 2)
     X = X0.repeat(len(bs), 1, 1)
     beta = torch.tensor(bs, dtype=X0.dtype).repeat_interleave(starts)
     owner = torch.arange(len(bs)).repeat_interleave(starts)  # beta index of each active start
-    done = np.zeros(len(bs))  # retired starts per beta (their fraction is 1)
+    if method == "euler":
+        _euler_chunk(X, beta, owner, frac, h, kind, theta, retire)
+    else:
+        _rk4_chunk(X, beta, owner, frac, h, kind, theta)
+    return frac
+
+
+def _record(frac: np.ndarray, k: int, owner: torch.Tensor, cf: torch.Tensor, done: np.ndarray, starts: int) -> None:
+    """frac[:, k] = (sum of the clustered fractions `cf` [active] per beta + retired starts) / starts."""
+    sums = np.bincount(owner.numpy(), weights=cf.double().numpy(), minlength=frac.shape[0])
+    frac[:, k] = (sums + done) / starts
+
+
+def _rk4_chunk(
+    X: torch.Tensor, beta: torch.Tensor, owner: torch.Tensor, frac: np.ndarray, h: float, kind: str, theta: float
+) -> None:
+    """Projected RK4 for every start `X` [batch, n, d]; fills `frac` [betas, steps+1] (no retirement)."""
+    steps, starts, done = frac.shape[1] - 1, X.shape[0] // frac.shape[0], np.zeros(frac.shape[0])
     for k in range(steps + 1):
         F, G = _field_identity(X, beta, kind)
-        cf = M.clustered_fraction_from_gram(G, theta)
-        sums = np.bincount(owner.numpy(), weights=cf.double().numpy(), minlength=len(bs))
-        frac[:, k] = (sums + done) / starts
+        _record(frac, k, owner, M.clustered_fraction_from_gram(G, theta), done, starts)
         if k == steps:
             break
-        Y = _step(X, F, beta, h, method, kind)
+        Y = _step(X, F, beta, h, "rk4", kind)
         if not torch.isfinite(Y).all():
             raise NumericalError(f"phase diagram: non-finite state at t={k * h:.4g}, h={h:g}; lower h")
         X = Y / Y.norm(dim=-1, keepdim=True)
+
+
+class _EulerBuffers:
+    """Work tensors of one chunk's projected Euler loop, allocated once at the largest batch `m` and used as
+    leading views `[:m]` while starts retire (small, reused buffers: no page faults from fresh temporaries)."""
+
+    def __init__(self, m: int, n: int, d: int, dtype: torch.dtype) -> None:
+        self.G = torch.empty(m, n, n, dtype=dtype)  # Gram, then weights in place
+        self.hit = torch.empty(m, n, n, dtype=torch.bool)
+        self.row = torch.empty(m, n, 1, dtype=dtype)  # row sums, <x_i, v_i>, norms
+        self.V = torch.empty(m, n, d, dtype=dtype)  # A X, then F, then h F
+        self.XV = torch.empty(m, n, d, dtype=dtype)  # X * V, then <x_i, v_i> x_i
+        self.Y = torch.empty(m, n, d, dtype=dtype)
+
+    def view(self, m: int) -> tuple[torch.Tensor, ...]:
+        return self.G[:m], self.hit[:m], self.row[:m], self.V[:m], self.XV[:m], self.Y[:m]
+
+
+def _euler_field(
+    X: torch.Tensor, b: torch.Tensor, kind: str, theta: float, w: tuple[torch.Tensor, ...]
+) -> torch.Tensor:
+    """The clustered fraction `[m]` of X `[m, n, d]` and h-free F(X) in `w`'s V buffer, with the same operations
+    (and so the same rounding) as `_field_identity` and `clustered_fraction_from_gram`, written into `w`."""
+    G, hit, row, V, XV, _ = w
+    n = X.shape[1]
+    torch.bmm(X, X.transpose(-1, -2), out=G)
+    torch.ge(G, theta, out=hit)
+    diagonal_hits = (torch.diagonal(G, dim1=-2, dim2=-1) >= theta).sum(-1)
+    hits = hit.view(X.shape[0], n * n).sum(-1).to(torch.float64) - diagonal_hits  # integers: any order is exact
+    cf = hits / (n * (n - 1))
+    if kind == "SA":
+        G.sub_(1).mul_(b).exp_()
+        G.div_(torch.sum(G, -1, keepdim=True, out=row))
+    else:
+        G.mul_(b).exp_().div_(n)
+    torch.bmm(G, X, out=V)  # v = A X
+    torch.mul(X, V, out=XV)
+    torch.sum(XV, -1, keepdim=True, out=row)
+    torch.mul(row, X, out=XV)
+    V.sub_(XV)  # F = v - <x, v> x
+    return cf
+
+
+def _euler_chunk(
+    X: torch.Tensor,
+    beta: torch.Tensor,
+    owner: torch.Tensor,
+    frac: np.ndarray,
+    h: float,
+    kind: str,
+    theta: float,
+    retire: bool,
+) -> None:
+    """Projected Euler X <- (X + h F) / ||X + h F|| for every start `X` [batch, n, d] in place; fills `frac`
+    [betas, steps+1]. Finiteness is read from the sum of the token norms (one small reduction per step)."""
+    steps, starts, done = frac.shape[1] - 1, X.shape[0] // frac.shape[0], np.zeros(frac.shape[0])
+    cap = math.cos(math.acos(theta) / 2)
+    m, n, d = X.shape
+    buf = _EulerBuffers(m, n, d, X.dtype)
+    b = beta[:, None, None]
+    for k in range(steps + 1):
+        w = buf.view(X.shape[0])
+        _record(frac, k, owner, _euler_field(X, b, kind, theta, w), done, starts)
+        if k == steps:
+            break
+        _, _, row, V, _, Y = w
+        torch.add(X, V.mul_(h), out=Y)
+        torch.linalg.vector_norm(Y, dim=-1, keepdim=True, out=row)
+        if not math.isfinite(float(row.sum())):
+            raise NumericalError(f"phase diagram: non-finite state at t={k * h:.4g}, h={h:g}; lower h")
+        torch.div(Y, row, out=X)
         if retire:
-            w = X.mean(1)
-            w = w / w.norm(dim=-1, keepdim=True)
-            inside = (X * w.unsqueeze(1)).sum(-1).amin(-1) >= cap
+            inside = _inside_cap(X, cap)
             if inside.any():
-                done += np.bincount(owner[inside].numpy(), minlength=len(bs))
+                done += np.bincount(owner[inside].numpy(), minlength=len(done))
                 keep = ~inside
                 X, beta, owner = X[keep], beta[keep], owner[keep]
+                b = beta[:, None, None]
                 if X.shape[0] == 0:
                     frac[:, k + 1 :] = 1.0
                     break
-    return frac
+
+
+def _inside_cap(X: torch.Tensor, cap: float) -> torch.Tensor:
+    """Starts `[batch]` whose tokens all lie in the cap <w, x_i> >= cap around their mean direction w."""
+    w = X.mean(1)
+    w = w / w.norm(dim=-1, keepdim=True)
+    return (X * w.unsqueeze(1)).sum(-1).amin(-1) >= cap
 
 
 def phase_diagram(
@@ -132,7 +227,7 @@ def phase_diagram(
     kind: str = "SA",
     seed: int = 0,
     theta: float = 0.999,
-    max_bytes: int = 64 * 2**20,
+    max_bytes: int = 4 * 2**20,
     dtype: torch.dtype = torch.float64,
     retire: bool = True,
     progress: bool = False,
