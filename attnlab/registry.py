@@ -22,6 +22,7 @@ STUDY_PACKAGES = {
     "consensus": "attnlab.consensus",
     "paths": "attnlab.paths",
     "sweep": "attnlab.sweep",
+    "reproduce": "attnlab.reproduce",
 }
 
 
