@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("studies", nargs="*", metavar="STUDY",
                    help=f"studies to run (default all): {', '.join(STUDIES)}")  # fmt: skip
-    p.add_argument("--profile", choices=PROFILES, default="quick", help="run sizes (default quick)")
+    p.add_argument("--profile", default="quick", help=f"run sizes: {', '.join(PROFILES)} (default quick)")
     p.add_argument("--docs", type=Path, default=None, metavar="DIR",
                    help="also write DIR/reproduction.md and copy the figures to DIR/figures/<study>/")  # fmt: skip
     add_run_args(p, threads_default=1)

@@ -49,7 +49,7 @@ SIZES: dict[str, dict[str, dict]] = {
         "cons_phase": dict(d=128, starts=16, num_betas=10, t_max=30.0),
         "paths_solve": dict(P=100, n_test=1000),
         "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
-        "paths_sample": dict(warmup=300, draws=600),
+        "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
     },
 }
 SIZES["full"] = {

@@ -285,8 +285,8 @@ PATHS = [
        "collapsed < 3 min, full < 20 min (4 chains); suggested: relative Frobenius error < 20%, accuracy within 2 points",
        checks=[C("collapsed_seconds", "<", 180), C("rel_frob_err", "<", 0.2), C("accuracy_gap_points", "<=", 2)],
        needs=["paths_sample"], measure=m.p_b3,
-       note="collapsed HMC only (the full-weight sampler is not run); quick: 300 warmup + 600 draws, full: the "
-            "protocol's 1000 + 2000"),
+       note="collapsed HMC only (the full-weight sampler is not run), 4 chains of 1000 warmup + 2000 draws; "
+            "time on this machine"),
     _t("B4", "paths", _PT, "the §10 adjudication", "§10.8 verdict with the R̂/ESS gates and the s ≥ 0.10 filter",
        not_run="not run by reproduce: about 30 points of HMC (benchmarks/entropy_forms/); the gates failed at 8 "
                "of 25 points in the last recorded run"),
