@@ -29,6 +29,7 @@ SIZES: dict[str, dict[str, dict]] = {
         "cons_cluster": dict(batch=8, t_max=10.0),
         "cons_rho": {},
         "cons_phase": dict(d=16, starts=8, num_betas=4, t_max=10.0),
+        "paths_ua": {},
         "paths_solve": dict(P=30, n_test=100),
         "paths_sweep": dict(P=30, n_test=100, Ns=(10.0, 30.0, 100.0)),
     },
@@ -47,6 +48,7 @@ SIZES: dict[str, dict[str, dict]] = {
         "cons_cluster": dict(batch=64, t_max=30.0),
         "cons_rho": {},
         "cons_phase": dict(d=128, starts=16, num_betas=10, t_max=30.0),
+        "paths_ua": {},
         "paths_solve": dict(P=100, n_test=1000),
         "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
         "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
@@ -239,6 +241,28 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - t0
 
 
+def paths_ua(folder: Path, seed: int, size: dict, done: dict) -> dict:
+    """T5: U_a's closed form against a 1-D bounded minimiser of its action, and the stationarity residual."""
+    import math
+
+    import torch
+    from scipy.optimize import minimize_scalar
+
+    from attnlab.paths.theory import U_a_closed_form
+
+    err, resid, s2L, s2a = 0.0, 0.0, 1.3, 0.8
+    for H_L, N_L, N_a, trace in [(2, 10.0, 10.0, 3.0), (1, 5.0, 20.0, 0.4), (4, 30.0, 7.0, 9.0)]:
+
+        def action(u: float, H_L: int = H_L, N_L: float = N_L, N_a: float = N_a, tr: float = trace) -> float:
+            return N_a * (u / s2a - math.log(u)) + N_L * (tr / (u * s2L) + H_L * math.log(u))
+
+        ref = minimize_scalar(action, bounds=(1e-6, 1e3), method="bounded", options={"xatol": 1e-13}).x
+        cf = float(U_a_closed_form(torch.tensor(trace, dtype=torch.float64), H_L, N_L, N_a, s2L, s2a))
+        err = max(err, abs(cf - ref) / max(1.0, ref))
+        resid = max(resid, abs(N_a / s2a - N_a / cf - N_L * trace / (s2L * cf**2) + N_L * H_L / cf))
+    return {"closed_form_vs_minimiser": err, "stationarity_residual": resid}
+
+
 def paths_solve(folder: Path, seed: int, size: dict, done: dict) -> dict:
     from attnlab.paths import SolveConfig, solve
 
@@ -290,6 +314,7 @@ EXPERIMENTS: dict[str, Callable[[Path, int, dict, dict], Any]] = {
     "cons_tails": cons_tails,
     "cons_rho": cons_rho,
     "cons_phase": cons_phase,
+    "paths_ua": paths_ua,
     "paths_solve": paths_solve,
     "paths_sweep": paths_sweep,
     "paths_sample": paths_sample,

@@ -263,6 +263,10 @@ def c_r6a(runs: dict) -> dict:
 
 
 # --- paths -------------------------------------------------------------------------------------------------------
+def p_t5(runs: dict) -> dict:
+    return dict(runs["paths_ua"])
+
+
 def p_t10(runs: dict) -> dict:
     s = runs["paths_solve"]["result"].summary
     return {"max_grad": s["max_grad"], "converged": float(s["converged"])}

@@ -20,9 +20,9 @@ TINY_STUDIES = ("bb", "consensus", "paths")  # real needs SmolLM2: the quick pro
 
 
 def _spec_ids(name: str) -> set[str]:
-    """Target ids of one spec: table rows (| R4 |, | T10 |) and bold items (**S1**, **R19 —, **B3**)."""
+    """Target ids of one spec: table rows (| R4 |, | T10 |, | B2 |) and bold items (**S1**, **R19 —, **B3**)."""
     text = (SPECS / name).read_text()
-    rows = re.findall(r"^\| (R\d+[a-z]?|T\d+) \|", text, flags=re.M)
+    rows = re.findall(r"^\| (R\d+[a-z]?|T\d+|B\d+) \|", text, flags=re.M)
     bold = re.findall(r"\*\*([RSB]\d+[a-z]?)(?:\*\*| —)", text)
     return set(rows) | set(bold)
 
