@@ -201,8 +201,9 @@ def cons_tails(folder: Path, seed: int, size: dict, done: dict) -> dict:
         g = torch.Generator().manual_seed(seed + 3)
         X0 = torch.randn(size["batch"], n, 5, generator=g, dtype=torch.float64)
         X0[..., 0] = X0[..., 0].abs() + 2.0  # a hemisphere start
-        tr = integrate(X0, Constant(), AttentionSpec(kind, mask, torch.tensor([beta])),
-                       t_max=45.0 if mask == "causal" else 12.0, h=0.05, method="rk4", measures=("E_pair",))  # fmt: skip
+        t_max = 45.0 if mask == "causal" else 12.0
+        spec = AttentionSpec(kind, mask, torch.tensor([beta]))
+        tr = integrate(X0, Constant(), spec, t_max=t_max, h=0.05, method="rk4", measures=("E_pair",))
         pred = tail_slope(case, beta=beta, n=n)
         slopes = [fit_log_slope(tr.t, E, 1e-11, 1e-3) for E in tr.measures["E_pair"]]
         rows[case] = {"predicted": pred, "fitted": slopes, "max_rel_err": max(abs(s / pred - 1) for s in slopes)}

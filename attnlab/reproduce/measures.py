@@ -211,9 +211,9 @@ def c_r3(runs: dict) -> dict:
 
 
 def _counts_at(res: Any, times: tuple[float, ...]) -> list[float]:
-    from attnlab.consensus.measures import cluster_count
-
     import torch
+
+    from attnlab.consensus.measures import cluster_count
 
     st, ts = _states(res), np.load(Path(res.path) / "t_states.npy")
     out = []
@@ -224,9 +224,9 @@ def _counts_at(res: Any, times: tuple[float, ...]) -> list[float]:
 
 
 def c_r7a(runs: dict) -> dict:
-    from attnlab.consensus.measures import cluster_count
-
     import torch
+
+    from attnlab.consensus.measures import cluster_count
 
     shares = []
     for key in ("beta 0.5", "beta 1"):

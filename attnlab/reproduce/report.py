@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from attnlab.report import Report
@@ -52,7 +53,7 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(record: dict, links: dict[str, tuple[str | None, str | None]], run_note: str) -> str:
+def markdown(record: dict, links: Mapping[str, tuple[str | None, str | None]], run_note: str) -> str:
     """The table as Markdown; `links[id]` = (figure path, run folder path) as they should appear."""
     lines = ["# Reproduction: the specs' targets, each verdict computed by code", "", run_note, ""]
     lines += ["| study | met | missed | not run |", "|---|---|---|---|"]
@@ -60,7 +61,10 @@ def markdown(record: dict, links: dict[str, tuple[str | None, str | None]], run_
         lines.append(f"| {study} | {c[MET]} | {c[MISSED]} | {c[NOT_RUN]} |")
     for study in record["counts"]:
         lines += ["", f"## {STUDY_TITLES.get(study, study)}", ""]
-        lines += ["| id | claim | spec threshold | our numbers | verdict | why | links |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "| id | claim | spec threshold | our numbers | verdict | why | links |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in (r for r in record["rows"] if r["study"] == study):
             fig, run = links.get(f"{study}/{r['id']}", (None, None))
             link = " ".join(x for x in (f"[figure]({fig})" if fig else "", f"[run]({run})" if run else "") if x)
@@ -115,14 +119,16 @@ def _html_table(rows: list[dict]) -> str:
         "<tr>" + "".join(f"<td>{r[c] if c == 'links' else html.escape(str(r[c]))}</td>" for c in cols) + "</tr>"
         for r in rows
     )
-    return f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    return (
+        f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    )
 
 
 def export_docs(folder: Path, docs: Path) -> Path:
     """Copy the table to docs/reproduction.md and each row's figure to docs/figures/<study>/<run>-<name>.png;
     links to run folders name the path a `make reproduce` run creates (runs/reproduce/...)."""
     record = read_json(folder / "reproduction.json", "reproduction.json")
-    links = {}
+    links: dict[str, tuple[str | None, str | None]] = {}
     for r in record["rows"]:
         fig = figure_of(folder, r)
         if fig:

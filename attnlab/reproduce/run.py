@@ -116,7 +116,7 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
         t0 = time.perf_counter()
         done, log = run_experiments(names, run.path / "runs", config)
         rows = [evaluate(t, done, log, config.profile) for t in targets]
-        record = {
+        record: dict[str, Any] = {
             "profile": config.profile,
             "studies": list(config.studies),
             "seconds": round(time.perf_counter() - t0, 1),

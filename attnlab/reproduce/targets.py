@@ -8,7 +8,7 @@ threshold as code (`checks`). A target without a measure is "not run" with its r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from attnlab.reproduce import measures as m
@@ -33,11 +33,25 @@ class Target:
     note: str = ""  # how the threshold is read, definition differences, scale
 
 
-def _t(*args, checks=(), needs=(), measure=None, not_run="", note="") -> Target:  # type: ignore[no-untyped-def]
-    return Target(*args, checks=tuple(checks), needs=tuple(needs), measure=measure, not_run=not_run, note=note)
+def _t(
+    tid: str,
+    study: str,
+    spec: str,
+    claim: str,
+    threshold: str,
+    *,
+    checks: Iterable[C] = (),
+    needs: Iterable[str] = (),
+    measure: Callable[[dict], dict] | None = None,
+    not_run: str = "",
+    note: str = "",
+) -> Target:
+    """A registry row (lists for checks/needs are fine: they become tuples)."""
+    return Target(tid, study, spec, claim, threshold, tuple(checks), tuple(needs), measure, not_run, note)
 
 
 _ET, _ET14 = "extreme-tokens §11", "extreme-tokens §14"
+# fmt: off
 BB = [
     _t("R1", "bb", _ET, "BB data, default corpus",
        "triggers {space, e, t}; §2.3 invariants; trigger fraction 0.29 ± 0.02 and oracle 2.09 ± 0.05 at T = 256",
@@ -106,16 +120,20 @@ BB = [
        needs=["bb_theory"], measure=m.r14),
     *[_t(i, "bb", _ET14, c, t, not_run=ISSUE14) for i, c, t in (
         ("R19", "sequential ≈ parallel (attention and MLP in different subspaces)",
-         "attention energy inside the MLP subspace < 0.1; parallel variant: excess risks within 0.02, Attn⟨s⟩ within 0.05"),
-        ("R20", "where the residual peak needs depth", "no peak in the 4 shallow variants; a peak in 3 layers under Adam"),
+         "attention energy inside the MLP subspace < 0.1; parallel variant: excess risks within 0.02, "
+         "Attn⟨s⟩ within 0.05"),
+        ("R20", "where the residual peak needs depth",
+            "no peak in the 4 shallow variants; a peak in 3 layers under Adam"),
         ("R21", "peaks strengthen the upper-layer sink and drain",
          "3-layer sink layer Attn⟨s⟩ ≥ 1-layer's and smaller ‖W_O v⟨s⟩‖ ratio; gone with layer 0's MLP zeroed"),
         ("R22", "softmax vs ReLU attention, stability", "≥ 3 seeds × 4 lrs per form: diverged runs and final risks"),
         ("R25", "training dynamics follow mutual reinforcement",
          "sink Attn⟨s⟩ rises while value norm drains and residual norm grows, in that order"),
     )],
-]  # fmt: skip
+]
+# fmt: on
 
+# fmt: off
 REAL = [
     _t("R15", "real", _ET, "tiny HF models: attention function, pre-o_proj ablation, move-to-sink", "§10.2",
        not_run="unit check: tests/real/test_tracing.py (make test), not re-measured here"),
@@ -149,6 +167,7 @@ REAL = [
 
 _CS = "consensus §7"
 _CS_TAIL = "consensus, last section"
+# fmt: off
 CONSENSUS = [
     _t("R1a", "consensus", _CS, "causal, V = I: the first token never moves",
        "‖x_1(t) − x_1(0)‖_∞ ≤ 1e-14 at every step", checks=[C("first_token_drift", "<=", 1e-14)],
@@ -178,7 +197,8 @@ CONSENSUS = [
        not_run="unit check: tests/consensus/test_invariants.py::test_symmetric_value_consensus_at_top_eigenvector"),
     _t("R4c", "consensus", _CS, "slowly rotating V, ω 0.005–0.04", "lag after the transient within 5% of ω/(λ_1 − λ_2)",
        not_run="not implemented in reproduce (theory.predicted_lag exists; no simulation of the lag)"),
-    _t("R5a", "consensus", _CS, "ρ-ODE functions", "ρ = 1 is fixed; near-1 slopes of −2 (SA) and −2e^β (USA) within 1e-4",
+    _t("R5a", "consensus", _CS, "ρ-ODE functions",
+        "ρ = 1 is fixed; near-1 slopes of −2 (SA) and −2e^β (USA) within 1e-4",
        checks=[C("rho_rhs_at_1", "<=", 0), C("sa_slope_abs_err", "<=", 1e-4), C("usa_slope_rel_err", "<=", 1e-4)],
        needs=["cons_rho"], measure=m.c_r5a, note="n = 16, β ∈ {0.5, 1, 2, 4}, one-sided difference at 1 − 1e-7"),
     _t("R5b", "consensus", _CS, "simulation vs ρ-ODE, d = 512", "sup_t |mean off-diagonal cosine − ρ(t)| ≤ 0.06",
@@ -204,14 +224,16 @@ CONSENSUS = [
     _t("R10", "consensus", _CS, "RST ordering: constant < periodic < random",
        "pre-registered: at the final depth, mean log10 E ordered with disjoint 95% CIs",
        not_run="not implemented in reproduce (bench)"),
-    _t("R11", "consensus", _CS, "optimal depth", "C(0) = 0; KL_model(30) ≤ 1e-5; interior peak with C(final) ≤ 0.5·C(peak)",
+    _t("R11", "consensus", _CS, "optimal depth",
+        "C(0) = 0; KL_model(30) ≤ 1e-5; interior peak with C(final) ≤ 0.5·C(peak)",
        not_run="toy version: tests/consensus/test_invariants.py::test_toy_optimal_depth_context_influence; model "
                "version not implemented in reproduce"),
     *[_t(i, "consensus", "consensus §7, further CI-fast checks", c, t,
          not_run=f"unit check: {f} (make test), not re-measured here") for i, c, t, f in (
         ("C-order", "convergence order", "RK4 in [3.7, 4.3]; Euler, exp-Euler [0.9, 1.1]; post-norm [0.8, 1.2]",
          "tests/consensus/test_solvers.py::test_convergence_order"),
-        ("C-ref", "agreement with reference solvers", "RK4 h = 0.01 vs DOP853 to 1e-7; USA on S¹ vs the angle ODE to 1e-7",
+        ("C-ref", "agreement with reference solvers",
+            "RK4 h = 0.01 vs DOP853 to 1e-7; USA on S¹ vs the angle ODE to 1e-7",
          "tests/consensus/test_solvers.py"),
         ("C-norm", "norms stay at 1", "within 1e-12", "tests/consensus/test_invariants.py::test_norms_stay_one"),
         ("C-meas", "measure identities", "consensus, orthonormal, planted clusters, antipodal pair, rotation",
@@ -234,9 +256,11 @@ CONSENSUS = [
         ("R13", "normalisation as projection (SmolLM2)", "relative error of the idealised RMSNorm per layer"),
         ("R14", "\"all tokens become one token\"", "fraction of positions with the most common top-1 token vs passes"),
     )],
-]  # fmt: skip
+]
+# fmt: on
 
 _PT, _PT16 = "attention-paths §13", "attention-paths §16"
+# fmt: off
 _UNIT = {  # CI fast-tier checks that unit tests cover (id, check, tolerance, test file)
     "T1": ("[N1–N4] equals the path form [N7]", "1e-10", "tests/paths/test_network.py"),
     "T2": ("attention columns sum to 1; attention depends only on x", "1e-12", "tests/paths/test_network.py"),
@@ -250,7 +274,8 @@ _UNIT = {  # CI fast-tier checks that unit tests cover (id, check, tolerance, te
     "T9": ("U = Σ²I reproduces GP regression; full U = direct solve; σ_f² ≥ 0", "1e-10", "tests/paths/test_theory.py"),
     "T12": ("AR(1) chains: ESS within 15% of n(1−ρ)/(1+ρ); R̂ > 1.1 for shifted chains", "—",
             "tests/paths/test_sampling.py"),
-    "T13": ("HMC and MALA on a correlated 20-d Gaussian: mean and covariance", "5 MCSE", "tests/paths/test_sampling.py"),
+    "T13": ("HMC and MALA on a correlated 20-d Gaussian: mean and covariance", "5 MCSE",
+        "tests/paths/test_sampling.py"),
     "T14": ("prior-only sampling gives E[Û] = Σ²I", "5 MCSE", "tests/paths/test_sampling.py"),
     "T15": ("Markov shapes 31×231, balance, stay rates 0.7/0.3; digits: disjoint classes, balance, determinism",
             "±0.02", "tests/paths/test_tasks.py"),
@@ -296,7 +321,8 @@ PATHS = [
     _t("B2", "paths", _PT, "image-like synthetic problem (P = 600, N0 = 192, n_tok = 48, H = 4, L = 2)",
        "1e-8 in < 30 s per point", not_run="not implemented: no P = 600 problem generator exists (fidelity debt)"),
     _t("B3", "paths", _PT, "theory against sampling on the Markov task at N = 10",
-       "collapsed < 3 min, full < 20 min (4 chains); suggested: relative Frobenius error < 20%, accuracy within 2 points",
+       "collapsed < 3 min, full < 20 min (4 chains); suggested: relative Frobenius error < 20%, "
+       "accuracy within 2 points",
        checks=[C("collapsed_seconds", "<", 180), C("rel_frob_err", "<", 0.2), C("accuracy_gap_points", "<=", 2)],
        needs=["paths_sample"], measure=m.p_b3,
        note="collapsed HMC only (the full-weight sampler is not run), 4 chains of 1000 warmup + 2000 draws; "
@@ -316,7 +342,9 @@ PATHS = [
         ("S9", "scalar vs matrix renormalisation", "scalar: predictions equal the GP's to 1e-8"),
         ("S10", "plug in a trained transformer's attention", "accuracy against the GP and the network"),
     )],
-]  # fmt: skip
+]
+# fmt: on
+
 
 def _order(t: Target) -> tuple[int, int, str]:
     """T, S, B in the spec's order, by number."""

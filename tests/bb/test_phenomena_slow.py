@@ -7,7 +7,6 @@ per-position value norms are saved), which the reproduction table states.
 """
 
 import numpy as np
-
 import pytest
 
 import attnlab.bb as bb

@@ -64,14 +64,14 @@ def test_check_boundaries(op: str, bound, inside: float, past: float) -> None:
     assert not c.passes(math.nan) and not c.passes(math.inf)
     assert verdict((c,), {"x": inside}) == (MET, f"{c.text()}: {inside:.4g} yes")
     assert verdict((c,), {"x": past})[0] == MISSED
-    assert verdict((c,), {}) [0] == MISSED  # a missing number is a miss, never a pass
+    assert verdict((c,), {})[0] == MISSED  # a missing number is a miss, never a pass
     assert verdict((c,), None, "why not") == (NOT_RUN, "why not")
 
 
 def _just_past(c: Check, value: float, make_pass: bool) -> float:
     """A number next to the check's bound: the closest one that passes (make_pass) or fails."""
     if c.op == "in":
-        lo, hi = float(c.bound[0]), float(c.bound[1])
+        hi = float(c.bound[1])
         return hi if make_pass else math.nextafter(hi, math.inf)
     b = float(c.bound)
     if c.op == "abs<=":
@@ -99,7 +99,7 @@ def test_tiny_run_has_a_row_per_target_and_the_files(tiny_run) -> None:
     assert [(r["study"], r["id"]) for r in record["rows"]] == expected
     md = (path / "reproduction.md").read_text()
     html = (path / "report.html").read_text()
-    for study, tid in expected:
+    for _, tid in expected:
         assert f"| {tid} |" in md and f"<td>{tid}</td>" in html
     assert not any(v["error"] for v in record["experiments"].values()), record["experiments"]
     measured = [r for r in record["rows"] if r["numbers"] is not None]
