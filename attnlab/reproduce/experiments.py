@@ -25,6 +25,7 @@ SIZES: dict[str, dict[str, dict]] = {
         "bb_theory": {},
         "cons_causal": dict(batch=4, t_max=6.0, schedules=("constant",)),
         "cons_tails": dict(batch=1),
+        "cons_late": dict(batch=4),
         "cons_full": dict(batch=8, t_max=10.0, n=16),
         "cons_cluster": dict(batch=8, t_max=10.0),
         "cons_rho": {},
@@ -44,6 +45,7 @@ SIZES: dict[str, dict[str, dict]] = {
         "real_probe": {},
         "cons_causal": dict(batch=64, t_max=60.0, schedules=("constant", "random")),
         "cons_tails": dict(batch=2),
+        "cons_late": dict(batch=64),
         "cons_full": dict(batch=64, t_max=100.0, n=32),
         "cons_cluster": dict(batch=64, t_max=30.0),
         "cons_rho": {},
@@ -210,6 +212,71 @@ def cons_tails(folder: Path, seed: int, size: dict, done: dict) -> dict:
     return rows
 
 
+def _antipodal_starts(batch: int, seed: int) -> Any:
+    """[batch, 6, 3] unit tokens outside every open hemisphere: 5 random ones and minus their normalised sum, so
+    0 is a positive combination of the tokens (LP margin 0)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed + 11)
+    X = torch.randn(batch, 6, 3, generator=g, dtype=torch.float64)
+    X[:, 5] = -X[:, :5].div(X[:, :5].norm(dim=-1, keepdim=True)).sum(1)
+    return X / X.norm(dim=-1, keepdim=True)
+
+
+def _entry(states: Any) -> tuple[int | None, Any]:
+    """First recorded step whose LP margin is > 1e-9 (bisection: the margin stays positive once it is, spec 4.4),
+    and the LP's w there; (None, None) if the tokens never enter an open hemisphere."""
+    import torch
+
+    from attnlab.consensus.measures import hemisphere_lp
+
+    def margin(i: int) -> tuple[float, Any]:
+        m, w = hemisphere_lp(torch.as_tensor(states[i : i + 1]))
+        return float(m[0]), w[0]
+
+    if margin(len(states) - 1)[0] <= 1e-9:
+        return None, None
+    lo, hi = 0, len(states) - 1  # margin(lo) <= 1e-9 < margin(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if margin(mid)[0] > 1e-9 else (mid, hi)
+    return hi, margin(hi)[1]
+
+
+def cons_late(folder: Path, seed: int, size: dict, done: dict) -> dict:
+    """R2b: full attention, V = P = I, n = 6, d = 3, starts outside every open hemisphere; RK4 h = 0.1 to t = 60
+    with every state recorded: the per-step drop of min_i<w, x_i> after entry (w: the LP's at entry) and the share
+    of starts with E_pair < 1e-8 at t = 60."""
+    import numpy as np
+    import torch
+
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.measures import hemisphere_lp, hemisphere_margin
+    from attnlab.consensus.schedules import Constant
+
+    X0 = _antipodal_starts(size["batch"], seed)
+    tr = integrate(X0, Constant(), AttentionSpec("SA", "full", torch.tensor([1.0])), t_max=60.0, h=0.1,
+                   method="rk4", measures=("E_pair",), record_every=1)  # fmt: skip
+    states = tr.states
+    assert states is not None  # record_every=1 keeps every state
+    drops, entered = [], 0
+    for b in range(X0.shape[0]):
+        step, w = _entry(states[b])
+        if step is None:
+            continue
+        entered += 1
+        m = hemisphere_margin(torch.as_tensor(states[b, step:]), torch.as_tensor(w)).numpy()
+        drops.append(float(np.max(m[:-1] - m[1:], initial=-np.inf)))
+    return {
+        "start_lp_margin_max": float(hemisphere_lp(X0)[0].max()),
+        "max_margin_drop_after_entry": max(drops, default=float("nan")),
+        "share_entered": entered / X0.shape[0],
+        "share_E_pair_below_1e-8": float((tr.measures["E_pair"][:, -1] < 1e-8).mean()),
+        "starts": X0.shape[0],
+    }
+
+
 def cons_rho(folder: Path, seed: int, size: dict, done: dict) -> dict:
     """R5a: rho = 1 is a fixed point; slopes near 1 against -2 (SA) and -2 e^beta (USA), n = 16."""
     import numpy as np
@@ -313,6 +380,7 @@ EXPERIMENTS: dict[str, Callable[[Path, int, dict, dict], Any]] = {
     "cons_full": cons_full,
     "cons_cluster": cons_cluster,
     "cons_tails": cons_tails,
+    "cons_late": cons_late,
     "cons_rho": cons_rho,
     "cons_phase": cons_phase,
     "paths_ua": paths_ua,

@@ -196,7 +196,13 @@ def c_r1a(runs: dict) -> dict:
 def c_r1b(runs: dict) -> dict:
     shares = {k: r.summary["share_E_first_below_1e-6"] for k, r in runs["cons_causal"].items()}
     starts = next(iter(runs["cons_causal"].values())).config.batch
-    return {"min_share_converged": min(shares.values()), "starts": starts}
+    return {"min_share_converged": min(shares.values()), "starts": starts} | {
+        f"share {k}": v for k, v in shares.items()
+    }
+
+
+def c_r2b(runs: dict) -> dict:
+    return dict(runs["cons_late"])
 
 
 def c_r2c(runs: dict) -> dict:

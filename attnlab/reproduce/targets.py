@@ -182,8 +182,12 @@ CONSENSUS = [
        "per-step drop of min_i⟨w,x_i⟩ ≤ 1e-14 (projected Euler, maps); ≤ 1e-12 (RK4, exp-Euler)",
        not_run="unit check: tests/consensus/test_invariants.py::test_hemisphere_invariance, not re-measured here"),
     _t("R2b", "consensus", _CS, "late entry (starts outside every open hemisphere)",
-       "after entry the margin never drops by > 1e-12 per step; ≥ 95% of starts reach E_pair < 1e-8 by t = 60",
-       not_run="not implemented: needs starts with LP margin 0 and a per-step margin record"),
+       "after entry the margin at the entry-time w never drops by more than 1e-12 per step; ≥ 95% of starts reach "
+       "E_pair < 1e-8 by t = 60",
+       checks=[C("start_lp_margin_max", "<=", 1e-12), C("max_margin_drop_after_entry", "<=", 1e-12),
+               C("share_E_pair_below_1e-8", ">=", 0.95)], needs=["cons_late"], measure=m.c_r2b,
+       note="n = 6, d = 3, P = V = I, β = 1, RK4 h = 0.1; starts: 5 random tokens and minus their normalised sum "
+            "(LP margin 0); entry = first step with LP margin > 1e-9 (bisection), w = the LP's there"),
     _t("R2c", "consensus", _CS, "tail rates of §4.6, n = 8, d = 5",
        "fitted slope of log E over E ∈ [1e-11, 1e-3] within 5% of the prediction",
        checks=[C("worst_rel_err", "<=", 0.05)], needs=["cons_tails"], measure=m.c_r2c,
