@@ -12,52 +12,50 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# profile -> experiment -> its size settings (absent: not run at that profile)
-_BB_TINY = dict(steps=60, d_model=32, d_mlp=64, batch=16, eval_batch=32, lin_every=10, lin_until=60, ckpt_every=60)
-_BB_QUICK = dict(steps=600, ckpt_every=600)
-SIZES: dict[str, dict[str, dict]] = {
-    "tiny": {
-        "bb_sample": dict(n=32),
-        "bb_smoke": dict(steps=40, d_model=32, d_mlp=64, seq_len=32, batch=16, eval_batch=32, lin_every=10),
-        "bb_softmax": _BB_TINY,
-        "bb_intervene": {},
-        "bb_relu": _BB_TINY,
-        "bb_theory": {},
-        "cons_causal": dict(batch=4, t_max=6.0, schedules=("constant",)),
-        "cons_tails": dict(batch=1),
-        "cons_late": dict(batch=4),
-        "cons_full": dict(batch=8, t_max=10.0, n=16),
-        "cons_cluster": dict(batch=8, t_max=10.0),
-        "cons_rho": {},
-        "cons_phase": dict(d=16, starts=8, num_betas=4, t_max=10.0),
-        "paths_ua": {},
-        "paths_solve": dict(P=30, n_test=100),
-        "paths_sweep": dict(P=30, n_test=100, Ns=(10.0, 30.0, 100.0)),
-    },
-    "quick": {
-        "bb_sample": dict(n=512),
-        "bb_smoke": dict(steps=200, d_model=32, d_mlp=128, seq_len=32, batch=64, eval_batch=128, lin_every=25),
-        "bb_softmax": _BB_QUICK,
-        "bb_intervene": {},
-        "bb_relu": _BB_QUICK,
-        "bb_theory": {},
-        "real_scan": dict(samples=8, tokens=128),
-        "real_probe": {},
-        "cons_causal": dict(batch=64, t_max=60.0, schedules=("constant", "random")),
-        "cons_tails": dict(batch=2),
-        "cons_late": dict(batch=64),
-        "cons_full": dict(batch=64, t_max=100.0, n=32),
-        "cons_cluster": dict(batch=64, t_max=30.0),
-        "cons_rho": {},
-        "cons_phase": dict(d=128, starts=16, num_betas=10, t_max=30.0),
-        "paths_ua": {},
-        "paths_solve": dict(P=100, n_test=1000),
-        "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
-        "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
-    },
+# profile -> experiment -> its size settings (absent: not run at that profile). full: the paper-scale settings.
+BB_TINY = dict(steps=60, d_model=32, d_mlp=64, batch=16, eval_batch=32, lin_every=10, lin_until=60, ckpt_every=60)
+BB_QUICK = dict(steps=600, ckpt_every=600)
+TINY_SIZES: dict[str, dict] = {
+    "bb_sample": dict(n=32),
+    "bb_smoke": dict(steps=40, d_model=32, d_mlp=64, seq_len=32, batch=16, eval_batch=32, lin_every=10),
+    "bb_softmax": BB_TINY,
+    "bb_intervene": {},
+    "bb_relu": BB_TINY,
+    "bb_theory": {},
+    "cons_causal": dict(batch=4, t_max=6.0, schedules=("constant",)),
+    "cons_tails": dict(batch=1),
+    "cons_late": dict(batch=4),
+    "cons_full": dict(batch=8, t_max=10.0, n=16),
+    "cons_cluster": dict(batch=8, t_max=10.0),
+    "cons_rho": {},
+    "cons_phase": dict(d=16, starts=8, num_betas=4, t_max=10.0),
+    "paths_ua": {},
+    "paths_solve": dict(P=30, n_test=100),
+    "paths_sweep": dict(P=30, n_test=100, Ns=(10.0, 30.0, 100.0)),
 }
-SIZES["full"] = {
-    **SIZES["quick"],
+QUICK_SIZES: dict[str, dict] = {
+    "bb_sample": dict(n=512),
+    "bb_smoke": dict(steps=200, d_model=32, d_mlp=128, seq_len=32, batch=64, eval_batch=128, lin_every=25),
+    "bb_softmax": BB_QUICK,
+    "bb_intervene": {},
+    "bb_relu": BB_QUICK,
+    "bb_theory": {},
+    "real_scan": dict(samples=8, tokens=128),
+    "real_probe": {},
+    "cons_causal": dict(batch=64, t_max=60.0, schedules=("constant", "random")),
+    "cons_tails": dict(batch=2),
+    "cons_late": dict(batch=64),
+    "cons_full": dict(batch=64, t_max=100.0, n=32),
+    "cons_cluster": dict(batch=64, t_max=30.0),
+    "cons_rho": {},
+    "cons_phase": dict(d=128, starts=16, num_betas=10, t_max=30.0),
+    "paths_ua": {},
+    "paths_solve": dict(P=100, n_test=1000),
+    "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
+    "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
+}
+FULL_SIZES: dict[str, dict] = {
+    **QUICK_SIZES,
     "bb_softmax": dict(steps=2000),
     "bb_relu": dict(steps=2000),
     "bb_adam3": dict(n_layers=3, steps=3000),
@@ -71,6 +69,7 @@ SIZES["full"] = {
     "paths_sample": dict(warmup=1000, draws=2000),
     "paths_prune": {},
 }
+SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
 
 def _bb_train(folder: Path, seed: int, size: dict, **fixed: Any) -> Any:

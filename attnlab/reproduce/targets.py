@@ -265,7 +265,7 @@ CONSENSUS = [
 
 _PT, _PT16 = "attention-paths §13", "attention-paths §16"
 # fmt: off
-_UNIT = {  # CI fast-tier checks that unit tests cover (id, check, tolerance, test file)
+UNIT_CHECKS = {  # CI fast-tier checks that unit tests cover (id, check, tolerance, test file)
     "T1": ("[N1–N4] equals the path form [N7]", "1e-10", "tests/paths/test_network.py"),
     "T2": ("attention columns sum to 1; attention depends only on x", "1e-12", "tests/paths/test_network.py"),
     "T3": ("Gram mode = factor mode = direct contraction", "1e-12", "tests/paths/test_network.py"),
@@ -289,7 +289,7 @@ _UNIT = {  # CI fast-tier checks that unit tests cover (id, check, tolerance, te
 }
 PATHS = [
     *[_t(i, "paths", _PT, c, tol, not_run=f"unit check: {f} (make test), not re-measured here")
-      for i, (c, tol, f) in _UNIT.items()],
+      for i, (c, tol, f) in UNIT_CHECKS.items()],
     _t("T5", "paths", _PT, "U_a closed form = 1-D bounded minimiser", "1e-10",
        checks=[C("closed_form_vs_minimiser", "<=", 1e-10)], needs=["paths_ua"], measure=m.p_t5,
        note="a bounded 1-D minimiser finds a smooth minimum only to about sqrt(machine eps) (~1e-8), so the "
