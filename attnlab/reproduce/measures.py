@@ -86,6 +86,7 @@ def r8(runs: dict) -> dict:
     m = _records(runs, "bb_relu")
     return {
         "max_attn_sink": max(r["attn_sink"] for r in m),
+        "max_attn_sink_with_query0": max(r["attn_sink_with0"] for r in m),
         "final_backcopy_excess_risk": m[-1]["excess_risk_backcopy"],
         "value_norm_end_over_start": m[-1]["value_norm_bos"] / m[0]["value_norm_bos"],
     }

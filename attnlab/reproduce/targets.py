@@ -90,7 +90,8 @@ BB = [
        "Attn⟨s⟩ < 0.05 at every snapshot; final backcopy risk < 0.01; ‖W_O v⟨s⟩‖ ends above its start",
        checks=[C("max_attn_sink", "<", 0.05), C("final_backcopy_excess_risk", "<", 0.01),
                C("value_norm_end_over_start", ">", 1.0)], needs=["bb_relu"], measure=m.r8,
-       note="Attn⟨s⟩ without query 0: under ReLU A_00 is not a probability (docs/extreme-tokens.md)"),
+       note="the verdict uses Attn⟨s⟩ without query 0 (attnlab's definition); max_attn_sink_with_query0 is the "
+            "spec's, which under ReLU counts A_00 = ReLU(s_00), not a probability (docs/extreme-tokens.md)"),
     _t("R9", "bb", _ET, "3 layers, Adam vs SGD, cpu scale",
        "growth of ‖Res⟨s⟩‖ after block 0: SGD < 1.5×, Adam > 2× (≈ 3,000 steps; 1.7× vs 1.16× at 2,000)",
        checks=[C("sgd_growth", "<", 1.5), C("adam_growth", ">", 2.0)], needs=["bb_adam3", "bb_sgd3"], measure=m.r9,

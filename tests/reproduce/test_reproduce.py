@@ -184,3 +184,21 @@ def test_existing_folder_is_refused_and_unchanged(tmp_path, capsys) -> None:
     assert _error_line(capsys).startswith(f"--out {out} is not empty")
     assert (out / "keep.txt").read_text() == "mine" and (out / "keep.txt").stat().st_mtime_ns == before
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_full_profile_runs_every_measured_target_and_its_configs_build() -> None:
+    """At --profile full every target with a measure has its study runs; the bb configs of those runs validate."""
+    from attnlab.bb.config import resolve_config
+    from attnlab.reproduce.config import ReproduceConfig
+    from attnlab.reproduce.experiments import EXPERIMENTS, SIZES
+    from attnlab.reproduce.run import plan
+
+    targets, names = plan(ReproduceConfig(profile="full"))
+    measured = {n for t in targets if t.measure is not None for n in t.needs}
+    assert measured <= set(names) <= set(EXPERIMENTS)
+    for name in names:
+        if name.startswith("bb_") and name not in ("bb_sample", "bb_intervene", "bb_theory"):
+            size = SIZES["full"][name]
+            cfg = resolve_config("paper" if size.get("steps", 0) >= 10000 else "cpu", **size)
+            assert cfg.steps == size["steps"]
+    assert SIZES["quick"]["bb_softmax"]["steps"] == 600  # the slow tests' scale (tests/bb/test_phenomena_slow.py)
