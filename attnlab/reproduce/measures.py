@@ -187,11 +187,11 @@ def _states(res: Any) -> np.ndarray:
 
 
 def c_r1a(runs: dict) -> dict:
-    drift = 0.0
+    drifts = []
     for res in runs["cons_causal"].values():
         st = _states(res)
-        drift = max(drift, float(np.abs(st[:, :, 0, :] - st[:, :1, 0, :]).max()))
-    return {"first_token_drift": drift}
+        drifts.append(float(np.abs(st[:, :, 0, :] - st[:, :1, 0, :]).max()))
+    return {"first_token_drift": max(drifts)}  # no run: ValueError, so never a vacuous "met"
 
 
 def c_r1b(runs: dict) -> dict:

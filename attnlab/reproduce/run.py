@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import InputError
+from attnlab.errors import AttnlabError, InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
 from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
@@ -47,6 +47,8 @@ def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> 
             done[name] = EXPERIMENTS[name](folder / name, config.seed, SIZES[config.profile][name], done)
             log[name] = {"seconds": round(time.perf_counter() - t0, 2), "error": None}
         except Exception as exc:  # noqa: BLE001 - one failed study run must not lose the others' verdicts
+            if isinstance(exc, AttnlabError) and exc.exit_code == 130:
+                raise  # Ctrl-C / SIGTERM inside a study run (e.g. bb training's checkpoint-and-exit) ends reproduce
             log[name] = {"seconds": round(time.perf_counter() - t0, 2), "error": _one_line(exc)}
     return done, log
 

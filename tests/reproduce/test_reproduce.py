@@ -202,3 +202,33 @@ def test_full_profile_runs_every_measured_target_and_its_configs_build() -> None
             cfg = resolve_config("paper" if size.get("steps", 0) >= 10000 else "cpu", **size)
             assert cfg.steps == size["steps"]
     assert SIZES["quick"]["bb_softmax"]["steps"] == 600  # the slow tests' scale (tests/bb/test_phenomena_slow.py)
+
+
+def _fail(*args, **kwargs):
+    raise RuntimeError("solver exploded\nsecond line")
+
+
+def _interrupt(*args, **kwargs):
+    from attnlab.errors import AttnlabError
+
+    raise AttnlabError("interrupted at step 3; checkpoint saved", exit_code=130)
+
+
+def test_a_failed_study_run_is_reported_and_an_interrupt_ends_the_run(tmp_path, monkeypatch) -> None:
+    from attnlab.errors import AttnlabError
+    from attnlab.reproduce import experiments
+    from attnlab.reproduce.config import ReproduceConfig
+    from attnlab.reproduce.run import reproduce
+
+    for name in ("cons_causal", "cons_full", "cons_cluster", "cons_tails", "cons_late", "cons_phase"):
+        monkeypatch.setitem(experiments.EXPERIMENTS, name, lambda *a, **k: {})  # only R5a's run stays real
+    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", _fail)
+    res = reproduce(ReproduceConfig(studies=("consensus",), profile="tiny"), tmp_path / "r")
+    rows = {r["id"]: r for r in json.loads((res.path / "reproduction.json").read_text())["rows"]}
+    assert rows["R5a"]["verdict"] == NOT_RUN
+    assert rows["R5a"]["why"] == "cons_rho failed: RuntimeError: solver exploded"
+    assert rows["R1a"]["verdict"] == NOT_RUN and rows["R1a"]["why"].startswith("measure failed: ")
+    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", _interrupt)
+    with pytest.raises(AttnlabError) as exc:
+        reproduce(ReproduceConfig(studies=("consensus",), profile="tiny"), tmp_path / "r2")
+    assert exc.value.exit_code == 130
