@@ -14,7 +14,7 @@ from attnlab.paths.adjudicate import compare_point
 @pytest.mark.slow
 def test_sampled_U_matches_chain_theory_at_small_width():
     r = compare_point("C3", 4.0, 8, T=0.1, chains=4, warmup=200, draws=300, n_leapfrog=8, n_test=100, seed=1)
-    assert r["rhat_max"] < 1.1
+    assert r["rhat_max"] < 1.1  # looser than the §10 gate's 1.01 (needs longer chains): B4 stays missed in the table
     assert r["e_chain"] < 0.15
     assert r["e_chain"] < 0.1 * r["e_simple"]
     assert abs(r["U_a_hat"] - r["U_a_chain"]) < 0.15 * r["U_a_chain"]
