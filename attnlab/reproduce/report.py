@@ -36,7 +36,9 @@ def counts(rows: list[dict]) -> dict[str, dict[str, int]]:
 
 
 def figure_of(folder: Path, row: dict) -> str | None:
-    """The first PNG (sorted) under the row's first run folder, relative to `folder`."""
+    """The row's figure (relative to `folder`), else the first PNG (sorted) under its first run folder."""
+    if row.get("figure") and (folder / row["figure"]).is_file():
+        return str(row["figure"])
     for run in row.get("runs", []):
         pngs = sorted((folder / run).rglob("*.png"))
         if pngs:
@@ -132,8 +134,8 @@ def export_docs(folder: Path, docs: Path) -> Path:
     for r in record["rows"]:
         fig = figure_of(folder, r)
         if fig:
-            parts = Path(fig).parts
-            dest = docs / "figures" / r["study"] / f"{parts[1]}-{Path(fig).name}"
+            parts = [p for p in Path(fig).parts[1:] if p != "figures"]  # runs/<run>/[sub/]figures/<name>.png
+            dest = docs / "figures" / r["study"] / "-".join(parts)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(folder / fig, dest)
             fig = dest.relative_to(docs).as_posix()

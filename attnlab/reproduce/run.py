@@ -97,6 +97,7 @@ def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
         "why": why,
         "note": target.note,
         "runs": [f"runs/{n}" for n in target.needs] if v != NOT_RUN else [],
+        "figure": f"runs/{target.needs[0]}/{target.figure}" if v != NOT_RUN and target.figure else None,
     }
 
 
