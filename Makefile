@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attnlab-installed
 
-.PHONY: demo test test-fast setup bench clean browser
+.PHONY: demo test test-fast setup bench clean browser reproduce
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,11 @@ test: $(STAMP) browser
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The specs' reproduction targets at the quick profile (about 15 min on 2 free cores); --docs refreshes
+# docs/reproduction.md and the figures under docs/figures/<study>/ from this run.
+reproduce: $(STAMP)
+	$(BIN)/attnlab reproduce --profile quick --out runs/reproduce --overwrite --docs docs
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

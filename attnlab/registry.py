@@ -23,6 +23,7 @@ STUDY_PACKAGES = {
     "paths": "attnlab.paths",
     "sweep": "attnlab.sweep",
     "compare": "attnlab.compare",
+    "reproduce": "attnlab.reproduce",
 }
 
 

@@ -17,5 +17,20 @@ def test_bb_demo_end_to_end(tmp_path, monkeypatch):
     assert (tmp_path / "intervene" / "interventions.json").exists()
     assert not (tmp_path / "softmax" / "interventions.json").exists()
     assert (tmp_path / "sample" / "sequences.npy").exists()
+    # values: the intervention run re-evaluates the softmax run's final model on the same evaluation batch, so its
+    # "none" row must equal that run's last metrics; zeroing the head must change the risks
+    import json
+
+    from attnlab.runs import RunDir
+
+    rows = {r["intervention"]: r for r in json.loads((tmp_path / "intervene" / "interventions.json").read_text())}
+    last = RunDir(tmp_path / "softmax").metrics()[-1]
+    for key in ("risk_backcopy", "risk_bigram", "attn_sink", "delta_logit"):
+        assert rows["none (full model)"][key] == pytest.approx(last[key], rel=1e-9, abs=1e-12), key
+    assert rows["none (full model)"]["step"] == last["step"] == 10
+    assert rows["zero head 0.0"]["risk_backcopy"] != pytest.approx(last["risk_backcopy"], rel=1e-6)
+    for name in ("softmax", "relu", "sgd"):
+        metrics = RunDir(tmp_path / name).metrics()
+        assert [r["step"] for r in metrics][-1] == 10 and metrics[-1]["loss"] < metrics[0]["loss"], name
     html = rep.html()
     assert "Softmax vs ReLU" in html and "Adam vs SGD" in html and "data:image/png;base64" in html

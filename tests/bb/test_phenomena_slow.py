@@ -1,9 +1,12 @@
-"""The `cpu` preset reproduces the 1-layer phenomena (spec extreme-tokens §11, R4, R5, R7, R8).
+"""The `cpu` preset reproduces the 1-layer phenomena (spec extreme-tokens §11, R4-R8).
 
-Short runs of the real preset (600 of its 2,000 steps: the phenomena are established by step 400); thresholds
-confirmed at this scale are recorded in docs/extreme-tokens.md.
+Short runs of the real preset (600 of its 2,000 steps: the phenomena are established by step 400), the same runs
+as `attnlab reproduce --profile quick` (docs/reproduction.md). The spec's thresholds are used where they hold at
+this scale; R5's "smallest of the first 10 positions" is checked against the mean of the other positions (no
+per-position value norms are saved), which the reproduction table states.
 """
 
+import numpy as np
 import pytest
 
 import attnlab.bb as bb
@@ -28,9 +31,13 @@ def test_softmax_sink_forms_with_backcopy_solved(softmax_run):
     peak = max(r["value_norm_bos"] for r in m)
     assert last["value_norm_bos"] <= 0.5 * peak  # R5: value drain
     assert last["value_norm_bos"] < 0.5 * last["value_norm_others"]
-    sink_step = next(r["step"] for r in m if r["attn_sink"] >= 0.6)
-    dl = {r["step"]: r["delta_logit"] for r in m}
-    assert dl[last["step"]] > dl[sink_step]  # R6: logit keeps growing
+    sink = next(i for i, r in enumerate(m) if r["attn_sink"] >= 0.6)
+    steps = np.log([r["step"] for r in m[sink:]])
+    dl = np.array([r["delta_logit"] for r in m[sink:]])
+    assert dl[-1] > dl[0]  # R6: the logit keeps growing after the sink forms ...
+    fit = np.polyval(np.polyfit(steps, dl, 1), steps)
+    r2 = 1 - ((dl - fit) ** 2).sum() / ((dl - dl.mean()) ** 2).sum()
+    assert r2 >= 0.9  # ... about linearly in log t (measured R² 0.973 at 600 steps)
 
 
 @pytest.mark.slow
@@ -40,8 +47,9 @@ def test_interventions_on_trained_softmax_model(softmax_run, tmp_path):
     full = rows["none (full model)"]
     head = rows["zero head 0.0"]
     assert head["risk_backcopy"] > 2.0  # R7
-    assert abs(head["risk_bigram"] - full["risk_bigram"]) < 0.03  # measured 0.010 at step 500
-    assert rows["zero MLP 0"]["risk_bigram"] > full["risk_bigram"] + 1.0  # measured 3.56 vs 2.19
+    assert abs(head["risk_bigram"] - full["risk_bigram"]) < 0.02  # R7 (measured 0.012 at step 600)
+    assert rows["zero MLP 0"]["risk_bigram"] > 3.5  # R7 (measured 3.5625 at step 600: little margin)
+    assert rows["zero MLP 0"]["risk_bigram"] > full["risk_bigram"] + 1.0  # 3.56 vs 2.19
     dormant = rows["attention 0.0 -> <s> (non-trigger queries)"]
     assert abs(dormant["risk_bigram"] - full["risk_bigram"]) < 0.05  # the head is dormant there
     assert rows["attention 0.0 -> <s> (all queries)"]["risk_backcopy"] > 2.0  # ... and active on triggers
@@ -52,5 +60,5 @@ def test_relu_attention_has_no_sink(tmp_path):
     cfg = resolve_config("cpu", attention="relu", steps=STEPS, ckpt_every=STEPS)
     m = bb.train(cfg, tmp_path / "relu", progress=False).tables["metrics"].to_dict("records")
     assert max(r["attn_sink"] for r in m) < 0.05  # R8, every snapshot
-    assert m[-1]["excess_risk_backcopy"] < 0.05
+    assert m[-1]["excess_risk_backcopy"] < 0.01  # R8 (measured 0.0023 at step 600)
     assert m[-1]["value_norm_bos"] > m[0]["value_norm_bos"]  # no value drain

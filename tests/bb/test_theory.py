@@ -183,4 +183,10 @@ def test_run_theory_writes_the_run_folder(tmp_path):
     assert metrics["reduced_recursion"]["m_adam"] == pytest.approx(64.0, abs=4.0)
     with np.load(folder / "arrays.npz", allow_pickle=False) as arrays:
         assert arrays["flow_alpha"].shape[1] == 3
+        # the saved trajectory ends where metrics.json says, and α grows (the sink logits of §9.2)
+        np.testing.assert_allclose(arrays["flow_alpha"][-1], metrics["final"]["alpha"], rtol=1e-12)
+        assert np.all(np.diff(arrays["flow_alpha"], axis=0) >= -1e-12)
+    table = dict(zip(result.tables["late_slopes"]["quantity"], result.tables["late_slopes"]["late_slope"]))
+    assert table["log_loss"] == pytest.approx(metrics["late_slopes"]["log_loss"], rel=1e-12)
+    assert -1.2 < table["log_loss"] < -0.8  # the ℓ ~ 1/t law of §9.3 already over [1e5, 1e6]
     assert "Slopes against log t" in (folder / "report.html").read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,6 +74,8 @@ def test_simulate_writes_reintegrable_run_and_rerun_reproduces_it(
     assert json.loads((out / "config.json").read_text())["schedule"] == "random"
     assert json.loads((out / "manifest.json").read_text())["command"] == "consensus simulate"
 
+    _reintegrate(out, E, x0, w)
+
     again = tmp_path / "again"
     assert main(["rerun", str(out), "--out", str(again)]) == 0
     for name in ("E.npy", "E_pair.npy", "t.npy", "x0.npy", "states.npy", "t_states.npy"):
@@ -82,6 +85,27 @@ def test_simulate_writes_reintegrable_run_and_rerun_reproduces_it(
     m1, m2 = (json.loads((p / "metrics.json").read_text()) for p in (out, again))
     m1.pop("wall_seconds"), m2.pop("wall_seconds")
     assert m1 == m2
+
+
+def _reintegrate(out: Path, E: np.ndarray, x0: np.ndarray, weights: Any) -> None:
+    """Integrate again from the folder alone (config.json, x0.npy; the schedule rebuilt from the config must equal
+    weights.npz): E_first must come out as saved in E.npy."""
+    import torch
+
+    from attnlab.configs import config_from_dict
+    from attnlab.consensus.config import SimulateConfig
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.run import simulate_inputs
+    from attnlab.consensus.schedules import schedule_arrays
+
+    cfg = config_from_dict(SimulateConfig, json.loads((out / "config.json").read_text()))
+    sch, spec, X0 = simulate_inputs(cfg)
+    assert np.array_equal(X0.numpy(), x0)
+    rebuilt = schedule_arrays(sch, cfg.t_max)
+    assert set(rebuilt) == set(weights.files) and all(np.array_equal(rebuilt[k], weights[k]) for k in weights.files)
+    tr = integrate(torch.as_tensor(x0), sch, spec, cfg.t_max, cfg.h, cfg.integrator, measures=("E_first",))
+    assert tr.measures["E_first"].shape == E.shape and np.abs(E[:, -1] - E[:, 0]).max() > 1e-3  # it moved
+    assert np.allclose(tr.measures["E_first"], E, rtol=1e-12, atol=1e-15)
 
 
 def test_phase_command(tmp_path: Path) -> None:

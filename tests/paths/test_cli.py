@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from attnlab.cli import main
 
@@ -37,9 +38,14 @@ def test_solve_writes_U_kernels_and_metrics(tmp_path, capsys):
     k = np.load(out / "kernels.npz", allow_pickle=False)
     assert U.shape == (4, 4) and k["C_train"].shape == (4, 4, 20, 20)
     assert k["y_train"].shape == (20,) and k["y_test"].shape == (40,)
-    # the saved kernels reproduce the saved U's kernel
+    # the saved path kernels are the contractions of the saved attentioned inputs, and the predictor rebuilt from
+    # the saved files with the saved U (spec §6: K = sum_pq U_pq C^pq, mean = K_* (K + T I)^-1 y) gives the
+    # saved accuracy
+    xt, xs = k["xit_train"], k["xit_test"]
+    assert np.allclose(np.einsum("mpd,nqd->pqmn", xt, xt), k["C_train"], atol=1e-12)
     K = np.einsum("pq,pqmn->mn", U, k["C_train"])
-    assert np.allclose(K, K.T, atol=1e-12)
+    mean = np.einsum("pq,mpd,nqd->mn", U, xs, xt) @ np.linalg.solve(K + 0.05 * np.eye(20), k["y_train"])
+    assert np.mean(np.sign(mean) == k["y_test"]) == pytest.approx(m["accuracy"], abs=1e-12)
     for f in ["config.json", "manifest.json", "report.html", "figures/U_heatmap_N10.png"]:
         assert (out / f).exists()
 

@@ -14,7 +14,7 @@ from attnlab.paths.adjudicate import compare_point
 @pytest.mark.slow
 def test_sampled_U_matches_chain_theory_at_small_width():
     r = compare_point("C3", 4.0, 8, T=0.1, chains=4, warmup=200, draws=300, n_leapfrog=8, n_test=100, seed=1)
-    assert r["rhat_max"] < 1.1
+    assert r["rhat_max"] < 1.1  # looser than the §10 gate's 1.01 (needs longer chains): B4 stays missed in the table
     assert r["e_chain"] < 0.15
     assert r["e_chain"] < 0.1 * r["e_simple"]
     assert abs(r["U_a_hat"] - r["U_a_chain"]) < 0.15 * r["U_a_chain"]
@@ -77,7 +77,17 @@ def test_prune_pipeline_smoke(tmp_path):
     assert rc == 0
     m = json.loads((out / "metrics.json").read_text())
     assert m["handoff_attention_err"] < 1e-6
-    assert len(m["score"]) == 4 and np.all(np.isfinite(m["score"])) and max(m["score"]) == 1.0
+    assert len(m["score"]) == 4 and np.all(np.isfinite(m["score"]))
+    # the scores recomputed by hand from the saved U (spec §8: a head's score sums |U_pq| over the path pairs that
+    # use it in either path, normalised by the largest), and the reported Spearman from the saved drops
+    from scipy.stats import spearmanr
+
+    U = np.abs(np.asarray(m["U"]))
+    paths = list(np.ndindex(2, 2))  # path index -> (layer-1 head, layer-2 head)
+    hand = [sum(U[p, q] for p in range(4) for q in range(4) if h in (paths[p][l], paths[q][l]))
+            for l in range(2) for h in range(2)]  # fmt: skip
+    np.testing.assert_allclose(m["score"], np.array(hand) / max(hand), rtol=1e-12)
+    assert m["spearman_rho"] == pytest.approx(spearmanr(m["score"], m["acc_drop"]).statistic, abs=1e-12)
     assert len(m["acc_drop"]) == 4 and len(m["theory_acc_drop"]) == 4
     assert (out / "figures" / "head_scores.png").exists() and (out / "gd_model.safetensors").exists()
 

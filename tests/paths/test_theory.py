@@ -74,8 +74,8 @@ def test_H1_reduction_equals_root_finder(L, form):  # T8
         sp = solve(prob, hessian=False)
         ref = scalar_reference(gram.path_kernels()[0, 0], prob.Y, 0.05, prob.alpha, L, form)
         assert sp.converged and abs(sp.U[0, 0] - ref) < 1e-8 * max(1, ref)
-    small = solve(problem(gram, y, (1,) * L, N=1e7, T=0.05, form=form), hessian=False)
-    assert abs(small.U[0, 0] - 1.0) < 1e-5
+    small = solve(problem(gram, y, (1,) * L, N=1e10, T=0.05, form=form), hessian=False)
+    assert abs(small.U[0, 0] - 1.0) < 1e-8  # spec T8 (alpha = 1.2e-9 here; measured 2e-11)
 
 
 def test_predictor_at_gp_point_is_gp_regression():  # T9
@@ -92,7 +92,7 @@ def test_predictor_at_gp_point_is_gp_regression():  # T9
 def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
     _, _, y, gram = tiny((2, 2))
     prob = problem(gram, y, (2, 2), N=5.0, T=0.1)
-    tols = {"newton": 1e-10, "lbfgs": 3e-8, "fixed_point": 1e-10}  # L-BFGS alone stalls near 1e-8 (S at eps)
+    tols = {"newton": 1e-10, "lbfgs": 1e-8, "fixed_point": 1e-10}  # L-BFGS reaches the spec's 1e-8, not 1e-10
     sols = {m: solve(prob, m, tol=t, max_iter=3000) for m, t in tols.items()}
     ref = sols["newton"]
     assert ref.converged and ref.max_grad < 1e-10 and ref.hessian_min_eig > 0
@@ -100,8 +100,7 @@ def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
         assert np.allclose(U, U.T, atol=1e-12) and np.linalg.eigvalsh(U)[0] > 0
     for m, s in sols.items():
         assert s.converged, m
-        # L-BFGS alone stops near max|grad| ~ 1e-8, i.e. ~1e-7 in U at this conditioning
-        assert np.abs(s.U - ref.U).max() < (3e-7 if m == "lbfgs" else 1e-8), m
+        assert np.abs(s.U - ref.U).max() < 1e-7, m  # spec T10 (L-BFGS measured 3.3e-8)
 
 
 @pytest.mark.parametrize("form", ["chain", "simple"])

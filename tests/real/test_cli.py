@@ -138,6 +138,41 @@ def test_ablate_outputs(llama_dir, tmp_path, capsys):
     assert len(rows) == 2 * len(conds)  # prose and code
     assert (out / "figures" / "ablation_dnll.png").is_file() and (out / "report.html").is_file()
     assert "run folder:" in capsys.readouterr().out
+    _check_mlp_dnll_by_hand(out, rows)
+
+
+def _check_mlp_dnll_by_hand(out, rows):
+    """ΔNLL of "mlp 1" recomputed by hand: the same windows (from config.json) through the model with a hook that
+    zeroes layer 1's MLP output; mean next-token NLL clean and ablated must match ablation.csv."""
+    import torch
+
+    from attnlab.ablate.config import AblateConfig
+    from attnlab.configs import config_from_dict
+    from attnlab.hf.loader import load_causal_lm
+    from attnlab.hf.settings import config_windows
+
+    cfg = config_from_dict(AblateConfig, json.loads((out / "config.json").read_text()))
+    lm = load_causal_lm(cfg.model)
+
+    def nll(ids, zero_mlp=None):
+        mlp = lm.model.model.layers[1].mlp
+        hook = mlp.register_forward_hook(lambda m, i, o: torch.zeros_like(o)) if zero_mlp else None
+        with torch.no_grad():
+            logits = lm.model(input_ids=ids).logits
+        if hook is not None:
+            hook.remove()
+        lp = torch.log_softmax(logits[:, :-1].double(), -1)
+        return float(-lp.gather(-1, ids[:, 1:, None]).mean())
+
+    by = {(r["domain"], r["condition"]): r for r in rows}
+    for domain in ("prose", "code"):
+        ids = config_windows(lm.tokenizer, cfg, domain)
+        row = by[(domain, "mlp 1")]
+        clean, ablated = nll(ids), nll(ids, zero_mlp=True)
+        assert float(row["nll_clean"]) == pytest.approx(clean, abs=1e-5)
+        assert float(row["nll_ablated"]) == pytest.approx(ablated, abs=1e-5)
+        assert float(row["dnll_mean"]) == pytest.approx(ablated - clean, abs=1e-5)
+        assert abs(ablated - clean) > 1e-5  # the ablation changed something
 
 
 @pytest.mark.parametrize(

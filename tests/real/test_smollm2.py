@@ -36,7 +36,7 @@ def traces(lm):
     from attnlab.scan import ScanConfig
     from attnlab.trace.adapters.hf import trace_windows
 
-    cfg = ScanConfig(domains=("prose", "code"), tokens=128, samples=2, seed=0)
+    cfg = ScanConfig(domains=("prose", "code"), tokens=128, samples=8, seed=0)  # R17 over 8 windows per domain
     return {d: trace_windows(lm.model, config_windows(lm.tokenizer, cfg, d))[0] for d in cfg.domains}
 
 
@@ -78,7 +78,7 @@ def test_massive_activation_at_layer_11(traces):
 def test_sink_heads_and_value_drain(traces):
     s = {d: tr.sink_score() for d, tr in traces.items()}
     both = (s["prose"] > 0.3) & (s["code"] > 0.3)
-    assert both[12:].mean() >= 0.7  # spec R17 target 80 %; 2 windows per domain here
+    assert both[12:].mean() >= 0.8  # spec R17 (measured 0.858 over 8 windows per domain)
     for d, tr in traces.items():
         assert not np.any(s[d][:2] > 0.3), d  # no sink heads in layers 0-1
         assert (s[d][12:] > 0.5).mean() >= 0.4, d  # roughly half or more of the late heads are sinks

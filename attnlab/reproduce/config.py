@@ -1,0 +1,31 @@
+"""`attnlab reproduce` settings: which studies, at which profile (sizes of the study runs behind the targets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attnlab.errors import check, check_choice, check_int
+
+STUDIES = ("bb", "real", "consensus", "paths")
+PROFILES = ("tiny", "quick", "full")
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """Run the pre-registered targets of `studies` at `profile`.
+
+    profile: "tiny" (about a minute: the machinery only, numbers far from the papers' scale), "quick" (about 15
+    minutes on 2 free cores: the CI/slow-tier scale) or "full" (the paper-scale settings: hours).
+    """
+
+    studies: tuple[str, ...] = STUDIES
+    profile: str = "quick"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "studies", tuple(self.studies) or STUDIES)
+        for s in self.studies:
+            check_choice(s, STUDIES, "study")
+        check(len(set(self.studies)) == len(self.studies), f"studies: {list(self.studies)} repeats a study")
+        check_choice(self.profile, PROFILES, "profile")
+        check_int(self.seed, 0, "seed")

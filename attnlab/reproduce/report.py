@@ -1,0 +1,145 @@
+"""The reproduction table from a `reproduce` run folder only (reproduction.json and the study runs' files):
+reproduction.md, report.html, and `export_docs` (docs/reproduction.md plus figures under docs/figures/<study>/)."""
+
+from __future__ import annotations
+
+import html
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from attnlab.report import Report
+from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, fmt
+from attnlab.runs import read_json, write_text
+
+STUDY_TITLES = {
+    "bb": "Extreme tokens, toy model (spec extreme-tokens)",
+    "real": "Extreme tokens, real models (spec extreme-tokens)",
+    "consensus": "Consensus (spec consensus)",
+    "paths": "Attention paths (spec attention-paths)",
+}
+METRIC_DEBT = [
+    "extreme-tokens §6: `col_entropy` (max column entropy) is not computed by `bb` metrics.",
+    "extreme-tokens §6.7 / §10.4: sink-logit concentration (box plots of the last query's logits) is not implemented.",
+    "extreme-tokens §10.4: the sink-set variant of the sink score ({0} ∪ massive-activation tokens) is not "
+    "implemented (issue 14's R24 covers the authors' procedure).",
+]
+
+
+def counts(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Per study: how many targets are met, missed and not run."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        c = out.setdefault(r["study"], {MET: 0, MISSED: 0, NOT_RUN: 0})
+        c[r["verdict"]] += 1
+    return out
+
+
+def figure_of(folder: Path, row: dict) -> str | None:
+    """The row's figure (relative to `folder`), else the first PNG (sorted) under its first run folder."""
+    if row.get("figure") and (folder / row["figure"]).is_file():
+        return str(row["figure"])
+    for run in row.get("runs", []):
+        pngs = sorted((folder / run).rglob("*.png"))
+        if pngs:
+            return pngs[0].relative_to(folder).as_posix()
+    return None
+
+
+def _numbers(row: dict) -> str:
+    nums = row.get("numbers") or {}
+    return "; ".join(f"{k} = {fmt(v)}" for k, v in nums.items()) or "—"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(record: dict, links: Mapping[str, tuple[str | None, str | None]], run_note: str) -> str:
+    """The table as Markdown; `links[id]` = (figure path, run folder path) as they should appear."""
+    lines = ["# Reproduction: the specs' targets, each verdict computed by code", "", run_note, ""]
+    lines += ["| study | met | missed | not run |", "|---|---|---|---|"]
+    for study, c in record["counts"].items():
+        lines.append(f"| {study} | {c[MET]} | {c[MISSED]} | {c[NOT_RUN]} |")
+    for study in record["counts"]:
+        lines += ["", f"## {STUDY_TITLES.get(study, study)}", ""]
+        lines += [
+            "| id | claim | spec threshold | our numbers | verdict | why | links |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in (r for r in record["rows"] if r["study"] == study):
+            fig, run = links.get(f"{study}/{r['id']}", (None, None))
+            link = " ".join(x for x in (f"[figure]({fig})" if fig else "", f"[run]({run})" if run else "") if x)
+            why = r["why"] + (f" — {r['note']}" if r["note"] else "")
+            cells = [r["id"], r["claim"], r["threshold"], _numbers(r), f"**{r['verdict']}**", why, link or "—"]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    lines += ["", "## Spec metrics not implemented (fidelity debt)", ""] + [f"- {d}" for d in METRIC_DEBT]
+    return "\n".join(lines) + "\n"
+
+
+def _run_note(record: dict) -> str:
+    failed = [f"{k} ({v['error']})" for k, v in record["experiments"].items() if v["error"]]
+    note = (f"Profile `{record['profile']}`, studies {', '.join(record['studies'])}; {record['seconds']:.0f} s in all "
+            f"({len(record['experiments'])} study runs).")  # fmt: skip
+    return note + (" Failed study runs: " + "; ".join(failed) + "." if failed else "")
+
+
+def write_all(folder: Path) -> None:
+    """reproduction.md and report.html of the run in `folder`, links relative to it."""
+    record = read_json(folder / "reproduction.json", "reproduction.json")
+    links = {}
+    for r in record["rows"]:
+        run = r["runs"][0] if r["runs"] else None
+        links[f"{r['study']}/{r['id']}"] = (figure_of(folder, r), f"{run}/report.html" if run else None)
+    write_text(folder / "reproduction.md", markdown(record, links, _run_note(record)))
+    write_html(folder, record, links)
+
+
+def write_html(folder: Path, record: dict, links: dict) -> None:
+    rep = Report("attnlab reproduce: the specs' targets")
+    rep.paragraph(_run_note(record))
+    rep.table([{"study": s, **c} for s, c in record["counts"].items()], caption="verdicts per study")
+    for study in record["counts"]:
+        rep.heading(STUDY_TITLES.get(study, study))
+        rows = []
+        for r in (r for r in record["rows"] if r["study"] == study):
+            fig, run = links[f"{study}/{r['id']}"]
+            anchors = " ".join(f'<a href="{html.escape(u)}">{t}</a>' for t, u in (("figure", fig), ("run", run)) if u)
+            rows.append({"id": r["id"], "claim": r["claim"], "threshold": r["threshold"], "numbers": _numbers(r),
+                         "verdict": r["verdict"], "why": r["why"], "note": r["note"], "links": anchors})  # fmt: skip
+        rep.raw(_html_table(rows))
+    rep.heading("Spec metrics not implemented")
+    for d in METRIC_DEBT:
+        rep.paragraph(d)
+    rep.write(folder / "report.html")
+
+
+def _html_table(rows: list[dict]) -> str:
+    cols = list(rows[0]) if rows else []
+    head = "".join(f"<th>{c}</th>" for c in cols)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{r[c] if c == 'links' else html.escape(str(r[c]))}</td>" for c in cols) + "</tr>"
+        for r in rows
+    )
+    return (
+        f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    )
+
+
+def export_docs(folder: Path, docs: Path) -> Path:
+    """Copy the table to docs/reproduction.md and each row's figure to docs/figures/<study>/<run>-<name>.png;
+    links to run folders name the path a `make reproduce` run creates (runs/reproduce/...)."""
+    record = read_json(folder / "reproduction.json", "reproduction.json")
+    links: dict[str, tuple[str | None, str | None]] = {}
+    for r in record["rows"]:
+        fig = figure_of(folder, r)
+        if fig:
+            parts = [p for p in Path(fig).parts[1:] if p != "figures"]  # runs/<run>/[sub/]figures/<name>.png
+            dest = docs / "figures" / r["study"] / "-".join(parts)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(folder / fig, dest)
+            fig = dest.relative_to(docs).as_posix()
+        links[f"{r['study']}/{r['id']}"] = (fig, None)
+    note = _run_note(record) + (" Regenerate with `make reproduce` (run folder `runs/reproduce`: each row's study "
+                                "run is under `runs/reproduce/runs/<name>/`).")  # fmt: skip
+    return write_text(docs / "reproduction.md", markdown(record, links, note))

@@ -1,0 +1,136 @@
+"""`attnlab reproduce` as a function: run the study runs behind the targets, then compute every verdict in code.
+
+`reproduce(ReproduceConfig(...), out)` writes into `out`:
+  runs/<experiment>/      the study runs (each a normal attnlab run folder with its own report.html)
+  reproduction.json       one row per target: id, study, claim, spec threshold, our numbers, verdict, why, links
+  reproduction.md         the same table in Markdown (committed as docs/reproduction.md)
+  report.html             the same table in HTML
+An experiment that fails is recorded (its targets become "not run" with the error); the others still run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from attnlab.errors import AttnlabError, InputError
+from attnlab.reproduce import report
+from attnlab.reproduce.config import ReproduceConfig
+from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
+from attnlab.reproduce.targets import TARGETS, Target
+from attnlab.reproduce.verdict import NOT_RUN, verdict
+from attnlab.runs import RunResult, open_run
+
+
+def plan(config: ReproduceConfig) -> tuple[list[Target], list[str]]:
+    """(the targets of the chosen studies, the experiments to run for them at this profile, in run order)."""
+    targets = [t for t in TARGETS if t.study in config.studies]
+    sizes = SIZES[config.profile]
+    wanted = {e for t in targets if t.needs and all(n in sizes for n in t.needs) for e in t.needs}
+    wanted |= {NEEDS[e] for e in wanted if e in NEEDS}
+    return targets, [e for e in EXPERIMENTS if e in wanted]
+
+
+def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> tuple[dict, dict]:
+    """Run each experiment into folder/<name>; returns (results, log rows with seconds and error if any)."""
+    done: dict[str, Any] = {}
+    log: dict[str, dict] = {}
+    for name in names:
+        if name in NEEDS and NEEDS[name] not in done:
+            log[name] = {"seconds": 0.0, "error": f"needs {NEEDS[name]}, which failed"}
+            continue
+        t0 = time.perf_counter()
+        try:
+            done[name] = EXPERIMENTS[name](folder / name, config.seed, SIZES[config.profile][name], done)
+            log[name] = {"seconds": round(time.perf_counter() - t0, 2), "error": None}
+        except Exception as exc:  # noqa: BLE001 - one failed study run must not lose the others' verdicts
+            if isinstance(exc, AttnlabError) and exc.exit_code == 130:
+                raise  # Ctrl-C / SIGTERM inside a study run (e.g. bb training's checkpoint-and-exit) ends reproduce
+            log[name] = {"seconds": round(time.perf_counter() - t0, 2), "error": _one_line(exc)}
+    return done, log
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _clean(numbers: dict) -> dict:
+    """JSON-safe numbers: floats (NaN/inf kept as strings), ints and bools as they are."""
+    out: dict[str, Any] = {}
+    for k, v in numbers.items():
+        if isinstance(v, bool | int | str) or v is None:
+            out[k] = v
+        else:
+            x = float(v)
+            out[k] = x if math.isfinite(x) else str(x)
+    return out
+
+
+def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
+    """One table row: our numbers from the runs, the verdict from the checks, and why."""
+    numbers, reason = None, target.not_run
+    if target.measure is not None:
+        missing = [n for n in target.needs if n not in SIZES[profile]]
+        failed = [n for n in target.needs if n in log and log[n]["error"]]
+        if missing:
+            reason = f"the {profile} profile does not run {', '.join(missing)}" + (
+                "" if profile == "full" else " (full profile)"
+            )
+        elif failed:
+            reason = "; ".join(f"{n} failed: {log[n]['error']}" for n in failed)
+        else:
+            numbers, reason = _measure(target.measure, done)
+    v, why = verdict(target.checks, numbers, reason)
+    return {
+        "id": target.id,
+        "study": target.study,
+        "spec": target.spec,
+        "claim": target.claim,
+        "threshold": target.threshold,
+        "checks": [c.text() for c in target.checks],
+        "numbers": None if numbers is None else _clean(numbers),
+        "verdict": v,
+        "why": why,
+        "note": target.note,
+        "runs": [f"runs/{n}" for n in target.needs] if v != NOT_RUN else [],
+        "figure": f"runs/{target.needs[0]}/{target.figure}" if v != NOT_RUN and target.figure else None,
+    }
+
+
+def _measure(fn: Callable[[dict], dict], done: dict) -> tuple[dict | None, str]:
+    try:
+        return fn(done), ""
+    except Exception as exc:  # noqa: BLE001 - a broken measure is reported as such in its row
+        return None, f"measure failed: {_one_line(exc)}"
+
+
+def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """Run the targets of `config.studies` at `config.profile` into `out`; tables: `targets` (one row each)."""
+    import pandas as pd
+
+    if mode == "resume":
+        raise InputError("reproduce has no --resume; use --overwrite or a new --out")
+    targets, names = plan(config)
+    with open_run(out, "reproduce", config, mode=mode, seed=config.seed) as run:
+        t0 = time.perf_counter()
+        done, log = run_experiments(names, run.path / "runs", config)
+        rows = [evaluate(t, done, log, config.profile) for t in targets]
+        record: dict[str, Any] = {
+            "profile": config.profile,
+            "studies": list(config.studies),
+            "seconds": round(time.perf_counter() - t0, 1),
+            "experiments": log,
+            "counts": report.counts(rows),
+            "rows": rows,
+        }
+        run.write_json("reproduction.json", record)
+        report.write_all(run.path)
+    table = pd.DataFrame([{k: r[k] for k in ("id", "study", "verdict", "why")} for r in rows])
+    return RunResult(run.path, config, record["counts"], {"targets": table})
+
+
+RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {"reproduce": (ReproduceConfig, reproduce)}

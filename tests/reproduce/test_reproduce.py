@@ -1,0 +1,234 @@
+"""`attnlab reproduce`: every spec target has a row; each verdict follows from its number and threshold, and a
+number just past a threshold flips it; bad input is one line and leaves no folder (spec targets, issue 11)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from attnlab.cli import main
+from attnlab.reproduce.targets import TARGETS
+from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, Check, verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = next((p for p in (ROOT.parent / "shared" / "specs", Path("/work/shared/specs")) if p.is_dir()), None)
+TINY_STUDIES = ("bb", "consensus", "paths")  # real needs SmolLM2: the quick profile runs it
+
+
+def _spec_ids(name: str) -> set[str]:
+    """Target ids of one spec: table rows (| R4 |, | T10 |, | B2 |) and bold items (**S1**, **R19 —, **B3**)."""
+    text = (SPECS / name).read_text()
+    rows = re.findall(r"^\| (R\d+[a-z]?|T\d+|B\d+) \|", text, flags=re.M)
+    bold = re.findall(r"\*\*([RSB]\d+[a-z]?)(?:\*\*| —)", text)
+    return set(rows) | set(bold)
+
+
+@pytest.mark.skipif(SPECS is None, reason="the specs (../shared/specs) are not next to this checkout")
+@pytest.mark.parametrize(
+    "spec,studies",
+    [("extreme-tokens.md", ("bb", "real")), ("consensus.md", ("consensus",)), ("attention-paths.md", ("paths",))],
+)
+def test_every_spec_target_has_a_row(spec: str, studies: tuple[str, ...]) -> None:
+    ours = {t.id for t in TARGETS if t.study in studies}
+    spec_ids = _spec_ids(spec)
+    assert len(spec_ids) >= 19
+    assert spec_ids <= ours, sorted(spec_ids - ours)
+
+
+def test_registry_rows_are_complete() -> None:
+    keys = [(t.study, t.id) for t in TARGETS]
+    assert len(keys) == len(set(keys))
+    for t in TARGETS:
+        assert t.claim and t.threshold
+        assert (t.measure is not None and t.checks and t.needs) or (t.measure is None and t.not_run), t.id
+
+
+@pytest.mark.parametrize(
+    "op,bound,inside,past",
+    [
+        ("<", 0.05, 0.0499, 0.05),
+        ("<=", 1e-14, 1e-14, 1.0000001e-14),
+        (">", 2.0, 2.0001, 2.0),
+        (">=", 0.6, 0.6, 0.5999999),
+        ("abs<=", 0.1, -0.1, -0.1000001),
+        ("in", (0.27, 0.31), 0.31, 0.3100001),
+    ],
+)
+def test_check_boundaries(op: str, bound, inside: float, past: float) -> None:
+    c = Check("x", op, bound)
+    assert c.passes(inside) and not c.passes(past)
+    assert not c.passes(math.nan) and not c.passes(math.inf)
+    assert verdict((c,), {"x": inside}) == (MET, f"{c.text()}: {inside:.4g} yes")
+    assert verdict((c,), {"x": past})[0] == MISSED
+    assert verdict((c,), {})[0] == MISSED  # a missing number is a miss, never a pass
+    assert verdict((c,), None, "why not") == (NOT_RUN, "why not")
+
+
+def _just_past(c: Check, value: float, make_pass: bool) -> float:
+    """A number next to the check's bound: the closest one that passes (make_pass) or fails."""
+    if c.op == "in":
+        hi = float(c.bound[1])
+        return hi if make_pass else math.nextafter(hi, math.inf)
+    b = float(c.bound)
+    if c.op == "abs<=":
+        return (b if make_pass else math.nextafter(b, math.inf)) * (-1 if value < 0 else 1)
+    up = c.op in (">", ">=")  # passing lies above the bound
+    strict = c.op in ("<", ">")
+    if make_pass:
+        return math.nextafter(b, math.inf if up else -math.inf) if strict else b
+    return b if strict else math.nextafter(b, -math.inf if up else math.inf)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> dict:
+    from attnlab.clitools import threads
+
+    out = tmp_path_factory.mktemp("repro") / "tiny"
+    with threads(1):
+        assert main(["reproduce", *TINY_STUDIES, "--profile", "tiny", "--out", str(out)]) == 0
+    return {"path": out, "record": json.loads((out / "reproduction.json").read_text())}
+
+
+def test_tiny_run_has_a_row_per_target_and_the_files(tiny_run) -> None:
+    record, path = tiny_run["record"], tiny_run["path"]
+    expected = [(t.study, t.id) for t in TARGETS if t.study in TINY_STUDIES]
+    assert [(r["study"], r["id"]) for r in record["rows"]] == expected
+    md = (path / "reproduction.md").read_text()
+    html = (path / "report.html").read_text()
+    for _, tid in expected:
+        assert f"| {tid} |" in md and f"<td>{tid}</td>" in html
+    assert not any(v["error"] for v in record["experiments"].values()), record["experiments"]
+    measured = [r for r in record["rows"] if r["numbers"] is not None]
+    assert len(measured) >= 15
+    for study, c in record["counts"].items():
+        assert sum(c.values()) == sum(1 for s, _ in expected if s == study)
+        assert f"| {study} | {c[MET]} | {c[MISSED]} | {c[NOT_RUN]} |" in md
+
+
+def test_each_verdict_follows_from_its_number_and_flips_past_the_threshold(tiny_run) -> None:
+    targets = {(t.study, t.id): t for t in TARGETS}
+    flipped = 0
+    for row in tiny_run["record"]["rows"]:
+        t = targets[(row["study"], row["id"])]
+        assert row["checks"] == [c.text() for c in t.checks]
+        if row["numbers"] is None:
+            assert row["verdict"] == NOT_RUN and row["why"]
+            continue
+        nums = {k: (float(v) if isinstance(v, str) else v) for k, v in row["numbers"].items()}
+        assert verdict(t.checks, nums) == (row["verdict"], row["why"])
+        # move every number just inside its bound: met; then one just past: missed
+        inside = dict(nums)
+        for c in t.checks:
+            inside[c.key] = _just_past(c, nums.get(c.key) or 0.0, True)
+        assert verdict(t.checks, inside)[0] == MET, (t.id, inside)
+        for c in t.checks:
+            past = dict(inside, **{c.key: _just_past(c, inside[c.key], False)})
+            assert verdict(t.checks, past)[0] == MISSED, (t.id, c)
+            flipped += 1
+    assert flipped >= 30
+
+
+def test_known_values_of_the_tiny_run(tiny_run) -> None:
+    """Numbers a bug in a measure would change: the theory targets are exact at any profile."""
+    rows = {(r["study"], r["id"]): r for r in tiny_run["record"]["rows"]}
+    r13 = rows[("bb", "R13")]["numbers"]
+    assert r13["alpha_slope_min"] == pytest.approx(0.5009, abs=2e-3) and rows[("bb", "R13")]["verdict"] == MET
+    assert rows[("bb", "R14")]["numbers"]["adam_m"] == pytest.approx(63.98, abs=0.05)
+    r1 = rows[("bb", "R1")]["numbers"]
+    assert r1["triggers_are_space_e_t"] == 1 and 0.25 < r1["trigger_fraction"] < 0.35
+    assert rows[("consensus", "R1a")]["numbers"]["first_token_drift"] == 0.0  # bitwise: causal token 0 is fixed
+    assert rows[("consensus", "R5a")]["verdict"] == MET
+    assert rows[("paths", "T10")]["numbers"]["max_grad"] < 1e-8
+
+
+def test_registry_resolves_the_command() -> None:
+    from attnlab.registry import resolve
+    from attnlab.reproduce.config import ReproduceConfig
+    from attnlab.reproduce.run import reproduce
+
+    assert resolve("reproduce") == (ReproduceConfig, reproduce)
+
+
+def _error_line(capsys: pytest.CaptureFixture) -> str:
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("attnlab: error: "), lines
+    return lines[0][len("attnlab: error: ") :]
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["extreme"], "unknown study 'extreme'; valid: bb, real, consensus, paths"),
+        (["bb", "bb"], "studies: ['bb', 'bb'] repeats a study"),
+        (["--profile", "quik"], "unknown profile 'quik'; valid: tiny, quick, full (did you mean 'quick'?)"),
+        (["--seed", "-1"], "seed must be"),
+    ],
+)
+def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, capsys, argv, message) -> None:
+    out = tmp_path / "r"
+    assert main(["reproduce", *argv, "--out", str(out)]) == 1
+    assert _error_line(capsys).startswith(message)
+    assert not out.exists()
+
+
+def test_existing_folder_is_refused_and_unchanged(tmp_path, capsys) -> None:
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    before = (out / "keep.txt").stat().st_mtime_ns
+    assert main(["reproduce", "consensus", "--profile", "tiny", "--out", str(out)]) == 1
+    assert _error_line(capsys).startswith(f"--out {out} is not empty")
+    assert (out / "keep.txt").read_text() == "mine" and (out / "keep.txt").stat().st_mtime_ns == before
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_full_profile_runs_every_measured_target_and_its_configs_build() -> None:
+    """At --profile full every target with a measure has its study runs; the bb configs of those runs validate."""
+    from attnlab.bb.config import resolve_config
+    from attnlab.reproduce.config import ReproduceConfig
+    from attnlab.reproduce.experiments import EXPERIMENTS, SIZES
+    from attnlab.reproduce.run import plan
+
+    targets, names = plan(ReproduceConfig(profile="full"))
+    measured = {n for t in targets if t.measure is not None for n in t.needs}
+    assert measured <= set(names) <= set(EXPERIMENTS)
+    for name in names:
+        if name.startswith("bb_") and name not in ("bb_sample", "bb_intervene", "bb_theory"):
+            size = SIZES["full"][name]
+            cfg = resolve_config("paper" if size.get("steps", 0) >= 10000 else "cpu", **size)
+            assert cfg.steps == size["steps"]
+    assert SIZES["quick"]["bb_softmax"]["steps"] == 600  # the slow tests' scale (tests/bb/test_phenomena_slow.py)
+
+
+def _fail(*args, **kwargs):
+    raise RuntimeError("solver exploded\nsecond line")
+
+
+def _interrupt(*args, **kwargs):
+    from attnlab.errors import AttnlabError
+
+    raise AttnlabError("interrupted at step 3; checkpoint saved", exit_code=130)
+
+
+def test_a_failed_study_run_is_reported_and_an_interrupt_ends_the_run(tmp_path, monkeypatch) -> None:
+    from attnlab.errors import AttnlabError
+    from attnlab.reproduce import experiments
+    from attnlab.reproduce.config import ReproduceConfig
+    from attnlab.reproduce.run import reproduce
+
+    for name in ("cons_causal", "cons_full", "cons_cluster", "cons_tails", "cons_late", "cons_phase"):
+        monkeypatch.setitem(experiments.EXPERIMENTS, name, lambda *a, **k: {})  # only R5a's run stays real
+    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", _fail)
+    res = reproduce(ReproduceConfig(studies=("consensus",), profile="tiny"), tmp_path / "r")
+    rows = {r["id"]: r for r in json.loads((res.path / "reproduction.json").read_text())["rows"]}
+    assert rows["R5a"]["verdict"] == NOT_RUN
+    assert rows["R5a"]["why"] == "cons_rho failed: RuntimeError: solver exploded"
+    assert rows["R1a"]["verdict"] == NOT_RUN and rows["R1a"]["why"].startswith("measure failed: ")
+    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", _interrupt)
+    with pytest.raises(AttnlabError) as exc:
+        reproduce(ReproduceConfig(studies=("consensus",), profile="tiny"), tmp_path / "r2")
+    assert exc.value.exit_code == 130
