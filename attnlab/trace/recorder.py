@@ -75,6 +75,7 @@ class TraceRecorder:
         self.col0_per_sample: list[torch.Tensor] = []
         self.n_seq = 0
         self.attn_batches = torch.zeros(L, dtype=f64)
+        self.lsink_sum: torch.Tensor | None = None  # [L,H,T] Σ over sequences of the learned sink's mass, if any
         self._tokens: torch.Tensor | None = None
         self._batch_sink: torch.Tensor | None = None
         self._batch_col0: torch.Tensor | None = None
@@ -247,6 +248,17 @@ class TraceRecorder:
                 self.patterns[f"{layer}.{h}"].append(torch.cat(parts, dim=1).numpy())
 
     @torch.no_grad()
+    def learned_sink(self, layer: int, q0: int, mass: torch.Tensor) -> None:
+        """mass [B,H,C]: probability on the learned sink logit (gpt-oss `sinks`) of queries q0..q0+C−1: the
+        softmax runs over the keys and one extra logit per head, and the keys' weights sum to 1 − mass."""
+        B, H, C = mass.shape
+        if H != self.H or q0 < 0 or q0 + C > self.T or not 0 <= layer < self.L:
+            raise AttnlabError(f"layer {layer}: learned-sink mass {tuple(mass.shape)} at query {q0} does not fit")
+        if self.lsink_sum is None:
+            self.lsink_sum = torch.zeros(self.L, self.H, self.T, dtype=torch.float64)
+        self.lsink_sum[layer, :, q0 : q0 + C] += mass.detach().double().cpu().sum(0)
+
+    @torch.no_grad()
     def logits(self, layer: int, s0: torch.Tensor, rest: torch.Tensor) -> None:
         """s0: [B,H,T] = s_i0; rest: [B,H,T] = mean_{1≤j≤i−1} s_ij (entries i < 2 are ignored)."""
         B, H, T = s0.shape
@@ -347,6 +359,7 @@ class TraceRecorder:
                 key0_col_mean_per_sample=torch.cat(self.col0_per_sample).numpy(),
                 massive=[r for rows in self.massive for r in rows],
                 patterns={k: np.concatenate(v) for k, v in self.patterns.items() if v},
+                learned_sink_by_query=None if self.lsink_sum is None else (self.lsink_sum / n).numpy(),
             )
         if not self.V:
             trace.attn_key0_by_token = np.zeros((self.L, self.H, 0))
