@@ -30,12 +30,14 @@ def sink_k_eps(trace: Trace, eps: float = SINK_EPS) -> float:
 
 
 def head_rows(domain: str, trace: Trace) -> list[dict]:
-    """One row per (layer, head): sink score, ᾱ_0, row entropy, value-norm ratio, per-domain state."""
+    """One row per (layer, head): sink score, ᾱ_0, row entropy, value-norm ratio, per-domain state, and the mass on
+    the learned sink logit (`learned_sink_mass`, models with learned sinks only) beside the key-0 sink score."""
     s = trace.sink_score()
     a0 = trace.mean_attn_score_key0()
     vr = trace.value_norm_ratio()
     frac = (trace.key0_col_mean_per_sample > SINK_EPS).mean(0)
     dl = np.nanmean(trace.dlogit_by_query[..., 2:], axis=-1) if trace.seq_len > 2 else np.full(s.shape, np.nan)
+    learned = trace.learned_sink_mass()  # None without learned sink logits: no column (tables stay as they were)
     rows = []
     for l in range(trace.n_layers):
         for h in range(trace.n_heads):
@@ -54,6 +56,8 @@ def head_rows(domain: str, trace: Trace) -> list[dict]:
                     "state": state,
                 }
             )
+            if learned is not None:
+                rows[-1]["learned_sink_mass"] = float(learned[l, h])
     return rows
 
 

@@ -57,7 +57,7 @@ class Arch:
 
     def w_o(self, layer: int) -> torch.Tensor:
         """[d_model, H·d_h] output projection of `layer` in Linear convention (y = W z + b)."""
-        w: torch.Tensor = self.out_proj[layer].weight  # type: ignore[assignment]
+        w = _weight(self.out_proj[layer])
         return w if self.kind == "linear" else w.T
 
     def w_o_heads(self, layer: int) -> torch.Tensor:
@@ -77,6 +77,19 @@ class Arch:
                 f"--tokens {seq_len} is longer than the model's context "
                 f"(max_position_embeddings = {self.max_positions})"
             )
+
+
+def _weight(proj: nn.Module) -> torch.Tensor:
+    """proj.weight, read from accelerate's offload map when a device map keeps it on the meta device (disk/CPU
+    offload loads weights only inside the module's own forward)."""
+    w: torch.Tensor = proj.weight  # type: ignore[assignment]
+    if w.device.type == "meta":
+        hook = getattr(proj, "_hf_hook", None)
+        wmap = getattr(hook, "weights_map", None)
+        if wmap is None:
+            raise InputError("an output projection's weights are on the meta device and no offload map holds them")
+        w = wmap["weight"]
+    return w
 
 
 def _attention_of(block: nn.Module) -> tuple[nn.Module, nn.Module] | None:

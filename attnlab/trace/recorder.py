@@ -189,8 +189,8 @@ class TraceRecorder:
         q1 = q0 + C
         if q0 == 0:
             self.attn_batches[layer] += 1
-        self.col_sum[layer] += A.sum(dim=(0, 2)).double()  # Σ_b Σ_i A_ij -> [H,T]
-        key0 = A[..., 0]  # [B,H,C]
+        self.col_sum[layer] += A.sum(dim=(0, 2)).double().cpu()  # Σ_b Σ_i A_ij -> [H,T]
+        key0 = A[..., 0].cpu()  # [B,H,C] (the reduced statistics live on the CPU, whatever the model's device)
         self.key0_sum[layer, :, q0:q1] += key0.double().sum(0)
         self._acc_col0[:, layer] += key0.double().sum(-1)
         first = max(1, q0) - q0  # skip query 0 for the sink score
@@ -201,7 +201,7 @@ class TraceRecorder:
             self._row_entropy(layer, q0, A, first, scores)
         for h in range(H):
             if (layer, h) in self.keep:
-                self._pattern_parts.setdefault((layer, h), []).append(A[:, h].clone())
+                self._pattern_parts.setdefault((layer, h), []).append(A[:, h].cpu().clone())
         if q1 == T:
             self._end_rows(layer)
 
@@ -231,6 +231,7 @@ class TraceRecorder:
             m = mass.clamp_min(1e-30)
             ent = (m.log() - torch.special.xlogy(R, R).sum(-1) / m).double()
         pos = torch.arange(q0 + first, q1, dtype=torch.float64)
+        ent, nonempty = ent.cpu(), nonempty.cpu()
         ent = ent / torch.log(pos + 1.0)
         self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros((), dtype=torch.float64)).sum(dim=(0, 2))
         self.ent_count[layer] += nonempty.double().sum(dim=(0, 2))
@@ -262,8 +263,8 @@ class TraceRecorder:
     def logits(self, layer: int, s0: torch.Tensor, rest: torch.Tensor) -> None:
         """s0: [B,H,T] = s_i0; rest: [B,H,T] = mean_{1≤j≤i−1} s_ij (entries i < 2 are ignored)."""
         B, H, T = s0.shape
-        s0 = s0.detach().double()
-        rest = rest.detach().double().clone()
+        s0 = s0.detach().double().cpu()
+        rest = rest.detach().double().cpu().clone()
         rest[..., :2] = float("nan")
         self.logit0_sum[layer] += s0.sum(0)
         self.logit_rest_sum[layer] += rest.sum(0)
@@ -292,6 +293,8 @@ class TraceRecorder:
         partition, torch.median's lower-middle convention) and the maximum are order statistics, so they are exact.
         """
         x = hidden.detach().cpu()
+        if x.dtype in (torch.bfloat16, torch.float16):  # numpy has no bfloat16; fp32 holds both exactly
+            x = x.float()
         B, T, d = x.shape
         self.resid_sum[index] += x.norm(dim=-1).double().sum(0)
         self.resid_count[index] += B

@@ -110,7 +110,7 @@ def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tupl
     ksum = torch.zeros_like(k)
     if T > 2:
         ksum[:, :, 2:] = torch.cumsum(k[:, :, 1 : T - 1], dim=2)  # Σ_{j=1}^{i-1} k_j at i
-    denom = (torch.arange(T, dtype=torch.float32) - 1).clamp_min(1.0)
+    denom = (torch.arange(T, dtype=torch.float32, device=q.device) - 1).clamp_min(1.0)
     rest = (q * ksum).sum(-1) * scaling / denom
     return s0, rest
 
@@ -154,6 +154,15 @@ def _logit_rows(s: torch.Tensor, q0: int, offset: int) -> tuple[torch.Tensor, to
     return s[..., 0], rest / (i.squeeze(1) - 1).clamp_min(1).to(s.dtype)
 
 
+def input_device(model: nn.Module) -> torch.device:
+    """Where the model's input ids go: its embedding's device (CPU when a device map offloads it to disk)."""
+    get = getattr(model, "get_input_embeddings", None)
+    w = getattr(get() if callable(get) else None, "weight", None)
+    if isinstance(w, torch.Tensor) and w.device.type != "meta":
+        return w.device
+    return torch.device("cpu")
+
+
 @dataclass
 class TraceSession:
     """One traced block on one model: its architecture, recorder, compiled interventions and caches."""
@@ -194,7 +203,7 @@ class TraceSession:
         if self.recorder is not None:
             self.recorder.begin_batch(ids if self.recorder.V else None, batch_size=ids.shape[0])
         self.layers_seen.clear()
-        logits = self.model(input_ids=ids, use_cache=False).logits
+        logits = self.model(input_ids=ids.to(input_device(self.model)), use_cache=False).logits
         if self.switched and len(self.layers_seen) != self.arch.n_layers:
             raise InputError(
                 f"{self.arch.model_type}: its attention does not go through transformers' "
@@ -493,7 +502,7 @@ def forward_logits(
 def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """[B] mean −log p(x_{t+1} | x_≤t) over t = 0..T−2. logits [B,T,V], ids [B,T]."""
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    return -logp.gather(-1, ids[:, 1:, None]).squeeze(-1).mean(-1)
+    return -logp.gather(-1, ids[:, 1:, None].to(logp.device)).squeeze(-1).mean(-1).cpu()
 
 
 def trace_windows(
