@@ -66,7 +66,7 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "gpt-oss": ("gpt_oss", {**MOE, "head_dim": 8, "sliding_window": 6, "rope_parameters": None}),  # learned sink logits
     "stablelm": ("stablelm", {"partial_rotary_factor": 0.25}),
-    "granite": ("granite", {"attention_multiplier": 0.5, "residual_multiplier": 0.7}),  # custom scaling
+    "granite": ("granite", {"attention_multiplier": 0.5, "residual_multiplier": 0.7, "logits_scaling": 2.0}),
     "starcoder2": ("starcoder2", {}),
     "smollm3": ("smollm3", {}),
     "cohere2": ("cohere2", {"sliding_window": 5, "num_hidden_layers": 2}),  # parallel block, sliding + full
