@@ -78,21 +78,31 @@ UNTRACEABLE: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def family_config(name: str) -> Any:
-    """The transformers config of tiny family `name`."""
+def family_config(name: str, **override: Any) -> Any:
+    """The transformers config of tiny family `name` (`override`: other fields, e.g. vocab_size)."""
     from transformers import AutoConfig
 
     model_type, extra = FAMILIES[name] if name in FAMILIES else UNTRACEABLE[name]
-    kw = {**BASE, **extra}
+    kw = {**BASE, **extra, **override}
     kw = {k: v for k, v in kw.items() if v is not None}
     return AutoConfig.for_model(model_type, **kw)
 
 
-def tiny_family(name: str, seed: int = 0) -> Any:
+def tiny_family(name: str, seed: int = 0, **override: Any) -> Any:
     """A tiny random causal LM of family `name`, eval mode, fp32, sdpa attention where the family has it."""
     from transformers import AutoModelForCausalLM
 
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(family_config(name))
+        model = AutoModelForCausalLM.from_config(family_config(name, **override))
     return model.eval()
+
+
+def save_family_folder(name: str, path: Any) -> Any:
+    """Save tiny family `name` with the byte-level tokenizer (vocabulary 259) as a local HF folder at `path`."""
+    from tests.real.conftest import byte_level_tokenizer
+
+    tok, vocab = byte_level_tokenizer()
+    tiny_family(name, vocab_size=len(vocab)).save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path

@@ -202,3 +202,39 @@ def test_untraceable_family_gets_one_line(name):
         check_traceable(model)
     msg = str(err.value)
     assert "\n" not in msg and "AttentionInterface" in msg
+
+
+@pytest.mark.parametrize("name", ["gpt-oss", "gemma2", "gpt-neox", "opt", "mixtral"])
+def test_scan_and_ablate_cli_on_a_family(name, tmp_path, capsys):
+    """End to end through the CLI on a saved folder: the scan reports the learned-sink mass beside the sink score
+    (gpt-oss only); every intervention kind runs and changes the loss."""
+    import csv
+
+    from attnlab.cli import main
+    from tests.real.families import save_family_folder
+
+    folder = save_family_folder(name, tmp_path / name)
+    small = ["--model", str(folder), "--domain", "prose", "--samples", "2", "--tokens", "24"]
+    assert main(["scan", *small, "--out", str(tmp_path / "scan")]) == 0
+    with open(tmp_path / "scan" / "heads.csv") as f:
+        heads = list(csv.DictReader(f))
+    assert ("learned_sink_mass" in heads[0]) == (name == "gpt-oss")
+    if name == "gpt-oss":
+        assert all(0 < float(h["learned_sink_mass"]) < 1 for h in heads)
+    argv = ["ablate", *small, "--head", "1.1", "--sink-head", "0.2", "--mlp", "0", "--dim", "0:0:3"]
+    assert main([*argv, "--out", str(tmp_path / "ablate")]) == 0
+    with open(tmp_path / "ablate" / "ablation.csv") as f:
+        rows = list(csv.DictReader(f))
+    kinds = {r["kind"] for r in rows}
+    assert {"head", "sink", "mlp", "dim"} <= kinds
+    assert all(np.isfinite(float(r["dnll_mean"])) for r in rows)
+    assert any(abs(float(r["dnll_mean"])) > 0 for r in rows if r["kind"] == "mlp")
+
+
+def test_zero_layer_makes_the_block_the_identity(family):
+    from attnlab.trace.interventions import ZeroLayer
+
+    name, model = family
+    arch = get_arch(model)
+    seen = _run_seen(model, _ids(2, seed=8), [ZeroLayer(1)], {"b1": arch.blocks[1]})
+    torch.testing.assert_close(seen["b1"], seen["b1_in"], atol=0, rtol=0)
