@@ -3,10 +3,14 @@
 `traced(model, recorder, interventions)` is a context manager that yields a `TraceSession` bound to that block
 (nothing is kept at module level). Inside it:
   - attention runs through the function "attnlab" registered with transformers' `AttentionInterface`: eager math
-    (s = q kᵀ·scaling, causal mask, fp32 softmax, KV heads repeated for grouped-query attention), computed in chunks
-    of queries so that no [B,H,T,T] tensor is held; each chunk of weights [B,H,C,T] goes to the recorder's
-    `attention_rows`, and the logit statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k
-    (O(T·d_h)). The per-head value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) use the Gram matrix
+    (s = q kᵀ·scaling, soft-capped as s ← c·tanh(s/c) when the layer passes `softcap`, then the mask: the one
+    transformers builds for the name "attnlab" (registered as sdpa's boolean mask: padding, sliding windows,
+    chunks) or, when it builds none, the causal mask with the layer's `sliding_window`; fp32 softmax, with the
+    layer's learned sink logits `s_aux` as one extra column dropped after it; KV heads repeated for grouped-query
+    attention), computed in chunks of queries so that no [B,H,T,T] tensor is held; each chunk of weights
+    [B,H,C,T] goes to the recorder's `attention_rows` (and the learned-sink mass [B,H,C] to `learned_sink`), and
+    the pre-mask logit statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h);
+    from the capped score rows under a softcap). The per-head value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) use the Gram matrix
     W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every attention module hands the session to the
     attention function as the keyword `attnlab_session`.
   - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
@@ -15,7 +19,8 @@
     [h·d_h, (h+1)·d_h) of the output projection's INPUT (never after it), `ZeroMLP` the MLP output, `ZeroLayer`
     the attention and MLP outputs, `ZeroDims` residual coordinates after a block, and `MoveToSink` makes a head's
     rows one-hot on key 0 inside the attention function.
-Without a recorder and without `MoveToSink` the model keeps its own (sdpa) attention. Every hook is removed and
+Without a recorder and without `MoveToSink` the model keeps its own (sdpa) attention. Inputs go to the device of
+the model's embedding; reductions run where the layer lives and are accumulated on the CPU. Every hook is removed and
 the attention implementation restored when the block ends.
 """
 
