@@ -10,8 +10,8 @@
     attention), computed in chunks of queries so that no [B,H,T,T] tensor is held; each chunk of weights
     [B,H,C,T] goes to the recorder's `attention_rows` (and the learned-sink mass [B,H,C] to `learned_sink`), and
     the pre-mask logit statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h);
-    from the capped score rows under a softcap). The per-head value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) use the Gram matrix
-    W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every attention module hands the session to the
+    from the capped score rows under a softcap). The per-head value norms ‖W_O^h v_{g(h),i}‖
+    (g(h) = h ÷ (H/H_kv)) use the Gram matrix W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every attention module hands the session to the
     attention function as the keyword `attnlab_session`.
   - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
     every block record it after each block (before the final norm);
@@ -210,9 +210,11 @@ class TraceSession:
         self.layers_seen.clear()
         logits = self.model(input_ids=ids.to(input_device(self.model)), use_cache=False).logits
         if self.switched and len(self.layers_seen) != self.arch.n_layers:
+            missing = sorted(set(range(self.arch.n_layers)) - self.layers_seen)
             raise InputError(
                 f"{self.arch.model_type}: its attention does not go through transformers' "
-                f"AttentionInterface in every layer, so attnlab cannot trace or move it"
+                f"AttentionInterface in every layer ({type(self.arch.attn[missing[0]]).__name__} of "
+                f"{len(missing)} of {self.arch.n_layers} layers computes its own), so attnlab cannot trace or move it"
             )
         return logits
 
