@@ -11,8 +11,8 @@
     [B,H,C,T] goes to the recorder's `attention_rows` (and the learned-sink mass [B,H,C] to `learned_sink`), and
     the pre-mask logit statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h);
     from the capped score rows under a softcap). The per-head value norms ‖W_O^h v_{g(h),i}‖
-    (g(h) = h ÷ (H/H_kv)) use the Gram matrix W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every attention module hands the session to the
-    attention function as the keyword `attnlab_session`.
+    (g(h) = h ÷ (H/H_kv)) use the Gram matrix W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every
+    attention module hands the session to the attention function as the keyword `attnlab_session`.
   - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
     every block record it after each block (before the final norm);
   - the intervention values of `attnlab.trace.interventions` are compiled into hooks: `ZeroHead` zeroes the slice
