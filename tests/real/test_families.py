@@ -238,3 +238,27 @@ def test_zero_layer_makes_the_block_the_identity(family):
     arch = get_arch(model)
     seen = _run_seen(model, _ids(2, seed=8), [ZeroLayer(1)], {"b1": arch.blocks[1]})
     torch.testing.assert_close(seen["b1"], seen["b1_in"], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "name", ["llama", "mistral-window", "gemma2", "gpt-oss", "opt"]
+)  # relative or mask-derived positions
+def test_padding_is_masked(name):
+    """A batch with left padding: through the attention function, every real position's logits equal those of the
+    sequence run alone (padding keys are masked by the mask transformers builds)."""
+    model = tiny_family(name)
+    ids = _ids(2, seed=9)
+    n_pad = 5
+    padded = ids.clone()
+    padded[1, :n_pad] = 0
+    mask = torch.ones_like(ids)
+    mask[1, :n_pad] = 0
+    alone = ids[1:, n_pad:]
+    with traced(model, None, [MoveToSink(0, 0, torch.zeros(2, T, dtype=torch.bool))]) as sess:  # our attention
+        both = sess.forward(padded, mask)
+    with traced(model, None, [MoveToSink(0, 0, torch.zeros(1, T - n_pad, dtype=torch.bool))]) as sess:
+        own = sess.forward(alone)
+    torch.testing.assert_close(both[1, n_pad:], own[0], atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        ref = model(input_ids=ids[:1], use_cache=False).logits
+    torch.testing.assert_close(both[0], ref[0], atol=1e-5, rtol=1e-5)

@@ -203,12 +203,17 @@ class TraceSession:
         return self.masks[key]
 
     @torch.no_grad()
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """[B,T,V] logits of `ids` [B,T] (one full pass, no KV cache), recording into the recorder if any."""
+    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """[B,T,V] logits of `ids` [B,T] (one full pass, no KV cache), recording into the recorder if any.
+
+        attention_mask [B,T] (1 = token, 0 = padding) reaches the attention function inside the mask transformers
+        builds; the recorder still averages over every query, so traces are meant for unpadded windows."""
         if self.recorder is not None:
             self.recorder.begin_batch(ids if self.recorder.V else None, batch_size=ids.shape[0])
         self.layers_seen.clear()
-        logits = self.model(input_ids=ids.to(input_device(self.model)), use_cache=False).logits
+        dev = input_device(self.model)
+        mask = None if attention_mask is None else attention_mask.to(dev)
+        logits = self.model(input_ids=ids.to(dev), attention_mask=mask, use_cache=False).logits
         if self.switched and len(self.layers_seen) != self.arch.n_layers:
             missing = sorted(set(range(self.arch.n_layers)) - self.layers_seen)
             raise InputError(
