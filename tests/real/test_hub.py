@@ -125,6 +125,9 @@ def test_disk_offload_gives_the_same_statistics(tmp_path):
     np.testing.assert_allclose(nll_got, nll_want, rtol=1e-5)
     for f in ("attn_col_mean", "row_entropy", "value_norm", "resid_norm", "sink_score_per_sample"):
         np.testing.assert_allclose(getattr(got, f), getattr(want, f), rtol=1e-5, atol=1e-6, err_msg=f)
+    auto = load_causal_lm(str(folder), placement=Placement(device_map="auto"))  # what --device-map auto does
+    got_auto, _ = trace_windows(auto.model, ids, batch_size=3)
+    np.testing.assert_allclose(got_auto.sink_score_per_sample, want.sink_score_per_sample, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
