@@ -159,11 +159,12 @@ def pair_shift(sink: dict[str, np.ndarray], a: str, b: str) -> list[dict]:
 
 
 def domain_summary(domain: str, trace: Trace, nll: np.ndarray) -> dict:
-    """Headline numbers for one domain (percentages of heads above the thresholds, Sink_1^ε, perplexity)."""
+    """Headline numbers for one domain (percentages of heads above the thresholds, Sink_1^ε, perplexity, and the
+    mean learned-sink mass for models with learned sink logits)."""
     s = trace.sink_score()
     L = trace.n_layers
     late = slice(L * 12 // 30, L) if L >= 10 else slice(0, L)
-    return {
+    out = {
         "domain": domain,
         "samples": int(trace.sink_score_per_sample.shape[0]),
         "nll": float(nll.mean()),
@@ -175,3 +176,7 @@ def domain_summary(domain: str, trace: Trace, nll: np.ndarray) -> dict:
         "late_heads_above_0.3_percent": float(100 * (s[late] > ACTIVE).mean()),
         "mean_sink_score": float(s.mean()),
     }
+    learned = trace.learned_sink_mass()
+    if learned is not None:  # models with learned sink logits only: the same phenomenon, made explicit
+        out["mean_learned_sink_mass"] = float(learned.mean())
+    return out

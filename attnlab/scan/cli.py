@@ -46,6 +46,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         print(
             f"{d['domain']}: perplexity {d['perplexity']:.2f}, Sink_1^0.3 {d['sink_1_eps_percent']:.1f}%, "
             f"heads with sink ≥ 0.5: {d['heads_above_0.5_percent']:.1f}%"
+            + (f", learned-sink mass {d['mean_learned_sink_mass']:.3f}" if "mean_learned_sink_mass" in d else "")
         )
     print(f"head classes: {result.summary['class_counts']}")
     print(f"run folder: {result.path}")

@@ -4,6 +4,7 @@ or MLP changes exactly its own contribution, and the learned-sink mass is report
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -221,6 +222,10 @@ def test_scan_and_ablate_cli_on_a_family(name, tmp_path, capsys):
     assert ("learned_sink_mass" in heads[0]) == (name == "gpt-oss")
     if name == "gpt-oss":
         assert all(0 < float(h["learned_sink_mass"]) < 1 for h in heads)
+        summary = json.loads((tmp_path / "scan" / "summary.json").read_text())
+        mean = np.mean([float(h["learned_sink_mass"]) for h in heads])
+        assert summary["domains"][0]["mean_learned_sink_mass"] == pytest.approx(mean)
+        assert "learned-sink mass" in capsys.readouterr().out
     argv = ["ablate", *small, "--head", "1.1", "--sink-head", "0.2", "--mlp", "0", "--dim", "0:0:3"]
     assert main([*argv, "--out", str(tmp_path / "ablate")]) == 0
     with open(tmp_path / "ablate" / "ablation.csv") as f:
