@@ -208,7 +208,7 @@ def hub_snapshot(model: str, revision: str | None) -> Path:
     except Exception as exc:  # noqa: BLE001  (offline cache miss, unknown repo or revision, network error)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(
-            f"model {model!r}{rev} is not in the Hugging Face cache and could not be fetched "
+            f"model {model!r}{rev}: no such local folder, not in the Hugging Face cache and could not be fetched "
             f"({type(exc).__name__}: {first[:160]})"
         ) from None
     if not (Path(folder) / "config.json").is_file():

@@ -144,7 +144,10 @@ def test_ablate_outputs(llama_dir, tmp_path, capsys):
     "argv, message",
     [
         (["scan", "--model", "no-such-model"], "unknown model 'no-such-model'"),
-        (["scan", "--model", "someone/some-model"], "model 'someone/some-model' is not in the Hugging Face cache"),
+        (
+            ["scan", "--model", "someone/some-model"],
+            "model 'someone/some-model': no such local folder, not in the Hugging Face cache",
+        ),
         (["scan", "--revision", "step2"], "--revision step2 applies to hub models org/name"),
         (["scan", "--device", "tpu"], "device must be one of cpu, cuda, auto or cuda:N, got 'tpu'"),
         (["scan", "--tokens", "65"], "longer than the model's context (max_position_embeddings = 64)"),

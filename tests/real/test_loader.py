@@ -23,7 +23,9 @@ def test_hub_id_missing_from_the_cache_offline(monkeypatch, tmp_path):
 
     monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path))
-    with pytest.raises(InputError, match="model 'HuggingFaceTB/SmolLM2-135M' is not in the Hugging Face cache"):
+    with pytest.raises(
+        InputError, match="model 'HuggingFaceTB/SmolLM2-135M': no such local folder, not in the Hugging Face cache"
+    ):
         load_causal_lm("HuggingFaceTB/SmolLM2-135M")
 
 
