@@ -47,9 +47,8 @@ def process_settings() -> Iterator[None]:
     defaults = {
         "MPLBACKEND": "Agg",
         "TOKENIZERS_PARALLELISM": "false",
-        # models are read from local folders and attnlab's own cache (the any-model issue revisits this)
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
+        # HF_HUB_OFFLINE is the user's to set: local folders are read with local_files_only=True, hub ids
+        # (org/name) go through the Hugging Face cache, which honours HF_HUB_OFFLINE=1 and is never forced offline
     }
     saved_env = {k: os.environ.get(k) for k in defaults}
     for key, value in defaults.items():

@@ -11,6 +11,11 @@ further forwards (median, process CPU time and wall time). Modes:
 TransformerLens `run_with_cache` is measured only if `transformer_lens` is importable (it is an optional extra).
 
 Usage: .venv/bin/python benchmarks/bench_real.py [--tokens 128 512] [--long 4096] [--repeats 3] [--out FILE]
+       .venv/bin/python benchmarks/bench_real.py --families llama gemma2 gpt-oss --tokens 512 4096 --threads 2
+
+`--families` (issue 9): one small random model per family kind (d = 256, 8 heads, 4 layers, the family's own
+features from tests/real/families.py), plain forward (the family's default attention: sdpa, or eager where the
+family has no sdpa) and scan timed interleaved in this one process, median wall-time ratio scan / plain.
 """
 
 from __future__ import annotations
@@ -105,6 +110,60 @@ def measure(mode: str, T: int, repeats: int, threads: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+SMALL = {
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 32,
+    "vocab_size": 1024,
+    "max_position_embeddings": 8192,
+}
+
+
+def families_bench(names: list[str], tokens: list[int], repeats: int, threads: int) -> list[dict]:
+    """Interleaved plain / scan forwards per family and T; one row each with the median wall times and ratio."""
+    import torch
+
+    torch.set_num_threads(threads)  # a benchmark process of its own: no library code sets threads
+    sys.path.insert(0, str(ROOT))
+    from attnlab.trace.adapters.hf import new_recorder, traced
+    from tests.real.families import tiny_family
+
+    rows = []
+    for name in names:
+        extra = {k: v for k, v in SMALL.items() if name not in ("gpt2", "gpt-neox", "opt") or k != "head_dim"}
+        model = tiny_family(name, **extra)
+        for T in tokens:
+            ids = torch.randint(3, 1024, (1, T), generator=torch.Generator().manual_seed(0))
+            plain, scan = [], []
+            for _ in range(repeats + 1):  # the first pair warms up
+                with torch.no_grad():
+                    t = time.perf_counter()
+                    model(input_ids=ids, use_cache=False)
+                    plain.append(time.perf_counter() - t)
+                    rec = new_recorder(model, T)
+                    t = time.perf_counter()
+                    with traced(model, rec) as session:
+                        session.forward(ids)
+                    rec.result()
+                    scan.append(time.perf_counter() - t)
+            p, s_ = statistics.median(plain[1:]), statistics.median(scan[1:])
+            rows.append(
+                {
+                    "family": name,
+                    "tokens": T,
+                    "attn": model.config._attn_implementation,
+                    "plain_s": round(p, 4),
+                    "scan_s": round(s_, 4),
+                    "ratio": round(s_ / p, 2),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, nargs="*", default=[128, 512], help="sequence lengths (default 128 512)")
@@ -113,7 +172,16 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     ap.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--families", nargs="*", default=None, help="family kinds (tests/real/families.py) instead")
     args = ap.parse_args()
+    if args.families is not None:
+        rows = families_bench(args.families, args.tokens, args.repeats, args.threads)
+        print("\n| family | attention | T | plain s | scan s | scan / plain |\n|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['family']} | {r['attn']} | {r['tokens']} | {r['plain_s']} | {r['scan_s']} | {r['ratio']} |")
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=2))
+        return 0
     if args.child:
         mode, T, rep, thr = args.child
         print(json.dumps(child(mode, int(T), int(rep), int(thr))))

@@ -27,7 +27,7 @@ from attnlab.trace.format import Trace
 from attnlab.trace.interventions import Intervention, ModelShape, MoveToSink, ZeroDims, ZeroHead, ZeroMLP, validate
 
 # scan settings that must agree for its sink scores to describe the ablation's windows
-SAME_WINDOWS = ("model", "tokens", "samples", "seed", "text", "prefix", "align")
+SAME_WINDOWS = ("model", "revision", "tokens", "samples", "seed", "text", "prefix", "align")
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def scan_sink_scores(cfg: AblateConfig) -> dict[str, np.ndarray]:
         raise InputError(f"sink_from {folder} is not a run of `attnlab scan`")
     scan = read_json(folder / "config.json", "scan run config")
     for key in SAME_WINDOWS:
-        if scan.get(key) != getattr(cfg, key):
+        if scan.get(key) != getattr(cfg, key, None):  # a scan from before `revision` existed reads as None
             raise InputError(
                 f"sink_from {folder}: its {key} is {scan.get(key)!r}, this ablation's is "
                 f"{getattr(cfg, key)!r}; the windows differ"

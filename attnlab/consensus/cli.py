@@ -160,12 +160,16 @@ def _phase_parser(sub: argparse._SubParsersAction) -> None:
 def _model_parser(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser(
         "model",
-        help="iterate SmolLM2's decoder layers for many passes and track E_first",
-        description="Iterates a real (or random Llama-shaped) decoder stack from the token "
-        "embeddings: constant (one layer), periodic (all layers cycled) or random "
+        help="iterate a causal LM's decoder layers (SmolLM2 by default) for many passes and track E_first",
+        description="Iterates a real (or random, same-shaped) decoder stack of any supported family from the "
+        "first block's input: constant (one layer), periodic (all layers cycled) or random "
         "(redrawn per pass), with or without MLPs; prose, code and random-id prompts.",
     )
-    m.add_argument("--model", default="smollm2", help="model name for the shared loader (default smollm2)")
+    m.add_argument(
+        "--model",
+        default="smollm2",
+        help="smollm2 (default), a local HF folder or a hub id org/name (any family `attnlab scan` supports)",
+    )
     m.add_argument("--passes", type=int, default=20, help="passes through the stack (>= 1, default 20)")
     m.add_argument(
         "--schedule", action="append", default=None, help="constant, periodic or random (repeatable; default periodic)"

@@ -167,10 +167,12 @@ class PhaseConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """`attnlab consensus model`: iterate a Llama-shaped decoder stack for `passes` passes (spec section 8).
+    """`attnlab consensus model`: iterate the decoder stack of any supported causal LM (found by
+    `attnlab.hf.arch.get_arch`) for `passes` passes (spec section 8).
 
-    h <- h + Attn_l(RMSNorm(h)) (+ MLP_l(RMSNorm(h)) with MLPs) for layer l(k) of each schedule: constant (one
-    layer), periodic (the stack cycled) or random (a fresh stack per pass); prompts from `attnlab.hf.texts`.
+    h <- Block_l(h) (its MLP's output zeroed without MLPs; for Llama h <- h + Attn_l(RMSNorm(h)) (+ MLP_l(RMSNorm(h))))
+    for layer l(k) of each schedule: constant (one layer), periodic (the stack cycled) or random (a fresh stack per
+    pass); prompts from `attnlab.hf.texts`. model: "smollm2", a local HF folder or a hub id org/name.
     """
 
     model: str = "smollm2"

@@ -1,11 +1,16 @@
-"""Iterating a Llama-shaped decoder stack for many passes (spec section 8).
+"""Iterating the decoder stack of any supported causal LM for many passes (spec section 8).
 
-Start from the token embeddings h0 `[batch, T, d]` and apply layer l(k) for k = 1..L*passes:
-    h <- h + Attn_l(RMSNorm_in_l(h))                   (pre-attention norm keeps its learned gain)
-    h <- h + MLP_l(RMSNorm_post_l(h))                  (only with MLPs on)
+Start from the input of the first decoder block h0 `[batch, T, d]` (token embeddings, plus learned positions or
+scaling where the family has them) and apply block l(k) for k = 1..L*passes, each block being the model's own
+decoder layer (found by `attnlab.hf.arch.get_arch`, so sequential and parallel blocks, dense and MoE MLPs alike):
+    h <- Block_l(h)                                   (with the MLPs on)
+    h <- Block_l(h) with its MLP's output zeroed      (MLPs off; for Llama: h + Attn_l(RMSNorm_in_l(h)))
+Each block gets the keyword arguments (rotary embeddings, its own mask: causal, sliding window, ...) that the
+model's own forward passes it, captured once by a pre-hook; a plain causal layer whose mask transformers leaves
+implicit gets the explicit additive causal mask `[1, 1, T, T]`.
 Variants: `constant` (l(k) = layer), `periodic` (l(k) = (k-1) mod L, the trained stack cycled) and `random`
-(a fresh Llama-shaped stack per pass: Linear weights N(0, initializer_range^2), norm gains 1, seed s + pass).
-Rotary embeddings are computed once; the mask is an explicit additive causal mask `[1, 1, T, T]`.
+(a fresh stack per pass, copies of the trained blocks with Linear weights N(0, initializer_range^2), 1-D norm
+weights 1, seed s + pass).
 Measures (float64): E_first of the final-normed state (primary) and of the raw residual, E_pair over positions
 >= 1, top_share, mean residual norm. The depth view reads the last position through the final norm and head.
 """
@@ -25,6 +30,7 @@ from attnlab.consensus import measures as M
 from attnlab.errors import InputError, NumericalError, check_choice, check_int
 
 VARIANTS = ("constant", "periodic", "random")
+FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_layer_norm", "ln_f", "norm_f")
 
 
 @dataclass
@@ -37,54 +43,107 @@ class StackRun:
     depth: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+@dataclass
+class StackContext:
+    """What the model's own forward passed each block besides the hidden states: per layer (args, kwargs)."""
+
+    calls: list[tuple[tuple, dict]]
+    batch: int
+
+    def rows(self, n: int) -> StackContext:
+        """The context of the first `n` rows of the batch (tensors with a batch dimension are sliced)."""
+
+        def cut(x: Any) -> Any:
+            if torch.is_tensor(x) and x.dim() > 0 and x.shape[0] == self.batch and self.batch > 1:
+                return x[:n]
+            return x
+
+        return StackContext(
+            [(tuple(cut(a) for a in args), {k: cut(v) for k, v in kw.items()}) for args, kw in self.calls], n
+        )
+
+
+def _hidden(out: Any) -> torch.Tensor:
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _zero(mod: nn.Module, args: Any, out: Any) -> Any:
+    """Forward hook: the MLP adds nothing (its output, or the first element of a tuple, zeroed)."""
+    if torch.is_tensor(out):
+        return torch.zeros_like(out)
+    return (torch.zeros_like(out[0]), *out[1:])
+
+
 class StackRunner:
-    """Handles on a Llama-like causal LM (`model.model.{embed_tokens, layers, norm, rotary_emb}`, `model.lm_head`)."""
+    """Handles on a causal LM's decoder stack, final norm and head, found by `attnlab.hf.arch.get_arch`."""
 
     def __init__(self, model: nn.Module) -> None:
-        inner = getattr(model, "model", None)
-        if inner is None or not hasattr(inner, "layers") or not hasattr(inner, "rotary_emb"):
-            raise InputError("model iteration needs a Llama-style causal LM (model.model.layers, rotary_emb)")
+        from attnlab.hf.arch import get_arch
+
+        arch = get_arch(model)
         # HF modules: attributes typed Any (nn.Module's __getattr__ types them Tensor | Module)
         self.model: Any = model
-        self.inner: Any = inner
         self.config: Any = model.config
-        self.layers: list[Any] = list(inner.layers)
+        self.arch = arch
+        self.layers: list[Any] = list(arch.blocks)
         self.n_layers = len(self.layers)
+        self.inner: Any = _stack_owner(model, self.layers[0])
+        self.norm: Any = next(
+            (getattr(self.inner, n) for n in FINAL_NORM_NAMES if isinstance(getattr(self.inner, n, None), nn.Module)),
+            nn.Identity(),
+        )
+        self._index = {id(b): i for i, b in enumerate(self.layers)}
+        self._mlp: dict[int, Any] = {id(b): m for b, m in zip(self.layers, arch.mlp)}
         self._random_cache: dict[int, list[Any]] = {}
 
-    def prepare(self, ids: torch.Tensor) -> tuple[torch.Tensor, tuple, torch.Tensor]:
-        """Embeddings `[batch, T, d]`, rotary (cos, sin) and the additive causal mask `[1, 1, T, T]`."""
-        h = self.inner.embed_tokens(ids)
+    def prepare(self, ids: torch.Tensor) -> tuple[torch.Tensor, StackContext]:
+        """The first block's input `[batch, T, d]` and every block's other arguments, from one forward of the model."""
+        calls: list[Any] = [None] * self.n_layers
+        first: list[torch.Tensor] = []
+
+        def grab(i: int) -> Any:
+            def pre(mod: nn.Module, args: tuple, kwargs: dict) -> None:
+                h = args[0] if args else kwargs["hidden_states"]
+                if i == 0:
+                    first.append(h)
+                calls[i] = (tuple(args[1:]), {k: v for k, v in kwargs.items() if k != "hidden_states"})
+
+            return pre
+
+        hooks = [b.register_forward_pre_hook(grab(i), with_kwargs=True) for i, b in enumerate(self.layers)]
+        try:
+            with torch.no_grad():
+                self.model(input_ids=ids, use_cache=False)
+        finally:
+            for h in hooks:
+                h.remove()
+        h0 = first[0]
         T = ids.shape[1]
-        pos = torch.arange(T).unsqueeze(0)
-        rot = self.inner.rotary_emb(h, pos)
-        mask = torch.full((T, T), torch.finfo(h.dtype).min, dtype=h.dtype).triu(1)[None, None]
-        return h, rot, mask
+        causal = torch.full((T, T), torch.finfo(h0.dtype).min, dtype=h0.dtype).triu(1)[None, None]
+        for _args, kw in calls:
+            if "attention_mask" in kw and kw["attention_mask"] is None:
+                kw["attention_mask"] = causal  # transformers left plain causal attention implicit
+        return h0, StackContext(calls, ids.shape[0])
 
     def random_stack(self, seed: int) -> list[Any]:
-        """A fresh stack of decoder layers with SmolLM2's shapes: Linear ~ N(0, initializer_range^2), gains 1."""
+        """A fresh stack with the model's block shapes: Linear ~ N(0, initializer_range^2), 1-D norm weights 1."""
         if seed not in self._random_cache:
-            from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+            from attnlab.hf.arch import _mlp_of
 
-            cfg = copy.deepcopy(self.config)
             g = torch.Generator().manual_seed(seed)
-            std = float(getattr(cfg, "initializer_range", 0.02))
+            std = float(getattr(self.config, "initializer_range", 0.02))
             stack = []
-            dtype = next(self.model.parameters()).dtype
             for i in range(self.n_layers):
-                with torch.device("meta"):  # skip the default init; every parameter is filled below
-                    layer = LlamaDecoderLayer(cfg, layer_idx=i)
-                layer = layer.to_empty(device="cpu").to(dtype)
-                with torch.no_grad():
-                    for mod in layer.modules():
-                        if isinstance(mod, nn.Linear):
-                            mod.weight.normal_(0.0, std, generator=g)
-                            if mod.bias is not None:
-                                mod.bias.zero_()
-                        elif (weight := getattr(mod, "weight", None)) is not None and weight.ndim == 1:
-                            weight.fill_(1.0)
+                layer = copy.deepcopy(self.layers[i])  # every parameter is redrawn or reset below
+                self._index[id(layer)] = i
+                self._mlp[id(layer)] = _mlp_of(layer)
+                _redraw(layer, std, g)
                 layer.eval()
                 stack.append(layer)
+            for old in self._random_cache.values():  # one stack is kept; forget the handles of the last one
+                for b in old:
+                    self._index.pop(id(b), None)
+                    self._mlp.pop(id(b), None)
             self._random_cache = {seed: stack}
         return self._random_cache[seed]
 
@@ -97,29 +156,73 @@ class StackRunner:
             return self.layers[idx]
         return self.random_stack(seed + (k - 1) // self.n_layers)[idx]
 
-    @staticmethod
-    def layer_step(layer: Any, h: torch.Tensor, rot: tuple, mask: torch.Tensor, mlp: bool) -> torch.Tensor:
-        """h + Attn(norm_in(h)) (+ MLP(norm_post(.)) when `mlp`), `[batch, T, d]`."""
-        a = layer.self_attn(hidden_states=layer.input_layernorm(h), position_embeddings=rot, attention_mask=mask)[0]
-        h = h + a
-        if mlp:
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
-        return h
+    def layer_step(self, layer: Any, h: torch.Tensor, ctx: StackContext, mlp: bool) -> torch.Tensor:
+        """Block `layer` applied to h `[batch, T, d]` with its captured arguments; its MLP zeroed unless `mlp`."""
+        args, kw = ctx.calls[self._index[id(layer)]]
+        hook = None if mlp else self._mlp[id(layer)].register_forward_hook(_zero)
+        try:
+            return _hidden(layer(h, *args, **kw))
+        finally:
+            if hook is not None:
+                hook.remove()
 
     def final(self, h: torch.Tensor) -> torch.Tensor:
-        """Final RMSNorm (learned gain) of `[batch, T, d]`."""
-        return self.inner.norm(h)
+        """The model's final norm (learned gain) of `[batch, T, d]` (identity if it has none)."""
+        return self.norm(h)
 
     def last_logprobs(self, h: torch.Tensor) -> torch.Tensor:
-        """log p of the next token at the last position, `[batch, vocab]` float64."""
-        return torch.log_softmax(self.model.lm_head(self.final(h[:, -1:, :]))[:, 0].double(), dim=-1)
+        """log p of the next token at the last position, `[batch, vocab]` float64 (the head's logit scaling and
+        final soft-cap as the model applies them: Cohere's logit_scale, Granite's logits_scaling, Gemma 2's cap)."""
+        logits = self.model.get_output_embeddings()(self.final(h[:, -1:, :]))[:, 0]
+        scale = getattr(self.model, "logit_scale", None)
+        if isinstance(scale, (int, float)) and scale != 1:
+            logits = logits * scale
+        div = getattr(self.config, "logits_scaling", None)
+        if isinstance(div, (int, float)) and div != 1:
+            logits = logits / div
+        cap = getattr(self.config, "final_logit_softcapping", None)
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return torch.log_softmax(logits.double(), dim=-1)
+
+
+@torch.no_grad()
+def _redraw(layer: nn.Module, std: float, g: torch.Generator) -> None:
+    """In module order: Linear weights ~ N(0, std^2) with zero biases, other weight matrices (Conv1D, stacked MoE
+    experts) ~ N(0, std^2), 1-D norm weights 1."""
+    for mod in layer.modules():
+        if isinstance(mod, nn.Linear):
+            mod.weight.normal_(0.0, std, generator=g)
+            if mod.bias is not None:
+                mod.bias.zero_()
+            continue
+        for name, p in mod.named_parameters(recurse=False):
+            if p.ndim >= 2:
+                p.normal_(0.0, std, generator=g)
+            elif name == "weight":
+                p.fill_(1.0)
+
+
+def _stack_owner(model: nn.Module, block: nn.Module) -> nn.Module:
+    """The module whose child `nn.ModuleList` holds the decoder blocks (its final norm sits beside them)."""
+    for mod in model.modules():
+        for child in mod.children():
+            if isinstance(child, nn.ModuleList) and any(b is block for b in child):
+                return mod
+    raise InputError(f"{type(model).__name__}: no module holds the decoder blocks")
 
 
 def norm_gain_cv(runner: StackRunner) -> list[float]:
-    """Coefficient of variation of each layer's pre-attention RMSNorm gain (distance from equal scales)."""
+    """Coefficient of variation of each layer's first norm gain (its pre-attention norm: distance from equal
+    scales); NaN for a block without a 1-D norm weight."""
     out = []
     for layer in runner.layers:
-        w = layer.input_layernorm.weight.detach().double()
+        norm = next((m for m in layer.modules() if "norm" in type(m).__name__.lower() and m is not layer), None)
+        w = getattr(norm, "weight", None)
+        if not isinstance(w, torch.Tensor) or w.ndim != 1:
+            out.append(float("nan"))
+            continue
+        w = w.detach().double()
         out.append(float(w.std() / w.abs().mean()))
     return out
 
@@ -219,17 +322,17 @@ def iterate_stack(
 
         it = tqdm(it, desc=f"{variant} mlp={'on' if mlp else 'off'}", leave=False)
     with torch.no_grad():
-        h, rot, mask = runner.prepare(ids if controls is None else torch.cat([ids, controls]))
+        h, ctx = runner.prepare(ids if controls is None else torch.cat([ids, controls]))
         p_ref = None
         if depth_view:  # the model's own next-token distribution: one pass with MLPs
-            hr = h[:B]
+            hr, ctx_b = h[:B], ctx.rows(B)
             for lay in runner.layers:
-                hr = runner.layer_step(lay, hr, rot, mask, True)
+                hr = runner.layer_step(lay, hr, ctx_b, True)
             p_ref = runner.last_logprobs(hr)
         rec = _StackRecorder(runner, B, grid, p_ref, controls is not None)
         rec.record(0, h)
         for k in it:
-            h = runner.layer_step(runner.layer_at(variant, k, layer, seed), h, rot, mask, mlp)
+            h = runner.layer_step(runner.layer_at(variant, k, layer, seed), h, ctx, mlp)
             if not torch.isfinite(h).all():
                 raise NumericalError(
                     f"non-finite hidden state at layer step {k} ({variant}); stopping (float32 overflow)"

@@ -30,12 +30,14 @@ def sink_k_eps(trace: Trace, eps: float = SINK_EPS) -> float:
 
 
 def head_rows(domain: str, trace: Trace) -> list[dict]:
-    """One row per (layer, head): sink score, ᾱ_0, row entropy, value-norm ratio, per-domain state."""
+    """One row per (layer, head): sink score, ᾱ_0, row entropy, value-norm ratio, per-domain state, and the mass on
+    the learned sink logit (`learned_sink_mass`, models with learned sinks only) beside the key-0 sink score."""
     s = trace.sink_score()
     a0 = trace.mean_attn_score_key0()
     vr = trace.value_norm_ratio()
     frac = (trace.key0_col_mean_per_sample > SINK_EPS).mean(0)
     dl = np.nanmean(trace.dlogit_by_query[..., 2:], axis=-1) if trace.seq_len > 2 else np.full(s.shape, np.nan)
+    learned = trace.learned_sink_mass()  # None without learned sink logits: no column (tables stay as they were)
     rows = []
     for l in range(trace.n_layers):
         for h in range(trace.n_heads):
@@ -54,6 +56,8 @@ def head_rows(domain: str, trace: Trace) -> list[dict]:
                     "state": state,
                 }
             )
+            if learned is not None:
+                rows[-1]["learned_sink_mass"] = float(learned[l, h])
     return rows
 
 
@@ -155,11 +159,12 @@ def pair_shift(sink: dict[str, np.ndarray], a: str, b: str) -> list[dict]:
 
 
 def domain_summary(domain: str, trace: Trace, nll: np.ndarray) -> dict:
-    """Headline numbers for one domain (percentages of heads above the thresholds, Sink_1^ε, perplexity)."""
+    """Headline numbers for one domain (percentages of heads above the thresholds, Sink_1^ε, perplexity, and the
+    mean learned-sink mass for models with learned sink logits)."""
     s = trace.sink_score()
     L = trace.n_layers
     late = slice(L * 12 // 30, L) if L >= 10 else slice(0, L)
-    return {
+    out = {
         "domain": domain,
         "samples": int(trace.sink_score_per_sample.shape[0]),
         "nll": float(nll.mean()),
@@ -171,3 +176,7 @@ def domain_summary(domain: str, trace: Trace, nll: np.ndarray) -> dict:
         "late_heads_above_0.3_percent": float(100 * (s[late] > ACTIVE).mean()),
         "mean_sink_score": float(s.mean()),
     }
+    learned = trace.learned_sink_mass()
+    if learned is not None:  # models with learned sink logits only: the same phenomenon, made explicit
+        out["mean_learned_sink_mass"] = float(learned.mean())
+    return out

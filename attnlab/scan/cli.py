@@ -13,10 +13,18 @@ DEFAULT_DOMAINS = ["prose", "code", "random"]
 
 def scan_config(args: argparse.Namespace) -> Any:
     from attnlab.scan.config import ScanConfig
+    from attnlab.scan.series import expand_series
 
+    models = list(args.model) if isinstance(args.model, list) else [args.model]
+    revisions = list(args.revision) if isinstance(args.revision, list) else [r for r in [args.revision] if r]
+    series = expand_series(models or ["smollm2"], revisions)
+    kw = window_kwargs(args, DEFAULT_DOMAINS)
+    kw.update(model=series[0][0] if series else (models or ["smollm2"])[0])
+    kw.update(revision=series[0][1] if series else (revisions[0] if revisions else None))
     return ScanConfig(
-        **window_kwargs(args, DEFAULT_DOMAINS),
+        **kw,
         pattern_heads=tuple(parse_head(h, "--pattern-head") for h in args.pattern_head or []),
+        checkpoints=series,
     )
 
 
@@ -26,10 +34,19 @@ def cmd_scan(args: argparse.Namespace) -> int:
     config = scan_config(args)
     with threads(args.threads):
         result = scan(config, args.out, mode=run_mode(args))
+    for r in result.summary.get("series", []):
+        print(
+            f"{r['checkpoint']} (step {r['step']}) {r['domain']}: sink {r['mean_sink_score']:.3f}, "
+            f"max |x| {r['max_abs']:.1f}, value-norm ratio {r['value_norm_ratio_median']:.2f}"
+        )
+    if "series" in result.summary:
+        print(f"run folder: {result.path}")
+        return 0
     for d in result.summary["domains"]:
         print(
             f"{d['domain']}: perplexity {d['perplexity']:.2f}, Sink_1^0.3 {d['sink_1_eps_percent']:.1f}%, "
             f"heads with sink ≥ 0.5: {d['heads_above_0.5_percent']:.1f}%"
+            + (f", learned-sink mass {d['mean_learned_sink_mass']:.3f}" if "mean_learned_sink_mass" in d else "")
         )
     print(f"head classes: {result.summary['class_counts']}")
     print(f"run folder: {result.path}")
@@ -45,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "layer's attention on the fly, and writes heads.csv, layers.csv, "
         "samples.jsonl, classes.csv, figures and report.html.",
     )
-    add_window_args(p, DEFAULT_DOMAINS, samples=8, batch_size=1)
+    add_window_args(p, DEFAULT_DOMAINS, samples=8, batch_size=1, series=True)
     p.add_argument(
         "--pattern-head",
         action="append",

@@ -113,6 +113,8 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
         cfg.seed,
         model=lm.name,
         model_path=str(lm.path),
+        revision=lm.revision,
+        placement={"dtype": cfg.dtype, "device": cfg.device, "device_map": cfg.device_map},
         texts=source_manifest(),
         attnlab_model_meta=json.loads(meta.read_text()) if meta.is_file() else {},
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab.errors import check_int
+from attnlab.errors import check, check_int
 from attnlab.hf.settings import WindowSettings, check_head_pairs
 
 
@@ -14,13 +14,19 @@ class ScanConfig(WindowSettings):
 
     pattern_heads: (layer, head) whose full patterns are kept on the first window of each domain, plus the
     `n_auto_pattern_heads` heads with the largest sink-score shift between the first two domains.
+    checkpoints: (model, revision) pairs scanned one after another into one series table (`attnlab.scan.series`);
+    empty for a single model.
     """
 
     pattern_heads: tuple[tuple[int, int], ...] = ()
     n_auto_pattern_heads: int = 3
+    checkpoints: tuple[tuple[str, str | None], ...] = ()  # a checkpoint series: (model, revision) pairs
 
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "pattern_heads", tuple(tuple(p) for p in self.pattern_heads))
         check_head_pairs(self.pattern_heads, "pattern_heads")
         check_int(self.n_auto_pattern_heads, 0, "n_auto_pattern_heads")
+        object.__setattr__(self, "checkpoints", tuple((str(m), r) for m, r in self.checkpoints))
+        check(len(self.checkpoints) != 1, "checkpoints: a series needs at least two checkpoints (or none: one model)")
+        check(len(set(self.checkpoints)) == len(self.checkpoints), f"checkpoints: {self.checkpoints} repeats one")

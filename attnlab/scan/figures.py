@@ -89,3 +89,25 @@ def attention_maps(
             ax.set_xticks([])
             ax.set_yticks([])
     return save_figure(fig, path)
+
+
+def checkpoint_series(rows: list[dict], path: Path) -> Path:
+    """Against training step, one line per domain: mean sink score, largest residual |x| (massive activation,
+    log scale) and the median value-norm ratio of token 0 (rows: series.csv as dicts)."""
+    panels = (
+        ("mean_sink_score", "mean sink score", False),
+        ("max_abs", "max |x| in the residual stream", True),
+        ("value_norm_ratio_median", "value-norm ratio of token 0", True),
+    )
+    fig, axes = new_figure(len(panels), 1, width=4.2, height=3.2)
+    domains = list(dict.fromkeys(r["domain"] for r in rows))
+    for ax, (key, label, log) in zip(axes[0], panels):
+        for d in domains:
+            pts = sorted((r["step"], r[key]) for r in rows if r["domain"] == d)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=d)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.set_ylabel(label)
+    axes[0][0].legend(fontsize=7)
+    return save_figure(fig, path)

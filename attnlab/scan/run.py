@@ -7,13 +7,14 @@ patterns/, heads.csv, layers.csv, massive.csv, classes.csv, summary.json, figure
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from attnlab.errors import InputError
 from attnlab.hf.arch import get_arch
 from attnlab.hf.loader import LoadedModel
 from attnlab.hf.settings import config_windows, load_checked
-from attnlab.runs import RunResult, open_run
+from attnlab.runs import RunDir, RunResult, open_run
 from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
 from attnlab.scan.report import read_tables, write_report
@@ -28,6 +29,8 @@ def run(
     """
     if mode == "resume":
         raise InputError("scan has no --resume (a scan takes minutes); use --overwrite or a new --out")
+    if config.checkpoints:
+        return run_series(config, out, mode=mode)
     lm = load_checked(config, lm)
     shape = get_arch(lm.model).shape
     for layer, head in config.pattern_heads:
@@ -37,6 +40,40 @@ def run(
         summary = write_scan(run, lm, config, ids)
         write_report(run.path)
     return RunResult(path=run.path, config=config, summary=summary, tables=read_tables(run.path))
+
+
+def _checkpoint_config(config: ScanConfig, model: str, revision: str | None) -> ScanConfig:
+    return dataclasses.replace(config, model=model, revision=revision, checkpoints=())
+
+
+def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """A checkpoint series (`attnlab.scan.series`): every checkpoint is loaded and checked before the folder opens
+    (one at a time: only one model is held), then scanned into checkpoints/<k>-<label>/; series.csv and
+    figures/checkpoint_series.png sum them up. Returns tables {"series": DataFrame}."""
+    import pandas as pd
+
+    from attnlab.scan.figures import checkpoint_series
+    from attnlab.scan.series import checkpoint_label, checkpoint_step, series_rows
+    from attnlab.trace.format import Trace
+
+    for model, rev in config.checkpoints:  # refuse a bad checkpoint before any work
+        load_checked(_checkpoint_config(config, model, rev))
+    rows: list[dict] = []
+    with open_run(out, "scan", config, mode=mode, seed=config.seed) as run:
+        for k, (model, rev) in enumerate(config.checkpoints):
+            cfg = _checkpoint_config(config, model, rev)
+            lm = load_checked(cfg)
+            label = checkpoint_label(model, rev)
+            sub = RunDir(run.file("checkpoints") / f"{k:03d}-{label}")
+            ids = {d: config_windows(lm.tokenizer, cfg, d) for d in cfg.domains}
+            summary = write_scan(sub, lm, cfg, ids)
+            traces = {d: Trace.load(sub.file("traces") / d) for d in cfg.domains}
+            nll = {d["domain"]: d["nll"] for d in summary["domains"]}
+            rows += series_rows(label, checkpoint_step(label, k), model, rev, traces, nll)
+        run.write_csv("series.csv", rows)
+        run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows})
+        checkpoint_series(rows, run.figure_path("checkpoint_series"))
+    return RunResult(path=run.path, config=config, summary={"series": rows}, tables={"series": pd.DataFrame(rows)})
 
 
 scan = run

@@ -20,6 +20,13 @@ were not grouped), N = number of sequences.
 | key0_col_mean_per_sample | [N,L,H] | ᾱ_0 = (1/T) Σ_{i≥0} A_i0 for each sequence (Sink_k^ε of Gu et al.) |
 | massive | list of dicts | residual entries with |x| > 100 and > 1000 × median (layer, sample, pos, dim, value) |
 | patterns | {"l.h": [N,T,T]} | full attention patterns, only for heads asked for |
+| learned_sink_by_query | [L,H,T] or None | mean mass on the learned sink logit per query (gpt-oss `sinks`) |
+
+Under a sliding window of W keys, A_i0 = 0 for queries i ≥ W: the sink score and ᾱ_0 keep their definitions (means
+over every query, so a windowed head's key-0 statistics are bounded by the share of queries that can still see key
+0); logit_key0 / logit_rest are *pre-mask* logits (after soft-capping), what key 0 would score if it were visible;
+the row entropy stays normalised by log(i+1). With learned sinks the weights on the keys sum to 1 − (sink mass);
+the row entropy is that of the renormalised key distribution (docs/real-models.md).
 """
 
 from __future__ import annotations
@@ -78,6 +85,7 @@ class Trace:
     key0_col_mean_per_sample: np.ndarray
     massive: list = field(default_factory=list)
     patterns: dict = field(default_factory=dict)
+    learned_sink_by_query: np.ndarray | None = None
 
     @property
     def n_layers(self) -> int:
@@ -99,6 +107,13 @@ class Trace:
     def mean_attn_score_key0(self) -> np.ndarray:
         """[L,H] ᾱ_0 = (1/T) Σ_{i≥0} A_i0 (spec §10.4 at key i = 0)."""
         return self.attn_col_mean[..., 0]
+
+    def learned_sink_mass(self) -> np.ndarray | None:
+        """[L,H] mean over queries 1..T−1 of the probability on the learned sink logit (None: no learned sinks),
+        averaged like `sink_score` so the two sit side by side."""
+        if self.learned_sink_by_query is None:
+            return None
+        return self.learned_sink_by_query[..., 1:].mean(-1)
 
     def value_norm_ratio(self) -> np.ndarray:
         """[L,H] ‖W_O^h v_0‖ / median_{i≥1} ‖W_O^h v_i‖."""
@@ -126,6 +141,8 @@ class Trace:
 
         path = Path(path)
         tensors = {k: np.ascontiguousarray(getattr(self, k), dtype=np.float64) for k in ARRAY_FIELDS}
+        if self.learned_sink_by_query is not None:
+            tensors["learned_sink_by_query"] = np.ascontiguousarray(self.learned_sink_by_query, dtype=np.float64)
         tensors.update({f"pattern.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in self.patterns.items()})
         write_bytes(path.with_suffix(".safetensors"), save(tensors))
         write_text(path.with_suffix(".json"), json.dumps({"massive": self.massive}, indent=1))
@@ -147,4 +164,9 @@ class Trace:
 
         meta = read_json(path.with_suffix(".json"), "trace file") if path.with_suffix(".json").exists() else {}
         patterns = {k[len("pattern.") :]: v for k, v in arrays.items() if k.startswith("pattern.")}
-        return cls(**{k: arrays[k] for k in ARRAY_FIELDS}, massive=meta.get("massive", []), patterns=patterns)
+        return cls(
+            **{k: arrays[k] for k in ARRAY_FIELDS},
+            massive=meta.get("massive", []),
+            patterns=patterns,
+            learned_sink_by_query=arrays.get("learned_sink_by_query"),
+        )

@@ -75,6 +75,7 @@ class TraceRecorder:
         self.col0_per_sample: list[torch.Tensor] = []
         self.n_seq = 0
         self.attn_batches = torch.zeros(L, dtype=f64)
+        self.lsink_sum: torch.Tensor | None = None  # [L,H,T] Σ over sequences of the learned sink's mass, if any
         self._tokens: torch.Tensor | None = None
         self._batch_sink: torch.Tensor | None = None
         self._batch_col0: torch.Tensor | None = None
@@ -188,8 +189,8 @@ class TraceRecorder:
         q1 = q0 + C
         if q0 == 0:
             self.attn_batches[layer] += 1
-        self.col_sum[layer] += A.sum(dim=(0, 2)).double()  # Σ_b Σ_i A_ij -> [H,T]
-        key0 = A[..., 0]  # [B,H,C]
+        self.col_sum[layer] += A.sum(dim=(0, 2)).double().cpu()  # Σ_b Σ_i A_ij -> [H,T]
+        key0 = A[..., 0].cpu()  # [B,H,C] (the reduced statistics live on the CPU, whatever the model's device)
         self.key0_sum[layer, :, q0:q1] += key0.double().sum(0)
         self._acc_col0[:, layer] += key0.double().sum(-1)
         first = max(1, q0) - q0  # skip query 0 for the sink score
@@ -200,7 +201,7 @@ class TraceRecorder:
             self._row_entropy(layer, q0, A, first, scores)
         for h in range(H):
             if (layer, h) in self.keep:
-                self._pattern_parts.setdefault((layer, h), []).append(A[:, h].clone())
+                self._pattern_parts.setdefault((layer, h), []).append(A[:, h].cpu().clone())
         if q1 == T:
             self._end_rows(layer)
 
@@ -230,6 +231,7 @@ class TraceRecorder:
             m = mass.clamp_min(1e-30)
             ent = (m.log() - torch.special.xlogy(R, R).sum(-1) / m).double()
         pos = torch.arange(q0 + first, q1, dtype=torch.float64)
+        ent, nonempty = ent.cpu(), nonempty.cpu()
         ent = ent / torch.log(pos + 1.0)
         self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros((), dtype=torch.float64)).sum(dim=(0, 2))
         self.ent_count[layer] += nonempty.double().sum(dim=(0, 2))
@@ -247,11 +249,22 @@ class TraceRecorder:
                 self.patterns[f"{layer}.{h}"].append(torch.cat(parts, dim=1).numpy())
 
     @torch.no_grad()
+    def learned_sink(self, layer: int, q0: int, mass: torch.Tensor) -> None:
+        """mass [B,H,C]: probability on the learned sink logit (gpt-oss `sinks`) of queries q0..q0+C−1: the
+        softmax runs over the keys and one extra logit per head, and the keys' weights sum to 1 − mass."""
+        B, H, C = mass.shape
+        if H != self.H or q0 < 0 or q0 + C > self.T or not 0 <= layer < self.L:
+            raise AttnlabError(f"layer {layer}: learned-sink mass {tuple(mass.shape)} at query {q0} does not fit")
+        if self.lsink_sum is None:
+            self.lsink_sum = torch.zeros(self.L, self.H, self.T, dtype=torch.float64)
+        self.lsink_sum[layer, :, q0 : q0 + C] += mass.detach().double().cpu().sum(0)
+
+    @torch.no_grad()
     def logits(self, layer: int, s0: torch.Tensor, rest: torch.Tensor) -> None:
         """s0: [B,H,T] = s_i0; rest: [B,H,T] = mean_{1≤j≤i−1} s_ij (entries i < 2 are ignored)."""
         B, H, T = s0.shape
-        s0 = s0.detach().double()
-        rest = rest.detach().double().clone()
+        s0 = s0.detach().double().cpu()
+        rest = rest.detach().double().cpu().clone()
         rest[..., :2] = float("nan")
         self.logit0_sum[layer] += s0.sum(0)
         self.logit_rest_sum[layer] += rest.sum(0)
@@ -280,6 +293,8 @@ class TraceRecorder:
         partition, torch.median's lower-middle convention) and the maximum are order statistics, so they are exact.
         """
         x = hidden.detach().cpu()
+        if x.dtype in (torch.bfloat16, torch.float16):  # numpy has no bfloat16; fp32 holds both exactly
+            x = x.float()
         B, T, d = x.shape
         self.resid_sum[index] += x.norm(dim=-1).double().sum(0)
         self.resid_count[index] += B
@@ -347,6 +362,7 @@ class TraceRecorder:
                 key0_col_mean_per_sample=torch.cat(self.col0_per_sample).numpy(),
                 massive=[r for rows in self.massive for r in rows],
                 patterns={k: np.concatenate(v) for k, v in self.patterns.items() if v},
+                learned_sink_by_query=None if self.lsink_sum is None else (self.lsink_sum / n).numpy(),
             )
         if not self.V:
             trace.attn_key0_by_token = np.zeros((self.L, self.H, 0))

@@ -52,9 +52,9 @@ def test_layer_by_layer_pass_equals_model(dtype: torch.dtype, tol: float) -> Non
     runner = StackRunner(model)
     with torch.no_grad():
         out = model.model(ids, output_hidden_states=True)
-        h, rot, mask = runner.prepare(ids)
-        h1 = runner.layer_step(runner.layers[0], h, rot, mask, True)
-        h2 = runner.layer_step(runner.layers[1], h1, rot, mask, True)
+        h, ctx = runner.prepare(ids)
+        h1 = runner.layer_step(runner.layers[0], h, ctx, True)
+        h2 = runner.layer_step(runner.layers[1], h1, ctx, True)
     assert (out.hidden_states[1] - h1).abs().max() <= tol  # the model's own state after layer 0
     assert (out.last_hidden_state - runner.final(h2)).abs().max() <= tol  # its output = final norm of our pass
 
@@ -73,9 +73,10 @@ def test_mlp_off_is_attention_residual_by_hand() -> None:
     runner = StackRunner(model)
     lay = runner.layers[1]
     with torch.no_grad():
-        x, rot, mask = runner.prepare(ids)
-        ours = runner.layer_step(lay, x, rot, mask, mlp=False)
+        x, ctx = runner.prepare(ids)
+        ours = runner.layer_step(lay, x, ctx, mlp=False)
         B, T, _ = x.shape
+        rot = model.model.rotary_emb(x, torch.arange(T).unsqueeze(0))
         n = lay.input_layernorm(x)
         a = lay.self_attn
         q = a.q_proj(n).view(B, T, H, dh).transpose(1, 2)
@@ -98,9 +99,9 @@ def test_first_position_ignores_later_tokens_bitwise() -> None:
     ids = torch.randint(0, 97, (2, 10), generator=g)
     ids[1, 0] = ids[0, 0]  # same first token, different tokens 2..T
     with torch.no_grad():
-        h, rot, mask = runner.prepare(ids)
+        h, ctx = runner.prepare(ids)
         for k in range(1, 13):
-            h = runner.layer_step(runner.layer_at("periodic", k, 0, 0), h, rot, mask, True)
+            h = runner.layer_step(runner.layer_at("periodic", k, 0, 0), h, ctx, True)
             assert torch.equal(h[0, 0], h[1, 0])
     assert not torch.equal(h[0, 1], h[1, 1])
 
@@ -178,3 +179,53 @@ def test_smollm2_one_pass_matches_and_context_starts_at_zero() -> None:
     assert res.depth["KL_model"][:, -1].max() <= 1e-5
     assert res.depth["C(k)"][:, 0].max() == 0.0
     assert np.isfinite(res.curves["E_first"]).all()
+
+
+FAMILY_NAMES = __import__("tests.real.families", fromlist=["FAMILIES"]).FAMILIES
+
+
+@pytest.mark.parametrize("name", list(FAMILY_NAMES) + ["falcon"])
+def test_layer_by_layer_pass_equals_model_for_every_family(name: str) -> None:
+    """Any supported family (and Falcon, whose attention is its own code): one pass block by block gives the
+    model's own hidden states and next-token distribution; with MLPs off it equals the model's forward with every
+    MLP zeroed by the trace adapter."""
+    from attnlab.trace.adapters.hf import forward_logits
+    from attnlab.trace.interventions import ZeroMLP
+    from tests.real.families import V, tiny_family
+
+    model = tiny_family(name)
+    runner = StackRunner(model)
+    ids = torch.randint(3, V, (2, 16), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        out = model(input_ids=ids, output_hidden_states=True, use_cache=False)
+        h, ctx = runner.prepare(ids)
+        off = h.clone()
+        for i, lay in enumerate(runner.layers):
+            torch.testing.assert_close(h, out.hidden_states[i], atol=1e-5, rtol=1e-5)
+            h = runner.layer_step(lay, h, ctx, True)
+            off = runner.layer_step(lay, off, ctx, False)
+        want = torch.log_softmax(out.logits[:, -1].double(), -1)
+        torch.testing.assert_close(runner.last_logprobs(h), want, atol=1e-5, rtol=1e-5)
+        zeroed = forward_logits(model, ids, interventions=[ZeroMLP(i) for i in range(runner.n_layers)])
+    torch.testing.assert_close(
+        runner.last_logprobs(off), torch.log_softmax(zeroed[:, -1].double(), -1), atol=1e-5, rtol=1e-5
+    )
+    res = iterate_stack(runner, ids, "random", passes=2, mlp=True, depth_view=True)
+    assert np.isfinite(res.curves["E_first"]).all() and res.curves["E_first"].shape == (2, 2 * runner.n_layers + 1)
+
+
+@pytest.mark.parametrize("name", ["gpt-neox", "gemma2"])
+def test_consensus_model_cli_on_another_family(name: str, tmp_path) -> None:
+    """`attnlab consensus model --model FOLDER` on a parallel-block (GPT-NeoX) and a windowed, soft-capped,
+    post-norm (Gemma 2) model: the run completes and one pass reproduces the model (KL to itself ~ 0)."""
+    from attnlab.cli import main
+    from tests.real.families import save_family_folder
+
+    folder = save_family_folder(name, tmp_path / name)
+    out = tmp_path / "run"
+    argv = ["consensus", "model", "--model", str(folder), "--passes", "3", "--layer", "1", "--both-mlp"]
+    assert main([*argv, "--domains", "prose,random", "--prompts", "2", "--seq-len", "12", "--out", str(out)]) == 0
+    depth = np.load(out / "depth.npz")
+    kl = [depth[k] for k in depth.files if "KL_model" in k and "MLP on" in k]
+    assert kl and all(np.isfinite(a).all() for a in kl)
+    assert min(float(np.abs(a).min()) for a in kl) <= 1e-5  # the one-pass column: the model's own distribution

@@ -52,10 +52,10 @@ def tiny_gpt2(n_heads: int = 2, layers: int = 2, seed: int = 0):
     return GPT2LMHeadModel(cfg).eval()
 
 
-def save_tiny_hf_folder(path, kind: str = "llama"):
-    """Save a tiny random causal LM with a byte-level tokenizer (259 ids: 3 specials + 256 bytes) to `path`."""
+def byte_level_tokenizer():
+    """A fast byte-level tokenizer with 259 ids (3 specials + 256 bytes), and its vocabulary."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {"<pad>": 0, "<s>": 1, "</s>": 2}
@@ -64,6 +64,14 @@ def save_tiny_hf_folder(path, kind: str = "llama"):
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    return tok, vocab
+
+
+def save_tiny_hf_folder(path, kind: str = "llama"):
+    """Save a tiny random causal LM with a byte-level tokenizer (259 ids: 3 specials + 256 bytes) to `path`."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    tok, vocab = byte_level_tokenizer()
     torch.manual_seed(0)
     if kind == "llama":
         cfg = LlamaConfig(

@@ -179,7 +179,12 @@ def _check_mlp_dnll_by_hand(out, rows):
     "argv, message",
     [
         (["scan", "--model", "no-such-model"], "unknown model 'no-such-model'"),
-        (["scan", "--model", "someone/some-model"], "runs offline; pass a local folder"),
+        (
+            ["scan", "--model", "someone/some-model"],
+            "model 'someone/some-model': no such local folder, not in the Hugging Face cache",
+        ),
+        (["scan", "--revision", "step2"], "--revision step2 applies to hub models org/name"),
+        (["scan", "--device", "tpu"], "device must be one of cpu, cuda, auto or cuda:N, got 'tpu'"),
         (["scan", "--tokens", "65"], "longer than the model's context (max_position_embeddings = 64)"),
         (["ablate", "--head", "1.9"], "head 9 is out of range; the model has heads 0..3"),
         (["ablate", "--head", "7.0"], "layer 7 is out of range; the model has layers 0..1"),
@@ -188,7 +193,11 @@ def _check_mlp_dnll_by_hand(out, rows):
         (["scan", "--prefix", "banana"], "prefix must be none, bos, eos or a token id"),
     ],
 )
-def test_bad_input_one_line(llama_dir, tmp_path, capsys, argv, message):
+def test_bad_input_one_line(llama_dir, tmp_path, capsys, monkeypatch, argv, message):
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)  # as a user without network (HF_HUB_OFFLINE=1)
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hub"))
     argv = list(argv)
     if "--model" not in argv:
         argv += ["--model", str(llama_dir)]

@@ -17,9 +17,16 @@ def test_unknown_model_name():
         resolve_model_folder("gpt-17")
 
 
-def test_hub_id_is_refused_offline():
-    with pytest.raises(InputError, match="runs offline; pass a local folder"):
-        resolve_model_folder("HuggingFaceTB/SmolLM2-135M")
+def test_hub_id_missing_from_the_cache_offline(monkeypatch, tmp_path):
+    """Offline (HF_HUB_OFFLINE honoured), a hub id that is not cached is one line naming the model."""
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(
+        InputError, match="model 'HuggingFaceTB/SmolLM2-135M': no such local folder, not in the Hugging Face cache"
+    ):
+        load_causal_lm("HuggingFaceTB/SmolLM2-135M")
 
 
 def test_folder_without_config(tmp_path):

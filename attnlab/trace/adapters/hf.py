@@ -3,19 +3,24 @@
 `traced(model, recorder, interventions)` is a context manager that yields a `TraceSession` bound to that block
 (nothing is kept at module level). Inside it:
   - attention runs through the function "attnlab" registered with transformers' `AttentionInterface`: eager math
-    (s = q kᵀ·scaling, causal mask, fp32 softmax, KV heads repeated for grouped-query attention), computed in chunks
-    of queries so that no [B,H,T,T] tensor is held; each chunk of weights [B,H,C,T] goes to the recorder's
-    `attention_rows`, and the logit statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k
-    (O(T·d_h)). The per-head value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) use the Gram matrix
-    W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every attention module hands the session to the
-    attention function as the keyword `attnlab_session`.
+    (s = q kᵀ·scaling, soft-capped as s ← c·tanh(s/c) when the layer passes `softcap`, then the mask: the one
+    transformers builds for the name "attnlab" (registered as sdpa's boolean mask: padding, sliding windows,
+    chunks) or, when it builds none, the causal mask with the layer's `sliding_window`; fp32 softmax, with the
+    layer's learned sink logits `s_aux` as one extra column dropped after it; KV heads repeated for grouped-query
+    attention), computed in chunks of queries so that no [B,H,T,T] tensor is held; each chunk of weights
+    [B,H,C,T] goes to the recorder's `attention_rows` (and the learned-sink mass [B,H,C] to `learned_sink`), and
+    the pre-mask logit statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h);
+    from the capped score rows under a softcap). The per-head value norms ‖W_O^h v_{g(h),i}‖
+    (g(h) = h ÷ (H/H_kv)) use the Gram matrix W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every
+    attention module hands the session to the attention function as the keyword `attnlab_session`.
   - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
     every block record it after each block (before the final norm);
   - the intervention values of `attnlab.trace.interventions` are compiled into hooks: `ZeroHead` zeroes the slice
     [h·d_h, (h+1)·d_h) of the output projection's INPUT (never after it), `ZeroMLP` the MLP output, `ZeroLayer`
     the attention and MLP outputs, `ZeroDims` residual coordinates after a block, and `MoveToSink` makes a head's
     rows one-hot on key 0 inside the attention function.
-Without a recorder and without `MoveToSink` the model keeps its own (sdpa) attention. Every hook is removed and
+Without a recorder and without `MoveToSink` the model keeps its own (sdpa) attention. Inputs go to the device of
+the model's embedding; reductions run where the layer lives and are accumulated on the CPU. Every hook is removed and
 the attention implementation restored when the block ends.
 """
 
@@ -110,25 +115,57 @@ def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tupl
     ksum = torch.zeros_like(k)
     if T > 2:
         ksum[:, :, 2:] = torch.cumsum(k[:, :, 1 : T - 1], dim=2)  # Σ_{j=1}^{i-1} k_j at i
-    denom = (torch.arange(T, dtype=torch.float32) - 1).clamp_min(1.0)
+    denom = (torch.arange(T, dtype=torch.float32, device=q.device) - 1).clamp_min(1.0)
     rest = (q * ksum).sum(-1) * scaling / denom
     return s0, rest
 
 
-def _move_to_sink(w: torch.Tensor, moves: list[MoveToSink], q0: int, q1: int) -> None:
+def _move_to_sink(
+    w: torch.Tensor, moves: list[MoveToSink], q0: int, q1: int, sink_mass: torch.Tensor | None = None
+) -> None:
     """In place on weights w [B,H,C,Tk]: the rows of each moved head (all, or those its `queries` mask selects)
-    become one-hot on key 0."""
+    become one-hot on key 0; their learned-sink mass [B,H,C], if any, becomes 0."""
     every = [s.head for s in moves if s.queries is None]
     if every:
         w[:, every] = 0.0
         w[:, every, :, 0] = 1.0
+        if sink_mass is not None:
+            sink_mass[:, every] = 0.0
     for s in moves:
         if s.queries is None:
             continue
-        rows = torch.as_tensor(s.queries, dtype=torch.bool)[:, q0:q1].unsqueeze(-1)  # [B,C,1]
+        rows = torch.as_tensor(s.queries, dtype=torch.bool)[:, q0:q1].unsqueeze(-1).to(w.device)  # [B,C,1]
         onehot = torch.zeros_like(w[:, s.head])
         onehot[..., 0] = 1.0
         w[:, s.head] = torch.where(rows, onehot, w[:, s.head])
+        if sink_mass is not None:
+            sink_mass[:, s.head] = sink_mass[:, s.head].masked_fill(rows.squeeze(-1), 0.0)
+
+
+def _window_mask(q0: int, q1: int, tk: int, offset: int, window: int, device: torch.device) -> torch.Tensor:
+    """[q1−q0, tk] bool, True where key j is visible to query i under a sliding window: i+offset−W < j ≤ i+offset."""
+    i = torch.arange(q0, q1, device=device).unsqueeze(1) + offset
+    j = torch.arange(tk, device=device).unsqueeze(0)
+    return (j <= i) & (j > i - window)
+
+
+def _logit_rows(s: torch.Tensor, q0: int, offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """From pre-mask (soft-capped) scores s [B,H,C,Tk]: s_i0 [B,H,C] and (1/(i−1)) Σ_{j=1}^{i−1} s_ij [B,H,C]."""
+    C, Tk = s.shape[-2:]
+    i = torch.arange(q0, q0 + C, device=s.device).unsqueeze(1) + offset
+    j = torch.arange(Tk, device=s.device).unsqueeze(0)
+    keep = (j >= 1) & (j <= i - 1)
+    rest = torch.where(keep, s, torch.zeros((), device=s.device)).sum(-1)
+    return s[..., 0], rest / (i.squeeze(1) - 1).clamp_min(1).to(s.dtype)
+
+
+def input_device(model: nn.Module) -> torch.device:
+    """Where the model's input ids go: its embedding's device (CPU when a device map offloads it to disk)."""
+    get = getattr(model, "get_input_embeddings", None)
+    w = getattr(get() if callable(get) else None, "weight", None)
+    if isinstance(w, torch.Tensor) and w.device.type != "meta":
+        return w.device
+    return torch.device("cpu")
 
 
 @dataclass
@@ -145,11 +182,18 @@ class TraceSession:
     switched: bool = False  # attention runs through `attnlab_attention`
     layers_seen: set[int] = field(default_factory=set)  # layers whose attention ran in the current forward
 
+    def layer_of(self, module: nn.Module) -> int:
+        """The decoder layer of an attention module (by identity; `layer_idx` is not on every family)."""
+        for i, a in enumerate(self.arch.attn):
+            if a is module:
+                return i
+        return int(getattr(module, "layer_idx", -1))
+
     def gram(self, layer: int) -> torch.Tensor:
         """[H,d_h,d_h] W_O^hᵀ W_O^h in float64 (computed once per session)."""
         if layer not in self.grams:
             w = self.arch.w_o_heads(layer).double()  # [H,d,d_h]
-            self.grams[layer] = w.transpose(1, 2) @ w
+            self.grams[layer] = w.transpose(1, 2) @ w  # on the device of W_O
         return self.grams[layer]
 
     def causal_mask(self, q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
@@ -159,18 +203,71 @@ class TraceSession:
         return self.masks[key]
 
     @torch.no_grad()
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """[B,T,V] logits of `ids` [B,T] (one full pass, no KV cache), recording into the recorder if any."""
+    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """[B,T,V] logits of `ids` [B,T] (one full pass, no KV cache), recording into the recorder if any.
+
+        attention_mask [B,T] (1 = token, 0 = padding) reaches the attention function inside the mask transformers
+        builds; the recorder still averages over every query, so traces are meant for unpadded windows."""
         if self.recorder is not None:
             self.recorder.begin_batch(ids if self.recorder.V else None, batch_size=ids.shape[0])
         self.layers_seen.clear()
-        logits = self.model(input_ids=ids, use_cache=False).logits
+        dev = input_device(self.model)
+        mask = None if attention_mask is None else attention_mask.to(dev)
+        logits = self.model(input_ids=ids.to(dev), attention_mask=mask, use_cache=False).logits
         if self.switched and len(self.layers_seen) != self.arch.n_layers:
+            missing = sorted(set(range(self.arch.n_layers)) - self.layers_seen)
             raise InputError(
                 f"{self.arch.model_type}: its attention does not go through transformers' "
-                f"AttentionInterface in every layer, so attnlab cannot trace or move it"
+                f"AttentionInterface in every layer ({type(self.arch.attn[missing[0]]).__name__} of "
+                f"{len(missing)} of {self.arch.n_layers} layers computes its own), so attnlab cannot trace or move it"
             )
         return logits
+
+
+@dataclass
+class _Variant:
+    """What one attention call asks for beyond eager softmax(q kᵀ·scaling + mask)."""
+
+    scaling: float
+    window: int | None  # keys i−W+1..i only
+    softcap: float | None  # s = c·tanh(s/c) before the mask
+    sinks: torch.Tensor | None  # [H] learned sink logits: one extra column in the softmax, dropped after
+
+
+def _chunk_scores(
+    qc: torch.Tensor, kt: torch.Tensor, var: _Variant, mask: torch.Tensor | None, causal: Callable[[], torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(raw, masked) scores [B·H,C,Tk]: raw = softcap(q kᵀ·scaling), masked = raw + mask (MASKED where hidden).
+
+    mask: the [B,1|H,C,Tk] mask transformers built (bool: True = visible; float: additive), or None for the
+    causal (and, under a window, sliding) mask built here."""
+    if mask is None and var.softcap is None and var.window is None:  # the common case: one fused baddbmm
+        m = causal()
+        s = torch.baddbmm(m.expand(qc.shape[0], *m.shape), qc, kt, alpha=var.scaling)
+        return s, s
+    raw = torch.bmm(qc, kt) * var.scaling
+    if var.softcap is not None:
+        raw = torch.tanh(raw / var.softcap) * var.softcap
+    if mask is None:
+        return raw, raw + causal()
+    return raw, mask
+
+
+def _masked(raw: torch.Tensor, mask: torch.Tensor | Any, B: int, H: int) -> torch.Tensor:
+    """raw [B·H,C,Tk] with transformers' mask [B,1|H,C,Tk] applied -> [B,H,C,Tk]."""
+    s = raw.view(B, H, *raw.shape[1:])
+    if mask.dim() == 2:
+        return s + mask
+    return s.masked_fill(~mask, MASKED) if mask.dtype == torch.bool else s + mask.clamp_min(MASKED)
+
+
+def _softmax(s: torch.Tensor, sinks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Weights [B,H,C,Tk] = softmax over keys (and the learned sink column, if any); the sink's mass [B,H,C]."""
+    if sinks is None:
+        return torch.softmax(s, dim=-1, dtype=torch.float32), None
+    sk = sinks.float().view(1, -1, 1).expand(*s.shape[:3])
+    lse = torch.logaddexp(torch.logsumexp(s, dim=-1), sk)
+    return torch.exp(s - lse.unsqueeze(-1)), torch.exp(sk - lse)
 
 
 def attnlab_attention(
@@ -181,58 +278,97 @@ def attnlab_attention(
     attention_mask: torch.Tensor | None,
     scaling: float | None = None,
     dropout: float = 0.0,
+    sliding_window: int | None = None,
+    softcap: float | None = None,
+    s_aux: torch.Tensor | None = None,
     attnlab_session: TraceSession | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """Eager attention in query chunks. query [B,H,T,d_h], key/value [B,H_kv,Tk,d_h] -> output [B,T,H,d_h]."""
+    """Eager attention in query chunks. query [B,H,T,d_h], key/value [B,H_kv,Tk,d_h] -> output [B,T,H,d_h].
+
+    Every variant transformers passes: its mask (padding, sliding windows, chunks), `scaling`, `softcap`
+    (s ← c·tanh(s/c)), `sliding_window` and learned sink logits `s_aux` [H] (gpt-oss)."""
     sess = attnlab_session
     B, H, T, D = query.shape
     Tk = key.shape[2]
-    scaling = D**-0.5 if scaling is None else scaling
-    layer = int(getattr(module, "layer_idx", -1))
+    var = _Variant(D**-0.5 if scaling is None else float(scaling), sliding_window, softcap, s_aux)
+    layer = sess.layer_of(module) if sess is not None else int(getattr(module, "layer_idx", -1))
     rec = sess.recorder if sess is not None else None
     moves = sess.plan.sink.get(layer, []) if sess is not None else []
     if sess is not None:
         sess.layers_seen.add(layer)
     if rec is not None and Tk != T:
         raise InputError("tracing needs one full forward pass without a KV cache (use_cache=False)")
-    mask_of: Callable[..., torch.Tensor] = sess.causal_mask if sess is not None else _causal_mask
-    k = _expand_kv(key, H).float()
     v = _expand_kv(value, H)
     chunk = max(1, min(T, (sess.chunk_elements if sess else CHUNK_ELEMENTS) // max(1, B * H * Tk)))
     out = torch.empty(B, H, T, D, dtype=value.dtype, device=value.device)
-    offset = Tk - T
+    stats = torch.empty(2, B, H, T, device=query.device) if (rec is not None and softcap is not None) else None
     qf = query.float()
-    kt = k.reshape(B * H, Tk, D).transpose(1, 2)
+    kt = _expand_kv(key, H).float().reshape(B * H, Tk, D).transpose(1, 2)
     for q0 in range(0, T, chunk):
         q1 = min(T, q0 + chunk)
         qc = qf[:, :, q0:q1].reshape(B * H, q1 - q0, D)
-        if attention_mask is None:  # s = q kᵀ·scaling + causal mask, fused
-            mask = mask_of(q0, q1, Tk, offset)
-            s = torch.baddbmm(mask.expand(B * H, q1 - q0, Tk), qc, kt, alpha=scaling).view(B, H, q1 - q0, Tk)
-        else:
-            s = torch.bmm(qc, kt).view(B, H, q1 - q0, Tk) * scaling
-            m = attention_mask[:, :, q0:q1, :Tk]
-            s = s.masked_fill(~m, MASKED) if m.dtype == torch.bool else s + m.clamp_min(MASKED)
-        w = torch.softmax(s, dim=-1, dtype=torch.float32)
-        if moves:
-            _move_to_sink(w, moves, q0, q1)
-        if rec is not None:
-            rec.attention_rows(layer, q0, w, scores=None if moves else s)
+        w = _attend_chunk(sess, layer, qc, kt, var, attention_mask, (B, H, q0, q1, Tk - T), moves, stats)
         out[:, :, q0:q1] = torch.matmul(w.to(v.dtype), v)
     if rec is not None and sess is not None:
-        rec.logits(layer, *_logit_stats(query, key, scaling))
+        rec.logits(layer, *(stats if stats is not None else _logit_stats(query, key, var.scaling)))
         vv = v.double()
-        vn2 = (torch.matmul(vv, sess.gram(layer)) * vv).sum(-1)  # [B,H,T]
+        vn2 = (torch.matmul(vv, sess.gram(layer).to(vv.device)) * vv).sum(-1)  # [B,H,T]
         rec.value_norms(layer, vn2.clamp_min(0).sqrt().transpose(1, 2))
     return out.transpose(1, 2).contiguous(), None
+
+
+def _attend_chunk(
+    sess: TraceSession | None,
+    layer: int,
+    qc: torch.Tensor,
+    kt: torch.Tensor,
+    var: _Variant,
+    attention_mask: torch.Tensor | None,
+    span: tuple[int, int, int, int, int],
+    moves: list[MoveToSink],
+    stats: torch.Tensor | None,
+) -> torch.Tensor:
+    """Weights [B,H,C,Tk] of queries q0..q1−1 (span = (B, H, q0, q1, Tk−T)), recorded into the session's recorder.
+
+    qc [B·H,C,d_h] fp32 queries, kt [B·H,d_h,Tk] fp32 keys; stats [2,B,H,T] receives the pre-mask logit
+    statistics when soft-capping makes the running-sum formula of `_logit_stats` inapplicable."""
+    b, n_heads, q0, q1, offset = span
+    Tk = kt.shape[-1]
+    rec = sess.recorder if sess is not None else None
+
+    def causal() -> torch.Tensor:
+        m = sess.causal_mask(q0, q1, Tk, offset) if sess is not None else _causal_mask(q0, q1, Tk, offset)
+        m = m.to(qc.device)
+        if var.window is not None and var.window < Tk:
+            m = m.masked_fill(~_window_mask(q0, q1, Tk, offset, var.window, qc.device), MASKED)
+        return m
+
+    mask = None if attention_mask is None else attention_mask[:, :, q0:q1, :Tk]
+    raw, masked = _chunk_scores(qc, kt, var, mask, causal)
+    s = masked.view(b, n_heads, q1 - q0, Tk) if mask is None else _masked(raw, mask, b, n_heads)
+    if stats is not None:
+        s0, rest = _logit_rows(raw.view(b, n_heads, q1 - q0, Tk), q0, offset)
+        stats[0, :, :, q0:q1], stats[1, :, :, q0:q1] = s0, rest
+    w, sink_mass = _softmax(s, var.sinks)
+    if moves:
+        _move_to_sink(w, moves, q0, q1, sink_mass)
+    if rec is not None:
+        rec.attention_rows(layer, q0, w, scores=None if (moves or sink_mass is not None) else s)
+        if sink_mass is not None:
+            rec.learned_sink(layer, q0, sink_mass)
+    return w
 
 
 def register_attention() -> None:
     """Register "attnlab" with transformers' AttentionInterface (idempotent; the function holds no state)."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register(ATTN_NAME, attnlab_attention)
+    # transformers builds no mask for an attention name it does not know; sdpa's boolean mask (True = visible)
+    # carries padding, sliding windows and chunks (None when plain causal attention needs none)
+    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
 
 
 def _hidden_of(output: Any) -> torch.Tensor:
@@ -378,7 +514,7 @@ def forward_logits(
 def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """[B] mean −log p(x_{t+1} | x_≤t) over t = 0..T−2. logits [B,T,V], ids [B,T]."""
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    return -logp.gather(-1, ids[:, 1:, None]).squeeze(-1).mean(-1)
+    return -logp.gather(-1, ids[:, 1:, None].to(logp.device)).squeeze(-1).mean(-1).cpu()
 
 
 def trace_windows(
