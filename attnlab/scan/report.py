@@ -182,10 +182,39 @@ def add_head_explorer(rep: Report, run: RunDir, sink: dict[str, np.ndarray], cla
     )
 
 
+SERIES_METRICS = ("mean_sink_score", "heads_above_0.5_percent", "massive_ratio", "value_norm_ratio_median", "nll")
+
+
+def write_series_report(path: str | Path, title: str = "Checkpoint series scan") -> Report:
+    """A checkpoint series (scan --model D1 --model D2 …): the series table, each metric against the training
+    step (one line per domain), and a link to every checkpoint's own scan report. Reads the run folder only."""
+    run = RunDir(path)
+    table = read_table(run.file("series.csv"))
+    rep = Report(title)
+    rep.paragraph("One scan per checkpoint, in the order given; each checkpoint's folder under checkpoints/ is a "
+                  "complete scan with its own report.")  # fmt: skip
+    for metric in [m for m in SERIES_METRICS if m in table]:
+        traces = [
+            {"type": "scatter", "mode": "lines+markers", "name": str(d), "x": g["step"].tolist(),
+             "y": g[metric].tolist(), "text": g["checkpoint"].tolist()}
+            for d, g in table.groupby("domain")
+        ]  # fmt: skip
+        layout = {"title": {"text": metric}, "xaxis": {"title": {"text": "training step"}}, "height": 320}
+        rep.plotly({"data": traces, "layout": layout}, f"series-{metric}", f"{metric} against the training step")
+    rep.figure(run.figure_path("checkpoint_series"), "Sink score, massive activation and value-norm ratio")
+    rep.table(table.to_dict("records"), caption="series.csv")
+    links = sorted(p.name for p in run.file("checkpoints").iterdir() if (p / "report.html").is_file())
+    rep.raw("<p>Checkpoints: " + " · ".join(f'<a href="checkpoints/{n}/report.html">{n}</a>' for n in links) + "</p>")
+    rep.write(run.file("report.html"))
+    return rep
+
+
 def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     """Draw the scan figures into path/figures, write path/report.html and return the report section."""
     run = RunDir(path)
     s = run.read_json("summary.json")
+    if "series" in s:
+        return write_series_report(path)
     domains = [d["domain"] for d in s["domains"]]
     traces = {d: Trace.load(run.file("traces") / d) for d in domains}
     sink = {d: tr.sink_score() for d, tr in traces.items()}

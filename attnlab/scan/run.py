@@ -70,9 +70,11 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
             traces = {d: Trace.load(sub.file("traces") / d) for d in cfg.domains}
             nll = {d["domain"]: d["nll"] for d in summary["domains"]}
             rows += series_rows(label, checkpoint_step(label, k), model, rev, traces, nll)
+            write_report(sub.path, f"Checkpoint {label}")
         run.write_csv("series.csv", rows)
         run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows})
         checkpoint_series(rows, run.figure_path("checkpoint_series"))
+        write_report(run.path)
     return RunResult(path=run.path, config=config, summary={"series": rows}, tables={"series": pd.DataFrame(rows)})
 
 

@@ -78,6 +78,9 @@ def test_series_from_a_folder_of_checkpoints(ckpts, tmp_path, capsys):
     nlls = [float(r["nll"]) for r in rows]
     assert nlls[2] < nlls[1] < nlls[0]  # the checkpoints really are a training run
     assert "step 30" in capsys.readouterr().out
+    page = (out / "report.html").read_text()
+    assert page.count('href="checkpoints/') == len(STEPS) and "series-mean_sink_score" in page
+    assert all((sub / "report.html").is_file() for sub in subs)
 
 
 def test_explicit_models_equal_the_folder_series(ckpts, tmp_path):
