@@ -110,8 +110,9 @@ def test_unequal_gains_give_a_positive_error_and_a_different_iteration() -> None
     h = torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     layer = model.model.layers[0]
     runner = SphereRunner(model, norms)
-    assert not torch.allclose(runner.layer_step(layer, h, *StackRunner(model).prepare(ids[:2])[1:], False),
-                              StackRunner.layer_step(layer, h, *StackRunner(model).prepare(ids[:2])[1:], False))  # fmt: skip
+    _, rot, mask = StackRunner(model).prepare(ids[:2])
+    ideal = runner.layer_step(layer, h, rot, mask, False)
+    assert not torch.allclose(ideal, StackRunner.layer_step(layer, h, rot, mask, False))
 
 
 @pytest.mark.parametrize(
