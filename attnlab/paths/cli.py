@@ -18,7 +18,7 @@ def _fields(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
 def _solve_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import SolveConfig
 
-    return SolveConfig(**_fields(args, COMMON + ("N", "tol", "allow_unconverged")))
+    return SolveConfig(**_fields(args, COMMON + ("N", "tol", "allow_unconverged", "renorm", "outputs")))
 
 
 def _sweep_config(args: argparse.Namespace) -> Any:
@@ -30,7 +30,7 @@ def _sweep_config(args: argparse.Namespace) -> Any:
 def _sample_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import SampleConfig
 
-    names = ("N", "sampler", "target", "chains", "warmup", "draws", "leapfrog", "thin", "predict_every")
+    names = ("N", "sampler", "target", "chains", "warmup", "draws", "leapfrog", "thin", "predict_every", "outputs")
     return SampleConfig(**_fields(args, COMMON + names))
 
 
@@ -77,8 +77,9 @@ def _sample(args: argparse.Namespace) -> int:
         rhat = "n/a" if s["rhat_max"] != s["rhat_max"] else f"{s['rhat_max']:.3f}"
         ess = "n/a" if s["ess_bulk_min"] != s["ess_bulk_min"] else f"{s['ess_bulk_min']:.0f}"
         print(f"warning: sampler gates failed (R-hat {rhat}, bulk ESS {ess}); results carry converged=false")
+    sampled = "n/a" if s["sampled_accuracy"] is None else f"{s['sampled_accuracy']:.4f}"
     print(f"sampled U vs {cfg.entropy_form} theory: relative Frobenius error {s['rel_frob_err']:.3f}; "
-          f"accuracy sampled {s['sampled_accuracy']:.4f}, theory {s['theory_accuracy']:.4f}")  # fmt: skip
+          f"accuracy sampled {sampled}, theory {s['theory_accuracy']:.4f}")  # fmt: skip
     print(f"run folder: {result.path}")
     return 0
 
@@ -143,6 +144,15 @@ def _sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--predict-every", type=int, default=5, help="update the predictor every k kept draws (default 5)")
 
 
+def _outputs_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--outputs",
+        type=int,
+        default=1,
+        help="Markov outputs M in 1..4 (class, last, first, majority observed state); U gets output indices (S8)",
+    )
+
+
 def _prune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=300, help="gradient-descent steps (default 300; spec default 3000)")
     p.add_argument("--heads", type=int, default=4, help="heads per layer, >= 2 (default 4)")
@@ -174,6 +184,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _task_args(p)
     _solver_args(p)
+    p.add_argument(
+        "--renorm",
+        default="matrix",
+        help="matrix (full U over path pairs, default) or scalar (U = u Sigma^2 I: a rescaled GP; spec S9)",
+    )
+    _outputs_arg(p)
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_solve, make_config=_solve_config)
     p = sub.add_parser(
@@ -189,6 +205,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="HMC/MALA posterior sampling: sampled U and predictor vs theory")
     _task_args(p)
     _sampler_args(p)
+    _outputs_arg(p)
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_sample, make_config=_sample_config)
     p = sub.add_parser("prune", help="head scores from U vs pruning drops of a gradient-descent-trained network")

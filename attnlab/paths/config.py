@@ -19,6 +19,7 @@ METHODS = ("newton", "lbfgs", "fixed_point")
 SAMPLERS = ("hmc", "mala")
 TARGETS = ("collapsed", "full")
 DEFAULT_NS = (10, 30, 50, 100, 300, 500, 1000)
+RENORMS = ("matrix", "scalar")
 
 
 def _check_width(N: float, what: str) -> None:
@@ -36,6 +37,14 @@ def _check_examples(P: int, n_test: int) -> None:
     check(P % 2 == 0, f"--P: the balanced tasks need an even number of training examples, got {P}")
     check_int(n_test, 2, "--n-test")
     check(n_test % 2 == 0, f"--n-test: the balanced tasks need an even number of test examples, got {n_test}")
+
+
+def _check_outputs(cfg: SolveConfig | SampleConfig) -> None:
+    """--outputs M: 1..4 Markov targets (attnlab.paths.outputs), chain or simple form, not fixed_point."""
+    check_int(cfg.outputs, 1, "--outputs", maximum=4)
+    if cfg.outputs > 1:
+        check(cfg.task == "markov", f"--outputs {cfg.outputs}: multiple outputs are built on the Markov task only")
+        check(cfg.method != "fixed_point", "--outputs: use --method newton or lbfgs (fixed_point has one output)")
 
 
 @dataclass(frozen=True)
@@ -75,11 +84,21 @@ class SolveConfig(_Common):
     N: float = 10.0
     tol: float = 1e-8
     allow_unconverged: bool = False
+    renorm: str = "matrix"
+    outputs: int = 1
 
     def __post_init__(self) -> None:
         self._check_common()
         _check_width(self.N, "--N")
         check_finite(self.tol, "--tol", positive=True)
+        check_choice(self.renorm, RENORMS, "--renorm")
+        check(
+            self.renorm == "matrix" or math.isfinite(self.N),
+            "--renorm scalar: needs a finite --N (at N = inf both renormalisations are the GP)",
+        )
+        _check_outputs(self)
+        check(self.outputs == 1 or self.renorm == "matrix", "--renorm scalar: supports one output only")
+        check(self.outputs == 1 or math.isfinite(self.N), "--outputs: needs a finite --N")
 
 
 @dataclass(frozen=True)
@@ -112,6 +131,7 @@ class SampleConfig(_Common):
     leapfrog: int = 16
     thin: int = 1
     predict_every: int = 5
+    outputs: int = 1
 
     def __post_init__(self) -> None:
         self._check_common()
@@ -127,6 +147,11 @@ class SampleConfig(_Common):
         check_int(self.leapfrog, 1, "--leapfrog")
         check_int(self.thin, 1, "--thin")
         check_int(self.predict_every, 1, "--predict-every")
+        _check_outputs(self)
+        check(
+            self.outputs == 1 or (self.sampler == "hmc" and self.target == "collapsed" and self.thin == 1),
+            "--outputs: multi-output sampling uses --sampler hmc --target collapsed --thin 1",
+        )
 
 
 @dataclass(frozen=True)

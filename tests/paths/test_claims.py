@@ -1,0 +1,171 @@
+"""The machinery of the authors' claims S8 (multiple outputs) and S9 (scalar vs matrix renormalisation)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.paths.data import PathData
+from attnlab.paths.kernels import PathGram, scaled_paths
+from attnlab.paths.outputs import MultiOutputTarget, augment, markov_targets
+from attnlab.paths.predictor import gp_U, predict
+from attnlab.paths.renorm import renorm_record, scalar_saddle
+from attnlab.paths.solver import solve
+from attnlab.paths.theory import Problem, action_value, entropy_gp_gradient, evaluate, scalar_reference
+from tests.paths.conftest import problem, tiny
+
+
+def _path_data(H=(2, 2), P=10, n_test=8) -> PathData:
+    net, x, y, gram = tiny(H, P=P + n_test)
+    xit = gram.xit
+    tr, te = torch.arange(P), torch.arange(P, P + n_test)
+    ys = np.where(np.arange(P + n_test) % 2 == 0, 1.0, -1.0)
+    return PathData(net.cfg, PathGram(xit[tr]), xit[te], ys[:P], ys[P:], {}, "tiny")
+
+
+# --- S9 -----------------------------------------------------------------------------------------------------------
+def test_scalar_renormalisation_is_the_gp_at_matched_temperature() -> None:
+    data = _path_data()
+    prob = problem(data.gram, data.y_train, (2, 2), N=3.0, T=0.05)
+    sp = solve(prob, tol=1e-10)
+    rec = renorm_record(data, prob, sp.U)
+    assert rec["scalar_max_grad"] < 1e-7
+    assert rec["u_scalar"][0] != pytest.approx(1.0, abs=1e-3)  # a real rescaling, not the GP point itself
+    assert rec["rms_pred_scalar_vs_gp_matched_T"] < 1e-8 * rec["rms_pred_gp"]
+    assert rec["rms_pred_scalar_vs_gp"] > 1e-4 * rec["rms_pred_gp"]  # at the same finite T they differ
+    assert rec["rms_pred_matrix_vs_gp"] > 1e-3 * rec["rms_pred_gp"]  # the matrix changes the predictor
+
+
+def test_scalar_predictor_tends_to_the_gp_as_T_goes_to_zero() -> None:
+    data = _path_data()
+    U_gp = gp_U(data.cfg.n_paths)
+    gaps = []
+    for T in (1e-2, 1e-6, 1e-10):
+        f_s = predict(3.0 * U_gp, data.gram, data.y_train, T, data.xit_test).mean
+        f_g = predict(U_gp, data.gram, data.y_train, T, data.xit_test).mean
+        gaps.append(float(np.abs(f_s - f_g).max()))
+    assert gaps[0] > gaps[1] > gaps[2] and gaps[2] < 1e-8
+
+
+@pytest.mark.parametrize("L", [1, 2])
+def test_H1_scalar_saddle_is_the_full_saddle(L: int) -> None:
+    """With one path the scalar restriction loses nothing: u_1 = U (and the H = 1 root finder)."""
+    H = (1,) * L
+    _, _, y, gram = tiny(H)
+    prob = problem(gram, y, H, N=4.0, T=0.1)
+    u, _, g = scalar_saddle(prob)
+    ref = scalar_reference(gram.path_kernels()[0, 0], torch.tensor(y), 0.1, gram.P / 4.0, L, "chain")
+    assert g < 1e-8 and u[0] == pytest.approx(ref, rel=1e-7)
+    assert u[0] == pytest.approx(float(solve(prob, tol=1e-10).U[0, 0]), rel=1e-7)
+
+
+# --- S8 -----------------------------------------------------------------------------------------------------------
+def test_augment_block_structure() -> None:
+    xit = torch.randn(3, 2, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    aug = augment(xit, 3)
+    assert aug.shape == (9, 6, 4)
+    for mu in range(3):
+        for a in range(3):
+            for pi in range(2):
+                for m in range(3):
+                    expect = xit[mu, pi] if a == m else torch.zeros(4, dtype=torch.float64)
+                    torch.testing.assert_close(aug[mu * 3 + a, pi * 3 + m], expect, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("H", [(2,), (2, 1), (2, 2)])
+def test_multi_output_kernel_equals_direct_covariance(H: tuple[int, ...]) -> None:
+    """K_{(mu m),(nu m')} = sum U^{(pi m),(pi' m')} C^{pi pi'}_{mu nu} equals sigma0^2 J J^T, J the Jacobian of
+    the network outputs f_m(x_mu) (readout a = A[m]) in V^(0), computed by the layer recursion [N1-N4]."""
+    M, P, N = 3, 5, 4
+    net, x, y, _ = tiny(H, P=P)
+    cfg = net.cfg.with_widths(N)
+    N0 = x.shape[-1]
+    gram = PathGram(augment(scaled_paths(net.paths(x)), M))
+    target = MultiOutputTarget(cfg, gram, np.zeros(P * M), 0.1, M)
+    theta = target.prior_draw(1, torch.Generator().manual_seed(3))
+    U = target.order_parameters(theta)[0][0][0]
+    w = target.unpack(theta[0])
+    A = w["a"].reshape(M, N)
+    rows = []
+    for mu in range(P):
+        for m in range(M):
+
+            def f(V0: torch.Tensor, mu: int = mu, m: int = m) -> torch.Tensor:
+                return net.forward(x[mu : mu + 1], {"V0": V0, "V": w["V"], "a": A[m]})[0]
+
+            V0 = torch.zeros(N, N0, dtype=torch.float64)
+            rows.append(torch.autograd.functional.jacobian(f, V0).reshape(-1))
+    J = torch.stack(rows)
+    torch.testing.assert_close(gram.kernel(U), J @ J.T, rtol=1e-10, atol=1e-12)
+
+
+def test_multi_output_gradient_equals_autograd_and_gp_point_is_stationary() -> None:
+    M = 2
+    _, _, y, g1 = tiny((2, 2))
+    gram = PathGram(augment(g1.xit, M))
+    Y = torch.tensor(np.stack([y, np.roll(y, 1)], 1).reshape(-1))
+    prob = Problem(gram, Y, 0.1, [2, 2], (4.0, 5.0, 3.0), (1.0, 1.3, 0.8, 1.2), "chain", outputs=M)
+    assert prob.sizes() == [8, 4, 2]
+    assert entropy_gp_gradient(prob) < 1e-12
+    rng = np.random.default_rng(0)
+    Us = []
+    for n in prob.sizes():
+        B = torch.tensor(rng.standard_normal((n, n)))
+        Us.append((B @ B.T / n + torch.eye(n, dtype=torch.float64)).requires_grad_(True))
+    ev = evaluate(prob, Us)
+    auto = torch.autograd.grad(action_value(prob, Us), Us)
+    for g, a in zip(ev.grads, auto):
+        torch.testing.assert_close(g, 0.5 * (a + a.T), atol=1e-10, rtol=0)
+    sp = solve(prob, tol=1e-9)
+    assert sp.converged and sp.chain[-1].shape == (2, 2)
+
+
+def test_one_output_reduces_to_the_single_output_theory() -> None:
+    _, _, y, gram = tiny((2, 2))
+    one = solve(problem(gram, y, (2, 2), N=4.0), tol=1e-10)
+    aug = Problem(PathGram(augment(gram.xit, 1)), torch.tensor(y), 0.1, [2, 2], (4.0,) * 3, (1.0,) * 4, outputs=1)
+    np.testing.assert_allclose(solve(aug, tol=1e-10).U, one.U, rtol=0, atol=1e-12)
+
+
+def test_markov_targets_are_signs_of_observed_states() -> None:
+    from attnlab.paths.tasks.markov import markov_data
+
+    x, y = markov_data(6, 5)
+    Y = markov_targets(x, y, 4)
+    assert Y.shape == (6, 4) and set(np.unique(Y)) <= {-1.0, 1.0}
+    np.testing.assert_array_equal(Y[:, 0], y)
+    obs = np.sign(x[:, 1:, :100].sum(-1) - x[:, 1:, 100:200].sum(-1))
+    np.testing.assert_array_equal(Y[:, 1], obs[:, -1])
+    np.testing.assert_array_equal(Y[:, 2], obs[:, 0])
+
+
+# --- bad inputs ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["solve", "--renorm", "vector"], "unknown --renorm 'vector'; valid: matrix, scalar"),
+        (["solve", "--renorm", "scalar", "--N", "inf"], "--renorm scalar: needs a finite --N"),
+        (["solve", "--outputs", "5"], "--outputs must be an integer in [1, 4], got 5"),
+        (["solve", "--outputs", "2", "--task", "digits"], "--outputs 2: multiple outputs are built on the Markov"),
+        (["solve", "--outputs", "2", "--renorm", "scalar"], "--renorm scalar: supports one output only"),
+        (["solve", "--outputs", "2", "--method", "fixed_point"], "--outputs: use --method newton or lbfgs"),
+        (["sample", "--outputs", "2", "--sampler", "mala"], "--outputs: multi-output sampling uses --sampler hmc"),
+    ],
+)
+def test_bad_claims_inputs_one_line_nothing_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str], message: str
+) -> None:
+    keep = tmp_path / "earlier.txt"
+    keep.write_text("keep me\n")
+    before = (keep.read_bytes(), keep.stat().st_mtime_ns)
+    capsys.readouterr()
+    assert main(["paths", *argv, "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnlab: error: " + message), err
+    assert (keep.read_bytes(), keep.stat().st_mtime_ns) == before and not (tmp_path / "r").exists()
+    assert math.isfinite(1.0)
