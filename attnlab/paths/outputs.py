@@ -128,7 +128,7 @@ class MultiOutputTarget(CollapsedTarget):
         super().__init__(cfg, gram, Y, T)
         self.M = M
         N_a = int(cfg.widths[-1])
-        self.shapes[-1] = (M, N_a)
+        self.shapes[-1] = (M, N_a)  # type: ignore[assignment]  # the readout A [M, N_a] replaces a [N_a]
         self.sizes[-1] = M * N_a
         self.dim = sum(self.sizes)
         sd = [math.sqrt(cfg.variances[l + 1]) for l in range(cfg.L + 1)]

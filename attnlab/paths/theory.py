@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -216,7 +217,7 @@ def _evaluate_outputs(
             else:
                 g = N[L] * (torch.eye(prob.outputs, dtype=torch.float64) / s2[L + 1] - inv[L])
             if l == 0:
-                g = g + Gam
+                g = g + cast(torch.Tensor, Gam)
             else:
                 Ml = ptrace(Us[l - 1], H[l - 1])
                 g = g + N[l - 1] * (H[l - 1] * inv[l] - inv[l] @ Ml @ inv[l] / s2[l])
