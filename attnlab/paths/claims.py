@@ -54,3 +54,81 @@ def verdict_S9(run_dir: str | Path) -> tuple[float, bool, str]:
         f"scalar {c['accuracy_scalar']:.3f}, GP {c['accuracy_gp']:.3f}, matrix {c['accuracy_matrix']:.3f}"
     )
     return gain, met, why
+
+
+def run_S6(
+    out: str | Path,
+    Ns: tuple[float, ...] = (3.0, 10.0, 30.0, 100.0, 1000.0),
+    P: int = 100,
+    T: float = 0.1,
+    sample_N: int = 10,
+    sample_P: int = 40,
+    chains: int = 4,
+    warmup: int = 300,
+    draws: int = 400,
+) -> dict[str, Path]:
+    """S6: `paths sweep` and `paths sample` on digit episodes with L = 3, H = 2 (8 paths) into `out/sweep`,
+    `out/sample`, then `out/S6.png`. Returns {name: run folder}."""
+    from attnlab.paths.claims_figures import layers_figure
+    from attnlab.paths.config import SampleConfig, SweepConfig
+    from attnlab.paths.run import sample, sweep
+
+    out = Path(out)
+    common = {"task": "digits", "layers": 3, "heads": 2, "temperature": T, "n_test": 500}
+    sw = sweep(SweepConfig(Ns=Ns, P=P, allow_unconverged=True, **common), out / "sweep", mode="overwrite")
+    sa = sample(SampleConfig(N=float(sample_N), P=sample_P, chains=chains, warmup=warmup, draws=draws, **common),
+                out / "sample", mode="overwrite")  # fmt: skip
+    layers_figure(out)
+    return {"sweep": sw.path, "sample": sa.path}
+
+
+def verdict_S6(run_dir: str | Path) -> tuple[float, bool, str]:
+    """(sampled-vs-theory relative error, met, why) from `run_S6`'s folder: met when the off-diagonal fraction
+    of U grows from the smallest to the largest alpha (and is below 0.1 at the smallest) and the sampled U is
+    within `S6_ERR` of the theory."""
+    import numpy as np
+
+    from attnlab.paths.claims_figures import offdiag_fraction
+    from attnlab.runs import read_jsonl
+
+    run_dir = Path(run_dir)
+    recs = sorted(read_jsonl(run_dir / "sweep" / "points.jsonl"), key=lambda r: r["alpha"])
+    fr = [offdiag_fraction(np.asarray(r["U"])) for r in recs]
+    s = _metrics(run_dir / "sample")
+    err = float(s["rel_frob_err"])
+    grows = fr[0] < 0.1 and max(fr) > 3 * fr[0]
+    met = grows and err <= S6_ERR
+    why = (
+        f"off-diagonal fraction of U {fr[0]:.3f} at alpha = {recs[0]['alpha']:g} -> {max(fr):.3f} (max, alpha up to "
+        f"{recs[-1]['alpha']:g}); sampled vs theory at N = {s['N']:g}, alpha = {s['alpha']:g}: {err:.3f} "
+        f"(threshold {S6_ERR}; R-hat {s['rhat_max']:.3f})"
+    )
+    return err, met, why
+
+
+def verdict_S7(run_dir: str | Path) -> tuple[float, bool, str]:
+    """(relative Frobenius error of U_GD against the theory, met, why) from `paths ensemble`."""
+    m = _metrics(run_dir)
+    err = float(m["rel_frob_err_gd"])
+    met = err <= S7_ERR
+    extra = ""
+    if "rel_frob_err_gd_vs_sampled" in m:
+        extra = f"; vs the sampled U {m['rel_frob_err_gd_vs_sampled']:.3f}"
+    why = (
+        f"{m['runs']} runs at N = {m['N']:g}: |U_GD - U|/|U| = {err:.3f} (threshold {S7_ERR}, run-to-run standard "
+        f"error {m['run_spread']:.3f}){extra}; accuracy with U_GD {m['accuracy_U_gd']:.3f}, theory "
+        f"{m['theory']['accuracy']:.3f}"
+    )
+    return err, met, why
+
+
+def verdict_S10(run_dir: str | Path) -> tuple[float, bool, str]:
+    """(theory minus GP test accuracy on the trained maps, met, why) from `paths solve --attention precomputed`:
+    met when the theory beats the GP on the same maps."""
+    m = _metrics(run_dir)
+    gain = float(m["accuracy"] - m["accuracy_gp"])
+    why = (
+        f"trained attention plugged in at N = {m['N']:g}, T = {m['T']:g}: theory {m['accuracy']:.3f}, GP "
+        f"{m['accuracy_gp']:.3f}, the trained network itself {m['network_accuracy']:.3f}"
+    )
+    return gain, gain > 0, why

@@ -169,3 +169,81 @@ def test_bad_claims_inputs_one_line_nothing_changed(
     assert len(err) == 1 and err[0].startswith("attnlab: error: " + message), err
     assert (keep.read_bytes(), keep.stat().st_mtime_ns) == before and not (tmp_path / "r").exists()
     assert math.isfinite(1.0)
+
+
+# --- S6 -----------------------------------------------------------------------------------------------------------
+def test_offdiag_fraction_on_constructed_matrices() -> None:
+    from attnlab.paths.claims_figures import offdiag_fraction
+
+    assert offdiag_fraction(np.diag([1.0, 2.0, 3.0])) == 0.0
+    U = np.array([[3.0, 4.0], [4.0, 0.0]])
+    assert offdiag_fraction(U) == pytest.approx(math.sqrt(32.0) / math.sqrt(41.0), abs=1e-15)
+
+
+def test_three_layer_theory_converges_and_gp_is_diagonal() -> None:
+    H = (2, 2, 2)
+    _, _, y, gram = tiny(H, P=8)
+    prob = problem(gram, y, H, N=4.0, T=0.1)
+    sp = solve(prob, tol=1e-9)
+    assert sp.converged and sp.U.shape == (8, 8) and len(sp.chain) == 3
+    big = solve(problem(gram, y, H, N=1e9, T=0.1), tol=1e-9)
+    np.testing.assert_allclose(big.U, np.eye(8), atol=1e-6)
+
+
+# --- S7 -----------------------------------------------------------------------------------------------------------
+def test_gd_ensemble_reaches_the_same_posterior_mode_from_every_start() -> None:
+    """On a tiny problem every run reaches the MAP (the same loss; U is invariant under the weights' symmetries,
+    so every run's U agrees), and the loss fell from the prior draw."""
+    from attnlab.paths.ensemble import gd_ensemble, run_spread
+    from attnlab.paths.sampling import FullTarget
+
+    data = _path_data(H=(2,), P=8)
+    r = gd_ensemble(data, 3, 0.05, runs=4, steps=1500, lr=0.05, seed=0)
+    assert r["U_runs"].shape == (4, 2, 2) and r["U_gd"].shape == (2, 2)
+    np.testing.assert_allclose(r["U_gd"], r["U_runs"].mean(0))
+    np.testing.assert_allclose(r["final_loss"], r["final_loss"].min(), rtol=1e-6)
+    assert run_spread(r["U_runs"]) < 1e-3 and float(np.trace(r["U_gd"])) > 0.1
+    target = FullTarget(data.cfg.with_widths(3), data.gram, data.y_train, 0.05)
+    lp0, _ = target.log_prob(target.prior_draw(4, torch.Generator().manual_seed(0)))
+    assert np.all(-lp0.numpy() > r["final_loss"])
+
+
+# --- S10 ----------------------------------------------------------------------------------------------------------
+def test_precomputed_maps_equal_the_qk_handoff_and_rows_sum_to_one() -> None:
+    from attnlab.paths.gradient_descent import GDNetwork
+    from attnlab.paths.plugin import handoff_gap, precomputed_config, trained_maps
+    from attnlab.paths.tasks.digits import N0, digit_episodes
+
+    model = GDNetwork(N0, H=2, L=2, N=8, d_qk=4, seed=1)
+    x, _ = digit_episodes(6, "test")
+    maps = trained_maps(model, x)
+    assert len(maps) == 2 and maps[0].shape == (6, 2, 12, 12)
+    np.testing.assert_allclose(maps[1].sum(-1), 1.0, atol=1e-12)
+    cfg = precomputed_config(model, maps)
+    assert cfg.layers[0][1].kind == "precomputed" and cfg.readout == model.readout
+    assert handoff_gap(model, x) < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["solve", "--attention", "learned"], "unknown --attention 'learned'; valid: task, precomputed"),
+        (["solve", "--attention", "precomputed", "--task", "digits"], "--attention precomputed: give the trained"),
+        (["solve", "--attention", "precomputed", "--from", "."], "--attention precomputed: the trained network"),
+        (["solve", "--from", "."], "--from: only with --attention precomputed"),
+        (["ensemble", "--runs", "1"], "--runs must be an integer >= 2, got 1"),
+        (["ensemble", "--N", "2.5"], "--N: gradient-descent training needs a positive integer width, got 2.5"),
+        (["ensemble", "--lr", "0"], "--lr must be a finite positive number, got 0.0"),
+    ],
+)
+def test_bad_plugin_and_ensemble_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str], message: str
+) -> None:
+    test_bad_claims_inputs_one_line_nothing_changed(tmp_path, capsys, argv, message)
+
+
+def test_plugin_from_a_folder_without_a_model_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = ["solve", "--attention", "precomputed", "--task", "digits", "--from", str(empty)]
+    test_bad_claims_inputs_one_line_nothing_changed(tmp_path, capsys, argv, f"--from: {empty} holds no gd_model")
