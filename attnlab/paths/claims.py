@@ -15,6 +15,7 @@ thresholds are ours (the spec calls them first guesses):
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from attnlab.runs import read_json
 
@@ -74,7 +75,7 @@ def run_S6(
     from attnlab.paths.run import sample, sweep
 
     out = Path(out)
-    common = {"task": "digits", "layers": 3, "heads": 2, "temperature": T, "n_test": 500}
+    common: dict[str, Any] = {"task": "digits", "layers": 3, "heads": 2, "temperature": T, "n_test": 500}
     sw = sweep(SweepConfig(Ns=Ns, P=P, allow_unconverged=True, **common), out / "sweep", mode="overwrite")
     sa = sample(SampleConfig(N=float(sample_N), P=sample_P, chains=chains, warmup=warmup, draws=draws, **common),
                 out / "sample", mode="overwrite")  # fmt: skip

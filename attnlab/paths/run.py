@@ -33,7 +33,7 @@ from attnlab.paths.data import PathData, build_data, check_sizes, task_shape
 from attnlab.paths.figures import fmt_N
 from attnlab.runs import RunDir, RunResult, open_run, read_jsonl, write_bytes, write_jsonl
 
-Config = SolveConfig | SweepConfig | SampleConfig
+Config = SolveConfig | SweepConfig | SampleConfig | EnsembleConfig
 
 
 def _frame(rows: list[dict]) -> Any:
