@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.paths.figures import u_heatmaps
 from attnlab.plotting import new_figure, save_figure
 from attnlab.report import Report
 from attnlab.runs import RunDir, read_jsonl
@@ -27,6 +26,24 @@ def loss_curves(path: Path, curves: np.ndarray, steps: int) -> Path:
     return save_figure(fig, path)
 
 
+def labelled_heatmaps(path: Path, mats: list[tuple[str, np.ndarray]], names: list[str], title: str) -> Path:
+    """Panels of U-like matrices on one symmetric colour scale, axes labelled with path names."""
+    vmax = max(float(np.abs(m).max()) for _, m in mats) or 1.0
+    fig, axes = new_figure(len(mats), 1, 4.2, 3.8)
+    ims = []
+    for ax, (name, m) in zip(axes[0], mats):
+        ims.append(ax.imshow(m, cmap="RdBu_r", vmin=-vmax, vmax=vmax))
+        ax.set_xticks(range(len(names)), names, rotation=60, fontsize=7)
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+        ax.set_title(name)
+        if len(names) <= 6:
+            for (i, j), v in np.ndenumerate(m):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    fig.colorbar(ims[-1], ax=axes[0, -1], shrink=0.8)
+    fig.suptitle(title)
+    return save_figure(fig, path)
+
+
 def ensemble_report(path: Path) -> Report:
     """`paths ensemble`: U theory | U_GD | difference, the loss curves and the comparison table."""
     run = RunDir(path)
@@ -35,7 +52,8 @@ def ensemble_report(path: Path) -> Report:
     rep.table([{k: m[k] for k in ("rel_frob_err_gd", "run_spread", "accuracy_U_gd", "train_mse_max", "gd_wall_s")}
                | {"theory_accuracy": m["theory"]["accuracy"], "gp_accuracy": m["theory"]["accuracy_gp"]}])  # fmt: skip
     U, U_gd = np.load(run.file("U.npy")), np.load(run.file("U_gd.npy"))
-    rep.figure(u_heatmaps(run.figure_path("U_theory_vs_gd"), U, names, U_gd, "theory vs gradient descent (U_GD)"))
+    mats = [("theory U", U), ("U_GD (ensemble mean)", U_gd), ("U_GD - U", U_gd - U)]
+    rep.figure(labelled_heatmaps(run.figure_path("U_theory_vs_gd"), mats, names, "theory vs gradient descent"))
     rep.figure(loss_curves(run.figure_path("gd_loss"), np.load(run.file("loss_curve.npy")), m["steps"]))
     rep.write(run.file("report.html"))
     return rep
