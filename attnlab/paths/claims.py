@@ -65,8 +65,8 @@ def run_S6(
     sample_N: int = 10,
     sample_P: int = 40,
     chains: int = 4,
-    warmup: int = 300,
-    draws: int = 400,
+    warmup: int = 500,
+    draws: int = 1000,
 ) -> dict[str, Path]:
     """S6: `paths sweep` and `paths sample` on digit episodes with L = 3, H = 2 (8 paths) into `out/sweep`,
     `out/sample`, then `out/S6.png`. Returns {name: run folder}."""
@@ -98,11 +98,11 @@ def verdict_S6(run_dir: str | Path) -> tuple[float, bool, str]:
     s = _metrics(run_dir / "sample")
     err = float(s["rel_frob_err"])
     grows = fr[0] < 0.1 and max(fr) > 3 * fr[0]
-    met = grows and err <= S6_ERR
+    met = grows and err <= S6_ERR and bool(s["converged"])
     why = (
         f"off-diagonal fraction of U {fr[0]:.3f} at alpha = {recs[0]['alpha']:g} -> {max(fr):.3f} (max, alpha up to "
         f"{recs[-1]['alpha']:g}); sampled vs theory at N = {s['N']:g}, alpha = {s['alpha']:g}: {err:.3f} "
-        f"(threshold {S6_ERR}; R-hat {s['rhat_max']:.3f})"
+        f"(threshold {S6_ERR}; R-hat {s['rhat_max']:.3f}, sampler gates {'passed' if s['converged'] else 'failed'})"
     )
     return err, met, why
 
