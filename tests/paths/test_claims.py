@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -234,6 +235,7 @@ def test_precomputed_maps_equal_the_qk_handoff_and_rows_sum_to_one() -> None:
         (["ensemble", "--runs", "1"], "--runs must be an integer >= 2, got 1"),
         (["ensemble", "--N", "2.5"], "--N: gradient-descent training needs a positive integer width, got 2.5"),
         (["ensemble", "--lr", "0"], "--lr must be a finite positive number, got 0.0"),
+        (["ensemble", "--sampled", "nowhere"], "--sampled: nowhere holds no U_hat.npy"),
     ],
 )
 def test_bad_plugin_and_ensemble_inputs(
@@ -247,3 +249,22 @@ def test_plugin_from_a_folder_without_a_model_is_refused(tmp_path: Path, capsys:
     empty.mkdir()
     argv = ["solve", "--attention", "precomputed", "--task", "digits", "--from", str(empty)]
     test_bad_claims_inputs_one_line_nothing_changed(tmp_path, capsys, argv, f"--from: {empty} holds no gd_model")
+
+
+def test_cli_renorm_scalar_and_outputs_runs_and_verdicts(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from attnlab.paths.claims import verdict_S9
+
+    small = ["--P", "20", "--n-test", "40", "--temperature", "0.1"]
+    out = tmp_path / "s9"
+    assert main(["paths", "solve", "--renorm", "scalar", *small, "--out", str(out)]) == 0
+    assert f"run folder: {out}" in capsys.readouterr().out
+    U = np.load(out / "U.npy")
+    np.testing.assert_allclose(U, U[0, 0] * np.eye(4), atol=1e-12)  # the scalar U = u Sigma^2 I is what is saved
+    number, _, why = verdict_S9(out)
+    assert "= GP at T/u_1 to" in why and -1 <= number <= 1
+    out = tmp_path / "s8"
+    assert main(["paths", "solve", "--outputs", "3", *small, "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert np.load(out / "U.npy").shape == (12, 12) and len(m["accuracy_per_output"]) == 3
+    assert np.asarray(m["U_outputs"]).shape == (3, 3)
+    assert json.loads((out / "paths.json").read_text())["path_names"][1] == "good>uniform|last"
