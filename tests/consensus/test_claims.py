@@ -137,3 +137,15 @@ def test_bad_input_one_line_and_earlier_files_untouched(
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].startswith("attnlab: error: " + message), err
     assert not out.exists() and (keep.read_bytes(), keep.stat().st_mtime_ns) == before
+
+
+def test_verdict_R13_reads_saved_metrics(tmp_path: Path) -> None:
+    import json
+
+    from attnlab.consensus.claims import verdict_R13
+
+    m = {"rel_error_mean": [0.05, 0.08], "same_conclusion": True, "fall_real": 0.7, "fall_ideal": 0.8, "passes": 10}
+    (tmp_path / "metrics.json").write_text(json.dumps(m))
+    assert verdict_R13(tmp_path)[:2] == (0.08, True)
+    (tmp_path / "metrics.json").write_text(json.dumps(m | {"rel_error_mean": [0.05, 0.3]}))
+    assert verdict_R13(tmp_path)[:2] == (0.3, False)

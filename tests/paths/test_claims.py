@@ -268,3 +268,27 @@ def test_cli_renorm_scalar_and_outputs_runs_and_verdicts(tmp_path: Path, capsys:
     assert np.load(out / "U.npy").shape == (12, 12) and len(m["accuracy_per_output"]) == 3
     assert np.asarray(m["U_outputs"]).shape == (3, 3)
     assert json.loads((out / "paths.json").read_text())["path_names"][1] == "good>uniform|last"
+
+
+def test_verdicts_read_saved_metrics(tmp_path: Path) -> None:
+    from attnlab.paths.claims import verdict_S7, verdict_S9, verdict_S10
+
+    def folder(name: str, metrics: dict) -> Path:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(json.dumps(metrics))
+        return tmp_path / name
+
+    cmp = {"u_scalar": [2.0], "rms_pred_scalar_vs_gp_matched_T": 1e-15, "rms_pred_gp": 1.0,
+           "rms_pred_scalar_vs_gp": 0.1, "accuracy_scalar": 0.8, "accuracy_gp": 0.8,
+           "accuracy_matrix": 0.9}  # fmt: skip
+    number, met, _ = verdict_S9(folder("s9", {"renorm_comparison": cmp}))
+    assert met and number == pytest.approx(0.1)
+    cmp_bad = cmp | {"rms_pred_scalar_vs_gp_matched_T": 1e-3}
+    assert not verdict_S9(folder("s9b", {"renorm_comparison": cmp_bad}))[1]
+    ens = {"rel_frob_err_gd": 0.5, "runs": 16, "N": 10, "run_spread": 0.01, "accuracy_U_gd": 0.8,
+           "theory": {"accuracy": 0.9}}  # fmt: skip
+    assert verdict_S7(folder("s7", ens)) == (0.5, False, verdict_S7(tmp_path / "s7")[2])
+    assert verdict_S7(folder("s7b", ens | {"rel_frob_err_gd": 0.1}))[1]
+    plug = {"accuracy": 0.6, "accuracy_gp": 0.55, "network_accuracy": 0.7, "N": 20, "T": 0.1}
+    number, met, why = verdict_S10(folder("s10", plug))
+    assert met and number == pytest.approx(0.05) and "network itself 0.700" in why
