@@ -108,9 +108,14 @@ def _simulate_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--key-query",
         default="gaussian",
-        help="P = Q^T K: gaussian (std scale/sqrt(d)), goe or identity (default gaussian)",
+        help="P = Q^T K: gaussian (std scale/sqrt(d)), goe, identity or zero (Q = K = 0: uniform attention) "
+        "(default gaussian)",
     )
-    s.add_argument("--value", default="identity", help="V: identity or random (Gaussian) (default identity)")
+    s.add_argument(
+        "--value",
+        default="identity",
+        help="V: identity, random (Gaussian) or rotation (skew J, pi/2 in each plane) (default identity)",
+    )
     s.add_argument("--scale", type=float, default=1.0, help="scale sigma of random weights (default 1)")
     s.add_argument("--omega", type=float, default=1.0, help="frequency of the periodic schedule (default 1)")
     s.add_argument(
@@ -187,6 +192,58 @@ def _model_parser(sub: argparse._SubParsersAction) -> None:
     m.set_defaults(func=_model, make_config=_model_config)
 
 
+def _norm_config(args: argparse.Namespace) -> Any:
+    from attnlab.consensus.config import NormConfig
+
+    return NormConfig(
+        model=args.model,
+        passes=args.passes,
+        mlp=args.mlp,
+        domains=tuple(d.strip() for d in args.domains.split(",") if d.strip()),
+        prompts=args.prompts,
+        seq_len=args.seq_len,
+        fall=args.fall,
+        cache_dir=None if args.cache_dir is None else str(args.cache_dir),
+        seed=args.seed,
+    )
+
+
+def _norm(args: argparse.Namespace) -> int:
+    from attnlab.consensus.run import norm
+
+    cfg = _norm_config(args)
+    with threads(args.threads):
+        result = norm(cfg, args.out, mode=run_mode(args))
+    s = result.summary
+    print(
+        f"sphere idealisation: mean relative error {min(s['rel_error_mean']):.3g}..{max(s['rel_error_mean']):.3g} "
+        f"over layers (worst layer {s['rel_error_max_layer']}); E_first fell {s['fall_real']:.2f} decades (real "
+        f"norm) vs {s['fall_ideal']:.2f} (idealised); same conclusion: {s['same_conclusion']}"
+    )
+    print(f"run folder: {result.path}")
+    return 0
+
+
+def _norm_parser(sub: argparse._SubParsersAction) -> None:
+    m = sub.add_parser(
+        "norm",
+        help="RMSNorm vs its idealisation as a projection onto a sphere, layer by layer (R13)",
+        description="Fits y ~ c + s x/rms(x) per layer on half the prompts, measures the relative error on the "
+        "other half, then iterates the stack with the real and the idealised norms; writes metrics.json, "
+        "curves.npz and R13.png.",
+    )
+    m.add_argument("--model", default="smollm2", help="smollm2 (default) or a local HF causal-LM folder")
+    m.add_argument("--passes", type=int, default=10, help="passes through the stack, >= 2 (default 10)")
+    m.add_argument("--mlp", action="store_true", help="keep the MLPs on while iterating (default off)")
+    m.add_argument("--domains", default="prose,code,random", help="comma list of prose, code, random")
+    m.add_argument("--prompts", type=int, default=4, help="prompts per domain, >= 2 (default 4)")
+    m.add_argument("--seq-len", type=int, default=32, help="tokens per prompt (default 32)")
+    m.add_argument("--fall", type=float, default=0.5, help="decades of E_first fall that count as consensus")
+    m.add_argument("--cache-dir", type=Path, default=None, help="model cache folder for the shared loader")
+    add_run_args(m, threads_default=1)
+    m.set_defaults(func=_norm, make_config=_norm_config)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `consensus simulate|phase|model`."""
     grp = subparsers.add_parser(
@@ -199,3 +256,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _simulate_parser(sub)
     _phase_parser(sub)
     _model_parser(sub)
+    _norm_parser(sub)

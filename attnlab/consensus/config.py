@@ -29,7 +29,7 @@ MAX_BYTES = 4 * 2**30
 MAX_TOKEN_PASSES = 2_000_000
 MAX_SEQ_LEN = 2048
 DOMAINS = ("prose", "code", "random")
-VALUES = ("identity", "random")
+VALUES = ("identity", "random", "rotation")
 SWEEP_METHODS = ("euler", "rk4")
 _FLOAT64 = 8
 
@@ -218,4 +218,38 @@ class ModelConfig:
             token_passes <= MAX_TOKEN_PASSES,
             f"passes x schedules x mlp x prompts x domains x seq_len = {token_passes:.3g} token-passes exceeds "
             f"the limit of {MAX_TOKEN_PASSES:.0e}; lower one of them",
+        )
+
+
+@dataclass(frozen=True)
+class NormConfig:
+    """`attnlab consensus norm` (spec R13): each layer's pre-attention RMSNorm against its idealisation as a
+    projection onto a translated, scaled sphere, then `passes` periodic passes with the real and the idealised
+    norms (MLPs on or off) to see whether the consensus conclusion changes."""
+
+    model: str = "smollm2"
+    passes: int = 10
+    mlp: bool = False
+    domains: tuple[str, ...] = DOMAINS
+    prompts: int = 4
+    seq_len: int = 32
+    fall: float = 0.5
+    cache_dir: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check(isinstance(self.model, str) and self.model.strip() != "", "model must be a name or a folder path")
+        check(len(self.domains) > 0, "domains must name at least one of " + ", ".join(DOMAINS))
+        for dom in self.domains:
+            check_choice(dom, DOMAINS, "domain")
+        check_int(self.passes, 2, "passes")
+        check_int(self.prompts, 2, "prompts per domain (half fit the sphere, half measure it)")
+        check_int(self.seq_len, 2, "seq_len (T)", maximum=MAX_SEQ_LEN)
+        check(check_finite(self.fall, "fall") >= 0, f"fall must be >= 0 decades, got {self.fall}")
+        check_int(self.seed, 0, "seed")
+        token_passes = 2 * (self.passes + 1) * self.prompts * len(self.domains) * self.seq_len
+        check(
+            token_passes <= MAX_TOKEN_PASSES,
+            f"passes x prompts x domains x seq_len = {token_passes:.3g} token-passes exceeds the limit of "
+            f"{MAX_TOKEN_PASSES:.0e}; lower one of them",
         )

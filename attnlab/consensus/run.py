@@ -24,7 +24,7 @@ import torch
 
 from attnlab.consensus import figures, modelrun
 from attnlab.consensus.arrays import save_npz
-from attnlab.consensus.config import ModelConfig, PhaseConfig, SimulateConfig
+from attnlab.consensus.config import ModelConfig, NormConfig, PhaseConfig, SimulateConfig
 from attnlab.consensus.dynamics import AttentionSpec, check_tokens
 from attnlab.consensus.integrators import Trajectory, integrate, prepare
 from attnlab.consensus.report import write_report
@@ -263,8 +263,39 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
     return RunResult(run.path, config, metrics, {"groups": table, "timeseries": _tables(rows)})
 
 
+# --- norm ----------------------------------------------------------------------------------------------------
+def norm(config: NormConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
+    """R13: per-layer relative error of the sphere idealisation of the pre-attention RMSNorm, and the fall of
+    E_first over periodic passes with the real and the idealised norms; table `layers` (errors per layer).
+    Writes `metrics.json`, `curves.npz` (`real`, `ideal`: E_first [prompt, passes*L+1]), `prompts.npy`,
+    `R13.png`."""
+    from attnlab.consensus import normproj
+    from attnlab.hf.loader import load_causal_lm
+    from attnlab.hf.texts import domain_windows
+
+    _refuse_resume(mode, "consensus norm")
+    if out is not None:
+        check_out_folder(Path(out), mode, "consensus norm")
+    loaded = load_causal_lm(config.model, cache_dir=config.cache_dir)
+    runner = normproj.StackRunner(loaded.model)
+    blocks = [domain_windows(loaded.tokenizer, d, config.prompts, config.seq_len, config.seed) for d in config.domains]
+    ids = torch.cat(blocks)
+    with open_run(out, "consensus norm", config, mode=mode, seed=config.seed) as run:
+        run.save_npy("prompts.npy", ids.numpy())
+        norms, err = normproj.fit_layers(runner, ids)
+        curves = normproj.consensus_curves(loaded.model, norms, ids, config.passes, config.mlp)
+        L = runner.n_layers
+        metrics = normproj.norm_metrics(err, curves, L, config.passes, config.fall)
+        save_npz(run.file("curves.npz"), **curves)
+        run.write_json("metrics.json", metrics)
+        normproj.norm_figure(run.file("R13.png"), metrics, curves, L)
+    rows = [{"layer": i, **{k: err[k][i] for k in err}} for i in range(L)]
+    return RunResult(run.path, config, metrics, {"layers": _tables(rows)})
+
+
 RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {
     "consensus simulate": (SimulateConfig, simulate),
     "consensus phase": (PhaseConfig, phase),
     "consensus model": (ModelConfig, model),
+    "consensus norm": (NormConfig, norm),
 }

@@ -6,6 +6,10 @@
 | cycle      | W_{floor(t/Delta) mod L}               |
 | random     | draw(seed, floor(t/Delta)), iid N(0, sigma^2/d) or GOE |
 
+Two deterministic choices for the authors' counterexample (consensus spec R12): P = 0 (`key_query="zero"`, so
+attention is uniform) and V = J, a rotation by pi/2 in each coordinate plane (x_1, x_2), (x_3, x_4), ...
+(`value="rotation"`; J is skew-symmetric, J^T = -J; an odd last coordinate is left at 0).
+
 `None` stands for the identity (P = I or V = I) and is never materialised. A random draw is a pure function
 of (seed, interval), so reruns and RK4 stages agree. Piecewise-constant schedules evaluate all RK4 stages at
 the interval of the step midpoint (spec Decision); the integrator asks `weights(t_mid)` for them.
@@ -23,7 +27,8 @@ import torch
 from attnlab.errors import InputError, check_choice
 
 SCHEDULES = ("constant", "periodic", "cycle", "random")
-ENSEMBLES = ("identity", "gaussian", "goe")
+ENSEMBLES = ("identity", "gaussian", "goe", "zero")
+VALUE_KINDS = ("identity", "random", "rotation")
 
 Pair = tuple["torch.Tensor | None", "torch.Tensor | None"]
 
@@ -136,6 +141,7 @@ class RandomSchedule(Schedule):
     ensemble: str = "gaussian"
     random_V: bool = False
     batch: int = 0
+    rotate_V: bool = False
     name = "random"
     piecewise = True
     _cache: dict = field(default_factory=dict, repr=False)
@@ -157,7 +163,11 @@ class RandomSchedule(Schedule):
                 P = (P + P.transpose(-1, -2)) / math.sqrt(2.0)  # type: ignore[operator,union-attr]
             elif self.ensemble == "identity":
                 P = None
+            elif self.ensemble == "zero":
+                P = torch.zeros(shape, dtype=torch.float64)
             V = torch.randn(shape, generator=g, dtype=torch.float64) * scale if self.random_V else None
+            if self.rotate_V:
+                V = rotation_generator(self.d).expand(shape).clone()
             if len(self._cache) > 4096:
                 self._cache.clear()
             self._cache[k] = (P, V)
@@ -165,6 +175,14 @@ class RandomSchedule(Schedule):
 
     def weights(self, t: float) -> Pair:
         return self.draw(self.interval(t))
+
+
+def rotation_generator(d: int) -> torch.Tensor:
+    """J [d, d]: J[2k, 2k+1] = -1, J[2k+1, 2k] = 1 (rotation by pi/2 in each plane; skew-symmetric)."""
+    J = torch.zeros(d, d, dtype=torch.float64)
+    for k in range(d // 2):
+        J[2 * k, 2 * k + 1], J[2 * k + 1, 2 * k] = -1.0, 1.0
+    return J
 
 
 def _check_delta(delta: float) -> None:
@@ -194,16 +212,24 @@ def make_schedule(
     key_query: str = "gaussian",
 ) -> Schedule:
     """Build a named schedule with P drawn from `key_query` (gaussian: std scale/sqrt(d); goe; identity) and V
-    'identity' or 'random' (Gaussian, std scale/sqrt(d)).
+    'identity', 'random' (Gaussian, std scale/sqrt(d)) or 'rotation' (J of `rotation_generator`); `key_query`
+    'zero' gives P = 0 (uniform attention).
 
     constant: one draw; periodic: W_0 + sin(omega t) W_1 with two draws; cycle: `layers` draws each held for
     `delta`; random: redrawn every `delta`.
     """
     check_choice(name, SCHEDULES, "schedule")
-    check_choice(value, ("identity", "random"), "value matrix")
+    check_choice(value, VALUE_KINDS, "value matrix")
     rv = value == "random"
     base = RandomSchedule(
-        d=d, heads=heads, seed=seed, sigma=scale, random_V=rv, delta=max(delta, 1e-9), ensemble=key_query
+        d=d,
+        heads=heads,
+        seed=seed,
+        sigma=scale,
+        random_V=rv,
+        delta=max(delta, 1e-9),
+        ensemble=key_query,
+        rotate_V=value == "rotation",
     )
     if name == "constant":
         return Constant(*base.draw(0))

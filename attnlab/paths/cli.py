@@ -18,7 +18,9 @@ def _fields(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
 def _solve_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import SolveConfig
 
-    return SolveConfig(**_fields(args, COMMON + ("N", "tol", "allow_unconverged")))
+    return SolveConfig(
+        **_fields(args, COMMON + ("N", "tol", "allow_unconverged", "renorm", "outputs", "attention", "from_run"))
+    )
 
 
 def _sweep_config(args: argparse.Namespace) -> Any:
@@ -30,7 +32,7 @@ def _sweep_config(args: argparse.Namespace) -> Any:
 def _sample_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import SampleConfig
 
-    names = ("N", "sampler", "target", "chains", "warmup", "draws", "leapfrog", "thin", "predict_every")
+    names = ("N", "sampler", "target", "chains", "warmup", "draws", "leapfrog", "thin", "predict_every", "outputs")
     return SampleConfig(**_fields(args, COMMON + names))
 
 
@@ -50,6 +52,8 @@ def _solve(args: argparse.Namespace) -> int:
     s = result.summary
     print(f"accuracy {s['accuracy']:.4f} (GP {s['accuracy_gp']:.4f}), max|grad| {s['max_grad']:.2e}, "
           f"{s['iterations']} iterations, converged={s['converged']}")  # fmt: skip
+    if "network_accuracy" in s:
+        print(f"the trained network itself: accuracy {s['network_accuracy']:.4f}")
     print(f"run folder: {result.path}")
     return 0
 
@@ -77,8 +81,9 @@ def _sample(args: argparse.Namespace) -> int:
         rhat = "n/a" if s["rhat_max"] != s["rhat_max"] else f"{s['rhat_max']:.3f}"
         ess = "n/a" if s["ess_bulk_min"] != s["ess_bulk_min"] else f"{s['ess_bulk_min']:.0f}"
         print(f"warning: sampler gates failed (R-hat {rhat}, bulk ESS {ess}); results carry converged=false")
+    sampled = "n/a" if s["sampled_accuracy"] is None else f"{s['sampled_accuracy']:.4f}"
     print(f"sampled U vs {cfg.entropy_form} theory: relative Frobenius error {s['rel_frob_err']:.3f}; "
-          f"accuracy sampled {s['sampled_accuracy']:.4f}, theory {s['theory_accuracy']:.4f}")  # fmt: skip
+          f"accuracy sampled {sampled}, theory {s['theory_accuracy']:.4f}")  # fmt: skip
     print(f"run folder: {result.path}")
     return 0
 
@@ -92,6 +97,26 @@ def _prune(args: argparse.Namespace) -> int:
     s = result.summary
     print(f"GD test accuracy {s['gd_test_accuracy']:.3f}; Spearman rho(score, GD drop) = {s['spearman_rho']:.2f}, "
           f"rho(score, theory drop) = {s['spearman_rho_theory']:.2f}")  # fmt: skip
+    print(f"run folder: {result.path}")
+    return 0
+
+
+def _ensemble_config(args: argparse.Namespace) -> Any:
+    from attnlab.paths.config import EnsembleConfig
+
+    return EnsembleConfig(**_fields(args, COMMON + ("N", "runs", "steps", "lr", "sampled")))
+
+
+def _ensemble(args: argparse.Namespace) -> int:
+    from attnlab.paths.run import ensemble
+
+    cfg = _ensemble_config(args)
+    with threads(args.threads):
+        result = ensemble(cfg, args.out, mode=run_mode(args))
+    s = result.summary
+    print(f"U_GD ({cfg.runs} runs) vs {cfg.entropy_form} theory: relative Frobenius error "
+          f"{s['rel_frob_err_gd']:.3f} (run-to-run standard error {s['run_spread']:.3f}); accuracy with U_GD "
+          f"{s['accuracy_U_gd']:.4f}, theory {s['theory_accuracy']:.4f}")  # fmt: skip
     print(f"run folder: {result.path}")
     return 0
 
@@ -143,6 +168,15 @@ def _sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--predict-every", type=int, default=5, help="update the predictor every k kept draws (default 5)")
 
 
+def _outputs_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--outputs",
+        type=int,
+        default=1,
+        help="Markov outputs M in 1..4 (class, last, first, majority observed state); U gets output indices (S8)",
+    )
+
+
 def _prune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=300, help="gradient-descent steps (default 300; spec default 3000)")
     p.add_argument("--heads", type=int, default=4, help="heads per layer, >= 2 (default 4)")
@@ -174,6 +208,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _task_args(p)
     _solver_args(p)
+    p.add_argument(
+        "--renorm",
+        default="matrix",
+        help="matrix (full U over path pairs, default) or scalar (U = u Sigma^2 I: a rescaled GP; spec S9)",
+    )
+    _outputs_arg(p)
+    p.add_argument(
+        "--attention",
+        default="task",
+        help="task (the task's own heads, default) or precomputed (a trained network's maps, with --from; S10)",
+    )
+    p.add_argument("--from", dest="from_run", default=None, help="`paths prune` run folder whose gd_model to plug in")
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_solve, make_config=_solve_config)
     p = sub.add_parser(
@@ -189,8 +235,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="HMC/MALA posterior sampling: sampled U and predictor vs theory")
     _task_args(p)
     _sampler_args(p)
+    _outputs_arg(p)
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_sample, make_config=_sample_config)
+    p = sub.add_parser(
+        "ensemble",
+        help="U from an ensemble of gradient-descent runs with frozen attention vs the theory (S7)",
+        description="Trains the value weights --runs times from prior draws (Adam on the negative log posterior); "
+        "writes U.npy, U_gd.npy, U_runs.npy, metrics.json, figures and report.html.",
+    )
+    _task_args(p)
+    p.add_argument("--runs", type=int, default=16, help="gradient-descent runs, >= 2 (default 16)")
+    p.add_argument("--steps", type=int, default=3000, help="full-batch Adam steps per run (default 3000)")
+    p.add_argument("--lr", type=float, default=0.03, help="initial learning rate, decayed 50x (default 0.03)")
+    p.add_argument("--sampled", default=None, help="a `paths sample` run folder (same task, N, T) to compare with")
+    add_run_args(p, threads_default=1)
+    p.set_defaults(func=_ensemble, make_config=_ensemble_config)
     p = sub.add_parser("prune", help="head scores from U vs pruning drops of a gradient-descent-trained network")
     _prune_args(p)
     add_run_args(p, seed=False, threads_default=1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from attnlab.errors import check, check_choice, check_finite, check_int
 
@@ -19,6 +20,8 @@ METHODS = ("newton", "lbfgs", "fixed_point")
 SAMPLERS = ("hmc", "mala")
 TARGETS = ("collapsed", "full")
 DEFAULT_NS = (10, 30, 50, 100, 300, 500, 1000)
+RENORMS = ("matrix", "scalar")
+ATTENTIONS = ("task", "precomputed")
 
 
 def _check_width(N: float, what: str) -> None:
@@ -36,6 +39,27 @@ def _check_examples(P: int, n_test: int) -> None:
     check(P % 2 == 0, f"--P: the balanced tasks need an even number of training examples, got {P}")
     check_int(n_test, 2, "--n-test")
     check(n_test % 2 == 0, f"--n-test: the balanced tasks need an even number of test examples, got {n_test}")
+
+
+def _check_outputs(cfg: SolveConfig | SampleConfig) -> None:
+    """--outputs M: 1..4 Markov targets (attnlab.paths.outputs), chain or simple form, not fixed_point."""
+    check_int(cfg.outputs, 1, "--outputs", maximum=4)
+    if cfg.outputs > 1:
+        check(cfg.task == "markov", f"--outputs {cfg.outputs}: multiple outputs are built on the Markov task only")
+        check(cfg.method != "fixed_point", "--outputs: use --method newton or lbfgs (fixed_point has one output)")
+
+
+def _check_attention(cfg: SolveConfig) -> None:
+    """--attention task | precomputed (--from a `paths prune` run: its trained network's maps, digits only)."""
+    check_choice(cfg.attention, ATTENTIONS, "--attention")
+    if cfg.attention == "task":
+        check(cfg.from_run is None, "--from: only with --attention precomputed")
+        return
+    check(cfg.from_run is not None, "--attention precomputed: give the trained network's run folder with --from")
+    check(cfg.task == "digits", "--attention precomputed: the trained network (paths prune) is on --task digits")
+    check(cfg.outputs == 1 and cfg.renorm == "matrix", "--attention precomputed: one output, matrix renorm")
+    gd = Path(str(cfg.from_run)) / "gd_model.safetensors"
+    check(gd.is_file(), f"--from: {cfg.from_run} holds no gd_model.safetensors (give a `paths prune` run folder)")
 
 
 @dataclass(frozen=True)
@@ -75,11 +99,24 @@ class SolveConfig(_Common):
     N: float = 10.0
     tol: float = 1e-8
     allow_unconverged: bool = False
+    renorm: str = "matrix"
+    outputs: int = 1
+    attention: str = "task"
+    from_run: str | None = None
 
     def __post_init__(self) -> None:
         self._check_common()
         _check_width(self.N, "--N")
         check_finite(self.tol, "--tol", positive=True)
+        check_choice(self.renorm, RENORMS, "--renorm")
+        check(
+            self.renorm == "matrix" or math.isfinite(self.N),
+            "--renorm scalar: needs a finite --N (at N = inf both renormalisations are the GP)",
+        )
+        _check_outputs(self)
+        check(self.outputs == 1 or self.renorm == "matrix", "--renorm scalar: supports one output only")
+        check(self.outputs == 1 or math.isfinite(self.N), "--outputs: needs a finite --N")
+        _check_attention(self)
 
 
 @dataclass(frozen=True)
@@ -112,6 +149,7 @@ class SampleConfig(_Common):
     leapfrog: int = 16
     thin: int = 1
     predict_every: int = 5
+    outputs: int = 1
 
     def __post_init__(self) -> None:
         self._check_common()
@@ -127,6 +165,11 @@ class SampleConfig(_Common):
         check_int(self.leapfrog, 1, "--leapfrog")
         check_int(self.thin, 1, "--thin")
         check_int(self.predict_every, 1, "--predict-every")
+        _check_outputs(self)
+        check(
+            self.outputs == 1 or (self.sampler == "hmc" and self.target == "collapsed" and self.thin == 1),
+            "--outputs: multi-output sampling uses --sampler hmc --target collapsed --thin 1",
+        )
 
 
 @dataclass(frozen=True)
@@ -157,3 +200,30 @@ class PruneConfig:
         for T in self.temperatures:
             check_finite(T, "--temperatures", positive=True)
         check_int(self.seed, 0, "--seed")
+
+
+@dataclass(frozen=True)
+class EnsembleConfig(_Common):
+    """`paths ensemble` (spec §16, S7): U_GD from `runs` gradient-descent runs with frozen attention, against the
+    theory's U at width N."""
+
+    N: float = 10.0
+    runs: int = 16
+    steps: int = 3000
+    lr: float = 0.03
+    sampled: str | None = None
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        check(
+            math.isfinite(self.N) and self.N >= 1 and float(self.N).is_integer(),
+            f"--N: gradient-descent training needs a positive integer width, got {self.N}",
+        )
+        check_int(self.runs, 2, "--runs")
+        check_int(self.steps, 1, "--steps")
+        check_finite(self.lr, "--lr", positive=True)
+        if self.sampled is not None:
+            check(
+                (Path(self.sampled) / "U_hat.npy").is_file(),
+                f"--sampled: {self.sampled} holds no U_hat.npy (give a `paths sample` run folder)",
+            )

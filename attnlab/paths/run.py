@@ -28,12 +28,12 @@ import numpy as np
 from attnlab.configs import config_to_dict
 from attnlab.errors import InputError, NumericalError
 from attnlab.paths import report
-from attnlab.paths.config import PruneConfig, SampleConfig, SolveConfig, SweepConfig
+from attnlab.paths.config import EnsembleConfig, PruneConfig, SampleConfig, SolveConfig, SweepConfig
 from attnlab.paths.data import PathData, build_data, check_sizes, task_shape
 from attnlab.paths.figures import fmt_N
 from attnlab.runs import RunDir, RunResult, open_run, read_jsonl, write_bytes, write_jsonl
 
-Config = SolveConfig | SweepConfig | SampleConfig
+Config = SolveConfig | SweepConfig | SampleConfig | EnsembleConfig
 
 
 def _frame(rows: list[dict]) -> Any:
@@ -79,12 +79,18 @@ def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "ne
     """The order parameter U at one (N, T) point, its test accuracy and the GP baselines (spec §5.6, §6)."""
     from attnlab.paths.points import alignment_record, theory_point
 
+    if config.outputs > 1:
+        return _solve_outputs(config, out, mode)
+    if config.attention == "precomputed":
+        return _solve_plugin(config, out, mode)
     _precheck(config)
     with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
         _check_resume(run, config, mode)
         data = _data(config)
         sp, rec = theory_point(data, config.N, config.temperature, config.entropy_form, config.method, config.tol)
-        run.save_npy("U.npy", sp.U)
+        if config.renorm == "scalar":
+            rec = _scalar_renorm(data, config, sp.U, rec)
+        run.save_npy("U.npy", np.asarray(rec["U"]))
         buf = io.BytesIO()
         np.savez(buf, C_train=data.gram.path_kernels().numpy(), y_train=data.y_train, y_test=data.y_test,
                  xit_train=data.gram.xit.numpy(), xit_test=data.xit_test.numpy(),
@@ -101,6 +107,105 @@ def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "ne
         raise NumericalError(f"solver did not converge (max|grad| = {sp.max_grad:.3g} >= tol {config.tol:g}); "
                              f"results kept in {run.path}; pass --allow-unconverged to accept them")  # fmt: skip
     return result
+
+
+def _scalar_renorm(data: PathData, config: SolveConfig, U_matrix: np.ndarray, rec: dict) -> dict:
+    """`--renorm scalar` (spec §16, S9): the record of the scalar saddle point, with the matrix solve kept under
+    `renorm_comparison` (accuracies and predictor gaps of scalar, matrix and GP)."""
+    from attnlab.paths.points import make_problem
+    from attnlab.paths.renorm import renorm_record, scalar_U
+
+    prob = make_problem(data, config.N, config.temperature, config.entropy_form)
+    cmp = renorm_record(data, prob, U_matrix)
+    U = scalar_U(prob, cmp["u_scalar"][0]).numpy()
+    return {**rec, "renorm": "scalar", "U": U, "accuracy": cmp["accuracy_scalar"], "renorm_comparison": cmp}
+
+
+def _multi_data(config: SolveConfig | SampleConfig) -> Any:
+    from attnlab.paths.outputs import build_multi
+
+    return build_multi(config.P, config.n_test, config.variant, config.outputs, config.memory_budget)
+
+
+def _write_multi_paths(run: RunDir, md: Any) -> None:
+    from attnlab.paths.outputs import OUTPUT_NAMES
+
+    names = [f"{p}|{o}" for p in md.cfg.path_names() for o in OUTPUT_NAMES[: md.M]]
+    run.write_json("paths.json", {"path_names": names, "heads": md.cfg.H, "outputs": md.M})
+
+
+def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> RunResult:
+    """`paths solve --outputs M` (spec §16, S8): U over (path, output) pairs on the Markov task's M targets."""
+    from attnlab.paths.outputs import multi_theory
+    from attnlab.paths.predictor import alignment
+
+    md = _multi_data(config)  # sizes are checked here, before the folder is opened
+    with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
+        _check_resume(run, config, mode)
+        sp, rec = multi_theory(md, config.N, config.temperature, config.entropy_form, config.method, config.tol)
+        run.save_npy("U.npy", sp.U)
+        sp.save(run.file("saddle_point"))
+        run.write_json("metrics.json", rec)
+        _write_multi_paths(run, md)
+        run.write_json("alignment.json", {"renormalised": alignment(sp.U, md.gram, md.Y_train.reshape(-1))})
+        report.solve_report(run.path)
+    summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
+    if not sp.converged and not config.allow_unconverged:
+        raise NumericalError(f"solver did not converge (max|grad| = {sp.max_grad:.3g}); results kept in {run.path}")
+    return RunResult(run.path, config, summary, {"point": _frame([_scalars(rec)])})
+
+
+def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str) -> RunResult:
+    """`paths solve --attention precomputed --from RUN` (spec §16, S10): the trained network's attention maps as
+    precomputed heads; theory vs GP vs the network itself on the same test episodes."""
+    from attnlab.paths import plugin
+    from attnlab.paths.points import alignment_record, theory_point
+    from attnlab.paths.tasks.digits import digit_episodes
+
+    model = plugin.load_trained(str(config.from_run))
+    data, net_acc = plugin.plugin_data(model, config.P, config.n_test, config.memory_budget)
+    with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
+        _check_resume(run, config, mode)
+        sp, rec = theory_point(data, config.N, config.temperature, config.entropy_form, config.method, config.tol)
+        rec |= {"attention": "precomputed", "from_run": str(config.from_run), "network_accuracy": net_acc,
+                "handoff_gap": plugin.handoff_gap(model, digit_episodes(20, "test")[0])}  # fmt: skip
+        run.save_npy("U.npy", sp.U)
+        sp.save(run.file("saddle_point"))
+        run.write_json("metrics.json", rec)
+        _write_paths(run, data)
+        run.write_json("alignment.json", alignment_record(data, sp.U))
+        report.solve_report(run.path)
+    summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
+    summary["network_accuracy"] = net_acc
+    if not sp.converged and not config.allow_unconverged:
+        raise NumericalError(f"solver did not converge (max|grad| = {sp.max_grad:.3g}); results kept in {run.path}")
+    return RunResult(run.path, config, summary, {"point": _frame([_scalars(rec)])})
+
+
+def _sample_outputs(config: SampleConfig, out: str | Path | None, mode: str) -> RunResult:
+    """`paths sample --outputs M`: HMC over the upper weights with readout A [M, N_a] against the theory's U."""
+    from attnlab.paths.outputs import multi_sample, multi_theory
+
+    md = _multi_data(config)
+    with open_run(out, "paths sample", config, mode=mode, seed=config.seed, prefix="paths-sample") as run:
+        _check_resume(run, config, mode)
+        T = config.temperature
+        sp, th = multi_theory(md, config.N, T, config.entropy_form, config.method)
+        rec = multi_sample(md, int(config.N), T, config.chains, config.warmup, config.draws, config.leapfrog,
+                           config.seed)  # fmt: skip
+        rec["rel_frob_err"] = float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U))
+        gates = rec["rhat_max"] <= 1.01 and rec["ess_bulk_min"] >= 400
+        rec |= {"N": config.N, "alpha": md.P / config.N, "sampler": "hmc", "ebfmi_min": None,
+                "sampled_accuracy": None, "wall_s": rec["sample_wall_s"], "converged": bool(gates),
+                "theory": th, "outputs": md.M}  # fmt: skip
+        run.save_npy("U.npy", sp.U)
+        run.save_npy("U_hat.npy", rec["U_hat"])
+        run.write_json("metrics.json", rec)
+        _write_multi_paths(run, md)
+        report.sample_report(run.path)
+    summary = {k: rec[k] for k in ("rhat_max", "ess_bulk_min", "converged", "rel_frob_err", "sampled_accuracy")}
+    summary["theory_accuracy"] = th["accuracy"]
+    return RunResult(run.path, config, summary, {"sample": _frame([_scalars(rec)])})
 
 
 # --- sweep -----------------------------------------------------------------------------------------------------
@@ -177,6 +282,8 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
     from attnlab.paths.points import sample_point, theory_point
     from attnlab.paths.predictor import predict
 
+    if config.outputs > 1:
+        return _sample_outputs(config, out, mode)
     _precheck(config)
     with open_run(out, "paths sample", config, mode=mode, seed=config.seed, prefix="paths-sample") as run:
         _check_resume(run, config, mode)
@@ -222,9 +329,47 @@ def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "ne
     return RunResult(run.path, config, summary, {"heads": _frame(heads), "grid": _frame(rec["grid"])})
 
 
+# --- ensemble --------------------------------------------------------------------------------------------------
+def ensemble(config: EnsembleConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """S7: U_GD from `runs` gradient-descent runs (frozen attention, values trained on the negative log posterior)
+    against the theory's U at (N, T). Writes `U.npy` (theory), `U_gd.npy`, `U_runs.npy` [runs, n, n],
+    `loss_curve.npy` [runs, records], `metrics.json`, `paths.json`, figures and `report.html`."""
+    from attnlab.paths.claims_figures import ensemble_report
+    from attnlab.paths.ensemble import gd_ensemble, rel_frob, run_spread
+    from attnlab.paths.points import theory_point
+
+    _precheck(config)
+    with open_run(out, "paths ensemble", config, mode=mode, seed=config.seed, prefix="paths-ensemble") as run:
+        _check_resume(run, config, mode)
+        data = _data(config)
+        T = config.temperature
+        sp, th = theory_point(data, config.N, T, config.entropy_form, config.method)
+        gd = gd_ensemble(data, int(config.N), T, config.runs, config.steps, config.lr, config.seed)
+        for name in ("U_gd", "U_runs", "loss_curve"):
+            run.save_npy(f"{name}.npy", gd[name])
+        run.save_npy("U.npy", sp.U)
+        rec = {"N": config.N, "T": T, "runs": config.runs, "steps": config.steps, "lr": config.lr,
+               "rel_frob_err_gd": rel_frob(gd["U_gd"], sp.U), "run_spread": run_spread(gd["U_runs"]),
+               "accuracy_U_gd": gd["accuracy_U_gd"], "theory": th, "final_loss": gd["final_loss"],
+               "train_mse_max": float(gd["train_mse"].max()), "gd_wall_s": gd["gd_wall_s"]}  # fmt: skip
+        if config.sampled is not None:
+            U_hat = np.load(Path(config.sampled) / "U_hat.npy")
+            if U_hat.shape != sp.U.shape:
+                raise InputError(f"--sampled: U_hat.npy is {U_hat.shape}, this network's U is {sp.U.shape}")
+            rec["rel_frob_err_gd_vs_sampled"] = rel_frob(gd["U_gd"], U_hat)
+            rec["rel_frob_err_sampled_vs_theory"] = rel_frob(U_hat, sp.U)
+        run.write_json("metrics.json", rec)
+        _write_paths(run, data)
+        ensemble_report(run.path)
+    summary = {k: rec[k] for k in ("rel_frob_err_gd", "run_spread", "accuracy_U_gd")}
+    summary["theory_accuracy"] = th["accuracy"]
+    return RunResult(run.path, config, summary, {"ensemble": _frame([_scalars(rec)])})
+
+
 RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {
     "paths solve": (SolveConfig, solve),
     "paths sweep": (SweepConfig, sweep),
     "paths sample": (SampleConfig, sample),
     "paths prune": (PruneConfig, prune),
+    "paths ensemble": (EnsembleConfig, ensemble),
 }

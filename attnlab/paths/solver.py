@@ -126,7 +126,7 @@ class Param:
 
 def _fast(prob: Problem):
     """(FastAction, NumpyParam) when the Gram tensor is stored, else None."""
-    if prob.gram.M is None:
+    if prob.gram.M is None or prob.outputs > 1:
         return None
     from attnlab.paths.fast import FastAction, NumpyParam
 
@@ -352,6 +352,7 @@ def solve(
     """Minimise S over the order parameters; returns the SaddlePoint with diagnostics (spec §5.6)."""
     check(method in METHODS, f"method must be one of {METHODS}, got {method!r}")
     check(tol > 0, f"tol must be > 0, got {tol}")
+    check(prob.outputs == 1 or method != "fixed_point", "--method fixed_point: supports one output only")
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):  # small dense algebra: threads only add overhead

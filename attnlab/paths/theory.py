@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -31,6 +32,7 @@ class Problem:
     widths: tuple[float, ...]
     variances: tuple[float, ...]
     form: str = "chain"
+    outputs: int = 1
 
     def __post_init__(self) -> None:
         check(self.T > 0 and math.isfinite(self.T), f"temperature: must be > 0, got {self.T}")
@@ -41,9 +43,11 @@ class Problem:
             f"Y: expected shape [P] = [{self.gram.P}], got {tuple(self.Y.shape)}",
         )
         check(self.gram.P >= 2, f"P: need at least 2 training examples, got {self.gram.P}")
+        check(self.outputs >= 1, f"outputs: need M >= 1, got {self.outputs}")
         check(
-            int(np.prod(self.H)) == self.gram.n_paths,
-            f"heads {self.H} give {int(np.prod(self.H))} paths but the Gram has {self.gram.n_paths}",
+            int(np.prod(self.H)) * self.outputs == self.gram.n_paths,
+            f"heads {self.H} and {self.outputs} output(s) give {int(np.prod(self.H)) * self.outputs} (path, output) "
+            f"pairs but the Gram has {self.gram.n_paths}",
         )
         check(
             len(self.widths) == len(self.H) + 1, f"widths: need L+1 = {len(self.H) + 1} entries, got {len(self.widths)}"
@@ -70,9 +74,13 @@ class Problem:
         return float(np.prod(self.variances[1:]))
 
     def sizes(self) -> list[int]:
-        """Sizes n_l of the free order parameters (chain: U_1..U_L; simple: U_1)."""
-        n = [int(np.prod(self.H[l:])) for l in range(self.L)]
-        return n if self.form == "chain" else n[:1]
+        """Sizes n_l of the free order parameters (chain: U_1..U_L; simple: U_1). With M = `outputs` > 1 every
+        index carries the output as its fastest part (n_l M) and the chain ends with the free U_a [M, M]."""
+        M = self.outputs
+        n = [int(np.prod(self.H[l:])) * M for l in range(self.L)]
+        if self.form != "chain":
+            return n[:1]
+        return n + [M] if M > 1 else n
 
     def gp_point(self) -> list[torch.Tensor]:
         """The GP limit: U_l = (prod_{k>=l} sigma_k^2) sigma_a^2 I (spec §5.5)."""
@@ -159,6 +167,8 @@ def evaluate(prob: Problem, Us: list[torch.Tensor], need_grad: bool = True) -> E
             g = (torch.eye(n, dtype=torch.float64) / prob.Sigma2 - Uinv) + Gam / Nmax
             grads = [0.5 * (g + g.T)]
         return Evaluation(S, E, ent, grads, torch.tensor(prob.Sigma2, dtype=torch.float64), Lc)
+    if prob.outputs > 1:
+        return _evaluate_outputs(prob, Us, E, Gam, Lc, need_grad)
     L, H, N = prob.L, prob.H, prob.widths
     pairs = [_inv_logdet(U) for U in Us]
     U_a = U_a_closed_form(torch.trace(Us[-1]), H[-1], N[L - 1], N[L], s2[L], s2[L + 1])
@@ -183,6 +193,39 @@ def evaluate(prob: Problem, Us: list[torch.Tensor], need_grad: bool = True) -> E
     return Evaluation(S, E, ent, grads, U_a, Lc)
 
 
+def _evaluate_outputs(
+    prob: Problem, Us: list[torch.Tensor], E: torch.Tensor, Gam: torch.Tensor | None, Lc: torch.Tensor, need_grad: bool
+) -> Evaluation:
+    """Chain form with M > 1 outputs (spec §16, S8): Us = [U_1..U_L, U_a], U_a = A A^T / N_a [M, M] free, with
+    N_max L = N_a (Tr U_a / sigma_a^2 - ln det U_a) + sum_l N_l [Tr((I (x) U_{l+1}^{-1}) U_l)/sigma_l^2
+    - ln det U_l + H_l ln det U_{l+1}]; U_a's gradient is [T7] with (I (x) U_{L+2}^{-1})/sigma^2 -> I/sigma_a^2.
+    `Evaluation.U_a` holds Tr U_a / M."""
+    L, H, N, s2 = prob.L, prob.H, prob.widths, prob.variances
+    pairs = [_inv_logdet(U) for U in Us]
+    inv, ld = [p[0] for p in pairs], [p[1] for p in pairs]
+    U_a = Us[L]
+    ent = N[L] * (torch.trace(U_a) / s2[L + 1] - ld[L])
+    for l in range(L):
+        ent = ent + N[l] * (torch.sum(kron_eye(H[l], inv[l + 1]) * Us[l]) / s2[l + 1] - ld[l] + H[l] * ld[l + 1])
+    ent = ent / prob.N_max
+    S = ent + prob.alpha * E
+    grads = []
+    if need_grad:
+        for l in range(L + 1):
+            if l < L:
+                g = N[l] * (kron_eye(H[l], inv[l + 1]) / s2[l + 1] - inv[l])
+            else:
+                g = N[L] * (torch.eye(prob.outputs, dtype=torch.float64) / s2[L + 1] - inv[L])
+            if l == 0:
+                g = g + cast(torch.Tensor, Gam)
+            else:
+                Ml = ptrace(Us[l - 1], H[l - 1])
+                g = g + N[l - 1] * (H[l - 1] * inv[l] - inv[l] @ Ml @ inv[l] / s2[l])
+            g = g / prob.N_max
+            grads.append(0.5 * (g + g.T))
+    return Evaluation(S, E, ent, grads, torch.trace(U_a) / prob.outputs, Lc)
+
+
 def action_value(prob: Problem, Us: list[torch.Tensor]) -> torch.Tensor:
     """S(Us) alone (differentiable; used by autograd checks)."""
     return evaluate(prob, Us, need_grad=False).S
@@ -191,7 +234,7 @@ def action_value(prob: Problem, Us: list[torch.Tensor]) -> torch.Tensor:
 def entropy_gp_gradient(prob: Problem) -> float:
     """max |dL_ent/dU_l| at the GP point (energy left out): zero for both forms (test T4)."""
     Us = prob.gp_point()
-    P = Problem(prob.gram, prob.Y, prob.T, prob.H, prob.widths, prob.variances, prob.form)
+    P = Problem(prob.gram, prob.Y, prob.T, prob.H, prob.widths, prob.variances, prob.form, prob.outputs)
     ev = evaluate(P, Us)
     _, Gam, _ = energy_terms(prob, Us[0])
     g0 = ev.grads[0] - Gam / prob.N_max

@@ -1,0 +1,151 @@
+"""The authors' claims R12 (Q = K = 0, rotating V) and R13 (RMSNorm as a sphere projection): the machinery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from attnlab.cli import main
+from attnlab.consensus.claims import run_R12, verdict_R12
+from attnlab.consensus.dynamics import AttentionSpec, attention
+from attnlab.consensus.normproj import (
+    SphereNorm,
+    SphereRunner,
+    consensus_curves,
+    fit_layers,
+    fit_sphere,
+    relative_error,
+)
+from attnlab.consensus.realmodel import StackRunner
+from attnlab.consensus.schedules import make_schedule, rotation_generator
+
+
+def test_zero_key_query_gives_uniform_attention() -> None:
+    P, V = make_schedule("constant", 4, heads=2, key_query="zero").weights(0.0)
+    assert P is not None and V is None and float(P.abs().max()) == 0.0
+    X = torch.nn.functional.normalize(
+        torch.randn(3, 7, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64), dim=-1
+    )
+    for mask, kind in (("full", "SA"), ("causal", "SA"), ("full", "USA")):
+        A = attention(X, P, AttentionSpec(kind, mask, torch.full((2,), 5.0)))
+        n = X.shape[1]
+        if mask == "full":
+            torch.testing.assert_close(A, torch.full_like(A, 1.0 / n), rtol=0, atol=1e-15)
+        else:  # causal: uniform over the keys j <= i
+            expect = torch.tril(torch.ones(n, n, dtype=torch.float64)) / torch.arange(1, n + 1).double()[:, None]
+            torch.testing.assert_close(A[0, 0], expect, rtol=0, atol=1e-15)
+
+
+def test_rotation_value_is_skew_and_rotates_planes() -> None:
+    J = rotation_generator(5)
+    torch.testing.assert_close(J.T, -J)
+    assert J[0, 1] == -1 and J[1, 0] == 1 and J[3, 2] == 1 and float(J[4].abs().sum()) == 0.0
+    _, V = make_schedule("constant", 5, heads=3, key_query="zero", value="rotation").weights(0.0)
+    assert V is not None and V.shape == (3, 5, 5)
+    torch.testing.assert_close(V[2], J)
+
+
+def test_R12_identity_reaches_consensus_rotation_does_not(tmp_path: Path) -> None:
+    run_R12(tmp_path, n=8, d=4, batch=6, t_max=20.0)
+    share, met, why = verdict_R12(tmp_path)
+    assert met and share == 0.0, why
+    assert (tmp_path / "R12.png").stat().st_size > 1000
+    E_rot = np.load(tmp_path / "rotation" / "E.npy")
+    assert float(np.median(E_rot[:, -1])) > 0.1  # far from consensus, not just slow
+
+
+def test_fit_sphere_recovers_translated_scaled_sphere() -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 6, generator=g, dtype=torch.float64) * 3.0
+    u = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    c = torch.tensor([0.5, -1.0, 0.0, 2.0, 0.1, -0.3], dtype=torch.float64)
+    y = c + 1.7 * u
+    sn = fit_sphere(x, y, 1e-6)
+    assert sn.s == pytest.approx(1.7, abs=1e-12)
+    torch.testing.assert_close(sn.c, c, rtol=0, atol=1e-12)
+    assert float(relative_error(y, sn(x)).max()) < 1e-12
+    # unequal gains (an ellipsoid): the sphere cannot match; error = the gains' spread, by hand for u = e_1 / e_2
+    gains = torch.tensor([1.0, 3.0, 1.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    flat = SphereNorm(torch.zeros(6, dtype=torch.float64), 1.0, 0.0)
+    e = torch.eye(6, dtype=torch.float64)[:2] * 4.0
+    r = relative_error(gains * flat(e), flat(e))
+    torch.testing.assert_close(r, torch.tensor([0.0, 2.0 / 3.0], dtype=torch.float64))
+
+
+def _tiny_llama(gain: float | None = None) -> LlamaForCausalLM:
+    cfg = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(cfg).eval().double()
+    if gain is not None:
+        for lay in model.model.layers:
+            lay.input_layernorm.weight.data.fill_(gain)
+    return model
+
+
+def test_equal_gain_norm_is_exactly_a_sphere_and_runner_matches() -> None:
+    model = _tiny_llama(gain=1.3)
+    ids = torch.randint(0, 97, (4, 9), generator=torch.Generator().manual_seed(1))
+    norms, err = fit_layers(StackRunner(model), ids)
+    # HF's RMSNorm computes in float32 even in a float64 model: agreement to float32 rounding
+    assert max(err["rel_error_mean"]) < 1e-6 and max(err["rel_error_gain_mean"]) < 1e-6
+    assert all(abs(n.s - 1.3) < 1e-6 and float(n.c.abs().max()) < 1e-6 for n in norms)
+    curves = consensus_curves(model, norms, ids, passes=2, mlp=False)
+    np.testing.assert_allclose(curves["ideal"], curves["real"], rtol=1e-5, atol=1e-10)
+
+
+def test_unequal_gains_give_a_positive_error_and_a_different_iteration() -> None:
+    model = _tiny_llama()
+    with torch.no_grad():
+        for lay in model.model.layers:
+            lay.input_layernorm.weight.copy_(torch.linspace(0.2, 3.0, 32, dtype=torch.float64))
+    ids = torch.randint(0, 97, (4, 9), generator=torch.Generator().manual_seed(1))
+    norms, err = fit_layers(StackRunner(model), ids)
+    assert min(err["rel_error_mean"]) > 0.05
+    h = torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    layer = model.model.layers[0]
+    runner = SphereRunner(model, norms)
+    _, rot, mask = StackRunner(model).prepare(ids[:2])
+    ideal = runner.layer_step(layer, h, rot, mask, False)
+    assert not torch.allclose(ideal, StackRunner.layer_step(layer, h, rot, mask, False))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["norm", "--passes", "1"], "passes must be an integer >= 2, got 1"),
+        (["norm", "--prompts", "1"], "prompts per domain (half fit the sphere, half measure it) must be an integer"),
+        (["norm", "--domains", "poetry"], "unknown domain 'poetry'; valid: prose, code, random"),
+        (["norm", "--fall", "-1"], "fall must be >= 0 decades, got -1.0"),
+        (["simulate", "--value", "spin"], "unknown value matrix 'spin'; valid: identity, random, rotation"),
+        (["simulate", "--key-query", "one"], "unknown random ensemble 'one'; valid: identity, gaussian, goe, zero"),
+    ],
+)
+def test_bad_input_one_line_and_earlier_files_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str], message: str
+) -> None:
+    keep = tmp_path / "earlier.txt"
+    keep.write_text("x")
+    before = (keep.read_bytes(), keep.stat().st_mtime_ns)
+    out = tmp_path / "x"
+    assert main(["consensus", *argv, "--out", str(out)]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("attnlab: error: " + message), err
+    assert not out.exists() and (keep.read_bytes(), keep.stat().st_mtime_ns) == before
+
+
+def test_verdict_R13_reads_saved_metrics(tmp_path: Path) -> None:
+    import json
+
+    from attnlab.consensus.claims import verdict_R13
+
+    m = {"rel_error_mean": [0.05, 0.08], "same_conclusion": True, "fall_real": 0.7, "fall_ideal": 0.8, "passes": 10}
+    (tmp_path / "metrics.json").write_text(json.dumps(m))
+    assert verdict_R13(tmp_path)[:2] == (0.08, True)
+    (tmp_path / "metrics.json").write_text(json.dumps(m | {"rel_error_mean": [0.05, 0.3]}))
+    assert verdict_R13(tmp_path)[:2] == (0.3, False)
