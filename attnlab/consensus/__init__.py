@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_CONFIGS = ("SimulateConfig", "PhaseConfig", "ModelConfig")
-_RUNS = ("simulate", "phase", "model")
+_CONFIGS = ("SimulateConfig", "PhaseConfig", "ModelConfig", "NormConfig")
+_RUNS = ("simulate", "phase", "model", "norm")
 __all__ = [*_CONFIGS, *_RUNS]
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 _EXPORTS = MappingProxyType({
     "SolveConfig": "config", "SweepConfig": "config", "SampleConfig": "config", "PruneConfig": "config",
-    "solve": "run", "sweep": "run", "sample": "run", "prune": "run", "RUNNERS": "run",
+    "EnsembleConfig": "config",
+    "solve": "run", "sweep": "run", "sample": "run", "prune": "run", "ensemble": "run", "RUNNERS": "run",
     "PathConfig": "network", "HeadSpec": "network", "PathNetwork": "network",
     "PathGram": "kernels", "check_memory": "kernels", "cross_kernel": "kernels", "scaled_paths": "kernels",
     "Problem": "theory", "evaluate": "theory", "scalar_reference": "theory",
