@@ -263,3 +263,29 @@ def theory_figures(arrays: dict[str, np.ndarray], figure_path: Callable[[str], P
             figure_path("theory_residual_adam_sgd"),
         ),
     }
+
+
+def subspace_figure(measure: dict, path: Path) -> Path:
+    """R19: cumulative energy of the attention and MLP outputs' singular values (k at `energy` marked) and the
+    principal angles between the two subspaces (90° = orthogonal)."""
+    fig, axes = new_figure(2)
+    ax = axes[0, 0]
+    for name, color in (("attn", "C0"), ("mlp", "C1")):
+        s2 = np.asarray(measure[f"singular_values_{name}"], dtype=float) ** 2
+        cum = np.cumsum(s2) / max(s2.sum(), 1e-300)
+        ax.plot(np.arange(1, len(cum) + 1), cum, color=color, label=f"{name} (k = {measure[f'k_{name}']})")
+        ax.axvline(measure[f"k_{name}"], color=color, ls=":", lw=0.8)
+    ax.axhline(measure["energy"], color="grey", ls="--", lw=0.8)
+    ax.set(xlabel="singular direction", ylabel="cumulative energy", xscale="log", title="output spectra")
+    ax.legend(fontsize=8)
+    ax = axes[0, 1]
+    angles = measure["angles_deg"]
+    ax.plot(np.arange(1, len(angles) + 1), angles, "o-", ms=3)
+    ax.axhline(90, color="grey", ls="--", lw=0.8)
+    ax.set(
+        xlabel="principal angle index",
+        ylabel="angle (degrees)",
+        ylim=(0, 95),
+        title=f"attention energy in MLP subspace {measure['energy_attn_in_mlp']:.3f}",
+    )
+    return save_figure(fig, path)
