@@ -258,3 +258,16 @@ def test_stability_table_and_r22_on_constructed_runs(tmp_path):
     number, met, why = claims.verdict_R22(tmp_path)
     assert number == -1.0 and met and "softmax 2/12, ReLU 1/12" in why and "stabler: ReLU" in why
     assert set(claims.VERDICTS) == {"R10", "R19", "R20", "R21", "R22"}
+
+
+def test_committed_sweep_specs_build_the_claimed_trials():
+    from attnlab.sweep.config import load_spec
+    from attnlab.sweep.plan import build_trials
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "specs"
+    trials = build_trials(load_spec(root / "bb-layer-variants.toml"))
+    assert [claims.variant_of(t.config) for t in trials] == [label for label, _ in claims.VARIANTS]
+    assert {(t.config.steps, t.config.seed) for t in trials} == {(500, 0)}
+    grid = build_trials(load_spec(root / "bb-softmax-relu-stability.toml"))
+    cells = {(t.config.attention, t.config.lr, t.config.seed) for t in grid}
+    assert len(grid) == len(cells) == 24 and {a for a, _, _ in cells} == {"softmax", "relu"}
