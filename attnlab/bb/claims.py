@@ -88,6 +88,8 @@ def sink_layer(record: dict, cfg: TrainConfig) -> int:
 def variant_row(label: str, path: Path) -> dict:
     """One R20 table row: peak ratios per layer, the sink layer's Attn⟨s⟩ and value ratio, final risks."""
     cfg, rec = read_train_config(path), final_record(path)
+    if any(metric(rec, "attn_sink", l) is None for l in range(cfg.n_layers) if l not in cfg.no_attn):
+        rec = ablated_record(path, None)  # stored before the fix of Attn⟨s⟩ when layer 0 lacks attention
     ratios = peak_ratios(rec, cfg.n_layers)
     row = {"variant": label, "step": rec["step"], "peak_ratio_max": max(ratios)}
     row["peak_ratio_by_layer"] = [round(r, 3) for r in ratios]
@@ -170,8 +172,9 @@ def verdict_R20(run_dir: str | Path) -> Verdict:
     return three, not wrong and three > PEAK_RATIO, why
 
 
-def ablated_record(path: Path, layer: int = 0) -> dict:
-    """The §6 metrics of the final model in `path` with layer `layer`'s MLP output zeroed (R10), evaluation batch."""
+def ablated_record(path: Path, layer: int | None = 0) -> dict:
+    """The §6 metrics of the final model in `path` on its evaluation batch with layer `layer`'s MLP output zeroed
+    (R10; None: no intervention)."""
     from attnlab.bb.experiment import Evaluator, load_run
     from attnlab.bb.metrics import bb_metrics
     from attnlab.trace.interventions import ZeroMLP
@@ -180,7 +183,8 @@ def ablated_record(path: Path, layer: int = 0) -> dict:
     seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)
     ev = Evaluator(model, task, seqs)
     with torch.no_grad():
-        trace, logits = ev.trace((ZeroMLP(layer),), chunk=ev.inputs.shape[0])
+        ivs = () if layer is None else (ZeroMLP(layer),)
+        trace, logits = ev.trace(ivs, chunk=ev.inputs.shape[0])
     return {"step": int(state["step"]), **bb_metrics(trace, logits, seqs, task, ev.attn_layers)}
 
 

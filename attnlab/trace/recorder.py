@@ -95,6 +95,8 @@ class TraceRecorder:
                 raise AttnlabError(f"token id {int(tokens.max())} >= vocabulary size {self.V}")
             batch_size = tokens.shape[0]
         self._tokens = tokens.detach().cpu().long() if tokens is not None else None
+        if self._tokens is not None and self.V:  # counted once per batch (not at layer 0: it may lack attention)
+            self.tok_count += torch.bincount(self._tokens.reshape(-1), minlength=self.V).to(torch.float64)
         if batch_size is None:
             raise AttnlabError("begin_batch needs tokens or batch_size")
         self._B = int(batch_size)
@@ -129,8 +131,6 @@ class TraceRecorder:
         idx = tok.unsqueeze(1).expand(B, H, C)  # query token per (b,h,i)
         s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, key0)
         self.key0_tok_sum[layer] += s.sum(0)
-        if layer == 0:
-            self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
 
     # ------------------------------------------------------------------------------------------------------
     @torch.no_grad()

@@ -271,3 +271,16 @@ def test_committed_sweep_specs_build_the_claimed_trials():
     grid = build_trials(load_spec(root / "bb-softmax-relu-stability.toml"))
     cells = {(t.config.attention, t.config.lr, t.config.seed) for t in grid}
     assert len(grid) == len(cells) == 24 and {a for a, _, _ in cells} == {"softmax", "relu"}
+
+
+def test_attention_sink_is_recorded_when_layer_0_has_no_attention():
+    from attnlab.trace.adapters.toy import trace_toy
+
+    torch.manual_seed(4)
+    m = ToyTransformer(ToyConfig(vocab=10, d_model=16, d_mlp=32, max_len=8, n_layers=2, no_attn=[0]))
+    tokens = torch.randint(0, 10, (3, 8), generator=torch.Generator().manual_seed(5))
+    got = {}
+    with torch.no_grad(), m.hooks({"blocks.1.attn.pattern": lambda x, n: got.setdefault("A", x.clone())}):
+        trace, _ = trace_toy(m, tokens, 10)
+    mean_key0 = trace.attn_key0_over_tokens(range(10))[1, 0]
+    assert mean_key0 == pytest.approx(float(got["A"][:, 0, :, 0].double().mean()), rel=1e-9)
