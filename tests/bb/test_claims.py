@@ -284,3 +284,5 @@ def test_attention_sink_is_recorded_when_layer_0_has_no_attention():
         trace, _ = trace_toy(m, tokens, 10)
     mean_key0 = trace.attn_key0_over_tokens(range(10))[1, 0]
     assert mean_key0 == pytest.approx(float(got["A"][:, 0, :, 0].double().mean()), rel=1e-9)
+    d = trace.dlogit_by_token[1][0]
+    assert np.isfinite(d[trace.dlogit_count > 0]).all() and trace.dlogit_count.sum() == 3 * 6
