@@ -289,3 +289,22 @@ def subspace_figure(measure: dict, path: Path) -> Path:
         title=f"attention energy in MLP subspace {measure['energy_attn_in_mlp']:.3f}",
     )
     return save_figure(fig, path)
+
+
+def variant_figure(rows: list[dict], path: Path, threshold: float = 1.5) -> Path:
+    """R20: the residual peak ratio ρ_l = ‖Res⟨s⟩‖_l / others after each block l, one group of bars per layout."""
+    fig, axes = new_figure(width=7.0, height=3.4)
+    ax = axes[0, 0]
+    width = 0.8 / max(len(r["peak_ratio_by_layer"]) for r in rows)
+    labelled: set[int] = set()
+    for i, row in enumerate(rows):
+        for l, ratio in enumerate(row["peak_ratio_by_layer"]):
+            label = None if l in labelled else f"after block {l}"
+            labelled.add(l)
+            ax.bar(i + (l - 1) * width, ratio, width, color=f"C{l}", label=label)
+    ax.axhline(threshold, color="grey", ls="--", lw=0.8)
+    ax.axhline(1.0, color="black", lw=0.5)
+    ax.set_xticks(range(len(rows)), [r["variant"] for r in rows], rotation=20, ha="right", fontsize=8)
+    ax.set(ylabel="‖Res⟨s⟩‖ / others", title=f"residual peak by layout (step {rows[0]['step']})")
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)

@@ -232,6 +232,9 @@ def test_variant_table_and_r20_on_constructed_runs(tmp_path):
     assert rows["MLP + attn + MLP"]["sink_layer"] == 1 and rows["MLP + attn + MLP"]["peak_ratio_max"] == 1.4
     number, met, why = claims.verdict_R20(tmp_path)
     assert number == 3.0 and met, why
+    from attnlab.bb.figures import variant_figure
+
+    assert variant_figure(list(rows.values()), tmp_path / "v.png").stat().st_size > 1000
     _fake_run(tmp_path / "f", TrainConfig(d_model=16, d_mlp=32, n_layers=2, no_mlp=(0,)), [_rec(0, [1, 1], [1, 1])])
     number, met, why = claims.verdict_R20(tmp_path)  # the first run of a layout counts ("d" before "f")
     assert met
