@@ -279,6 +279,7 @@ def stability_trials(run_dir: str | Path) -> list[dict]:
                 "non_finite": nonfinite,
                 "step": final.get("step"),
                 "loss": loss,
+                "loss_rise": _loss_rise(records),
                 "excess_risk_backcopy": final.get("excess_risk_backcopy"),
                 "excess_risk_bigram": final.get("excess_risk_bigram"),
             }
@@ -286,15 +287,25 @@ def stability_trials(run_dir: str | Path) -> list[dict]:
     return rows
 
 
+def _loss_rise(records: list[dict]) -> float:
+    """Final loss minus the lowest snapshot loss (> 0: training lost ground, a milder instability than NaN)."""
+    losses = [r.get("loss") for r in records]
+    finite = [x for x in losses if x is not None and math.isfinite(x)]
+    if not finite or losses[-1] is None or not math.isfinite(losses[-1]):
+        return math.nan
+    return float(losses[-1] - min(finite))
+
+
 def stability_table(run_dir: str | Path) -> list[dict]:
-    """Per (attention, lr): runs, diverged runs, mean final excess risks over the runs that did not diverge."""
+    """Per (attention, lr): runs, diverged runs, and over the runs that did not diverge the mean final excess risks
+    and loss rise (final − lowest snapshot loss)."""
     trials = stability_trials(run_dir)
     out = []
     for key in sorted({(t["attention"], t["lr"]) for t in trials}):
         group = [t for t in trials if (t["attention"], t["lr"]) == key]
         ok = [t for t in group if not t["diverged"]]
         row = {"attention": key[0], "lr": key[1], "runs": len(group), "diverged": len(group) - len(ok)}
-        for k in ("excess_risk_backcopy", "excess_risk_bigram"):
+        for k in ("excess_risk_backcopy", "excess_risk_bigram", "loss_rise"):
             row[f"mean_{k}"] = float(np.mean([t[k] for t in ok])) if ok else math.nan
         out.append(row)
     return out
