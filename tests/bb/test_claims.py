@@ -289,3 +289,17 @@ def test_attention_sink_is_recorded_when_layer_0_has_no_attention():
     assert mean_key0 == pytest.approx(float(got["A"][:, 0, :, 0].double().mean()), rel=1e-9)
     d = trace.dlogit_by_token[1][0]
     assert np.isfinite(d[trace.dlogit_count > 0]).all() and trace.dlogit_count.sum() == 3 * 6
+
+
+def test_subspace_refuses_a_layer_without_mlp_and_verdicts_a_missing_folder(runs, tmp_path, capsys):
+    run = tmp_path / "nomlp"
+    assert main(["bb", "train", "--steps", "2", *TINY, "--layers", "2", "--no-mlp", "1", "--out", str(run)]) == 0
+    capsys.readouterr()
+    before = _state(run)
+    assert main(["bb", "subspace", str(run), "--layer", "1", "--out", str(tmp_path / "s")]) == 1
+    err = _errors(capsys)
+    assert len(err) == 1 and "--layer 1 of" in err[0] and "lacks attention or an MLP" in err[0]
+    assert _state(run) == before and not (tmp_path / "s").exists()
+    with pytest.raises(Exception, match="is not a folder; expected a folder of `bb train` runs"):
+        claims.verdict_R20(tmp_path / "nowhere")
+    assert "missing finished runs" in claims.verdict_R19(tmp_path)[2]
