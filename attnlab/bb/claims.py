@@ -312,9 +312,9 @@ def stability_table(run_dir: str | Path) -> list[dict]:
 
 
 def verdict_R22(run_dir: str | Path) -> Verdict:
-    """Softmax vs ReLU over seeds × lrs (≥ 3 × 4 per form). The spec presumes neither form; `met` says the sweep
-    is complete and ReLU diverged no more often than softmax (the reading of the authors' answer that ReLU
-    attention trains as well). Number: diverged ReLU runs − diverged softmax runs."""
+    """Softmax vs ReLU over seeds × lrs (≥ 3 × 4 per form). The spec presumes neither form; `met` only says the
+    sweep is complete and ReLU diverged no more often than softmax (`why` names the stabler form, or neither).
+    Number: diverged ReLU runs − diverged softmax runs."""
     table = stability_table(run_dir)
     count = {a: sum(r["runs"] for r in table if r["attention"] == a) for a in ("softmax", "relu")}
     div = {a: sum(r["diverged"] for r in table if r["attention"] == a) for a in ("softmax", "relu")}
