@@ -51,7 +51,12 @@ def default_run_dir(study: str, root: str | Path = "runs") -> Path:
 def to_jsonable(obj: Any) -> Any:
     """Convert dataclasses, numpy/torch scalars and arrays, Paths and non-finite floats into JSON values."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return to_jsonable(dataclasses.asdict(obj))
+        # a field marked metadata={"omit_if_default": True} is left out at its default (new options keep old hashes)
+        d = dataclasses.asdict(obj)
+        for f in dataclasses.fields(obj):
+            if f.metadata.get("omit_if_default") and d[f.name] == f.default:
+                del d[f.name]
+        return to_jsonable(d)
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

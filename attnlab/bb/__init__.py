@@ -14,13 +14,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from attnlab.bb.config import CompareConfig, InterveneConfig, SampleConfig, TheoryConfig, TrainConfig, resolve_config
+from attnlab.bb.config import (
+    CompareConfig,
+    InterveneConfig,
+    SampleConfig,
+    SubspaceConfig,
+    TheoryConfig,
+    TrainConfig,
+    resolve_config,
+)
 
-_RUN_FUNCTIONS = ("sample", "train", "intervene", "theory", "compare")
+_RUN_FUNCTIONS = ("sample", "train", "intervene", "subspace", "theory", "compare")
 __all__ = [
     "CompareConfig",
     "InterveneConfig",
     "SampleConfig",
+    "SubspaceConfig",
     "TheoryConfig",
     "TrainConfig",
     "resolve_config",

@@ -27,6 +27,7 @@ TRAIN_FLAGS = {
     "no_attn": "no_attn",
     "no_mlp": "no_mlp",
     "linear_mlp": "linear_mlp",
+    "block": "block",
     "ckpt_every": "ckpt_every",
     "corpus": "corpus",
     "vocab_chars": "vocab_chars",
@@ -73,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
     add_run_args(p, seed=False)
     p.set_defaults(func=cmd_intervene)
+    _register_subspace(cmds)
     p = cmds.add_parser(
         "theory",
         help="simulate the mutual-reinforcement and Adam-vs-SGD models",
@@ -92,6 +94,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_args(p, seed=False)
     p.set_defaults(func=cmd_compare)
     bb.set_defaults(func=lambda args: (bb.print_help(), 1)[1])
+
+
+def _register_subspace(cmds: argparse._SubParsersAction) -> None:
+    p = cmds.add_parser(
+        "subspace",
+        help="principal angles between the attention and MLP output subspaces (R19)",
+        description="Span the attention outputs and the MLP outputs of one layer over the evaluation batch (top-k "
+        "singular subspaces, k by energy), report their principal angles and the fraction of the attention "
+        "output's energy inside the MLP subspace; writes subspace.json, a figure and report.html in a new folder.",
+    )
+    p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
+    p.add_argument("--layer", type=int, default=0, help="layer whose outputs are compared (default 0)")
+    p.add_argument("--energy", type=float, default=0.95, help="energy kept by each subspace (default 0.95)")
+    add_run_args(p, seed=False)
+    p.set_defaults(func=cmd_subspace, make_config=subspace_config)
 
 
 def _task_args(p: argparse.ArgumentParser) -> None:
@@ -144,6 +161,13 @@ def _register_train(cmds: argparse._SubParsersAction) -> None:
     p.add_argument("--no-attn", type=_int_list, default=None, metavar="L,..", help="layers without attention")
     p.add_argument("--no-mlp", type=_int_list, default=None, metavar="L,..", help="layers without MLP")
     p.add_argument("--linear-mlp", type=_int_list, default=None, metavar="L,..", help="layers with a linear MLP")
+    p.add_argument(
+        "--block",
+        choices=C.BLOCKS,
+        default=None,
+        help="sequential (default: x += Attn(LN x); x += MLP(LN x)) or parallel (attention and MLP read the same "
+        "normalised input and add to the residual together)",
+    )
     p.add_argument("--ckpt-every", type=_count, default=None, help="checkpoint every N steps (preset default)")
     p.add_argument(
         "--log",
@@ -252,3 +276,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cfg = C.CompareConfig(run_dirs=tuple(str(d) for d in args.run_dirs), layer=args.layer)
     with threads(args.threads):
         return _done(compare(cfg, args.out, mode=run_mode(args)).path)
+
+
+def subspace_config(args: argparse.Namespace) -> C.SubspaceConfig:
+    return C.SubspaceConfig(run_dir=str(args.run_dir), layer=args.layer, energy=args.energy)
+
+
+def cmd_subspace(args: argparse.Namespace) -> int:
+    from attnlab.bb.run import subspace
+
+    cfg = subspace_config(args)
+    with threads(args.threads):
+        result = subspace(cfg, args.out, mode=run_mode(args))
+    s = result.summary
+    print(
+        f"k attn {s['k_attn']}  k mlp {s['k_mlp']}  smallest angle {s['min_angle_deg']:.1f} deg  "
+        f"attention energy in MLP subspace {s['energy_attn_in_mlp']:.4f}"
+    )
+    return _done(result.path)

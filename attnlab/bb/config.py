@@ -16,6 +16,7 @@ from attnlab.errors import InputError, check, check_choice, check_finite, check_
 
 OPTIMIZERS = ("adam", "sgd")
 ATTENTION_KINDS = ("softmax", "relu")
+BLOCKS = ("sequential", "parallel")  # x += Attn(LN₁x); x += MLP(LN₂x)  |  x += Attn(LN x) + MLP(LN x)
 DEFAULT_CORPUS = "pydoc_data"
 T_MAX_LIMIT = 1e15  # `bb theory`: LSODA's step count grows with log t_max; 1e15 still runs in seconds
 
@@ -116,6 +117,9 @@ class TrainConfig:
     no_attn: tuple[int, ...] = ()
     no_mlp: tuple[int, ...] = ()
     linear_mlp: tuple[int, ...] = ()
+    # "parallel": attention and MLP read one LN of the same input and add together (R19); left out of the config's
+    # JSON and hashes when "sequential", so every earlier run keeps its hash
+    block: str = field(default="sequential", metadata={"omit_if_default": True})
     # optimiser
     optimizer: str = "adam"
     lr: float | None = None
@@ -139,6 +143,7 @@ class TrainConfig:
         check_choice(self.preset, tuple(PRESETS), "preset")
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.attention, ATTENTION_KINDS, "attention")
+        check_choice(self.block, BLOCKS, "block")
         for name in ("no_attn", "no_mlp", "linear_mlp", "betas"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.lr is None:
@@ -189,6 +194,8 @@ class TrainConfig:
         d = dataclasses.asdict(self)
         for name in ("no_attn", "no_mlp", "linear_mlp", "betas", "log"):
             d[name] = list(d[name])
+        if self.block == "sequential":
+            del d["block"]
         return d
 
 
@@ -240,6 +247,22 @@ class InterveneConfig:
 
     def __post_init__(self) -> None:
         check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")
+
+
+@dataclass(frozen=True)
+class SubspaceConfig:
+    """`bb subspace`: principal angles between the attention and MLP output subspaces of layer `layer` of the
+    final model of `run_dir` on its evaluation batch (k by `energy` of the squared singular values; R19)."""
+
+    run_dir: str
+    layer: int = 0
+    energy: float = 0.95
+
+    def __post_init__(self) -> None:
+        check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")
+        check_int(self.layer, 0, "layer")
+        energy = check_finite(self.energy, "energy")
+        check(0 < energy <= 1, f"energy must be in (0, 1], got {energy:g}")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ def model_config(cfg: TrainConfig, task: BBTask) -> ToyConfig:
         no_attn=list(cfg.no_attn),
         no_mlp=list(cfg.no_mlp),
         linear_mlp=list(cfg.linear_mlp),
+        block=cfg.block,
     ).validate()
 
 

@@ -263,3 +263,48 @@ def theory_figures(arrays: dict[str, np.ndarray], figure_path: Callable[[str], P
             figure_path("theory_residual_adam_sgd"),
         ),
     }
+
+
+def subspace_figure(measure: dict, path: Path) -> Path:
+    """R19: cumulative energy of the attention and MLP outputs' singular values (k at `energy` marked) and the
+    principal angles between the two subspaces (90° = orthogonal)."""
+    fig, axes = new_figure(2)
+    ax = axes[0, 0]
+    for name, color in (("attn", "C0"), ("mlp", "C1")):
+        s2 = np.asarray(measure[f"singular_values_{name}"], dtype=float) ** 2
+        cum = np.cumsum(s2) / max(s2.sum(), 1e-300)
+        ax.plot(np.arange(1, len(cum) + 1), cum, color=color, label=f"{name} (k = {measure[f'k_{name}']})")
+        ax.axvline(measure[f"k_{name}"], color=color, ls=":", lw=0.8)
+    ax.axhline(measure["energy"], color="grey", ls="--", lw=0.8)
+    ax.set(xlabel="singular direction", ylabel="cumulative energy", xscale="log", title="output spectra")
+    ax.legend(fontsize=8)
+    ax = axes[0, 1]
+    angles = measure["angles_deg"]
+    ax.plot(np.arange(1, len(angles) + 1), angles, "o-", ms=3)
+    ax.axhline(90, color="grey", ls="--", lw=0.8)
+    ax.set(
+        xlabel="principal angle index",
+        ylabel="angle (degrees)",
+        ylim=(0, 95),
+        title=f"attention energy in MLP subspace {measure['energy_attn_in_mlp']:.3f}",
+    )
+    return save_figure(fig, path)
+
+
+def variant_figure(rows: list[dict], path: Path, threshold: float = 1.5) -> Path:
+    """R20: the residual peak ratio ρ_l = ‖Res⟨s⟩‖_l / others after each block l, one group of bars per layout."""
+    fig, axes = new_figure(width=7.0, height=3.4)
+    ax = axes[0, 0]
+    width = 0.8 / max(len(r["peak_ratio_by_layer"]) for r in rows)
+    labelled: set[int] = set()
+    for i, row in enumerate(rows):
+        for l, ratio in enumerate(row["peak_ratio_by_layer"]):
+            label = None if l in labelled else f"after block {l}"
+            labelled.add(l)
+            ax.bar(i + (l - 1) * width, ratio, width, color=f"C{l}", label=label)
+    ax.axhline(threshold, color="grey", ls="--", lw=0.8)
+    ax.axhline(1.0, color="black", lw=0.5)
+    ax.set_xticks(range(len(rows)), [r["variant"] for r in rows], rotation=20, ha="right", fontsize=8)
+    ax.set(ylabel="‖Res⟨s⟩‖ / others", title=f"residual peak by layout (step {rows[0]['step']})")
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)

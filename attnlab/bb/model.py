@@ -1,6 +1,7 @@
 """A small pre-LN transformer for the BB task (spec extreme-tokens §3), readable in one sitting.
 
 x⁰_i = E[x_i] + P[i];  per block  x ← x + Attn(LN₁ x),  x ← x + MLP(LN₂ x);  logits = W_U LN_f(x).
+The `parallel` block (R19) instead reads one normalised input for both: h = LN₁ x,  x ← x + Attn(h) + MLP(h).
 Attention per head (d_h = d/H, no biases): s_ij = q_i·k_j/√d_h, and
   softmax: A_ij = exp(s_ij) / Σ_{j'≤i} exp(s_ij')
   relu:    A_ij = ReLU(s_ij) / (i+1)  for j ≤ i   (rows need not sum to 1 and may be all zero)
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 from attnlab.errors import InputError
 
 ATTENTION_KINDS = ("softmax", "relu")
+BLOCKS = ("sequential", "parallel")
 # Softmax attention over at least this many positions runs PyTorch's fused kernel when no hook reads the scores or
 # the pattern: it skips the masked half and never stores [B,H,T,T] (at the paper's T = 256, batch 512: 134 MB per
 # tensor). Shorter sequences (the cpu preset's T = 64, the demo) keep the explicit path, whose results are
@@ -48,10 +50,13 @@ class ToyConfig:
     no_attn: list[int] = field(default_factory=list)
     no_mlp: list[int] = field(default_factory=list)
     linear_mlp: list[int] = field(default_factory=list)
+    block: str = "sequential"
 
     def validate(self) -> ToyConfig:
         if self.attn not in ATTENTION_KINDS:
             raise InputError(f"attention {self.attn!r} is not one of {', '.join(ATTENTION_KINDS)}")
+        if self.block not in BLOCKS:
+            raise InputError(f"block {self.block!r} is not one of {', '.join(BLOCKS)}")
         for name in ("vocab", "d_model", "n_layers", "n_heads", "d_mlp", "max_len"):
             if int(getattr(self, name)) < 1:
                 raise InputError(f"{name}={getattr(self, name)} must be a positive integer")
@@ -64,7 +69,10 @@ class ToyConfig:
         return self
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if self.block == "sequential":
+            del d["block"]  # earlier runs' dicts stay as they were
+        return d
 
 
 Hook = Callable[[torch.Tensor, str], torch.Tensor | None]
@@ -190,23 +198,31 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
+    """Sequential (x += Attn(LN₁x); x += MLP(LN₂x)) or parallel (x += Attn(LN₁x) + MLP(LN₁x)) pre-LN block.
+    In the parallel block `resid_mid` is x + Attn(LN₁x) (the MLP output is added after it, from the same LN₁x)."""
+
     def __init__(self, cfg: ToyConfig, layer: int, model: ToyTransformer) -> None:
         super().__init__()
         self.layer = layer
+        self.parallel = cfg.block == "parallel"
         self.attn = None if layer in cfg.no_attn else Attention(cfg, layer, model)
         self.mlp = None if layer in cfg.no_mlp else MLP(cfg, layer in cfg.linear_mlp)
-        self.ln1 = nn.LayerNorm(cfg.d_model, eps=1e-5, bias=True) if self.attn is not None else None
-        self.ln2 = nn.LayerNorm(cfg.d_model, eps=1e-5, bias=True) if self.mlp is not None else None
+        ln1 = self.attn is not None or (self.parallel and self.mlp is not None)
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=1e-5, bias=True) if ln1 else None
+        ln2 = self.mlp is not None and not self.parallel
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=1e-5, bias=True) if ln2 else None
         self._model = [model]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B,T,D] -> [B,T,D]."""
         hook, p = self._model[0].hook, f"blocks.{self.layer}."
         x = hook(p + "resid_pre", x)
+        h = self.ln1(x) if self.parallel and self.ln1 is not None else None
         if self.attn is not None:
-            x = x + self.attn(self.ln1(x))  # type: ignore[misc]
+            x = x + self.attn(self.ln1(x) if h is None else h)  # type: ignore[misc]
         x = hook(p + "resid_mid", x)
         if self.mlp is not None:
-            x = x + hook(p + "mlp.out", self.mlp(self.ln2(x)))  # type: ignore[misc]
+            x = x + hook(p + "mlp.out", self.mlp(self.ln2(x) if h is None else h))  # type: ignore[misc]
         return hook(p + "resid_post", x)
 
 

@@ -17,7 +17,15 @@ import numpy as np
 import torch
 
 from attnlab.bb import figures, report
-from attnlab.bb.config import CompareConfig, InterveneConfig, SampleConfig, TheoryConfig, TrainConfig, train_hash
+from attnlab.bb.config import (
+    CompareConfig,
+    InterveneConfig,
+    SampleConfig,
+    SubspaceConfig,
+    TheoryConfig,
+    TrainConfig,
+    train_hash,
+)
 from attnlab.bb.experiment import (
     Evaluator,
     build_model,
@@ -135,15 +143,45 @@ def intervene(config: InterveneConfig, out: str | Path | None = None, *, mode: s
     writes interventions.json and report.html into its own new folder (never into the training run)."""
     from attnlab.bb.intervene import evaluate_interventions
 
-    source = Path(config.run_dir).resolve()
-    if out is not None and (Path(out).resolve() == source or source in Path(out).resolve().parents):
-        raise InputError(f"--out {out} is inside the training run {config.run_dir}; choose a new folder")
+    _separate_out(out, config.run_dir)
     cfg, task, model, state = load_run(config.run_dir)
     rows = evaluate_interventions(cfg, task, model, int(state["step"]))
     with open_run(out, "bb intervene", config, mode=mode, seed=cfg.seed, prefix="bb-intervene") as run:
         run.write_json("interventions.json", rows)
         report.write_report(report.intervene_report(run.path), run)
     return RunResult(run.path, config, {"step": int(state["step"])}, _tables(interventions=rows))
+
+
+def _separate_out(out: str | Path | None, run_dir: str) -> None:
+    source = Path(run_dir).resolve()
+    if out is not None and (Path(out).resolve() == source or source in Path(out).resolve().parents):
+        raise InputError(f"--out {out} is inside the training run {run_dir}; choose a new folder")
+
+
+# --- bb subspace -------------------------------------------------------------------------------------------------
+def subspace(config: SubspaceConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
+    """R19: principal angles between the attention and MLP output subspaces of one layer of the final model of
+    `config.run_dir` on its evaluation batch; writes subspace.json, figures/subspace.png and report.html into its
+    own new folder (never into the training run)."""
+    from attnlab.bb import claims_report
+    from attnlab.bb.subspace import block_outputs, subspace_measure
+
+    _separate_out(out, config.run_dir)
+    cfg, task, model, state = load_run(config.run_dir)
+    if config.layer >= cfg.n_layers:
+        raise InputError(f"--layer {config.layer} is out of range; {config.run_dir} has layers 0..{cfg.n_layers - 1}")
+    if config.layer in cfg.no_attn or config.layer in cfg.no_mlp:
+        raise InputError(f"--layer {config.layer} of {config.run_dir} lacks attention or an MLP; choose another")
+    seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)
+    attn, mlp = block_outputs(model, torch.as_tensor(seqs[:, :-1]), config.layer)
+    measure = {"step": int(state["step"]), "block": cfg.block, **subspace_measure(attn, mlp, config.energy)}
+    with open_run(out, "bb subspace", config, mode=mode, seed=cfg.seed, prefix="bb-subspace") as run:
+        run.write_json("subspace.json", measure)
+        figures.subspace_figure(measure, run.figure_path("subspace"))
+        report.write_report(claims_report.subspace_report(run.path), run)
+    keys = ("k_attn", "k_mlp", "min_angle_deg", "median_angle_deg", "energy_attn_in_mlp", "energy_mlp_in_attn")
+    summary = {k: measure[k] for k in ("step", *keys)}
+    return RunResult(run.path, config, summary, _tables(angles=[{"angle_deg": a} for a in measure["angles_deg"]]))
 
 
 # --- bb theory ---------------------------------------------------------------------------------------------------
@@ -208,6 +246,7 @@ RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {
     "bb sample": (SampleConfig, sample),
     "bb train": (TrainConfig, train),
     "bb intervene": (InterveneConfig, intervene),
+    "bb subspace": (SubspaceConfig, subspace),
     "bb theory": (TheoryConfig, theory),
     "bb compare": (CompareConfig, compare),
 }

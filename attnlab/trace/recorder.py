@@ -77,6 +77,7 @@ class TraceRecorder:
         self.attn_batches = torch.zeros(L, dtype=f64)
         self.lsink_sum: torch.Tensor | None = None  # [L,H,T] Σ over sequences of the learned sink's mass, if any
         self._tokens: torch.Tensor | None = None
+        self._count_layer: dict[str, int] = {}  # per batch: the first layer recorded counts the query tokens
         self._batch_sink: torch.Tensor | None = None
         self._batch_col0: torch.Tensor | None = None
         self._B = 0
@@ -96,6 +97,7 @@ class TraceRecorder:
                 raise AttnlabError(f"token id {int(tokens.max())} >= vocabulary size {self.V}")
             batch_size = tokens.shape[0]
         self._tokens = tokens.detach().cpu().long() if tokens is not None else None
+        self._count_layer = {}
         if batch_size is None:
             raise AttnlabError("begin_batch needs tokens or batch_size")
         self._B = int(batch_size)
@@ -130,7 +132,7 @@ class TraceRecorder:
         idx = tok.unsqueeze(1).expand(B, H, C)  # query token per (b,h,i)
         s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, key0)
         self.key0_tok_sum[layer] += s.sum(0)
-        if layer == 0:
+        if self._count_layer.setdefault("key0", layer) == layer:  # not `layer == 0`: layer 0 may lack attention
             self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
 
     # ------------------------------------------------------------------------------------------------------
@@ -274,7 +276,7 @@ class TraceRecorder:
             idx = tok[:, 2:].unsqueeze(1).expand(B, H, T - 2)
             s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, d)
             self.dlogit_tok_sum[layer] += s.sum(0)
-            if layer == 0:
+            if self._count_layer.setdefault("dlogit", layer) == layer:
                 self.dlogit_count += torch.bincount(tok[:, 2:].reshape(-1), minlength=self.V).to(torch.float64)
 
     @torch.no_grad()
