@@ -23,6 +23,10 @@ ISSUE14_DONE = {
     "S8": "paths",
     "S9": "paths",
     "S10": "paths",
+    "R19": "bb",
+    "R20": "bb",
+    "R21": "bb",
+    "R22": "bb",
     "R12": "consensus",
     "R13": "consensus",
 }
