@@ -19,7 +19,7 @@ __all__ = ["AblateConfig", "ablate"]
 
 def __getattr__(name: str) -> Any:
     if name == "ablate":  # importing the run module pulls in torch and transformers
-        from attnlab.ablate.run import run
+        from attnlab.ablate.run import ablate
 
-        return run
+        return ablate
     raise AttributeError(f"module 'attnlab.ablate' has no attribute {name!r}")

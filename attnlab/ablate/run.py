@@ -21,7 +21,7 @@ from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunResult, open_run
 
 
-def run(
+def ablate(
     config: AblateConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
 ) -> RunResult:
     """Run every condition on every domain into `out` (None: runs/ablate-<time>); `lm`: an already loaded
@@ -54,6 +54,4 @@ def run(
     return RunResult(path=run.path, config=config, summary=summary, tables={"ablation": read_rows(run.path)})
 
 
-ablate = run
-
-RUNNERS = {"ablate": (AblateConfig, run)}
+RUNNERS = {"ablate": (AblateConfig, ablate)}

@@ -120,7 +120,7 @@ def _need(found: dict, labels: tuple[str, ...], root: str | Path) -> str | None:
 def subspace_of_run(path: Path, layer: int = 0) -> dict:
     """The R19 subspace measure of the final model in `path` on its evaluation batch."""
     from attnlab.bb.experiment import load_run
-    from attnlab.bb.subspace import block_outputs, subspace_measure
+    from attnlab.bb.principal_subspaces import block_outputs, subspace_measure
 
     cfg, task, model, _ = load_run(path)
     seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)

@@ -141,7 +141,7 @@ def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "ne
 def intervene(config: InterveneConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """Risks of the final model of `config.run_dir` with each head/MLP/layer zeroed and attention moved to <s>;
     writes interventions.json and report.html into its own new folder (never into the training run)."""
-    from attnlab.bb.intervene import evaluate_interventions
+    from attnlab.bb.intervention_risks import evaluate_interventions
 
     _separate_out(out, config.run_dir)
     cfg, task, model, state = load_run(config.run_dir)
@@ -164,7 +164,7 @@ def subspace(config: SubspaceConfig, out: str | Path | None = None, *, mode: str
     `config.run_dir` on its evaluation batch; writes subspace.json, figures/subspace.png and report.html into its
     own new folder (never into the training run)."""
     from attnlab.bb import claims_report
-    from attnlab.bb.subspace import block_outputs, subspace_measure
+    from attnlab.bb.principal_subspaces import block_outputs, subspace_measure
 
     _separate_out(out, config.run_dir)
     cfg, task, model, state = load_run(config.run_dir)

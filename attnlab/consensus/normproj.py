@@ -64,11 +64,11 @@ def norm_eps(norm: Any) -> float:
 def layer_inputs(runner: StackRunner, ids: torch.Tensor) -> list[torch.Tensor]:
     """The residual state entering each layer in one ordinary pass (MLPs on): L tensors [batch, T, d]."""
     with torch.no_grad():
-        h, rot, mask = runner.prepare(ids)
+        h, ctx = runner.prepare(ids)
         out = []
         for layer in runner.layers:
             out.append(h)
-            h = runner.layer_step(layer, h, rot, mask, True)
+            h = runner.layer_step(layer, h, ctx, True)
     return out
 
 
@@ -105,13 +105,15 @@ class SphereRunner(StackRunner):
         super().__init__(model)
         self.sphere = {id(layer): n for layer, n in zip(self.layers, norms)}
 
-    def layer_step(self, layer: Any, h: torch.Tensor, rot: tuple, mask: torch.Tensor, mlp: bool) -> torch.Tensor:  # type: ignore[override]
-        """h + Attn(c + s u(h)) (+ MLP(norm_post(.)) when `mlp`): [batch, T, d]."""
-        a = layer.self_attn(hidden_states=self.sphere[id(layer)](h), position_embeddings=rot, attention_mask=mask)[0]
-        h = h + a
-        if mlp:
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
-        return h
+    def layer_step(self, layer: Any, h: torch.Tensor, ctx: Any, mlp: bool) -> torch.Tensor:
+        """The block with its pre-attention norm's output replaced by c + s u(x) of the norm's input x: the block's
+        own attention, residual adds and MLP otherwise (`StackRunner.layer_step`), h `[batch, T, d]`."""
+        sphere = self.sphere[id(layer)]
+        hook = layer.input_layernorm.register_forward_hook(lambda mod, args, out: sphere(args[0]))
+        try:
+            return super().layer_step(layer, h, ctx, mlp)
+        finally:
+            hook.remove()
 
 
 def consensus_curves(

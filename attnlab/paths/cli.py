@@ -191,16 +191,8 @@ def _prune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `paths` group and its subcommands."""
-    from attnlab.paths.config import DEFAULT_NS
-
-    grp = subparsers.add_parser(
-        "paths",
-        help="attention paths: kernel theory, solver, sampling, pruning",
-        description="Statistical-mechanics theory of attention paths (spec attention-paths).",
-    )
-    sub = grp.add_subparsers(dest="paths_command", metavar="SUBCOMMAND")
+def _solve_parser(sub: argparse._SubParsersAction) -> None:
+    """`paths solve`: the theory at one (N, T) point (with the S8-S10 options)."""
     p = sub.add_parser(
         "solve",
         help="solve the order parameter U at one (N, T) point",
@@ -222,6 +214,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_run", default=None, help="`paths prune` run folder whose gd_model to plug in")
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_solve, make_config=_solve_config)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `paths` group and its subcommands."""
+    from attnlab.paths.config import DEFAULT_NS
+
+    grp = subparsers.add_parser(
+        "paths",
+        help="attention paths: kernel theory, solver, sampling, pruning",
+        description="Statistical-mechanics theory of attention paths (spec attention-paths).",
+    )
+    sub = grp.add_subparsers(dest="paths_command", metavar="SUBCOMMAND")
+    _solve_parser(sub)
     p = sub.add_parser(
         "sweep",
         help="accuracy vs alpha over widths, with the GP baselines",

@@ -335,7 +335,7 @@ def ensemble(config: EnsembleConfig, out: str | Path | None = None, *, mode: str
     against the theory's U at (N, T). Writes `U.npy` (theory), `U_gd.npy`, `U_runs.npy` [runs, n, n],
     `loss_curve.npy` [runs, records], `metrics.json`, `paths.json`, figures and `report.html`."""
     from attnlab.paths.claims_figures import ensemble_report
-    from attnlab.paths.ensemble import gd_ensemble, rel_frob, run_spread
+    from attnlab.paths.gd_ensemble import gd_ensemble, rel_frob, run_spread
     from attnlab.paths.points import theory_point
 
     _precheck(config)

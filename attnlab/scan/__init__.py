@@ -19,7 +19,7 @@ __all__ = ["ScanConfig", "scan"]
 
 def __getattr__(name: str) -> Any:
     if name == "scan":  # importing the run module pulls in torch and transformers
-        from attnlab.scan.run import run
+        from attnlab.scan.run import scan
 
-        return run
+        return scan
     raise AttributeError(f"module 'attnlab.scan' has no attribute {name!r}")

@@ -20,7 +20,7 @@ from attnlab.scan.config import ScanConfig
 from attnlab.scan.report import read_tables, write_report
 
 
-def run(
+def scan(
     config: ScanConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
 ) -> RunResult:
     """Run the scan into `out` (None: runs/scan-<time>); `lm`: an already loaded `config.model` (saves a load).
@@ -78,6 +78,4 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
     return RunResult(path=run.path, config=config, summary={"series": rows}, tables={"series": pd.DataFrame(rows)})
 
 
-scan = run
-
-RUNNERS = {"scan": (ScanConfig, run)}
+RUNNERS = {"scan": (ScanConfig, scan)}

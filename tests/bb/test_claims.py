@@ -11,7 +11,7 @@ import torch
 from attnlab.bb import claims
 from attnlab.bb.config import TrainConfig, resolve_config, train_hash
 from attnlab.bb.model import ToyConfig, ToyTransformer
-from attnlab.bb.subspace import energy_inside, energy_rank, principal_angles, subspace_measure, top_subspace
+from attnlab.bb.principal_subspaces import energy_inside, energy_rank, principal_angles, subspace_measure, top_subspace
 from attnlab.cli import main
 from attnlab.runs import config_hash, to_jsonable
 from attnlab.trace.adapters.toy import toy_hooks

@@ -188,7 +188,7 @@ def test_cut_metrics_line_is_dropped_on_resume(tmp_path):
 def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path):
     straight, cut = tmp_path / "straight", tmp_path / "cut"
     args = ["bb", "train", "--steps", "400", "--ckpt-every", "1000", *TINY]
-    assert main(args + ["--out", str(straight)]) == 0
+    assert main(args + ["--threads", "1", "--out", str(straight)]) == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "attnlab.cli", *args, "--out", str(cut)],

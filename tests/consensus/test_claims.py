@@ -109,10 +109,11 @@ def test_unequal_gains_give_a_positive_error_and_a_different_iteration() -> None
     assert min(err["rel_error_mean"]) > 0.05
     h = torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     layer = model.model.layers[0]
-    runner = SphereRunner(model, norms)
-    _, rot, mask = StackRunner(model).prepare(ids[:2])
-    ideal = runner.layer_step(layer, h, rot, mask, False)
-    assert not torch.allclose(ideal, StackRunner.layer_step(layer, h, rot, mask, False))
+    runner, plain = SphereRunner(model, norms), StackRunner(model)
+    _, ctx = runner.prepare(ids[:2])
+    ideal = runner.layer_step(layer, h, ctx, False)
+    _, plain_ctx = plain.prepare(ids[:2])
+    assert not torch.allclose(ideal, plain.layer_step(layer, h, plain_ctx, False))
 
 
 @pytest.mark.parametrize(

@@ -92,3 +92,21 @@ def test_no_module_level_mutable_state():
             if bad in text and path.name != "clitools.py" and not (bad == "torch.manual_seed(" and "fork_rng(" in text)
         ]
     assert not found, "\n".join(found)
+
+
+def test_run_functions_are_not_shadowed_by_modules():
+    """`attnlab.<study>.<fn>` stays the run function after every submodule of the study is imported (a module
+    named like a run function would replace it as the package attribute)."""
+    import importlib
+    import pkgutil
+
+    from attnlab.registry import STUDY_PACKAGES
+
+    for package_name in STUDY_PACKAGES.values():
+        package = importlib.import_module(package_name)
+        for info in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package_name}.{info.name}")
+        runners = importlib.import_module(f"{package_name}.run").RUNNERS
+        for _, fn in runners.values():
+            exported = getattr(package, fn.__name__, fn)
+            assert callable(exported) and not isinstance(exported, type(package)), f"{package_name}.{fn.__name__}"

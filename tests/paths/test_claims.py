@@ -195,7 +195,7 @@ def test_three_layer_theory_converges_and_gp_is_diagonal() -> None:
 def test_gd_ensemble_reaches_the_same_posterior_mode_from_every_start() -> None:
     """On a tiny problem every run reaches the MAP (the same loss; U is invariant under the weights' symmetries,
     so every run's U agrees), and the loss fell from the prior draw."""
-    from attnlab.paths.ensemble import gd_ensemble, run_spread
+    from attnlab.paths.gd_ensemble import gd_ensemble, run_spread
     from attnlab.paths.sampling import FullTarget
 
     data = _path_data(H=(2,), P=8)
