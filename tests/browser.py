@@ -20,8 +20,8 @@ def chromium_path() -> str | None:
 
 
 @contextmanager
-def open_page(path: Path, screenshot: Path | None = None) -> Iterator[tuple[Any, list[str]]]:
-    """Yield (page, console_errors) for a local HTML file; skips (fails under CI) without a browser."""
+def launch_browser() -> Iterator[Any]:
+    """A headless system Chromium under Playwright; skips (fails under CI) when none is installed."""
     exe = chromium_path()
     if exe is None:
         if os.environ.get("CI"):
@@ -31,6 +31,16 @@ def open_page(path: Path, screenshot: Path | None = None) -> Iterator[tuple[Any,
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextmanager
+def open_page(path: Path, screenshot: Path | None = None) -> Iterator[tuple[Any, list[str]]]:
+    """Yield (page, console_errors) for a local HTML file, in a fresh browser."""
+    with launch_browser() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -42,4 +52,3 @@ def open_page(path: Path, screenshot: Path | None = None) -> Iterator[tuple[Any,
         finally:
             if screenshot is not None:
                 page.screenshot(path=str(screenshot), full_page=True)
-            browser.close()

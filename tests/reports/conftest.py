@@ -6,7 +6,6 @@ screenshot goes into the test's tmp folder. Without Chromium the browser tests s
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 
 from attnlab.clitools import threads
-from tests.browser import chromium_path
+from tests.browser import launch_browser
 
 TINY_BB = dict(d_model=32, d_mlp=64, seq_len=32, batch=16, eval_batch=32, lin_every=5, lin_until=10, ckpt_every=10)
 
@@ -54,17 +53,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")  # one browser per module; a second sync Playwright may not run beside it
 def browser() -> Iterator[Any]:
-    exe = chromium_path()
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Chromium: `make test` installs it (apt-get install chromium)")
-        pytest.skip("no Chromium installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+    with launch_browser() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture
