@@ -13,15 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.compare.collect import RunInfo
-from attnlab.report import Report, cell, element_id, rounded
+from attnlab.compare.figures import curves_figure, relative
+from attnlab.report import Report, cell, element_id
 
 MAX_METRIC_COLUMNS = 20  # final-metric columns per table (the most common first)
 MAX_FIELDS_SINGLE = 8  # config fields shown for a command with one run and no known defaults
-
-
-def relative(path: Path, page_dir: Path) -> str:
-    """`path` relative to the page's folder (POSIX separators): what the page shows and links to."""
-    return Path(os.path.relpath(path.resolve(), page_dir.resolve())).as_posix()
 
 
 def shown(value: Any) -> Any:
@@ -98,39 +94,6 @@ def runs_table(rep: Report, runs: list[RunInfo], page_dir: Path, table_id: str) 
         f'<div class="scroll"><table class="sortable" id="{table_id}"><caption>{caption}</caption>'
         f"<thead><tr>{th}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
-
-
-def curves_figure(runs: list[RunInfo], page_dir: Path) -> dict | None:
-    """Every metric recorded over steps, one line per run; a menu picks the metric (the runs' common ones first)."""
-    runs = [r for r in runs if r.curves]
-    if not runs:
-        return None
-    names: list[str] = []
-    for r in runs:
-        names += [k for k in r.curves[-1] if k != "step" and k not in names and isinstance(r.curves[-1][k], float)]
-    names.sort(key=lambda k: -sum(k in r.curves[-1] for r in runs))
-    data, owner = [], []
-    for i, name in enumerate(names):
-        for r in runs:
-            pts = [(c["step"], c[name]) for c in r.curves if isinstance(c.get(name), float)]
-            if pts:
-                x, y = zip(*pts)
-                data.append({"type": "scatter", "mode": "lines+markers", "name": relative(r.path, page_dir),
-                             "x": rounded(x), "y": rounded(y), "visible": i == 0})  # fmt: skip
-                owner.append(i)
-    buttons = [
-        {"label": n, "method": "update", "args": [{"visible": [o == i for o in owner]}, {"title": n}]}
-        for i, n in enumerate(names)
-    ]
-    return {
-        "data": data,
-        "layout": {
-            "title": {"text": names[0] if names else ""},
-            "xaxis": {"title": {"text": "step"}},
-            "updatemenus": [{"buttons": buttons, "x": 0, "y": 1.18, "xanchor": "left"}],
-            "margin": {"t": 90},
-        },
-    }
 
 
 def comparison(runs: list[RunInfo], page_dir: Path, title: str, curves: bool = True) -> Report:

@@ -4,11 +4,11 @@ reproduction.md, report.html, and `export_docs` (docs/reproduction.md plus figur
 from __future__ import annotations
 
 import html
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
 from attnlab.report import Report
+from attnlab.reproduce.figures import copy_figure, figure_of
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, fmt
 from attnlab.runs import read_json, write_text
 
@@ -33,17 +33,6 @@ def counts(rows: list[dict]) -> dict[str, dict[str, int]]:
         c = out.setdefault(r["study"], {MET: 0, MISSED: 0, NOT_RUN: 0})
         c[r["verdict"]] += 1
     return out
-
-
-def figure_of(folder: Path, row: dict) -> str | None:
-    """The row's figure (relative to `folder`), else the first PNG (sorted) under its first run folder."""
-    if row.get("figure") and (folder / row["figure"]).is_file():
-        return str(row["figure"])
-    for run in row.get("runs", []):
-        pngs = sorted((folder / run).rglob("*.png"))
-        if pngs:
-            return pngs[0].relative_to(folder).as_posix()
-    return None
 
 
 def _numbers(row: dict) -> str:
@@ -132,13 +121,7 @@ def export_docs(folder: Path, docs: Path) -> Path:
     record = read_json(folder / "reproduction.json", "reproduction.json")
     links: dict[str, tuple[str | None, str | None]] = {}
     for r in record["rows"]:
-        fig = figure_of(folder, r)
-        if fig:
-            parts = [p for p in Path(fig).parts[1:] if p != "figures"]  # runs/<run>/[sub/]figures/<name>.png
-            dest = docs / "figures" / r["study"] / "-".join(parts)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(folder / fig, dest)
-            fig = dest.relative_to(docs).as_posix()
+        fig = copy_figure(folder, r, docs)
         links[f"{r['study']}/{r['id']}"] = (fig, None)
     note = _run_note(record) + (" Regenerate with `make reproduce` (run folder `runs/reproduce`: each row's study "
                                 "run is under `runs/reproduce/runs/<name>/`).")  # fmt: skip

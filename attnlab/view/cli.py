@@ -21,14 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_view(args: argparse.Namespace) -> int:
     from attnlab.clitools import threads
-    from attnlab.view.server import make_server
+    from attnlab.view.config import ViewConfig
+    from attnlab.view.run import serve
 
-    server = make_server(args.run_dir, args.port)
-    port = server.server_address[1]
-    print(f"serving {args.run_dir} on http://127.0.0.1:{port}/ (Ctrl-C to stop)", flush=True)
+    def ready(port: int) -> None:
+        print(f"serving {args.run_dir} on http://127.0.0.1:{port}/ (Ctrl-C to stop)", flush=True)
+
     with threads(args.threads):
-        try:
-            server.serve_forever()
-        finally:
-            server.server_close()
+        serve(ViewConfig(str(args.run_dir), args.port), on_ready=ready)
     return 0
