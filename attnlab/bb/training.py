@@ -63,16 +63,24 @@ def _norms_finite(tensors: list[torch.Tensor]) -> bool:
 
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM (main thread, POSIX) until the block ends, so an interrupt never splits an optimiser
-    update from the step counter (a checkpoint taken then would resume one update off)."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    """Hold SIGINT/SIGTERM until the block ends, so an interrupt never splits an optimiser update from the step
+    counter (a checkpoint taken then would resume one update off). The handlers are swapped for ones that only note
+    the signal, which is then raised again once the old handlers are back. (Blocking the signal in the main thread
+    is not enough: the kernel hands a process signal to any thread that does not block it, e.g. tqdm's monitor, and
+    Python then runs the handler in the main thread at once.)"""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    old = [signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held]
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in zip(held, old, strict=True):
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+    if caught:
+        signal.raise_signal(caught[0])
 
 
 def config_diff(old: dict, new: dict) -> list[str]:

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -220,3 +221,27 @@ def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path):
     wa = load_file(str(straight / "checkpoints" / "step_400" / "model.safetensors"))
     wb = load_file(str(cut / "checkpoints" / "step_400" / "model.safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_a_signal_sent_from_another_thread_waits_for_the_update_to_finish():
+    # the kernel may hand a process signal to any thread; the deferral must hold it whichever thread receives it
+    from attnlab.bb.training import _signals_deferred
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    finished = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with _signals_deferred():
+                sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGTERM))
+                sender.start()
+                sender.join()
+                for _ in range(200):  # the interpreter checks for pending signals many times in here
+                    time.sleep(0.001)
+                finished.append(True)
+        assert finished == [True]
+        assert signal.getsignal(signal.SIGTERM) is interrupt
+    finally:
+        signal.signal(signal.SIGTERM, old)
