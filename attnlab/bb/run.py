@@ -39,13 +39,11 @@ from attnlab.bb.metrics import PER_HEAD, PER_LAYER, metric, record_shape
 from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.bb.training import Trainer, config_diff
 from attnlab.errors import InputError
-from attnlab.runs import RunDir, RunResult, open_run, write_bytes
+from attnlab.runs import RunDir, RunResult, frame, open_run, write_bytes
 
 
 def _tables(**frames: Any) -> dict:
-    import pandas as pd
-
-    return {name: pd.DataFrame(rows) for name, rows in frames.items()}
+    return {name: frame(rows) for name, rows in frames.items()}
 
 
 # --- bb sample ---------------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from attnlab.consensus.stats import log_band, timeseries_rows
 from attnlab.consensus.sweeps import PhaseDiagram, phase_diagram
 from attnlab.consensus.theory import fit_log_slope, tail_slope
 from attnlab.errors import InputError, NumericalError
-from attnlab.runs import RunDir, RunResult, check_out_folder, open_run
+from attnlab.runs import RunDir, RunResult, check_out_folder, frame, open_run
 
 
 def _refuse_resume(mode: str, command: str) -> None:
@@ -42,9 +42,7 @@ def _refuse_resume(mode: str, command: str) -> None:
 
 
 def _tables(rows: list[dict]) -> Any:
-    import pandas as pd
-
-    return pd.DataFrame(rows)
+    return frame(rows)
 
 
 # --- simulate ------------------------------------------------------------------------------------------------

@@ -31,15 +31,13 @@ from attnlab.paths import report
 from attnlab.paths.config import EnsembleConfig, PruneConfig, SampleConfig, SolveConfig, SweepConfig
 from attnlab.paths.data import PathData, build_data, check_sizes, task_shape
 from attnlab.paths.figures import fmt_N
-from attnlab.runs import RunDir, RunResult, open_run, read_jsonl, write_bytes, write_jsonl
+from attnlab.runs import RunDir, RunResult, frame, open_run, read_jsonl, write_bytes, write_jsonl
 
 Config = SolveConfig | SweepConfig | SampleConfig | EnsembleConfig
 
 
 def _frame(rows: list[dict]) -> Any:
-    import pandas as pd
-
-    return pd.DataFrame(rows)
+    return frame(rows)
 
 
 def _scalars(rec: dict) -> dict:

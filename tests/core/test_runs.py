@@ -195,3 +195,20 @@ def test_checks_give_one_line_errors():
     for bad in (float("nan"), float("inf"), 0.0, "x"):
         with pytest.raises(InputError, match="--lr must be a"):
             check_finite(bad, "--lr", positive=True)
+
+
+def test_run_result_tables_are_built_on_first_read_and_kept():
+    import pandas as pd
+
+    from attnlab.runs import RunResult, frame
+
+    calls = []
+
+    def build():
+        calls.append(1)
+        return pd.DataFrame([{"a": 1}])
+
+    result = RunResult(Path("."), None, {}, {"t": build, "f": frame([{"x": 2.5}, {"x": 3.5}])})
+    assert calls == [] and list(result.tables) == ["t", "f"] and len(result.tables) == 2
+    assert result.tables["t"]["a"].tolist() == [1] and result.tables["t"] is result.tables["t"] and calls == [1]
+    assert result.tables["f"]["x"].sum() == 6.0
