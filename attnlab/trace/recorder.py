@@ -116,11 +116,14 @@ class TraceRecorder:
             self._batch_sink = self._batch_col0 = None
 
     def _check_rows(self, layer: int, q0: int, shape: tuple[int, ...]) -> None:
-        """One shape check for both paths: rows [B,H,C,T] at query q0 must fit the batch and the trace."""
-        B, H, C, T = shape
+        """One shape check for both paths: rows [B,H,C,K] at query q0 must fit the batch and the trace; K ≤ T keys
+        (the leading ones: causal rows of queries < q0 + C never see a later key) must include the chunk's last
+        query."""
+        B, H, C, K = shape
         if self._batch_sink is None:
             raise AttnlabError("call begin_batch before recording attention")
-        if (H, T) != (self.H, self.T) or B != self._B or q0 < 0 or q0 + C > T or not 0 <= layer < self.L:
+        bad_keys = not q0 + C <= K <= self.T
+        if H != self.H or bad_keys or B != self._B or q0 < 0 or q0 + C > self.T or not 0 <= layer < self.L:
             raise AttnlabError(
                 f"layer {layer}: attention rows {tuple(shape)} at query {q0} do not fit the trace "
                 f"[{self._B},{self.H},{self.T},{self.T}] of {self.L} layers"
@@ -179,19 +182,20 @@ class TraceRecorder:
 
     @torch.no_grad()
     def attention_rows(self, layer: int, q0: int, rows: torch.Tensor, scores: torch.Tensor | None = None) -> None:
-        """Reduce rows q0..q0+C−1 of one layer's pattern. rows: [B,H,C,T] (query, key), causal, rows sum to ≤ 1.
+        """Reduce rows q0..q0+C−1 of one layer's pattern. rows: [B,H,C,K] (query, key), causal, rows sum to ≤ 1,
+        over the first K ≤ T keys (the rest are 0: K ≥ q0 + C suffices for causal rows).
 
-        Chunks of one layer come in order and end with the chunk holding query T−1. `scores` [B,H,C,T]: the masked
+        Chunks of one layer come in order and end with the chunk holding query T−1. `scores` [B,H,C,K]: the masked
         logits with rows = softmax(scores) (masked entries finite and very negative); when given, the row entropy
         is H_i = lse_i − Σ_j A_ij s_ij (one pass instead of two), with lse_i = s_ik − log A_ik at a large A_ik.
         """
-        B, H, C, T = rows.shape
-        self._check_rows(layer, q0, (B, H, C, T))
+        B, H, C, K = rows.shape
+        self._check_rows(layer, q0, (B, H, C, K))
         A = rows.detach().float()
         q1 = q0 + C
         if q0 == 0:
             self.attn_batches[layer] += 1
-        self.col_sum[layer] += A.sum(dim=(0, 2)).double().cpu()  # Σ_b Σ_i A_ij -> [H,T]
+        self.col_sum[layer, :, :K] += A.sum(dim=(0, 2)).double().cpu()  # Σ_b Σ_i A_ij -> [H,K]
         key0 = A[..., 0].cpu()  # [B,H,C] (the reduced statistics live on the CPU, whatever the model's device)
         self.key0_sum[layer, :, q0:q1] += key0.double().sum(0)
         self._acc_col0[:, layer] += key0.double().sum(-1)
@@ -203,8 +207,10 @@ class TraceRecorder:
             self._row_entropy(layer, q0, A, first, scores)
         for h in range(H):
             if (layer, h) in self.keep:
-                self._pattern_parts.setdefault((layer, h), []).append(A[:, h].cpu().clone())
-        if q1 == T:
+                part = torch.zeros(B, C, self.T, dtype=torch.float32)
+                part[..., :K] = A[:, h].cpu()
+                self._pattern_parts.setdefault((layer, h), []).append(part)
+        if q1 == self.T:
             self._end_rows(layer)
 
     def _row_entropy(self, layer: int, q0: int, A: torch.Tensor, first: int, scores: torch.Tensor | None) -> None:
@@ -224,7 +230,7 @@ class TraceRecorder:
                 mtop, marg = A.max(dim=-1, keepdim=True)
                 top, arg = torch.where(small, mtop, top), torch.where(small, marg, arg)
             lse = S.gather(-1, arg).squeeze(-1) - top.squeeze(-1).log()
-            ent = (lse.double() - torch.einsum("bhij,bhij->bhi", A, S).double())[:, :, first:]
+            ent = (lse.double() - (A * S).sum(-1).double())[:, :, first:]
             nonempty = torch.ones(ent.shape, dtype=torch.bool)
         else:
             R = A[:, :, first:, :]
