@@ -286,3 +286,15 @@ def test_attention_outside_the_interface_is_refused():
     assert get_arch(model).max_positions is None
     with pytest.raises(InputError, match="does not go through transformers' AttentionInterface"):
         check_traceable(model)
+
+
+def test_next_token_nll_in_row_chunks_equals_the_full_log_softmax():
+    from attnlab.trace.adapters.hf import next_token_nll
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 70, 300, generator=g) * 5
+    ids = torch.randint(0, 300, (3, 70), generator=g)
+    logp = torch.log_softmax(logits[:, :-1].double(), dim=-1)
+    expected = -logp.gather(-1, ids[:, 1:, None]).squeeze(-1).mean(-1)
+    for rows in (1, 7, 69, 256):
+        assert torch.allclose(next_token_nll(logits, ids, rows=rows).double(), expected, rtol=1e-6, atol=0)
