@@ -6,6 +6,10 @@
   reproduction.md         the same table in Markdown (committed as docs/reproduction.md)
   report.html             the same table in HTML
 An experiment that fails is recorded (its targets become "not run" with the error); the others still run.
+
+`update(folder)` brings a saved reproduce folder up to date with the registry without re-running it: the study runs
+of its profile that it lacks (targets added since) are run into folder/runs/, their rows and every not-run row are
+evaluated afresh, the other rows keep their numbers; then reproduction.json/.md and report.html are rewritten.
 """
 
 from __future__ import annotations
@@ -77,9 +81,7 @@ def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
         missing = [n for n in target.needs if n not in SIZES[profile]]
         failed = [n for n in target.needs if n in log and log[n]["error"]]
         if missing:
-            reason = f"the {profile} profile does not run {', '.join(missing)}" + (
-                "" if profile == "full" else " (full profile)"
-            )
+            reason = f"the {profile} profile does not run {', '.join(missing)}" + _where(missing)
         elif failed:
             reason = "; ".join(f"{n} failed: {log[n]['error']}" for n in failed)
         else:
@@ -99,6 +101,12 @@ def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
         "runs": [f"runs/{n}" for n in target.needs] if v != NOT_RUN else [],
         "figure": f"runs/{target.needs[0]}/{target.figure}" if v != NOT_RUN and target.figure else None,
     }
+
+
+def _where(names: list[str]) -> str:
+    """The smallest profile that runs every one of `names`, as " (quick profile)", or "" if none does."""
+    at = next((p for p in SIZES if all(n in SIZES[p] for n in names)), None)
+    return f" ({at} profile)" if at else ""
 
 
 def _measure(fn: Callable[[dict], dict], done: dict) -> tuple[dict | None, str]:
@@ -131,6 +139,31 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
         report.write_all(run.path)
     table = pd.DataFrame([{k: r[k] for k in ("id", "study", "verdict", "why")} for r in rows])
     return RunResult(run.path, config, record["counts"], {"targets": table})
+
+
+def update(folder: str | Path, seed: int = 0) -> dict:
+    """Update the saved reproduce run in `folder` (see the module doc); returns the new record. Its `updated` lists
+    the study runs added (with their seconds in `experiments`)."""
+    from attnlab.runs import read_json, write_json
+
+    folder = Path(folder)
+    record = read_json(folder / "reproduction.json", "reproduction.json")
+    config = ReproduceConfig(studies=tuple(record["studies"]), profile=record["profile"], seed=seed)
+    targets, names = plan(config)
+    new = [n for n in names if n not in record["experiments"]]
+    done, log = run_experiments(new, folder / "runs", config)
+    old = {(r["study"], r["id"]): r for r in record["rows"]}
+    rows: list[dict] = []
+    for t in targets:
+        row = old.get((t.study, t.id))
+        fresh = row is None or row["numbers"] is None or t.measure is None or any(n in new for n in t.needs)
+        rows.append(evaluate(t, done, log, config.profile) if fresh or row is None else row)
+    record |= {"experiments": record["experiments"] | log, "rows": rows, "counts": report.counts(rows)}
+    record["seconds"] = round(record["seconds"] + sum(v["seconds"] for v in log.values()), 1)
+    record["updated"] = sorted(set(record.get("updated", [])) | set(new))
+    write_json(folder / "reproduction.json", record)
+    report.write_all(folder)
+    return record
 
 
 RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {"reproduce": (ReproduceConfig, reproduce)}
