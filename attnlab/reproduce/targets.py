@@ -22,7 +22,7 @@ IN_PROGRESS = {
     "R25": "attnlab/scan/claims.py (verdict_R25)",
 }
 CLAIMS_NOTE = (
-    "our threshold (a first guess, the spec gives none) as in attnlab/{}/claims.py verdict_{}; "
+    "threshold as in attnlab/{}/claims.py verdict_{} (the spec's where it states one, else our first guess); "
     "claims_met is that function's own verdict"
 )
 

@@ -246,7 +246,7 @@ def test_update_adds_missing_study_runs_and_keeps_the_other_rows(tiny_run, tmp_p
     shutil.copytree(tiny_run["path"], folder)
     record = json.loads((folder / "reproduction.json").read_text())
     del record["experiments"]["cons_counter"]
-    record["rows"] = [r for r in record["rows"] if r["id"] != "R12"]
+    record["rows"] = [r for r in record["rows"] if (r["study"], r["id"]) != ("consensus", "R12")]
     (folder / "reproduction.json").write_text(json.dumps(record))
     calls = []
 
