@@ -1,4 +1,4 @@
-"""The authors' own claims (consensus spec, last section): experiments, figures and verdicts for R12 and R13.
+"""The authors' own claims (consensus spec, last section): experiments, figures and verdicts for R12, R13, R14.
 
 Each `verdict_<id>(run_dir) -> (number, met, why)` reads saved files only (never recomputes), for the
 reproduction table:
@@ -8,6 +8,9 @@ reproduction table:
   every start and the second in none.
 - R13, normalisation as projection: `consensus norm` (attnlab/consensus/normproj.py) writes `metrics.json`; the
   claim is met when the idealised map's relative error stays below `R13_TOL` in every layer.
+- R14, "all tokens become one token": `consensus model` writes `decode.json` (every position decoded through the
+  final norm and head at every pass end); the claim is met when, after the last pass, the mean share of a prompt's
+  positions holding its most common top-1 token is >= `R14_SHARE` in every group run (MLPs off and on).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from attnlab.runs import read_json
 R12_VALUES = ("identity", "rotation")
 # R13: the idealisation is called good when its relative error is below this in every layer (our threshold)
 R13_TOL = 0.1
+# R14: "one token" read as at least this share of a prompt's positions decoding to its most common token (a first
+# guess, ours: the authors give no number)
+R14_SHARE = 0.9
 
 
 def run_R12(
@@ -86,3 +92,20 @@ def verdict_R13(run_dir: str | Path) -> tuple[float, bool, str]:
         f"{m['fall_ideal']:.2f} decades over {m['passes']} passes)"
     )
     return worst, met, why
+
+
+def verdict_R14(run_dir: str | Path) -> tuple[float, bool, str]:
+    """(smallest over groups of the mean share of positions decoding to the prompt's most common top-1 token after
+    the last pass, met, why) from a `consensus model` run's `decode.json`: met when it is >= `R14_SHARE` in every
+    group (MLPs off and on)."""
+    groups = read_json(Path(run_dir) / "decode.json", "decode.json (a `consensus model` run)")["groups"]
+    final = {g: v["final"] for g, v in groups.items()}
+    worst = float(min(f["share_mean"] for f in final.values()))
+    parts = [
+        f"{g}: {f['share_mean']:.2f} (min {f['share_min']:.2f}; positions >= 1 {f['share_no_sink_mean']:.2f}; "
+        f"{f['distinct_mean']:.1f} distinct; most common {f['mode_token_text']!r})"
+        for g, f in final.items()
+    ]
+    passes = max(v["passes"][-1] for v in groups.values())
+    why = f"share of positions with the most common top-1 token after {passes} passes: " + "; ".join(parts)
+    return worst, worst >= R14_SHARE, why + f" (threshold {R14_SHARE})"

@@ -7,7 +7,8 @@ Run-folder entry points (read `config.json`, the arrays and `metrics.json`; writ
   optional log-log panel and pass boundaries;
 - `plot_phase`: clustered fraction over (t, beta) with the equiangular curve t_eq(beta) and t50 overlaid;
 - `plot_sphere`: tokens and trajectories on S^2 (d = 3);
-- `plot_depth_view`: KL to the one-pass output, context influence and entropy against depth.
+- `plot_depth_view`: KL to the one-pass output, context influence and entropy against depth;
+- `plot_decode_share`: R14, the share of positions decoding to the most common top-1 token against passes.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ def model_figures(path: Path) -> dict[str, Path]:
         key, grid, series = depth_series(run)
         k_star = metrics["groups"][key].get("context_influence", {}).get("k_star_passes")
         out["depth_view"] = plot_depth_view(run.figure_path("depth_view"), grid / L, series, k_star=k_star, title=key)
+    if run.file("decode.json").exists():
+        groups = run.read_json("decode.json")["groups"]
+        out["decode_share"] = plot_decode_share(run.figure_path("decode_share"), groups, model_title(cfg, info["name"]))
     return out
 
 
@@ -213,4 +217,28 @@ def plot_depth_view(
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3, lw=0.4)
     axes[0][0].set_ylabel(title, fontsize=8)
+    return save_figure(fig, path)
+
+
+def plot_decode_share(path: Path, groups: dict[str, dict], title: str = "") -> Path:
+    """R14: per group, the mean over prompts of the share of positions whose top-1 token is the prompt's most
+    common one against passes (band: down to the smallest prompt's share; dashed: positions >= 1), and the mean
+    number of distinct top-1 tokens (right)."""
+    fig, axes = new_figure(2, 1, width=4.2)
+    left, right = axes[0]
+    for label, g in groups.items():
+        x = np.asarray(g["passes"], dtype=np.float64)
+        line = left.plot(x, g["share_mean"], lw=1.4, marker=".", label=label)[0]
+        left.fill_between(x, g["share_min"], g["share_mean"], color=line.get_color(), alpha=0.2, lw=0)
+        left.plot(x, g["share_no_sink_mean"], lw=0.9, ls="--", color=line.get_color())
+        right.plot(x, g["distinct_mean"], lw=1.4, marker=".", color=line.get_color(), label=label)
+    left.axhline(0.9, color="0.5", lw=0.8, ls=":")
+    left.set_ylim(0, 1.02)
+    left.set_ylabel("share of positions with the most common top-1")
+    right.set_ylabel("distinct top-1 tokens per prompt")
+    for ax in (left, right):
+        ax.set_xlabel("passes (0: embeddings)")
+        ax.grid(alpha=0.3, lw=0.4)
+    left.legend(fontsize=7)
+    left.set_title(textwrap.fill("R14: " + title, 60), fontsize=8)
     return save_figure(fig, path)

@@ -4,6 +4,9 @@ per-group statistics and the saved arrays (spec section 8).
 Per group, E `[prompt, passes*L+1]` is summarised at pass ends: mean log10 E, its fall from pass 1 to the last
 pass with a 2,000-resample bootstrap CI, Spearman(pass, mean log10 E); with the depth view, KL to the one-pass
 output and the context influence C(k) (its peak k* and whether it is interior).
+Per group, R14: every position decoded through the final norm and head at every pass end (`decode.npz`, `[prompt,
+passes+1, T]` token ids) and, in `decode.json`, per pass the fraction of a prompt's positions whose top-1 token is
+its most common one (mean, min over prompts; also over positions >= 1, without the sink) and the distinct tokens.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from torch import nn
 
 from attnlab.consensus.arrays import save_npz
 from attnlab.consensus.config import ModelConfig
-from attnlab.consensus.realmodel import StackRun, StackRunner, control_prompts, iterate_stack, norm_gain_cv
+from attnlab.consensus.realmodel import (
+    StackRun,
+    StackRunner,
+    control_prompts,
+    iterate_stack,
+    norm_gain_cv,
+    top1_stats,
+)
 from attnlab.consensus.stats import log_band, spearman, timeseries_rows
 from attnlab.errors import InputError
 from attnlab.runs import RunDir
@@ -37,6 +47,7 @@ class GroupResults:
     depth: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     summary: dict[str, dict] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    top1: dict[str, np.ndarray] = field(default_factory=dict)  # decoded ids [prompt, passes+1, T] per group
     grid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
 
 
@@ -122,10 +133,13 @@ def iterate_groups(
                 cfg.depth_view,
                 ctrl,
                 progress,
+                decode=True,
             )
             out.timings[name] = round(time.perf_counter() - t0, 2)
             out.curves[name], out.depth[name] = res.curves, res.depth
             out.summary[name] = group_summary(res, runner.n_layers)
+            if res.top1 is not None:
+                out.top1[name] = res.top1
             out.grid = res.grid
     return out
 
@@ -157,3 +171,51 @@ def save_model(run: RunDir, cfg: ModelConfig, L: int, res: GroupResults, metrics
     )
     run.write_csv("timeseries.csv", rows)
     return rows
+
+
+def decode_summary(top1: np.ndarray, token_text: dict[int, str]) -> dict:
+    """R14 summary of one group's decoded ids `[prompt, passes+1, T]`: per pass (0 = embeddings) the mean and
+    minimum over prompts of the share of positions holding the prompt's most common top-1 token, the same over
+    positions >= 1, the mean number of distinct tokens; at the last pass the most common of the prompts' modes."""
+    st, no_sink = top1_stats(top1), top1_stats(top1[..., 1:])
+    modes = st["mode"][:, -1]
+    vals, counts = np.unique(modes, return_counts=True)
+    top = int(vals[int(np.argmax(counts))])
+    return {
+        "passes": list(range(top1.shape[1])),
+        "share_mean": st["share"].mean(0).tolist(),
+        "share_min": st["share"].min(0).tolist(),
+        "share_no_sink_mean": no_sink["share"].mean(0).tolist(),
+        "distinct_mean": st["distinct"].mean(0).tolist(),
+        "final": {
+            "share_mean": float(st["share"][:, -1].mean()),
+            "share_min": float(st["share"][:, -1].min()),
+            "share_no_sink_mean": float(no_sink["share"][:, -1].mean()),
+            "distinct_mean": float(st["distinct"][:, -1].mean()),
+            "mode_token_id": top,
+            "mode_token_text": token_text.get(top, str(top)),
+            "prompts_with_that_mode": int(counts.max()),
+            "prompt_modes": [token_text.get(int(m), str(int(m))) for m in modes],
+        },
+        "positions": int(top1.shape[2]),
+        "prompts": int(top1.shape[0]),
+    }
+
+
+def save_decode(run: RunDir, res: GroupResults, tokenizer) -> dict:
+    """Write `decode.npz` (`"<group>"`: ids `[prompt, passes+1, T]`) and `decode.json` ({group: `decode_summary`})
+    for R14; `tokenizer` turns the modes into text. Returns the summaries."""
+    if not res.top1:
+        return {}
+    save_npz(run.file("decode.npz"), **res.top1)
+    ids = sorted({int(i) for t in res.top1.values() for i in np.unique(t[:, -1])})
+    text = {i: tokenizer.decode([i]) for i in ids} if tokenizer is not None else {}
+    summary = {g: decode_summary(t, text) for g, t in res.top1.items()}
+    run.write_json("decode.json", {"groups": summary, "note": DECODE_NOTE})
+    return summary
+
+
+DECODE_NOTE = (
+    "R14: top-1 token of every position, argmax of the LM head on the final-normed state, at every pass end (pass 0: "
+    "the embeddings); share = fraction of a prompt's positions holding its most common top-1 token"
+)

@@ -13,6 +13,8 @@ Variants: `constant` (l(k) = layer), `periodic` (l(k) = (k-1) mod L, the trained
 weights 1, seed s + pass).
 Measures (float64): E_first of the final-normed state (primary) and of the raw residual, E_pair over positions
 >= 1, top_share, mean residual norm. The depth view reads the last position through the final norm and head.
+With `decode`, every position is decoded at every pass end (R14): top1 = argmax_v (W_head norm_f(h))_v `[batch, T]`
+(the head's positive logit scaling and monotone soft-cap leave the argmax unchanged, so they are not applied).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class StackRun:
     curves: dict[str, np.ndarray]
     grid: np.ndarray
     depth: dict[str, np.ndarray] = field(default_factory=dict)
+    top1: np.ndarray | None = None  # [batch, passes+1, T] decoded token ids at pass ends (pass 0: embeddings)
 
 
 @dataclass
@@ -170,6 +173,11 @@ class StackRunner:
         """The model's final norm (learned gain) of `[batch, T, d]` (identity if it has none)."""
         return self.norm(h)
 
+    def top1(self, h: torch.Tensor) -> torch.Tensor:
+        """The decoded token of every position, argmax_v (W_head norm_f(h))_v: `[batch, T]` int64 from h
+        `[batch, T, d]` (R14)."""
+        return self.model.get_output_embeddings()(self.final(h)).argmax(-1)
+
     def last_logprobs(self, h: torch.Tensor) -> torch.Tensor:
         """log p of the next token at the last position, `[batch, vocab]` float64 (the head's logit scaling and
         final soft-cap as the model applies them: Cohere's logit_scale, Granite's logits_scaling, Gemma 2's cap)."""
@@ -265,10 +273,19 @@ class _StackRecorder:
     """Measures of every layer step (`state_measures` of the first B rows) and, at the depth-grid steps, the next
     token's KL to the one-pass reference, top-1 agreement, entropy and (with controls, rows B:) C(k)."""
 
-    def __init__(self, runner: StackRunner, B: int, grid: np.ndarray, p_ref: torch.Tensor | None, controls: bool):
-        self.runner, self.B, self.p_ref = runner, B, p_ref
+    def __init__(
+        self,
+        runner: StackRunner,
+        B: int,
+        grid: np.ndarray,
+        p_ref: torch.Tensor | None,
+        controls: bool,
+        decode: bool = False,
+    ):
+        self.runner, self.B, self.p_ref, self.decode = runner, B, p_ref, decode
         self.grid = set(grid.tolist())
         self.rows: dict[str, list[np.ndarray]] = {}
+        self.top1: list[np.ndarray] = []  # [batch, T] per pass end (with `decode`)
         self.depth: dict[str, list[np.ndarray]] = {"KL_model": [], "top1_agree": [], "entropy": []}
         if controls:
             self.depth["C(k)"] = []
@@ -277,6 +294,8 @@ class _StackRecorder:
         B = self.B
         for name, val in state_measures(self.runner, h[:B]).items():
             self.rows.setdefault(name, []).append(val)
+        if self.decode and k % self.runner.n_layers == 0:
+            self.top1.append(self.runner.top1(h[:B]).numpy())
         if self.p_ref is None or k not in self.grid:
             return
         p_ref = self.p_ref
@@ -310,8 +329,10 @@ def iterate_stack(
     depth_view: bool = True,
     controls: torch.Tensor | None = None,
     progress: bool = False,
+    decode: bool = False,
 ) -> StackRun:
-    """Iterate the stack for `passes` passes on `ids` `[batch, T]`; `controls` (same shape) adds C(k)."""
+    """Iterate the stack for `passes` passes on `ids` `[batch, T]`; `controls` (same shape) adds C(k); `decode`
+    adds the top-1 token of every position at every pass end (`StackRun.top1`, R14)."""
     _check_iteration(runner, ids, variant, passes, layer)
     B, L = ids.shape[0], runner.n_layers
     K = passes * L
@@ -329,7 +350,7 @@ def iterate_stack(
             for lay in runner.layers:
                 hr = runner.layer_step(lay, hr, ctx_b, True)
             p_ref = runner.last_logprobs(hr)
-        rec = _StackRecorder(runner, B, grid, p_ref, controls is not None)
+        rec = _StackRecorder(runner, B, grid, p_ref, controls is not None, decode)
         rec.record(0, h)
         for k in it:
             h = runner.layer_step(runner.layer_at(variant, k, layer, seed), h, ctx, mlp)
@@ -345,4 +366,25 @@ def iterate_stack(
         curves={k: np.stack(v, 1) for k, v in rec.rows.items()},
         grid=grid,
         depth={k: np.stack(v, 1) for k, v in rec.depth.items() if v},
+        top1=np.stack(rec.top1, 1) if rec.top1 else None,
     )
+
+
+def top1_stats(top1: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row of top1 `[..., T]` (decoded token ids): `share` = fraction of positions whose token is the row's most
+    common one, `distinct` = number of distinct tokens, `mode` = the most common token (the smallest id on a tie);
+    each `[...]`."""
+    flat = top1.reshape(-1, top1.shape[-1])
+    share, distinct, mode = [], [], []
+    for row in flat:
+        vals, counts = np.unique(row, return_counts=True)
+        i = int(np.argmax(counts))
+        share.append(counts[i] / row.size)
+        distinct.append(len(vals))
+        mode.append(vals[i])
+    shape = top1.shape[:-1]
+    return {
+        "share": np.asarray(share, dtype=np.float64).reshape(shape),
+        "distinct": np.asarray(distinct, dtype=np.int64).reshape(shape),
+        "mode": np.asarray(mode, dtype=np.int64).reshape(shape),
+    }

@@ -185,8 +185,37 @@ def model_report(path: Path) -> Report:
         ],
         caption="E_first falls with depth",
     )
+    if run.file("decode.json").exists():
+        decode_section(rep, run)
     rep.paragraph(f"run folder: {run.path.name}")
     return rep
+
+
+def decode_section(rep: Report, run: RunDir) -> None:
+    """R14: the decoded top-1 tokens against passes (figure and a table of the last pass per group)."""
+    groups = run.read_json("decode.json")["groups"]
+    rep.heading("R14: do all tokens become one token?", level=3)
+    rep.figure(
+        run.figure_path("decode_share"),
+        "Share of a prompt's positions whose top-1 token (final norm + LM head) is its most common one, against "
+        "passes (mean over prompts; band down to the smallest; dashed: positions >= 1); right: distinct tokens",
+    )
+    rep.table(
+        [
+            {
+                "group": name,
+                "passes": g["passes"][-1],
+                "share (mean)": g["final"]["share_mean"],
+                "share (min)": g["final"]["share_min"],
+                "share, positions >= 1": g["final"]["share_no_sink_mean"],
+                "distinct tokens": g["final"]["distinct_mean"],
+                "most common token": repr(g["final"]["mode_token_text"]),
+                "prompts with it": f"{g['final']['prompts_with_that_mode']}/{g['prompts']}",
+            }
+            for name, g in groups.items()
+        ],
+        caption="decoded tokens after the last pass",
+    )
 
 
 def write_report(path: Path, command: str) -> Path:

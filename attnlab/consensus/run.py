@@ -7,7 +7,8 @@ Each is `fn(config, out=None, *, mode="new") -> RunResult` and writes one run fo
   `timeseries.csv`; a step size that blows up keeps the partial results and raises `NumericalError` (exit 2);
 - `phase`: `frac.npy` [beta, steps+1], `betas.npy`, `t.npy`, `metrics.json`;
 - `model`: `prompts.npy` [prompt, T], `model.json` (name, layers), `curves.npz` (`"<group>|<measure>"`:
-  [prompt, passes*L+1]), `depth.npz`, `metrics.json`, `timeseries.csv`.
+  [prompt, passes*L+1]), `depth.npz`, `metrics.json`, `timeseries.csv`, `decode.npz` and `decode.json` (R14:
+  every position's top-1 token at every pass end, and the share holding the most common one).
 
 `RUNNERS` maps each command to (config class, run function) for `attnlab rerun` and sweeps.
 """
@@ -244,6 +245,7 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
         res = modelrun.iterate_groups(runner, ids, groups, config, progress)
         metrics = modelrun.model_metrics(runner, res)
         rows = modelrun.save_model(run, config, runner.n_layers, res, metrics)
+        modelrun.save_decode(run, res, loaded.tokenizer)
         figures.model_figures(run.path)
         write_report(run.path, "consensus model")
     table = _tables(

@@ -32,6 +32,8 @@ TINY_SIZES: dict[str, dict] = {
     "paths_ua": {},
     "paths_solve": dict(P=30, n_test=100),
     "paths_sweep": dict(P=30, n_test=100, Ns=(10.0, 30.0, 100.0)),
+    "cons_counter": dict(batch=4, t_max=30.0),
+    "paths_renorm": dict(P=30, n_test=100),
 }
 QUICK_SIZES: dict[str, dict] = {
     "bb_sample": dict(n=512),
@@ -53,6 +55,11 @@ QUICK_SIZES: dict[str, dict] = {
     "paths_solve": dict(P=100, n_test=1000),
     "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
     "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
+    # issue 14 (the authors' claims); R12 and S9 take seconds, R13 about a minute, R14 a few minutes
+    "cons_counter": dict(batch=16, t_max=30.0),
+    "cons_norm": dict(passes=10, prompts=4),
+    "cons_decode": dict(passes=10, prompts=2),
+    "paths_renorm": dict(P=100, n_test=1000),
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -68,7 +75,18 @@ FULL_SIZES: dict[str, dict] = {
     "cons_phase": dict(d=128, starts=64, num_betas=46, t_max=30.0),
     "paths_sample": dict(warmup=1000, draws=2000),
     "paths_prune": {},
-}
+    # issue 14: the scales of docs/extreme-tokens.md, docs/attention-paths.md and docs/consensus.md (minutes to
+    # about half an hour each on the shared 2-core machine)
+    "bb_variants": dict(steps=500, eval_batch=128),  # docs/specs/bb-layer-variants.toml
+    "bb_stability": dict(d_model=64, d_mlp=256, seq_len=32, batch=32, eval_batch=64, steps=200, ckpt_every=1000,
+                         lrs=(1e-3, 3e-3, 1e-2, 3e-2), seeds=(0, 1, 2)),  # docs/specs/bb-softmax-relu-stability.toml
+    "cons_decode": dict(passes=30, prompts=3),
+    "paths_layers": dict(warmup=500, draws=1000),
+    "paths_ensemble": dict(runs=16, steps=10000),
+    "paths_outputs": dict(outputs=2, warmup=300, draws=400),
+    "paths_prune_long": dict(steps=2000),
+    "paths_plugin": dict(N=20.0, temperature=0.1, P=300, n_test=1000),
+}  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
 
@@ -116,6 +134,47 @@ def bb_relu(folder: Path, seed: int, size: dict, done: dict) -> Any:
 def bb_train_as_sized(folder: Path, seed: int, size: dict, done: dict) -> Any:
     """bb_adam3, bb_sgd3, bb_ablate3, bb_paper: a `bb train` run of the sizes given."""
     return _bb_train(folder, seed, size)
+
+
+def _slug(label: str) -> str:
+    """A folder name for a layout label: "1 layer, parallel block" -> "1-layer-parallel-block"."""
+    import re
+
+    return re.sub(r"[^0-9A-Za-z]+", "-", label).strip("-")
+
+
+def bb_variants(folder: Path, seed: int, size: dict, done: dict) -> dict:
+    """R19-R21: the six layer layouts of docs/specs/bb-layer-variants.toml (`attnlab.bb.claims.VARIANTS`), one
+    `bb train` run each in folder/<layout>, then the R20 figure `r20_peak_by_layout.png`. Returns {layout: run}."""
+    from attnlab.bb import claims
+    from attnlab.bb.figures import variant_figure
+
+    out = {}
+    for label, (n_layers, no_attn, no_mlp, block) in claims.VARIANTS:
+        fixed = dict(n_layers=n_layers, no_attn=no_attn, no_mlp=no_mlp, block=block)
+        out[label] = _bb_train(folder / _slug(label), seed, size, **fixed)
+    variant_figure(claims.variant_table(folder), folder / "r20_peak_by_layout.png")
+    return out
+
+
+def bb_stability(folder: Path, seed: int, size: dict, done: dict) -> dict:
+    """R22: softmax and ReLU attention over `lrs` x `seeds` (docs/specs/bb-softmax-relu-stability.toml), each trial
+    run as `attnlab sweep` runs it (`sweep.engine.run_trial`: a diverged trial is recorded in its trial.json, not
+    raised) into folder/trials/<attention>-lr<lr>-s<seed>. Returns {trial: record}."""
+    import torch
+
+    from attnlab.bb.config import resolve_config
+    from attnlab.sweep.engine import run_trial
+
+    fixed = {k: v for k, v in size.items() if k not in ("lrs", "seeds")}
+    out = {}
+    for attention in ("softmax", "relu"):
+        for lr in size["lrs"]:
+            for s in size["seeds"]:
+                cfg = resolve_config("cpu", attention=attention, lr=lr, seed=seed + s, **fixed).to_dict()
+                name = f"{attention}-lr{lr:g}-s{seed + s}"
+                out[name] = run_trial("bb train", cfg, str(folder / "trials" / name), torch.get_num_threads())
+    return out
 
 
 # --- real models -------------------------------------------------------------------------------------------------
@@ -301,6 +360,30 @@ def cons_phase(folder: Path, seed: int, size: dict, done: dict) -> Any:
     return phase(cfg, folder, progress=False)
 
 
+def cons_counter(folder: Path, seed: int, size: dict, done: dict) -> Path:
+    """R12: Q = K = 0 with V = I and with a rotating V = J (`consensus.claims.run_R12`: n = 16, d = 4)."""
+    from attnlab.consensus.claims import run_R12
+
+    run_R12(folder, batch=size["batch"], t_max=size["t_max"], seed=seed)
+    return folder
+
+
+def cons_norm(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """R13: SmolLM2's pre-attention RMSNorm against its sphere idealisation (`consensus norm`, MLPs off)."""
+    from attnlab.consensus import NormConfig, norm
+
+    return norm(NormConfig(passes=size["passes"], prompts=size["prompts"], seed=seed), folder, progress=False)
+
+
+def cons_decode(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """R14: SmolLM2's stack cycled (periodic) with MLPs on and off, every position decoded at each pass end
+    (`consensus model --both-mlp --no-depth-view`)."""
+    from attnlab.consensus import ModelConfig, model
+
+    cfg = ModelConfig(passes=size["passes"], prompts=size["prompts"], mlp=(True, False), depth_view=False, seed=seed)
+    return model(cfg, folder, progress=False)
+
+
 # --- paths -------------------------------------------------------------------------------------------------------
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     t0 = time.perf_counter()
@@ -361,6 +444,56 @@ def paths_prune(folder: Path, seed: int, size: dict, done: dict) -> dict:
     return {"result": result, "wall_s": wall}
 
 
+def paths_renorm(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """S9: `paths solve --renorm scalar` (the scalar saddle against the GP and the matrix renormalisation)."""
+    from attnlab.paths import SolveConfig, solve
+
+    return solve(SolveConfig(renorm="scalar", P=size["P"], n_test=size["n_test"], seed=seed), folder)
+
+
+def paths_layers(folder: Path, seed: int, size: dict, done: dict) -> Path:
+    """S6: L = 3, H = 2 on digit episodes (`paths.claims.run_S6`: a sweep and collapsed HMC at N = 10)."""
+    from attnlab.paths.claims import run_S6
+
+    run_S6(folder, warmup=size["warmup"], draws=size["draws"])
+    return folder
+
+
+def paths_ensemble(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """S7: U from gradient-descent ensembles (`paths ensemble`), against the sampled U of paths_sample if run."""
+    from attnlab.paths import EnsembleConfig, ensemble
+
+    sampled = done.get("paths_sample", {}).get("result")
+    cfg = EnsembleConfig(runs=size["runs"], steps=size["steps"], seed=seed,
+                         sampled=str(sampled.path) if sampled is not None else None)  # fmt: skip
+    return ensemble(cfg, folder)
+
+
+def paths_outputs(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """S8: `paths sample --outputs M` (U over path-output pairs against collapsed HMC)."""
+    from attnlab.paths import SampleConfig, sample
+
+    cfg = SampleConfig(outputs=size["outputs"], warmup=size["warmup"], draws=size["draws"], seed=seed)
+    return sample(cfg, folder)
+
+
+def paths_prune_long(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """The `paths prune` network trained longer (S10 plugs its attention into the theory)."""
+    from attnlab.paths import PruneConfig, prune
+
+    return prune(PruneConfig(steps=size["steps"]), folder)
+
+
+def paths_plugin(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """S10: `paths solve --task digits --attention precomputed --from <paths_prune_long>`."""
+    from attnlab.paths import SolveConfig, solve
+
+    cfg = SolveConfig(task="digits", attention="precomputed", from_run=str(done["paths_prune_long"].path),
+                      N=size["N"], temperature=size["temperature"], P=size["P"], n_test=size["n_test"],
+                      seed=seed)  # fmt: skip
+    return solve(cfg, folder)
+
+
 EXPERIMENTS: dict[str, Callable[[Path, int, dict, dict], Any]] = {
     "bb_sample": bb_sample,
     "bb_smoke": bb_smoke,
@@ -387,6 +520,17 @@ EXPERIMENTS: dict[str, Callable[[Path, int, dict, dict], Any]] = {
     "paths_sweep": paths_sweep,
     "paths_sample": paths_sample,
     "paths_prune": paths_prune,
+    "bb_variants": bb_variants,
+    "bb_stability": bb_stability,
+    "cons_counter": cons_counter,
+    "cons_norm": cons_norm,
+    "cons_decode": cons_decode,
+    "paths_renorm": paths_renorm,
+    "paths_layers": paths_layers,
+    "paths_ensemble": paths_ensemble,
+    "paths_outputs": paths_outputs,
+    "paths_prune_long": paths_prune_long,
+    "paths_plugin": paths_plugin,
 }
 # experiments that need another one first
-NEEDS = {"bb_intervene": "bb_softmax"}
+NEEDS = {"bb_intervene": "bb_softmax", "paths_plugin": "paths_prune_long"}

@@ -328,3 +328,157 @@ def p_b3(runs: dict) -> dict:
 def p_b5(runs: dict) -> dict:
     s = runs["paths_prune"]["result"].summary
     return {"gd_test_accuracy": s["gd_test_accuracy"], "gd_seconds": runs["paths_prune"]["wall_s"]}
+
+
+# --- issue 14: the authors' claims; each measure calls the study's verdict (attnlab/<study>/claims.py) ----------
+def _path(run: Any) -> Path:
+    """The folder of an experiment's result: a RunResult, a path, or paths' {"result": RunResult, ...}."""
+    if isinstance(run, dict):
+        run = run["result"]
+    return Path(getattr(run, "path", run))
+
+
+def _claim(verdict_fn: Any, folder: Path, key: str) -> dict:
+    """{key: the verdict's number, "claims_met": 1.0 or 0.0} from `verdict_fn(folder) -> (number, met, why)`."""
+    number, met, _ = verdict_fn(folder)
+    return {key: number, "claims_met": float(met)}
+
+
+def b_r19(runs: dict) -> dict:
+    """R19: attention energy in the MLP subspace (1-layer run) and the parallel-vs-sequential differences."""
+    from attnlab.bb import claims
+    from attnlab.bb.metrics import metric
+
+    folder = _path(runs["bb_variants"])
+    out = _claim(claims.verdict_R19, folder, "attn_energy_in_mlp_subspace")
+    found = claims.variants(folder)
+    seq, par = (claims.final_record(found[k]) for k in ("1 layer", "1 layer, parallel block"))
+    for key, name in (("excess_risk_backcopy", "d_excess_backcopy"), ("excess_risk_bigram", "d_excess_bigram"),
+                      ("attn_sink", "d_attn_sink")):  # fmt: skip
+        out[name] = abs(metric(par, key) - metric(seq, key))  # type: ignore[operator]
+    return out
+
+
+def b_r20(runs: dict) -> dict:
+    """R20: the 3-layer model's largest residual peak ratio and the largest of the four shallow layouts."""
+    from attnlab.bb import claims
+
+    folder = _path(runs["bb_variants"])
+    out = _claim(claims.verdict_R20, folder, "peak_ratio_3_layers")
+    rows = {r["variant"]: r["peak_ratio_max"] for r in claims.variant_table(folder)}
+    shallow = ("1 layer", "attn + attn (no MLP)", "MLP + attn + MLP", "attn + attn + MLP")
+    return out | {"max_peak_ratio_shallow": max(rows[k] for k in shallow)}
+
+
+def b_r21(runs: dict) -> dict:
+    """R21: 3-layer minus 1-layer sink Attn⟨s⟩ and value ratio; with layer 0's MLP zeroed, the layer-0 peak ratio
+    and whether an advantage is gone (Attn⟨s⟩ below the 1-layer model's or value ratio not below it)."""
+    from attnlab.bb import claims
+
+    folder = _path(runs["bb_variants"])
+    out = _claim(claims.verdict_R21, folder, "attn_sink_3_minus_1")
+    n = claims.r21_numbers(folder)
+    one, three, abl = n["1 layer"], n["3 layers"], n["3 layers, MLP 0 zeroed"]
+    gone = abl["attn_sink"] < one["attn_sink"] or abl["value_ratio"] >= one["value_ratio"]
+    return out | {
+        "value_ratio_3_minus_1": three["value_ratio"] - one["value_ratio"],
+        "peak_ratio_0_mlp0_zeroed": abl["peak_ratio_0"],
+        "strengthening_gone_mlp0_zeroed": float(gone),
+    }
+
+
+def b_r22(runs: dict) -> dict:
+    """R22: diverged ReLU minus diverged softmax runs, and the sweep's size per form (runs, learning rates)."""
+    from attnlab.bb import claims
+
+    folder = _path(runs["bb_stability"])
+    table = claims.stability_table(folder)
+    out: dict[str, Any] = {}
+    for a in ("softmax", "relu"):
+        rows = [r for r in table if r["attention"] == a]
+        out |= {f"runs_{a}": sum(r["runs"] for r in rows), f"lrs_{a}": len(rows)}
+        out[f"diverged_{a}"] = sum(r["diverged"] for r in rows)
+    number, met, _ = claims.verdict_R22(folder)
+    return {"diverged_relu_minus_softmax": number, "claims_met": float(met)} | out
+
+
+def c_r12(runs: dict) -> dict:
+    """R12: share of starts reaching consensus with Q = K = 0, V = I and V = J."""
+    from attnlab.consensus.claims import verdict_R12
+
+    folder = _path(runs["cons_counter"])
+    out = _claim(verdict_R12, folder, "share_rotation")
+    ident = json.loads((folder / "identity" / "metrics.json").read_text())["share_E_first_below_1e-6"]
+    return out | {"share_identity": float(ident)}
+
+
+def c_r13(runs: dict) -> dict:
+    """R13: largest per-layer relative error of the sphere idealisation; whether the consensus conclusion holds."""
+    from attnlab.consensus.claims import verdict_R13
+
+    folder = _path(runs["cons_norm"])
+    out = _claim(verdict_R13, folder, "max_layer_rel_error")
+    m = json.loads((folder / "metrics.json").read_text())
+    return out | {"same_conclusion": float(bool(m["same_conclusion"])), "passes": m["passes"]}
+
+
+def c_r14(runs: dict) -> dict:
+    """R14: after the last pass, the smallest over groups of the mean share of positions decoding to the prompt's
+    most common top-1 token, and each group's share."""
+    from attnlab.consensus.claims import verdict_R14
+
+    folder = _path(runs["cons_decode"])
+    out = _claim(verdict_R14, folder, "min_share_final")
+    groups = json.loads((folder / "decode.json").read_text())["groups"]
+    out |= {f"share {g}": v["final"]["share_mean"] for g, v in groups.items()}
+    return out | {"passes": max(v["passes"][-1] for v in groups.values())}
+
+
+def p_s6(runs: dict) -> dict:
+    """S6: sampled-vs-theory error at N = 10, off-diagonal fraction of U at the smallest alpha and its growth."""
+    from attnlab.paths.claims import verdict_S6
+    from attnlab.paths.claims_figures import offdiag_fraction
+    from attnlab.runs import read_jsonl
+
+    folder = _path(runs["paths_layers"])
+    out = _claim(verdict_S6, folder, "sampled_vs_theory_err")
+    recs = sorted(read_jsonl(folder / "sweep" / "points.jsonl"), key=lambda r: r["alpha"])
+    fr = [offdiag_fraction(np.asarray(r["U"])) for r in recs]
+    converged = json.loads((folder / "sample" / "metrics.json").read_text())["converged"]
+    return out | {"offdiag_small_alpha": fr[0], "offdiag_growth": max(fr) / max(fr[0], 1e-300),
+                  "sampler_converged": float(bool(converged))}  # fmt: skip
+
+
+def p_s7(runs: dict) -> dict:
+    from attnlab.paths.claims import verdict_S7
+
+    return _claim(verdict_S7, _path(runs["paths_ensemble"]), "rel_frob_err_gd")
+
+
+def p_s8(runs: dict) -> dict:
+    from attnlab.paths.claims import verdict_S8
+
+    folder = _path(runs["paths_outputs"])
+    converged = json.loads((folder / "metrics.json").read_text())["converged"]
+    return _claim(verdict_S8, folder, "rel_frob_err") | {"sampler_converged": float(bool(converged))}
+
+
+def p_s9(runs: dict) -> dict:
+    """S9: scalar predictor vs the GP at T/u_1 (relative RMS) and matrix minus GP test accuracy."""
+    from attnlab.paths.claims import verdict_S9
+
+    folder = _path(runs["paths_renorm"])
+    c = json.loads((folder / "metrics.json").read_text())["renorm_comparison"]
+    out = _claim(verdict_S9, folder, "matrix_minus_gp_accuracy")
+    return out | {"scalar_vs_gp_matched_T": c["rms_pred_scalar_vs_gp_matched_T"] / c["rms_pred_gp"]}
+
+
+def p_s10(runs: dict) -> dict:
+    """S10: theory minus GP test accuracy on a trained network's attention maps (and the network's own)."""
+    from attnlab.paths.claims import verdict_S10
+
+    folder = _path(runs["paths_plugin"])
+    m = json.loads((folder / "metrics.json").read_text())
+    out = _claim(verdict_S10, folder, "theory_minus_gp_accuracy")
+    return out | {"theory_accuracy": m["accuracy"], "gp_accuracy": m["accuracy_gp"],
+                  "network_accuracy": m["network_accuracy"]}  # fmt: skip

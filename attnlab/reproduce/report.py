@@ -70,6 +70,11 @@ def _run_note(record: dict) -> str:
     failed = [f"{k} ({v['error']})" for k, v in record["experiments"].items() if v["error"]]
     note = (f"Profile `{record['profile']}`, studies {', '.join(record['studies'])}; {record['seconds']:.0f} s in all "
             f"({len(record['experiments'])} study runs).")  # fmt: skip
+    if record.get("updated"):
+        added = record["updated"]
+        secs = sum(record["experiments"][n]["seconds"] for n in added)
+        note += (f" Study runs added later to the same folder by `attnlab.reproduce.run.update` (targets added "
+                 f"since): {', '.join(added)} ({secs:.0f} s).")  # fmt: skip
     return note + (" Failed study runs: " + "; ".join(failed) + "." if failed else "")
 
 

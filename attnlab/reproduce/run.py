@@ -6,11 +6,17 @@
   reproduction.md         the same table in Markdown (committed as docs/reproduction.md)
   report.html             the same table in HTML
 An experiment that fails is recorded (its targets become "not run" with the error); the others still run.
+
+`update(folder)` brings a saved reproduce folder up to date with the registry without re-running it: the study runs
+of its profile that it lacks (targets added since) are run into folder/runs/ (replacing a folder an unrecorded attempt
+left there), their rows and every not-run row are evaluated afresh, the other rows keep their numbers (judged again
+by the current checks); then reproduction.json/.md and report.html are rewritten.
 """
 
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,9 +83,7 @@ def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
         missing = [n for n in target.needs if n not in SIZES[profile]]
         failed = [n for n in target.needs if n in log and log[n]["error"]]
         if missing:
-            reason = f"the {profile} profile does not run {', '.join(missing)}" + (
-                "" if profile == "full" else " (full profile)"
-            )
+            reason = f"the {profile} profile does not run {', '.join(missing)}" + _where(missing, target.study)
         elif failed:
             reason = "; ".join(f"{n} failed: {log[n]['error']}" for n in failed)
         else:
@@ -99,6 +103,13 @@ def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
         "runs": [f"runs/{n}" for n in target.needs] if v != NOT_RUN else [],
         "figure": f"runs/{target.needs[0]}/{target.figure}" if v != NOT_RUN and target.figure else None,
     }
+
+
+def _where(names: list[str], study: str) -> str:
+    """Where `names` run: " (full profile: `attnlab reproduce <study> --profile full`)", the smallest profile that
+    runs them all, or "" if none does."""
+    at = next((p for p in SIZES if all(n in SIZES[p] for n in names)), None)
+    return f" ({at} profile: `attnlab reproduce {study} --profile {at}`)" if at else ""
 
 
 def _measure(fn: Callable[[dict], dict], done: dict) -> tuple[dict | None, str]:
@@ -131,6 +142,41 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
         report.write_all(run.path)
     table = pd.DataFrame([{k: r[k] for k in ("id", "study", "verdict", "why")} for r in rows])
     return RunResult(run.path, config, record["counts"], {"targets": table})
+
+
+def _rejudge(target: Target, row: dict) -> dict:
+    """A saved measured row with the registry's current texts and checks applied to its saved numbers."""
+    nums = {k: float(v) if isinstance(v, str) and v in ("nan", "inf", "-inf") else v for k, v in row["numbers"].items()}
+    v, why = verdict(target.checks, nums)
+    texts = {"claim": target.claim, "threshold": target.threshold, "note": target.note}
+    return row | texts | {"checks": [c.text() for c in target.checks], "verdict": v, "why": why}
+
+
+def update(folder: str | Path, seed: int = 0) -> dict:
+    """Update the saved reproduce run in `folder` (see the module doc); returns the new record. Its `updated` lists
+    the study runs added (with their seconds in `experiments`)."""
+    from attnlab.runs import read_json, write_json
+
+    folder = Path(folder)
+    record = read_json(folder / "reproduction.json", "reproduction.json")
+    config = ReproduceConfig(studies=tuple(record["studies"]), profile=record["profile"], seed=seed)
+    targets, names = plan(config)
+    new = [n for n in names if n not in record["experiments"]]
+    for name in new:  # a folder left by an unrecorded attempt (an interrupted update) is replaced
+        shutil.rmtree(folder / "runs" / name, ignore_errors=True)
+    done, log = run_experiments(new, folder / "runs", config)
+    old = {(r["study"], r["id"]): r for r in record["rows"]}
+    rows: list[dict] = []
+    for t in targets:
+        row = old.get((t.study, t.id))
+        fresh = row is None or row["numbers"] is None or t.measure is None or any(n in new for n in t.needs)
+        rows.append(evaluate(t, done, log, config.profile) if fresh or row is None else _rejudge(t, row))
+    record |= {"experiments": record["experiments"] | log, "rows": rows, "counts": report.counts(rows)}
+    record["seconds"] = round(record["seconds"] + sum(v["seconds"] for v in log.values()), 1)
+    record["updated"] = sorted(set(record.get("updated", [])) | set(new))
+    write_json(folder / "reproduction.json", record)
+    report.write_all(folder)
+    return record
 
 
 RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {"reproduce": (ReproduceConfig, reproduce)}

@@ -198,7 +198,7 @@ def test_full_profile_runs_every_measured_target_and_its_configs_build() -> None
     assert measured <= set(names) <= set(EXPERIMENTS)
     for name in names:
         if name.startswith("bb_") and name not in ("bb_sample", "bb_intervene", "bb_theory"):
-            size = SIZES["full"][name]
+            size = {k: v for k, v in SIZES["full"][name].items() if k not in ("lrs", "seeds")}  # bb_stability's grid
             cfg = resolve_config("paper" if size.get("steps", 0) >= 10000 else "cpu", **size)
             assert cfg.steps == size["steps"]
     assert SIZES["quick"]["bb_softmax"]["steps"] == 600  # the slow tests' scale (tests/bb/test_phenomena_slow.py)
@@ -220,7 +220,7 @@ def test_a_failed_study_run_is_reported_and_an_interrupt_ends_the_run(tmp_path, 
     from attnlab.reproduce.config import ReproduceConfig
     from attnlab.reproduce.run import reproduce
 
-    for name in ("cons_causal", "cons_full", "cons_cluster", "cons_tails", "cons_late", "cons_phase"):
+    for name in ("cons_causal", "cons_full", "cons_cluster", "cons_tails", "cons_late", "cons_phase", "cons_counter"):
         monkeypatch.setitem(experiments.EXPERIMENTS, name, lambda *a, **k: {})  # only R5a's run stays real
     monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", _fail)
     res = reproduce(ReproduceConfig(studies=("consensus",), profile="tiny"), tmp_path / "r")
@@ -232,3 +232,38 @@ def test_a_failed_study_run_is_reported_and_an_interrupt_ends_the_run(tmp_path, 
     with pytest.raises(AttnlabError) as exc:
         reproduce(ReproduceConfig(studies=("consensus",), profile="tiny"), tmp_path / "r2")
     assert exc.value.exit_code == 130
+
+
+def test_update_adds_missing_study_runs_and_keeps_the_other_rows(tiny_run, tmp_path, monkeypatch) -> None:
+    """`update` on a saved folder that predates a target (here: R12's study run removed from the record) runs only
+    that study run, evaluates its row, keeps every other measured row as saved and rewrites the table."""
+    import shutil
+
+    from attnlab.reproduce import experiments
+    from attnlab.reproduce.run import update
+
+    folder = tmp_path / "saved"
+    shutil.copytree(tiny_run["path"], folder)
+    record = json.loads((folder / "reproduction.json").read_text())
+    del record["experiments"]["cons_counter"]
+    record["rows"] = [r for r in record["rows"] if (r["study"], r["id"]) != ("consensus", "R12")]
+    (folder / "reproduction.json").write_text(json.dumps(record))
+    calls = []
+
+    def fake_counter(out: Path, seed: int, size: dict, done: dict) -> Path:
+        calls.append(out.name)
+        for value, share in (("identity", 1.0), ("rotation", 0.0)):
+            (out / value).mkdir(parents=True)
+            (out / value / "metrics.json").write_text(json.dumps({"share_E_first_below_1e-6": share}))
+        return out
+
+    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_counter", fake_counter)
+    new = update(folder)
+    assert calls == ["cons_counter"] and new["updated"] == ["cons_counter"]
+    rows = {(r["study"], r["id"]): r for r in new["rows"]}
+    assert rows[("consensus", "R12")]["verdict"] == MET
+    assert rows[("consensus", "R12")]["numbers"]["share_identity"] == 1.0
+    kept = {(r["study"], r["id"]): r for r in record["rows"] if r["numbers"] is not None}
+    assert all(rows[k] == r for k, r in kept.items())
+    assert [(r["study"], r["id"]) for r in new["rows"]] == [(r["study"], r["id"]) for r in tiny_run["record"]["rows"]]
+    assert "added later" in (folder / "reproduction.md").read_text()

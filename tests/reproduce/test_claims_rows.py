@@ -1,0 +1,201 @@
+"""The issue-14 rows of `attnlab reproduce` (the authors' claims): each is a step with a measure that calls the
+study's verdict function (attnlab/<study>/claims.py) on its run folder, and checks that mirror that verdict.
+
+The rows are computed here from small hand-made run folders holding the files each verdict reads (real runs: the
+tiny profile for R12 and S9 in test_reproduce.py; R19-R21 from six tiny `bb train` runs, slow tier)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnlab.reproduce import measures as m
+from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
+from attnlab.reproduce.targets import TARGETS
+from attnlab.reproduce.verdict import MET, MISSED, verdict
+
+ISSUE14 = {"bb": ("R19", "R20", "R21", "R22"), "consensus": ("R12", "R13", "R14"),
+           "paths": ("S6", "S7", "S8", "S9", "S10")}  # fmt: skip
+ROWS = {(t.study, t.id): t for t in TARGETS}
+
+
+def test_issue14_rows_are_steps_of_reproduce() -> None:
+    for study, ids in ISSUE14.items():
+        for tid in ids:
+            t = ROWS[(study, tid)]
+            assert t.measure is not None and t.checks and t.needs, tid
+            assert all(n in EXPERIMENTS and n in SIZES["full"] for n in t.needs), tid
+            assert all(NEEDS[n] in t.needs for n in t.needs if n in NEEDS), tid
+    tiny = set(SIZES["tiny"])
+    assert {"cons_counter", "paths_renorm"} <= tiny  # seconds: part of the fast profile
+    assert not tiny & {"bb_variants", "bb_stability", "cons_norm", "cons_decode", "paths_layers"}
+    assert {"cons_norm", "cons_decode"} <= set(SIZES["quick"])
+    for study, tid in (("real", "R23"), ("real", "R24"), ("bb", "R25")):
+        t = ROWS[(study, tid)]
+        assert t.measure is None and "being added" in t.not_run and f"verdict_{tid}" in t.not_run
+
+
+def test_checks_use_the_claims_thresholds() -> None:
+    from attnlab.bb.claims import PEAK_RATIO
+    from attnlab.consensus.claims import R13_TOL, R14_SHARE
+    from attnlab.paths.claims import S6_ERR, S7_ERR, S9_TOL, SAMPLE_ERR
+
+    def bound(study: str, tid: str, key: str) -> float:
+        return next(c.bound for c in ROWS[(study, tid)].checks if c.key == key)
+
+    assert bound("consensus", "R13", "max_layer_rel_error") == R13_TOL
+    assert bound("consensus", "R14", "min_share_final") == R14_SHARE
+    assert bound("bb", "R20", "peak_ratio_3_layers") == PEAK_RATIO == bound("bb", "R20", "max_peak_ratio_shallow")
+    assert bound("bb", "R21", "peak_ratio_0_mlp0_zeroed") == PEAK_RATIO
+    assert bound("paths", "S6", "sampled_vs_theory_err") == S6_ERR
+    assert bound("paths", "S7", "rel_frob_err_gd") == S7_ERR
+    assert bound("paths", "S8", "rel_frob_err") == SAMPLE_ERR
+    assert bound("paths", "S9", "scalar_vs_gp_matched_T") == S9_TOL
+
+
+def _write(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+# each maker writes a run folder the verdict reads; good=True: a folder whose claim holds, False: one that fails
+def _r12(f: Path, good: bool) -> None:
+    _write(f / "identity" / "metrics.json", {"share_E_first_below_1e-6": 1.0 if good else 0.9375})
+    _write(f / "rotation" / "metrics.json", {"share_E_first_below_1e-6": 0.0})
+
+
+def _r13(f: Path, good: bool) -> None:
+    err = [0.05, 0.099] if good else [0.05, 0.1]
+    _write(f / "metrics.json", {"rel_error_mean": err, "same_conclusion": True, "fall_real": 0.7,
+                                "fall_ideal": 0.8, "passes": 10})  # fmt: skip
+
+
+def _r14(f: Path, good: bool) -> None:
+    from attnlab.consensus.modelrun import decode_summary
+
+    last = [[7] * (9 if good else 8) + [20] * (1 if good else 2)] * 2  # 0.9 or 0.8 of 10 positions on one token
+    groups = {}
+    for name in ("periodic, MLP on", "periodic, MLP off"):
+        top1 = np.stack([np.tile(np.arange(10), (2, 1)), np.array(last)], 1)
+        groups[name] = decode_summary(top1, {7: " the"})
+    _write(f / "decode.json", {"groups": groups})
+
+
+def _s6(f: Path, good: bool) -> None:
+    U_small = np.eye(3) + 0.01 * (1 - np.eye(3))
+    U_big = np.ones((3, 3))
+    pts = [{"alpha": 0.1, "U": U_small.tolist()}, {"alpha": 10.0, "U": U_big.tolist()}]
+    (f / "sweep").mkdir(parents=True)
+    (f / "sweep" / "points.jsonl").write_text("\n".join(json.dumps(p) for p in pts) + "\n")
+    _write(f / "sample" / "metrics.json", {"rel_frob_err": 0.05 if good else 0.11, "converged": True, "N": 10,
+                                           "alpha": 4.0, "rhat_max": 1.004})  # fmt: skip
+
+
+def _s7(f: Path, good: bool) -> None:
+    _write(f / "metrics.json", {"rel_frob_err_gd": 0.3 if good else 1.0, "runs": 16, "N": 10, "run_spread": 0.01,
+                                "accuracy_U_gd": 0.8, "theory": {"accuracy": 0.9}})  # fmt: skip
+
+
+def _s8(f: Path, good: bool) -> None:
+    _write(f / "metrics.json", {"rel_frob_err": 0.137, "converged": good, "outputs": 2, "N": 10, "rhat_max": 1.005,
+                                "ess_bulk_min": 735, "theory": {"accuracy_per_output": [0.9, 0.5],
+                                                               "accuracy_gp_per_output": [0.8, 0.5]}})  # fmt: skip
+
+
+def _s9(f: Path, good: bool) -> None:
+    c = {
+        "u_scalar": [3.0],
+        "rms_pred_scalar_vs_gp_matched_T": 2e-14 if good else 2e-8,
+        "rms_pred_gp": 1.0,
+        "rms_pred_scalar_vs_gp": 0.04,
+        "accuracy_scalar": 0.82,
+        "accuracy_gp": 0.83,
+        "accuracy_matrix": 0.93,
+    }
+    _write(f / "metrics.json", {"renorm_comparison": c})
+
+
+def _s10(f: Path, good: bool) -> None:
+    _write(f / "metrics.json", {"N": 20.0, "T": 0.1, "accuracy": 0.63 if good else 0.53, "accuracy_gp": 0.611,
+                                "network_accuracy": 0.6})  # fmt: skip
+
+
+def _r22(f: Path, good: bool) -> None:
+    """12 fake `bb train` trials per form over 4 lrs; one softmax run diverged, and two ReLU runs unless good."""
+    from attnlab.bb.config import resolve_config
+
+    bad = {("softmax", 0.01, 0)} | (set() if good else {("relu", 0.03, 0), ("relu", 0.03, 1)})
+    for a in ("softmax", "relu"):
+        for lr in (1e-3, 3e-3, 1e-2, 3e-2):
+            for s in (0, 1, 2):
+                d = f / "trials" / f"{a}-{lr:g}-{s}"
+                _write(d / "config.json", resolve_config("cpu", attention=a, lr=lr, seed=s).to_dict())
+                end = 3.5 if (a, lr, s) in bad else 1.0
+                recs = [{"step": 0, "loss": 3.0}, {"step": 200, "loss": end, "excess_risk_backcopy": 0.1,
+                                                   "excess_risk_bigram": 0.1}]  # fmt: skip
+                (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+                _write(d / "trial.json", {"status": "done"})
+
+
+CASES: list[tuple[str, str, str, Callable, Callable]] = [
+    ("consensus", "R12", "cons_counter", _r12, m.c_r12),
+    ("consensus", "R13", "cons_norm", _r13, m.c_r13),
+    ("consensus", "R14", "cons_decode", _r14, m.c_r14),
+    ("paths", "S6", "paths_layers", _s6, m.p_s6),
+    ("paths", "S7", "paths_ensemble", _s7, m.p_s7),
+    ("paths", "S8", "paths_outputs", _s8, m.p_s8),
+    ("paths", "S9", "paths_renorm", _s9, m.p_s9),
+    ("paths", "S10", "paths_plugin", _s10, m.p_s10),
+    ("bb", "R22", "bb_stability", _r22, m.b_r22),
+]
+
+
+@pytest.mark.parametrize("study,tid,exp,make,measure", CASES, ids=[c[1] for c in CASES])
+@pytest.mark.parametrize("good", [True, False])
+def test_row_from_a_run_folder_agrees_with_the_claims_verdict(
+    tmp_path: Path, study: str, tid: str, exp: str, make: Callable, measure: Callable, good: bool
+) -> None:
+    t = ROWS[(study, tid)]
+    assert t.measure is measure and exp in t.needs
+    make(tmp_path, good)
+    runs = {exp: {"result": _Result(tmp_path)} if study == "paths" else tmp_path}
+    numbers = measure(runs)
+    assert numbers["claims_met"] == float(good)  # the study's own verdict on this folder
+    assert verdict(t.checks, numbers)[0] == (MET if good else MISSED)  # and the row's checks agree
+
+
+class _Result:
+    """What the paths experiments return under "result": an object with the run folder as `.path`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+
+def test_known_numbers_of_the_fake_folders(tmp_path: Path) -> None:
+    _r22(tmp_path / "r22", False)
+    n = m.b_r22({"bb_stability": tmp_path / "r22"})
+    assert (n["diverged_softmax"], n["diverged_relu"], n["diverged_relu_minus_softmax"]) == (1, 2, 1.0)
+    assert (n["runs_softmax"], n["lrs_relu"]) == (12, 4)
+    _r14(tmp_path / "r14", True)
+    n = m.c_r14({"cons_decode": tmp_path / "r14"})
+    assert n["min_share_final"] == pytest.approx(0.9) and n["passes"] == 1
+    assert n["share periodic, MLP off"] == pytest.approx(0.9)
+
+
+@pytest.mark.slow
+def test_layer_variants_rows_from_tiny_bb_runs(tmp_path: Path) -> None:
+    """R19-R21: six tiny `bb train` runs of the layouts (the bb_variants step at a tiny size); every row's checks
+    give the same verdict as attnlab/bb/claims.py."""
+    size = dict(steps=4, d_model=16, d_mlp=32, seq_len=16, batch=8, eval_batch=8, lin_every=4, lin_until=4,
+                ckpt_every=4)  # fmt: skip
+    EXPERIMENTS["bb_variants"](tmp_path, 0, size, {})
+    assert (tmp_path / "r20_peak_by_layout.png").is_file()
+    assert (tmp_path / "1-layer-parallel-block" / "figures" / "dynamics.png").is_file()
+    for tid, measure in (("R19", m.b_r19), ("R20", m.b_r20), ("R21", m.b_r21)):
+        numbers = measure({"bb_variants": tmp_path})
+        expected = MET if numbers["claims_met"] == 1.0 else MISSED
+        assert verdict(ROWS[("bb", tid)].checks, numbers)[0] == expected, (tid, numbers)
