@@ -298,3 +298,22 @@ def test_next_token_nll_in_row_chunks_equals_the_full_log_softmax():
     expected = -logp.gather(-1, ids[:, 1:, None]).squeeze(-1).mean(-1)
     for rows in (1, 7, 69, 256):
         assert torch.allclose(next_token_nll(logits, ids, rows=rows).double(), expected, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("case", ["scaled", "ties", "constant", "small", "outliers"])
+def test_lower_median_is_the_exact_order_statistic(case):
+    from attnlab.trace.recorder import lower_median
+
+    rng = np.random.default_rng(3)
+    if case == "scaled":  # per-coordinate scales, as in a residual stream
+        x = np.abs(rng.standard_normal((3, 200, 96)) * rng.uniform(0.01, 5, 96)).astype(np.float32).reshape(-1)
+    elif case == "ties":
+        x = np.repeat(np.arange(7, dtype=np.float32), 9001)
+    elif case == "constant":
+        x = np.zeros(50_000, dtype=np.float32)
+    elif case == "small":
+        x = rng.random(101).astype(np.float32)
+    else:
+        x = np.abs(rng.standard_normal(60_001)).astype(np.float32)
+        x[::997] = 1e4
+    assert lower_median(x) == float(np.sort(x)[(x.size - 1) // 2])
