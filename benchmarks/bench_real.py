@@ -11,6 +11,7 @@ further forwards (median, process CPU time and wall time). Modes:
 TransformerLens `run_with_cache` is measured only if `transformer_lens` is importable (it is an optional extra).
 
 Usage: .venv/bin/python benchmarks/bench_real.py [--tokens 128 512] [--long 4096] [--repeats 3] [--out FILE]
+       .venv/bin/python benchmarks/bench_real.py --interleaved --tokens 512 4096 --repeats 5 --threads 2
        .venv/bin/python benchmarks/bench_real.py --families llama gemma2 gpt-oss --tokens 512 4096 --threads 2
 
 `--families` (issue 9): one small random model per family kind (d = 256, 8 heads, 4 layers, the family's own
@@ -164,6 +165,50 @@ def families_bench(names: list[str], tokens: list[int], repeats: int, threads: i
     return rows
 
 
+def smollm2_interleaved(tokens: list[int], repeats: int, threads: int) -> list[dict]:
+    """SmolLM2 in this one process: a plain sdpa forward and the scan's work per window (traced forward, recorder
+    result, next-token NLL) alternated `repeats` times after one warm-up pair; median wall and CPU seconds."""
+    import torch
+
+    torch.set_num_threads(threads)  # a benchmark process of its own: no library code sets threads
+    from attnlab.hf.loader import load_causal_lm
+    from attnlab.hf.texts import domain_windows
+    from attnlab.trace.adapters.hf import new_recorder, next_token_nll, traced
+
+    model, tok = (lambda lm: (lm.model, lm.tokenizer))(load_causal_lm("smollm2"))
+    rows = []
+    for T in tokens:
+        ids = domain_windows(tok, "prose", 1, T, 0)
+
+        def sdpa(ids: torch.Tensor = ids) -> None:
+            with torch.no_grad():
+                model(input_ids=ids, use_cache=False)
+
+        def scan(ids: torch.Tensor = ids, T: int = T) -> None:
+            rec = new_recorder(model, T)
+            with traced(model, rec) as session:
+                next_token_nll(session.forward(ids), ids)
+            rec.result()
+
+        wall: dict[str, list[float]] = {"sdpa": [], "scan": []}
+        cpu: dict[str, list[float]] = {"sdpa": [], "scan": []}
+        load0 = os.getloadavg()[0]
+        for i in range(repeats + 1):
+            for name, fn in (("sdpa", sdpa), ("scan", scan)):
+                t, c = time.perf_counter(), time.process_time()
+                fn()
+                if i:  # the first pair warms up
+                    wall[name].append(time.perf_counter() - t)
+                    cpu[name].append(time.process_time() - c)
+        w = {k: statistics.median(v) for k, v in wall.items()}
+        c = {k: statistics.median(v) for k, v in cpu.items()}
+        rows.append({"tokens": T, "threads": threads, "sdpa_s": round(w["sdpa"], 3), "scan_s": round(w["scan"], 3),
+                     "wall_ratio": round(w["scan"] / w["sdpa"], 3), "cpu_ratio": round(c["scan"] / c["sdpa"], 3),
+                     "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, nargs="*", default=[128, 512], help="sequence lengths (default 128 512)")
@@ -173,7 +218,17 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     ap.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--families", nargs="*", default=None, help="family kinds (tests/real/families.py) instead")
+    ap.add_argument("--interleaved", action="store_true", help="SmolLM2 sdpa and scan alternated in one process")
     args = ap.parse_args()
+    if args.interleaved:
+        rows = smollm2_interleaved(args.tokens, args.repeats, args.threads)
+        print("\n| T | threads | sdpa s | scan s | wall ratio | CPU ratio | load |\n|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['tokens']} | {r['threads']} | {r['sdpa_s']} | {r['scan_s']} | {r['wall_ratio']} | "
+                  f"{r['cpu_ratio']} | {r['load']} |")  # fmt: skip
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=2))
+        return 0
     if args.families is not None:
         rows = families_bench(args.families, args.tokens, args.repeats, args.threads)
         print("\n| family | attention | T | plain s | scan s | scan / plain |\n|---|---|---|---|---|---|")
