@@ -1,6 +1,6 @@
 """Check that two run folders (e.g. `make demo` before and after a change) hold the same seeded results.
 
-    python benchmarks/compare_runs.py OLD NEW [--map old_sub=new_sub ...]
+    python benchmarks/compare_runs.py OLD NEW [--map old_sub=new_sub ...] [--rtol 1e-5]
 
 Compares every `.npy` array (exactly) and every metrics file (`*.jsonl`, `metrics*.json`, `*.csv`) value by value,
 skipping fields that record time, the machine or paths (timings aside, as issue 8 asks). Prints one line per difference
@@ -57,19 +57,35 @@ def result_files(root: Path) -> list[Path]:
     return keep
 
 
-def same(a, b) -> bool:
+def _number(x):
+    """x as a float if it is one (CSV cells are strings), else None."""
+    if isinstance(x, bool) or x is None:
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def close(a, b, rtol: float) -> bool:
+    """Equal structure and strings, numbers within `rtol` relative (NaN matches NaN; rtol 0: bit for bit)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return (
-            isinstance(a, np.ndarray)
-            and isinstance(b, np.ndarray)
-            and a.shape == b.shape
-            and a.dtype == b.dtype
-            and a.tobytes() == b.tobytes()
-        )
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape):
+            return False
+        if rtol == 0 or a.dtype.kind not in "fc":
+            return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        return bool(np.allclose(a, b, rtol=rtol, atol=0.0, equal_nan=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], rtol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, rtol) for x, y in zip(a, b))
+    x, y = _number(a), _number(b)
+    if rtol and x is not None and y is not None:
+        return (x != x and y != y) or abs(x - y) <= rtol * max(abs(x), abs(y))
     return a == b
 
 
-def compare(old: Path, new: Path, mapping: dict[str, str]) -> list[str]:
+def compare(old: Path, new: Path, mapping: dict[str, str], rtol: float = 0.0) -> list[str]:
     problems = []
     for rel in result_files(old):
         parts = list(rel.parts)
@@ -78,7 +94,7 @@ def compare(old: Path, new: Path, mapping: dict[str, str]) -> list[str]:
         other = new.joinpath(*parts)
         if not other.exists():
             problems.append(f"missing: {rel} (looked for {Path(*parts)})")
-        elif not same(_load(old / rel), _load(other)):
+        elif not close(_load(old / rel), _load(other), rtol):
             problems.append(f"differs: {rel}")
     return problems
 
@@ -93,13 +109,15 @@ def main() -> int:
         default=[],
         help="old=new: a top-level folder renamed, or a file (relative path) moved",
     )
+    ap.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for numbers (default 0: exact)")
     args = ap.parse_args()
     mapping = dict(m.split("=", 1) for m in args.map)
-    problems = compare(args.old, args.new, mapping)
+    problems = compare(args.old, args.new, mapping, args.rtol)
     for p in problems:
         print(p)
     n = len(result_files(args.old))
-    print(f"{n - len(problems)} of {n} result files identical")
+    within = f"within rtol {args.rtol:g}" if args.rtol else "identical"
+    print(f"{n - len(problems)} of {n} result files {within}")
     return 1 if problems else 0
 
 
