@@ -112,6 +112,7 @@ class TraceRecorder:
         self._pattern_parts: dict[tuple[int, int], list[torch.Tensor]] = {}
         # positions helpers
         self._i = torch.arange(T, dtype=torch.float64)
+        self._product = torch.empty(0)  # scratch for the row entropy's A ⊙ S (reused: no page faults per chunk)
 
     # ------------------------------------------------------------------------------------------------------
     def begin_batch(self, tokens: torch.Tensor | None, batch_size: int | None = None) -> None:
@@ -257,7 +258,7 @@ class TraceRecorder:
                 mtop, marg = A.max(dim=-1, keepdim=True)
                 top, arg = torch.where(small, mtop, top), torch.where(small, marg, arg)
             lse = S.gather(-1, arg).squeeze(-1) - top.squeeze(-1).log()
-            ent = (lse.double() - (A * S).sum(-1).double())[:, :, first:]
+            ent = (lse.double() - self._row_dot(A, S).double())[:, :, first:]
             nonempty = torch.ones(ent.shape, dtype=torch.bool)
         else:
             R = A[:, :, first:, :]
@@ -271,6 +272,13 @@ class TraceRecorder:
         self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros((), dtype=torch.float64)).sum(dim=(0, 2))
         self.ent_count[layer] += nonempty.double().sum(dim=(0, 2))
         self.empty[layer] += (~nonempty).double().sum(dim=(0, 2))
+
+    def _row_dot(self, A: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
+        """[B,H,C] Σ_j A_ij S_ij of A, S [B,H,C,K], the product written into a buffer kept between chunks."""
+        n = A.numel()
+        if self._product.numel() < n or self._product.device != A.device:
+            self._product = torch.empty(n, dtype=torch.float32, device=A.device)
+        return torch.mul(A, S, out=self._product[:n].view(A.shape)).sum(-1)
 
     def _end_rows(self, layer: int) -> None:
         """The last chunk of a layer: per-sequence sink score and ᾱ_0, and the kept patterns."""
