@@ -2,17 +2,9 @@
 
 `traced(model, recorder, interventions)` is a context manager that yields a `TraceSession` bound to that block
 (nothing is kept at module level). Inside it:
-  - attention runs through the function "attnlab" registered with transformers' `AttentionInterface`: eager math
-    (s = q kᵀ·scaling, soft-capped as s ← c·tanh(s/c) when the layer passes `softcap`, then the mask: the one
-    transformers builds for the name "attnlab" (registered as sdpa's boolean mask: padding, sliding windows,
-    chunks) or, when it builds none, the causal mask with the layer's `sliding_window`; fp32 softmax, with the
-    layer's learned sink logits `s_aux` as one extra column dropped after it; KV heads repeated for grouped-query
-    attention), computed in chunks of queries so that no [B,H,T,T] tensor is held; each chunk of weights
-    [B,H,C,T] goes to the recorder's `attention_rows` (and the learned-sink mass [B,H,C] to `learned_sink`), and
-    the pre-mask logit statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h);
-    from the capped score rows under a softcap). The per-head value norms ‖W_O^h v_{g(h),i}‖
-    (g(h) = h ÷ (H/H_kv)) use the Gram matrix W_O^hᵀ W_O^h, cached on the session. A forward pre-hook on every
-    attention module hands the session to the attention function as the keyword `attnlab_session`.
+  - attention runs through the function "attnlab" registered with transformers' `AttentionInterface`
+    (`attnlab.trace.adapters.hf_attention`: eager, chunked, every weight handed to the recorder) and a forward
+    pre-hook on every attention module hands the session to it as the keyword `attnlab_session`;
   - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
     every block record it after each block (before the final norm);
   - the intervention values of `attnlab.trace.interventions` are compiled into hooks: `ZeroHead` zeroes the slice
@@ -38,6 +30,12 @@ from torch import nn
 
 from attnlab.errors import InputError
 from attnlab.hf.arch import Arch, get_arch
+from attnlab.trace.adapters.hf_attention import (
+    ATTN_NAME,
+    CHUNK_ELEMENTS,
+    additive_causal_mask,
+    register_attention,
+)
 from attnlab.trace.format import Trace
 from attnlab.trace.interventions import (
     Intervention,
@@ -50,11 +48,6 @@ from attnlab.trace.interventions import (
     validate,
 )
 from attnlab.trace.recorder import TraceRecorder
-
-ATTN_NAME = "attnlab"
-CHUNK_ELEMENTS = 1 << 22  # at most ~4M fp32 scores (16 MiB) per query chunk
-CAUSAL_CHUNK = 128  # queries per chunk at most: chunk k multiplies only against keys < its last query + 1
-MASKED = -1e30  # finite "minus infinity": exp underflows to exactly 0 and 0 · MASKED = 0
 
 
 @dataclass
@@ -94,75 +87,6 @@ def compile_plan(interventions: Iterable[Intervention], shape: ModelShape) -> Pl
     for layer in plan.sink:
         plan.sink[layer].sort(key=lambda s: s.head)
     return plan
-
-
-def _causal_mask(q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
-    """[q1−q0, tk] additive mask: 0 where key j ≤ query i + offset, MASKED after."""
-    future = torch.ones(q1 - q0, tk, dtype=torch.bool).triu(q0 + offset + 1)
-    return torch.zeros(q1 - q0, tk).masked_fill_(future, MASKED)
-
-
-def _expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """[B,H_kv,T,d_h] -> [B,H,T,d_h]; query head h reads KV head h ÷ (H/H_kv) (as transformers' repeat_kv)."""
-    groups = n_heads // x.shape[1]
-    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
-
-
-def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """s0 [B,H,T] = s_i0 and rest [B,H,T] = (1/(i−1)) Σ_{j=1}^{i−1} s_ij, via a running sum of keys (fp32).
-
-    key [B,H_kv,T,d_h] stays grouped: query head h = g·(H/H_kv) + r reads KV head g (the running sum is taken
-    once per KV head)."""
-    B, H, T, D = query.shape
-    Hkv = key.shape[1]
-    q = query.float().view(B, Hkv, H // Hkv, T, D)
-    k = key.float().unsqueeze(2)  # [B,H_kv,1,T,d_h]
-    s0 = (q * k[..., :1, :]).sum(-1) * scaling
-    ksum = torch.zeros_like(k)
-    if T > 2:
-        ksum[..., 2:, :] = torch.cumsum(k[..., 1 : T - 1, :], dim=3)  # Σ_{j=1}^{i-1} k_j at i
-    denom = (torch.arange(T, dtype=torch.float32, device=q.device) - 1).clamp_min(1.0)
-    rest = (q * ksum).sum(-1) * scaling / denom
-    return s0.reshape(B, H, T), rest.reshape(B, H, T)
-
-
-def _move_to_sink(
-    w: torch.Tensor, moves: list[MoveToSink], q0: int, q1: int, sink_mass: torch.Tensor | None = None
-) -> None:
-    """In place on weights w [B,H,C,Tk]: the rows of each moved head (all, or those its `queries` mask selects)
-    become one-hot on key 0; their learned-sink mass [B,H,C], if any, becomes 0."""
-    every = [s.head for s in moves if s.queries is None]
-    if every:
-        w[:, every] = 0.0
-        w[:, every, :, 0] = 1.0
-        if sink_mass is not None:
-            sink_mass[:, every] = 0.0
-    for s in moves:
-        if s.queries is None:
-            continue
-        rows = torch.as_tensor(s.queries, dtype=torch.bool)[:, q0:q1].unsqueeze(-1).to(w.device)  # [B,C,1]
-        onehot = torch.zeros_like(w[:, s.head])
-        onehot[..., 0] = 1.0
-        w[:, s.head] = torch.where(rows, onehot, w[:, s.head])
-        if sink_mass is not None:
-            sink_mass[:, s.head] = sink_mass[:, s.head].masked_fill(rows.squeeze(-1), 0.0)
-
-
-def _window_mask(q0: int, q1: int, tk: int, offset: int, window: int, device: torch.device) -> torch.Tensor:
-    """[q1−q0, tk] bool, True where key j is visible to query i under a sliding window: i+offset−W < j ≤ i+offset."""
-    i = torch.arange(q0, q1, device=device).unsqueeze(1) + offset
-    j = torch.arange(tk, device=device).unsqueeze(0)
-    return (j <= i) & (j > i - window)
-
-
-def _logit_rows(s: torch.Tensor, q0: int, offset: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """From pre-mask (soft-capped) scores s [B,H,C,Tk]: s_i0 [B,H,C] and (1/(i−1)) Σ_{j=1}^{i−1} s_ij [B,H,C]."""
-    C, Tk = s.shape[-2:]
-    i = torch.arange(q0, q0 + C, device=s.device).unsqueeze(1) + offset
-    j = torch.arange(Tk, device=s.device).unsqueeze(0)
-    keep = (j >= 1) & (j <= i - 1)
-    rest = torch.where(keep, s, torch.zeros((), device=s.device)).sum(-1)
-    return s[..., 0], rest / (i.squeeze(1) - 1).clamp_min(1).to(s.dtype)
 
 
 def input_device(model: nn.Module) -> torch.device:
@@ -216,7 +140,7 @@ class TraceSession:
     def causal_mask(self, q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
         key = (q0, q1, tk, offset)
         if key not in self.masks:
-            self.masks[key] = _causal_mask(q0, q1, tk, offset)
+            self.masks[key] = additive_causal_mask(q0, q1, tk, offset)
         return self.masks[key]
 
     @torch.no_grad()
@@ -239,205 +163,6 @@ class TraceSession:
                 f"{len(missing)} of {self.arch.n_layers} layers computes its own), so attnlab cannot trace or move it"
             )
         return logits
-
-
-@dataclass
-class _Variant:
-    """What one attention call asks for beyond eager softmax(q kᵀ·scaling + mask)."""
-
-    scaling: float
-    window: int | None  # keys i−W+1..i only
-    softcap: float | None  # s = c·tanh(s/c) before the mask
-    sinks: torch.Tensor | None  # [H] learned sink logits: one extra column in the softmax, dropped after
-
-
-def _chunk_scores(
-    qc: torch.Tensor, kt: torch.Tensor, var: _Variant, mask: torch.Tensor | None, causal: Callable[[], torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(raw, masked) scores [B·H,C,Tk]: raw = softcap(q kᵀ·scaling), masked = raw + mask (MASKED where hidden).
-
-    mask: the [B,1|H,C,Tk] mask transformers built (bool: True = visible; float: additive), or None for the
-    causal (and, under a window, sliding) mask built here."""
-    raw = torch.bmm(qc, kt) * var.scaling
-    if var.softcap is not None:
-        raw = torch.tanh(raw / var.softcap) * var.softcap
-    if mask is None:
-        return raw, raw + causal()
-    return raw, mask
-
-
-def _plain_scores(sess: TraceSession | None, qc: torch.Tensor, kt: torch.Tensor, scaling: float, q0: int, q1: int,
-                  offset: int) -> torch.Tensor:  # fmt: skip
-    """The common case (no mask from transformers, no softcap, no window): scores [B·H_kv, G·C, Tk] (= [B,H,C,Tk]
-    in memory) = q kᵀ·scaling with the future keys j > i + offset set to MASKED, written into the session's
-    scratch buffer. qc [B·H_kv, G·C, d_h] holds the G query heads of each KV head; kt [B·H_kv, d_h, Tk]. Only the
-    last Tk − q0 − offset columns can hold future keys: one strict upper triangle per head."""
-    BHk, GC, _ = qc.shape
-    C, Tk = q1 - q0, kt.shape[-1]
-    s = sess.scratch("scores", (BHk, GC, Tk), qc.device) if sess is not None else qc.new_empty(BHk, GC, Tk)
-    torch.bmm(qc, kt, out=s).mul_(scaling)
-    width = Tk - q0 - offset
-    if width > 1:  # an additive mask (0 or MASKED; MASKED + s rounds to MASKED) is cheaper than masked_fill_
-        key = (-1, C, width, -1)
-        tri = sess.masks.get(key) if sess is not None else None
-        if tri is None:
-            tri = _causal_mask(0, C, width, 0).to(qc.device)
-            if sess is not None:
-                sess.masks[key] = tri
-        s.view(BHk, GC // C, C, Tk)[..., Tk - width :].add_(tri)
-    return s
-
-
-def _masked(raw: torch.Tensor, mask: torch.Tensor | Any, B: int, H: int) -> torch.Tensor:
-    """raw [B·H,C,Tk] with transformers' mask [B,1|H,C,Tk] applied -> [B,H,C,Tk]."""
-    s = raw.view(B, H, *raw.shape[1:])
-    if mask.dim() == 2:
-        return s + mask
-    return s.masked_fill(~mask, MASKED) if mask.dtype == torch.bool else s + mask.clamp_min(MASKED)
-
-
-def _softmax(
-    s: torch.Tensor, sinks: torch.Tensor | None, out: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Weights [B,H,C,Tk] = softmax over keys (and the learned sink column, if any); the sink's mass [B,H,C].
-    `out` (fp32, shaped like s) receives the weights when there is no sink column."""
-    if sinks is None:
-        if out is not None and s.dtype == torch.float32:
-            return torch.softmax(s, dim=-1, out=out), None
-        return torch.softmax(s, dim=-1, dtype=torch.float32), None
-    sk = sinks.float().view(1, -1, 1).expand(*s.shape[:3])
-    lse = torch.logaddexp(torch.logsumexp(s, dim=-1), sk)
-    return torch.exp(s - lse.unsqueeze(-1)), torch.exp(sk - lse)
-
-
-def _visible_keys(mask: torch.Tensor | None, q0: int, q1: int, offset: int, Tk: int) -> int:
-    """How many leading keys queries q0..q1−1 may see: q1 + offset under causal attention (keys after the last
-    query are never visible), or all Tk when transformers' mask [B,1|H,T,Tk] shows a later one (e.g. a
-    bidirectional block)."""
-    n = min(Tk, q1 + offset)
-    if mask is None or n == Tk:
-        return n
-    later = mask[..., q0:q1, n:Tk]
-    visible = later if later.dtype == torch.bool else later > MASKED / 2
-    return Tk if bool(visible.any()) else n
-
-
-def attnlab_attention(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    sliding_window: int | None = None,
-    softcap: float | None = None,
-    s_aux: torch.Tensor | None = None,
-    attnlab_session: TraceSession | None = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    """Eager attention in query chunks. query [B,H,T,d_h], key/value [B,H_kv,Tk,d_h] -> output [B,T,H,d_h].
-
-    Every variant transformers passes: its mask (padding, sliding windows, chunks), `scaling`, `softcap`
-    (s ← c·tanh(s/c)), `sliding_window` and learned sink logits `s_aux` [H] (gpt-oss)."""
-    sess = attnlab_session
-    B, H, T, D = query.shape
-    Tk = key.shape[2]
-    var = _Variant(D**-0.5 if scaling is None else float(scaling), sliding_window, softcap, s_aux)
-    layer = sess.layer_of(module) if sess is not None else int(getattr(module, "layer_idx", -1))
-    rec = sess.recorder if sess is not None else None
-    moves = sess.plan.sink.get(layer, []) if sess is not None else []
-    if sess is not None:
-        sess.layers_seen.add(layer)
-    if rec is not None and Tk != T:
-        raise InputError("tracing needs one full forward pass without a KV cache (use_cache=False)")
-    plain = attention_mask is None and softcap is None and (sliding_window is None or sliding_window >= Tk)
-    keys, values = (key, value) if plain else (_expand_kv(key, H), _expand_kv(value, H))
-    Hk = keys.shape[1]  # the plain case keeps KV heads grouped: G = H/H_kv query heads per GEMM batch
-    G = H // Hk
-    chunk = max(1, min(T, CAUSAL_CHUNK, (sess.chunk_elements if sess else CHUNK_ELEMENTS) // max(1, B * H * Tk)))
-    out = torch.empty(B, H, T, D, dtype=value.dtype, device=value.device)
-    stats = torch.empty(2, B, H, T, device=query.device) if (rec is not None and softcap is not None) else None
-    qf = query.float().view(B, Hk, G, T, D)
-    kt = keys.float().reshape(B * Hk, Tk, D).transpose(1, 2)
-    vs = values.reshape(B * Hk, Tk, D)
-    for q0 in range(0, T, chunk):
-        q1 = min(T, q0 + chunk)
-        nk = _visible_keys(attention_mask, q0, q1, Tk - T, Tk)
-        qc = qf[:, :, :, q0:q1].reshape(B * Hk, G * (q1 - q0), D)
-        w = _attend_chunk(sess, layer, qc, kt[:, :, :nk], var, attention_mask, (B, H, q0, q1, Tk - T), moves, stats)
-        av = torch.matmul(w.view(B * Hk, G * (q1 - q0), nk).to(vs.dtype), vs[:, :nk])
-        out[:, :, q0:q1] = av.view(B, H, q1 - q0, D)
-    if rec is not None and sess is not None:
-        rec.logits(layer, *(stats if stats is not None else _logit_stats(query, key, var.scaling)))
-        rec.value_norms(layer, _value_norms(value, sess.gram(layer)).transpose(1, 2))
-    return out.transpose(1, 2).contiguous(), None
-
-
-def _value_norms(value: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
-    """[B,H,T] ‖W_O^h v_{g(h),i}‖ = sqrt(vᵀ G_h v) from value [B,H_kv,T,d_h] and gram [H,d_h,d_h] (fp32), with
-    the query heads of one KV head g(h) = h ÷ (H/H_kv) reading it without a copy."""
-    B, Hkv, T, D = value.shape
-    H = gram.shape[0]
-    v = value.float().unsqueeze(2)  # [B,H_kv,1,T,d_h]
-    vn2 = (torch.matmul(v, gram.to(v.device).view(Hkv, H // Hkv, D, D)) * v).sum(-1)  # [B,H_kv,G,T]
-    return vn2.clamp_min(0).sqrt().reshape(B, H, T)
-
-
-def _attend_chunk(
-    sess: TraceSession | None,
-    layer: int,
-    qc: torch.Tensor,
-    kt: torch.Tensor,
-    var: _Variant,
-    attention_mask: torch.Tensor | None,
-    span: tuple[int, int, int, int, int],
-    moves: list[MoveToSink],
-    stats: torch.Tensor | None,
-) -> torch.Tensor:
-    """Weights [B,H,C,Tk] of queries q0..q1−1 (span = (B, H, q0, q1, Tk−T)), recorded into the session's recorder.
-
-    qc [B·H,C,d_h] fp32 queries, kt [B·H,d_h,Tk] fp32 keys; stats [2,B,H,T] receives the pre-mask logit
-    statistics when soft-capping makes the running-sum formula of `_logit_stats` inapplicable."""
-    b, n_heads, q0, q1, offset = span
-    Tk = kt.shape[-1]
-    rec = sess.recorder if sess is not None else None
-
-    def causal() -> torch.Tensor:
-        m = sess.causal_mask(q0, q1, Tk, offset) if sess is not None else _causal_mask(q0, q1, Tk, offset)
-        m = m.to(qc.device)
-        if var.window is not None and var.window < Tk:
-            m = m.masked_fill(~_window_mask(q0, q1, Tk, offset, var.window, qc.device), MASKED)
-        return m
-
-    mask = None if attention_mask is None else attention_mask[:, :, q0:q1, :Tk]
-    if mask is None and var.softcap is None and (var.window is None or var.window >= Tk):
-        raw = masked = _plain_scores(sess, qc, kt, var.scaling, q0, q1, offset)
-    else:
-        raw, masked = _chunk_scores(qc, kt, var, mask, causal)
-    s = masked.view(b, n_heads, q1 - q0, Tk) if mask is None else _masked(raw, mask, b, n_heads)
-    if stats is not None:
-        s0, rest = _logit_rows(raw.view(b, n_heads, q1 - q0, Tk), q0, offset)
-        stats[0, :, :, q0:q1], stats[1, :, :, q0:q1] = s0, rest
-    w, sink_mass = _softmax(s, var.sinks, None if sess is None else sess.scratch("weights", s.shape, s.device))
-    if moves:
-        _move_to_sink(w, moves, q0, q1, sink_mass)
-    if rec is not None:
-        rec.attention_rows(layer, q0, w, scores=None if (moves or sink_mass is not None) else s)
-        if sink_mass is not None:
-            rec.learned_sink(layer, q0, sink_mass)
-    return w
-
-
-def register_attention() -> None:
-    """Register "attnlab" with transformers' AttentionInterface (idempotent; the function holds no state)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(ATTN_NAME, attnlab_attention)
-    # transformers builds no mask for an attention name it does not know; sdpa's boolean mask (True = visible)
-    # carries padding, sliding windows and chunks (None when plain causal attention needs none)
-    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
 
 
 def _hidden_of(output: Any) -> torch.Tensor:
