@@ -39,7 +39,9 @@ def outlier_channels(x: torch.Tensor, ratio: float, max_outliers: int) -> tuple[
     return (r > ratio) & in_top, r
 
 
-def fake_quant(x: torch.Tensor, bits: int = 8, outliers: torch.Tensor | None = None, keep: bool = False) -> torch.Tensor:
+def fake_quant(
+    x: torch.Tensor, bits: int = 8, outliers: torch.Tensor | None = None, keep: bool = False
+) -> torch.Tensor:
     """Q(x) per window: x [B,T,d]; outliers [B,d] bool channels left out of the scale (None: none); keep: those
     channels pass through unchanged ("exclude") instead of being clamped to the range ("clip")."""
     qmax = float(2 ** (int(bits) - 1) - 1)

@@ -83,9 +83,7 @@ def verdict_R23(quant_run_dir: str | Path, window_run_dir: str | Path) -> dict:
     docstring). "why" is one line with our numbers beside the thresholds."""
     q, w = quant_part(quant_run_dir), window_part(window_run_dir)
     qs = ", ".join(f"{d} {r['naive']:.4g}/{r['exclude']:.4g} = {r['ratio']:.2f}" for d, r in q["domains"].items())
-    ws = ", ".join(
-        f"{d} {r['window']:.4g}/{r['sink+window']:.4g} = {r['ratio']:.2f}" for d, r in w["domains"].items()
-    )
+    ws = ", ".join(f"{d} {r['window']:.4g}/{r['sink+window']:.4g} = {r['ratio']:.2f}" for d, r in w["domains"].items())
     why = (
         f"int8 naive/exclude perplexity ({q['site']} site): {qs} "
         f"({'>=' if q['met'] else 'not all >='} {QUANT_RATIO}); window/sink+window perplexity at W = {w['window']}, "

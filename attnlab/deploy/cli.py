@@ -58,6 +58,14 @@ def cmd_window(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tokens_default(p: argparse.ArgumentParser, tokens: int) -> None:
+    """This command's default --tokens (the shared window options default to 128), in its help too."""
+    p.set_defaults(tokens=tokens)
+    for action in p._actions:
+        if "--tokens" in action.option_strings:
+            action.help = f"sequence length T (default {tokens})"
+
+
 def _quantize_parser(sub: argparse._SubParsersAction) -> None:
     q = sub.add_parser(
         "quantize",
@@ -66,14 +74,28 @@ def _quantize_parser(sub: argparse._SubParsersAction) -> None:
         "stream entering each block): none, naive, outliers excluded from the scale (kept exact), outliers clipped.",
     )
     add_window_args(q, DEFAULT_DOMAINS, samples=8, batch_size=1)
-    q.set_defaults(tokens=512)
-    q.add_argument("--policy", action="append", default=None, choices=["none", "naive", "exclude", "clip"],
-                   help="repeatable (default all four)")  # fmt: skip
-    q.add_argument("--site", action="append", default=None, choices=["linear", "residual"],
-                   help="where activations are quantised, repeatable (default both)")  # fmt: skip
+    _tokens_default(q, 512)
+    q.add_argument(
+        "--policy",
+        action="append",
+        default=None,
+        choices=["none", "naive", "exclude", "clip"],
+        help="repeatable (default all four)",
+    )
+    q.add_argument(
+        "--site",
+        action="append",
+        default=None,
+        choices=["linear", "residual"],
+        help="where activations are quantised, repeatable (default both)",
+    )
     q.add_argument("--bits", type=int, default=8, help="quantisation bits (default 8)")
-    q.add_argument("--outlier-ratio", type=float, default=10.0,
-                   help="outlier channel: peak > RATIO x the median channel peak (default 10)")  # fmt: skip
+    q.add_argument(
+        "--outlier-ratio",
+        type=float,
+        default=10.0,
+        help="outlier channel: peak > RATIO x the median channel peak (default 10)",
+    )
     q.add_argument("--max-outliers", type=int, default=4, help="at most this many outlier channels per tensor")
     add_run_args(q, threads_default=1)
     q.set_defaults(func=cmd_quantize, make_config=quantize_config)
@@ -87,9 +109,15 @@ def _window_parser(sub: argparse._SubParsersAction) -> None:
         "first token(s) kept as attention sinks; full causal attention is the baseline. Position ids unchanged.",
     )
     add_window_args(w, DEFAULT_DOMAINS, samples=8, batch_size=1)
-    w.set_defaults(tokens=1024)
-    w.add_argument("--window", action="append", type=int, default=None, metavar="W",
-                   help="keys each query sees (itself included), repeatable (default 256)")  # fmt: skip
+    _tokens_default(w, 1024)
+    w.add_argument(
+        "--window",
+        action="append",
+        type=int,
+        default=None,
+        metavar="W",
+        help="keys each query sees (itself included), repeatable (default 256)",
+    )
     w.add_argument("--sink-tokens", type=int, default=1, help="first tokens kept by sink+window (default 1)")
     add_run_args(w, threads_default=1)
     w.set_defaults(func=cmd_window, make_config=window_config)

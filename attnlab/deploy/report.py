@@ -53,7 +53,9 @@ def window_arrays(path: str | Path, rows: list[dict]) -> dict[str, dict[str, np.
     """{domain: {policy: per-position NLL [N, T−1]}} read back from path/nll/."""
     out: dict[str, dict[str, np.ndarray]] = {}
     for r in rows:
-        out.setdefault(r["domain"], {})[r["policy"]] = np.load(Path(path) / "nll" / r["domain"] / f"{slug(r['policy'])}.npy")
+        out.setdefault(r["domain"], {})[r["policy"]] = np.load(
+            Path(path) / "nll" / r["domain"] / f"{slug(r['policy'])}.npy"
+        )
     return out
 
 

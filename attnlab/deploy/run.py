@@ -46,7 +46,9 @@ def quantize(
     ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}
     with open_run(out, "deploy quantize", config, mode=mode, seed=config.seed) as run:
         t0 = time.perf_counter()
-        rows, samples, outliers = [], [], []
+        rows: list[dict] = []
+        samples: list[dict] = []
+        outliers: list[dict] = []
         for d in tqdm(config.domains, desc="deploy quantize", leave=False):
             r, s, o = quant_domain(lm.model, arch, config, d, ids[d])
             rows, samples, outliers = rows + r, samples + s, outliers + o
