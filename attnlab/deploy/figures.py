@@ -27,6 +27,8 @@ def perplexity_bars(rows: list[dict], key: str, path: Path, title: str) -> Path:
     ax.set_xticks(np.arange(len(conds)) + 0.4 - w / 2)
     ax.set_xticklabels(conds, rotation=35, ha="right", fontsize=7)
     ax.set_yscale("log")
+    ppl = [float(r["perplexity"]) for r in rows if np.isfinite(float(r["perplexity"]))] or [1.0]
+    ax.set_ylim(min(ppl) / 2, max(ppl) * 8)  # room for the printed values
     ax.set_ylabel("perplexity (log scale)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
