@@ -9,13 +9,15 @@ Read from a `deploy quantize` run and a `deploy window` run (saved files only, n
   smallest W of the run. Met when ratio_w ≥ WINDOW_RATIO on every domain.
 
 Both thresholds are our first guesses of "markedly worse" (a 10 % perplexity increase; the authors give no
-number). The verdict is met when both parts are.
+number). The verdict is met when both parts are. `log_ratio_se` is the standard error of log(ratio) over the windows
+(paired: both policies see the same windows).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from attnlab.errors import InputError
@@ -46,6 +48,28 @@ def _ppl(table: pd.DataFrame, domain: str, **where: object) -> float:
     return float(sel["perplexity"].iloc[0])
 
 
+def _paired_se(a: np.ndarray, b: np.ndarray) -> float:
+    """Standard error of mean(a − b) over windows: of log(PPL_a / PPL_b), paired on the same windows."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    return float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+
+
+def _quant_windows(run_dir: str | Path, domain: str, site: str, policy: str) -> np.ndarray:
+    """[N] per-window NLL of one condition from samples.csv."""
+    from attnlab.deploy.report import read_table
+
+    t = read_table(run_dir, "samples.csv")
+    sel = t[(t["domain"] == domain) & (t["site"] == site) & (t["policy"] == policy)].sort_values("window")
+    return sel["nll"].to_numpy(dtype=float)
+
+
+def _window_windows(run_dir: str | Path, domain: str, policy: str) -> np.ndarray:
+    """[N] per-window NLL of one window policy from nll/<domain>/<policy>.npy."""
+    from attnlab.deploy.report import slug
+
+    return np.load(Path(run_dir) / "nll" / domain / f"{slug(policy)}.npy").mean(-1)
+
+
 def quant_part(run_dir: str | Path) -> dict:
     """The int8 half of R23: per-domain perplexities and ratio_q, threshold, met."""
     cfg, t = _run_table(run_dir, "deploy quantize")
@@ -56,7 +80,8 @@ def quant_part(run_dir: str | Path) -> dict:
     domains = {}
     for d in cfg["domains"]:
         naive, excl = _ppl(t, d, site=site, policy="naive"), _ppl(t, d, site=site, policy="exclude")
-        row = {"naive": naive, "exclude": excl, "ratio": naive / excl}
+        se = _paired_se(_quant_windows(run_dir, d, site, "naive"), _quant_windows(run_dir, d, site, "exclude"))
+        row = {"naive": naive, "exclude": excl, "ratio": naive / excl, "log_ratio_se": se}
         if "none" in cfg["policies"]:
             row["none"] = _ppl(t, d, policy="none")
         if "clip" in cfg["policies"]:
@@ -73,7 +98,9 @@ def window_part(run_dir: str | Path) -> dict:
     domains = {}
     for d in cfg["domains"]:
         plain, sink = _ppl(t, d, policy=f"window {w}"), _ppl(t, d, policy=f"sink+window {w}")
-        domains[d] = {"full": _ppl(t, d, policy="full"), "window": plain, "sink+window": sink, "ratio": plain / sink}
+        se = _paired_se(_window_windows(run_dir, d, f"window {w}"), _window_windows(run_dir, d, f"sink+window {w}"))
+        full = _ppl(t, d, policy="full")
+        domains[d] = {"full": full, "window": plain, "sink+window": sink, "ratio": plain / sink, "log_ratio_se": se}
     met = all(r["ratio"] >= WINDOW_RATIO for r in domains.values())
     return {"window": w, "tokens": cfg["tokens"], "threshold": WINDOW_RATIO, "domains": domains, "met": met}
 
