@@ -24,6 +24,7 @@ STUDY_PACKAGES = {
     "sweep": "attnlab.sweep",
     "compare": "attnlab.compare",
     "reproduce": "attnlab.reproduce",
+    "deploy": "attnlab.deploy",
 }
 
 
