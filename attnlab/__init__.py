@@ -6,8 +6,8 @@ The API a notebook needs. Each study is a sub-package with its configs and run f
     result = attnlab.bb.train(attnlab.bb.TrainConfig(steps=50), out="runs/bb-notebook")
     result.tables["metrics"]          # a pandas DataFrame
 
-Studies: `bb` (Bigram-Backcopy toy models), `scan` and `ablate` (real LLMs), `consensus` (dynamics on the
-sphere), `paths` (attention-path kernels). Shared pieces: `trace` (one trace layer and intervention vocabulary),
+Studies: `bb` (Bigram-Backcopy toy models), `scan`, `ablate` and `deploy` (real LLMs; `deploy`: int8 activations
+and sliding-window KV), `consensus` (dynamics on the sphere), `paths` (attention-path kernels). Shared pieces: `trace` (one trace layer and intervention vocabulary),
 `runs` (run folders), `errors`.
 """
 
@@ -30,11 +30,12 @@ __all__ = [
     "bb",
     "scan",
     "ablate",
+    "deploy",
     "consensus",
     "paths",
     "trace",
 ]
-_LAZY = ("bb", "scan", "ablate", "consensus", "paths", "trace")
+_LAZY = ("bb", "scan", "ablate", "deploy", "consensus", "paths", "trace")
 
 
 def __getattr__(name: str) -> Any:

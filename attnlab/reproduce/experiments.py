@@ -60,6 +60,8 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_norm": dict(passes=10, prompts=4),
     "cons_decode": dict(passes=10, prompts=2),
     "paths_renorm": dict(P=100, n_test=1000),
+    "real_quant": dict(samples=2, tokens=256, sites=("linear",)),  # R23, about a minute each
+    "real_window": dict(samples=2, tokens=512, windows=(128,)),
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -86,6 +88,8 @@ FULL_SIZES: dict[str, dict] = {
     "paths_outputs": dict(outputs=2, warmup=300, draws=400),
     "paths_prune_long": dict(steps=2000),
     "paths_plugin": dict(N=20.0, temperature=0.1, P=300, n_test=1000),
+    "real_quant": dict(samples=8, tokens=512, sites=("linear", "residual")),  # docs/real-models.md, R23
+    "real_window": dict(samples=8, tokens=1024, windows=(256,)),
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
@@ -206,6 +210,22 @@ def real_probe(folder: Path, seed: int, size: dict, done: dict) -> dict:
         "greedy_dim507_zeroed": lm.tokenizer.decode([ablated]),
         "reload_seconds": reload_s,
     }
+
+
+def real_quant(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """R23 (a): SmolLM2's perplexity under fake int8 activations, with and without its outlier channels."""
+    from attnlab.deploy import QuantizeConfig, quantize
+
+    return quantize(QuantizeConfig(samples=size["samples"], tokens=size["tokens"], sites=size["sites"], seed=seed),
+                    folder)  # fmt: skip
+
+
+def real_window(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """R23 (b): SmolLM2's perplexity with a sliding-window KV policy, with and without the sink (token 0)."""
+    from attnlab.deploy import SlidingWindowConfig, window
+
+    cfg = SlidingWindowConfig(samples=size["samples"], tokens=size["tokens"], windows=size["windows"], seed=seed)
+    return window(cfg, folder)
 
 
 # --- consensus ---------------------------------------------------------------------------------------------------
@@ -508,6 +528,8 @@ EXPERIMENTS: dict[str, Callable[[Path, int, dict, dict], Any]] = {
     "bb_paper": bb_train_as_sized,
     "real_scan": real_scan,
     "real_probe": real_probe,
+    "real_quant": real_quant,
+    "real_window": real_window,
     "cons_causal": cons_causal,
     "cons_full": cons_full,
     "cons_cluster": cons_cluster,

@@ -412,6 +412,19 @@ def c_r12(runs: dict) -> dict:
     return out | {"share_identity": float(ident)}
 
 
+def r_r23(runs: dict) -> dict:
+    """R23: per domain, int8 naive / outlier-excluded perplexity and window / sink+window perplexity; the smallest
+    of each over the domains."""
+    from attnlab.deploy.claims import verdict_R23
+
+    v = verdict_R23(_path(runs["real_quant"]), _path(runs["real_window"]))
+    q, w = v["quant"]["domains"], v["window"]["domains"]
+    out = {f"int8 naive/exclude {d}": r["ratio"] for d, r in q.items()}
+    out |= {f"window/sink+window {d}": r["ratio"] for d, r in w.items()}
+    out |= {"quant_ratio_min": min(r["ratio"] for r in q.values())}
+    return out | {"window_ratio_min": min(r["ratio"] for r in w.values()), "claims_met": float(v["met"])}
+
+
 def c_r13(runs: dict) -> dict:
     """R13: largest per-layer relative error of the sphere idealisation; whether the consensus conclusion holds."""
     from attnlab.consensus.claims import verdict_R13

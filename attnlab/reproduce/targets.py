@@ -17,7 +17,6 @@ from attnlab.reproduce.verdict import Check as C
 ISSUE14 = "a newer target from the authors' responses (issue 14); not implemented yet"
 # issue-14 targets whose verdict functions are being built in parallel (issue 14, wave 4): not yet steps
 IN_PROGRESS = {
-    "R23": "attnlab/deploy/claims.py (verdict_R23)",
     "R24": "attnlab/scan/claims.py (verdict_R24)",
     "R25": "attnlab/scan/claims.py (verdict_R25)",
 }
@@ -212,7 +211,12 @@ REAL = [
                "ablate --mlp 0` on a GPU machine with the weights (CPU fp32 needs ~32 GB)"),
     _t("R23", "real", _ET14, "why extreme tokens matter in practice (SmolLM2)",
        "int8 fake quantisation with / without dim 507; sliding-window KV with / without token 0: perplexity",
-       not_run=_issue14("R23")),
+       checks=[C("quant_ratio_min", ">=", 1.1), C("window_ratio_min", ">=", 1.1)],
+       needs=["real_quant", "real_window"], measure=m.r_r23,
+       note=CLAIMS_NOTE.format("deploy", "R23") + "; int8 at the inputs of the Linear layers, outlier channels "
+            "(peak > 10× the median channel peak, ≤ 4 per tensor) excluded from the scale; window at the smallest "
+            "W of the run (quick: 2 windows per domain, T = 256 / 512, W = 128; full: 8, T = 512 / 1024, W = 256)",
+       figure="figures/perplexity.png"),
     _t("R24", "real", _ET14, "the authors' sink-head procedure",
        "candidate sink tokens (residual norm > 10× median), sink sets per head, compared with key-0 classes",
        not_run=_issue14("R24")),

@@ -34,7 +34,8 @@ def test_issue14_rows_are_steps_of_reproduce() -> None:
     assert {"cons_counter", "paths_renorm"} <= tiny  # seconds: part of the fast profile
     assert not tiny & {"bb_variants", "bb_stability", "cons_norm", "cons_decode", "paths_layers"}
     assert {"cons_norm", "cons_decode"} <= set(SIZES["quick"])
-    for study, tid in (("real", "R23"), ("real", "R24"), ("bb", "R25")):
+    assert ROWS[("real", "R23")].measure is m.r_r23 and {"real_quant", "real_window"} <= set(SIZES["quick"])
+    for study, tid in (("real", "R24"), ("bb", "R25")):
         t = ROWS[(study, tid)]
         assert t.measure is None and "being added" in t.not_run and f"verdict_{tid}" in t.not_run
 
@@ -55,6 +56,12 @@ def test_checks_use_the_claims_thresholds() -> None:
     assert bound("paths", "S7", "rel_frob_err_gd") == S7_ERR
     assert bound("paths", "S8", "rel_frob_err") == SAMPLE_ERR
     assert bound("paths", "S9", "scalar_vs_gp_matched_T") == S9_TOL
+    from attnlab.deploy.claims import QUANT_RATIO, WINDOW_RATIO
+
+    assert (
+        bound("real", "R23", "quant_ratio_min") == QUANT_RATIO
+        and bound("real", "R23", "window_ratio_min") == WINDOW_RATIO
+    )
 
 
 def _write(path: Path, data: object) -> None:
