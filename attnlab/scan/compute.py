@@ -20,6 +20,7 @@ from attnlab.hf import analysis
 from attnlab.hf.loader import LoadedModel
 from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunDir, write_text
+from attnlab.scan import sinkproc
 from attnlab.scan.config import ScanConfig
 from attnlab.trace.adapters.hf import trace_windows
 from attnlab.trace.format import Trace
@@ -87,13 +88,39 @@ def summarize(
     return summary
 
 
+def write_sink_procedure(
+    run: RunDir,
+    lm: LoadedModel,
+    procs: dict[str, sinkproc.SinkProcedure],
+    sink: dict[str, np.ndarray],
+    ids: dict[str, torch.Tensor],
+) -> list[dict[str, Any]]:
+    """The authors' sink-head procedure (R24, `attnlab.scan.sinkproc`): sink_candidates.csv, sink_layers.csv and
+    sink_heads_authors.csv; returns one summary dict per domain."""
+    cand, layers, heads, out = [], [], [], []
+    for d, proc in procs.items():
+        x = ids[d].numpy()
+        cand += sinkproc.candidate_rows(d, proc, x, lm.tokenizer)
+        rows = sinkproc.layer_rows(d, proc, x, lm.tokenizer)
+        layers += rows
+        heads += sinkproc.head_rows(d, proc, sink[d])
+        out.append(sinkproc.domain_summary(d, proc, sink[d], rows))
+    run.write_csv("sink_candidates.csv", cand)
+    run.write_csv("sink_layers.csv", layers)
+    run.write_csv("sink_heads_authors.csv", heads)
+    return out
+
+
 def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Trace every domain and write every scan output into `run` (module docstring); returns the summary."""
     t0 = time.perf_counter()
     write_samples(run, ids)
-    traces, nll = {}, {}
+    traces, nll, procs = {}, {}, {}
     for d in cfg.domains:
-        traces[d], nll[d] = trace_windows(lm.model, ids[d], cfg.batch_size, desc=f"scan {d}")
+        traces[d], nll[d], cols, norms = sinkproc.trace_windows_columns(
+            lm.model, ids[d], cfg.batch_size, desc=f"scan {d}"
+        )
+        procs[d] = sinkproc.sink_procedure(cols, norms, cfg.sink_ratio, cfg.sink_threshold)
         traces[d].save(run.file("traces") / d)
     sink = {d: traces[d].sink_score() for d in cfg.domains}
     classes = analysis.classify_heads(sink)
@@ -107,6 +134,7 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
         [r for d in cfg.domains for r in analysis.massive_rows(d, traces[d], ids[d].numpy(), lm.tokenizer)],
     )
     run.write_csv("classes.csv", classes)
+    summary["sink_procedure"] = write_sink_procedure(run, lm, procs, sink, ids)
     run.write_json("summary.json", summary)
     meta = lm.path / "attnlab.json"
     run.write_manifest(

@@ -14,7 +14,7 @@ from attnlab.runs import RunDir
 from attnlab.scan import figures
 from attnlab.trace.format import Trace
 
-TABLES = ("heads", "layers", "massive", "classes")
+TABLES = ("heads", "layers", "massive", "classes", "sink_candidates", "sink_layers", "sink_heads_authors")
 CLASS_CODES = {"active-all": 0, "mixed": 1, "active-dormant": 2, "sink-all": 3}
 CLASS_SCALE = (
     (0.0, "#2c7bb6"), (0.25, "#2c7bb6"), (0.25, "#bbbbbb"), (0.5, "#bbbbbb"),
@@ -209,6 +209,30 @@ def write_series_report(path: str | Path, title: str = "Checkpoint series scan")
     return rep
 
 
+def add_sink_procedure(rep: Report, run: RunDir, s: dict) -> None:
+    """The authors' sink-head procedure (R24): per-domain agreement with the key-0 classification, the layers'
+    candidate tokens beyond token 0, and the figure (scans written before R24 have none of it)."""
+    if "sink_procedure" not in s or not run.file("sink_heads_authors.csv").is_file():
+        return
+    proc = s["sink_procedure"]
+    rep.paragraph(
+        f"The authors' sink-head procedure: candidate sink tokens have a residual norm (at the layer's input) above "
+        f"{proc[0]['ratio']:g} × the window's median; head h has a sink on candidate i when its mean attention score "
+        f"(1/(T−i)) Σ_(j≥i) A_ji ≥ {proc[0]['threshold']:g}; a sink head has one in at least half of the windows. "
+        "Compared with the key-0 classification (sink score ≥ 0.5)."
+    )
+    keys = ["domain", "authors_sink_heads", "authors_sink_heads_beyond0", "key0_sink_heads", "both", "authors_only",
+            "key0_only", "neither", "jaccard", "layers_with_beyond0_candidates"]  # fmt: skip
+    rep.table([{k: p[k] for k in keys} for p in proc], caption="Authors' sink heads vs key-0 sink heads")
+    layers = read_table(run.file("sink_layers.csv"))
+    rep.figure(
+        figures.sink_procedure(read_table(run.file("sink_heads_authors.csv")), layers, run.figure_path("sink_procedure")),
+        "Candidate sink tokens per layer, and the heads with a sink by the authors' procedure",
+    )
+    busy = layers[(layers["beyond0_candidates_per_window"] > 0) | (layers["sink_heads_beyond0"] > 0)]
+    rep.table(busy.to_dict("records"), caption="Layers with candidate sink tokens beyond token 0")
+
+
 def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     """Draw the scan figures into path/figures, write path/report.html and return the report section."""
     run = RunDir(path)
@@ -242,6 +266,7 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
         "Value-norm ratio ‖W_O^h v_0‖ / median_t ‖W_O^h v_t‖ per layer (median and range over heads)",
     )
     figures.attention_maps(read_patterns(run, domains), sink, run.figure_path("attention_maps"))  # PNG for docs
+    add_sink_procedure(rep, run, s)
     layers = read_table(run.file("layers.csv"))
     if len(layers):
         big = layers[layers["n_massive"] > 0]
