@@ -15,7 +15,7 @@ def scan_config(args: argparse.Namespace) -> Any:
     from attnlab.scan.config import ScanConfig
     from attnlab.scan.series import expand_series
 
-    models = list(args.model) if isinstance(args.model, list) else [args.model]
+    models = list(args.model) if isinstance(args.model, list) else [m for m in [args.model] if m]
     revisions = list(args.revision) if isinstance(args.revision, list) else [r for r in [args.revision] if r]
     series = expand_series(models or ["smollm2"], revisions)
     kw = window_kwargs(args, DEFAULT_DOMAINS)

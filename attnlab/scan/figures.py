@@ -139,3 +139,37 @@ def sink_procedure(heads: Any, layers: Any, path: Path) -> Path:
         ax.set_ylabel("layer")
         fig.colorbar(im, ax=ax, fraction=0.08)
     return save_figure(fig, path)
+
+
+DYNAMICS = (
+    ("attn_sink", "Attn⟨s⟩ of the sink heads", True),
+    ("value_norm_ratio", "value norm of token 0 / median", False),
+    ("resid_norm_ratio", "residual norm of token 0 / median", True),
+)
+
+
+def sink_dynamics(rows: list[dict], path: Path) -> Path:
+    """R25: the sink heads' attention to token 0, the value-norm ratio of token 0 and its residual-norm ratio
+    against the training step (first domain), raw and as progress toward their extremes (0 = first checkpoint,
+    1 = extreme), with each curve's onset (half of its change) dashed."""
+    from attnlab.scan.series import onset
+
+    d0 = rows[0]["domain"]
+    rs = [r for r in rows if r["domain"] == d0]
+    steps = [int(r["step"]) for r in rs]
+    fig, axes = new_figure(4, 1, width=3.4, height=3.0)
+    for k, (key, label, rising) in enumerate(DYNAMICS):
+        v = np.asarray([float(r[key]) for r in rs])
+        (line,) = axes[0][k].plot(steps, v, marker=".")
+        axes[0][k].set_title(label, fontsize=9)
+        axes[0][k].set_xlabel("step")
+        total = (v.max() if rising else v.min()) - v[0]
+        axes[0][3].plot(steps, (v - v[0]) / total if total else 0 * v, color=line.get_color(), label=key)
+        on = onset(steps, list(v), rising)
+        if on is not None:
+            for ax in (axes[0][k], axes[0][3]):
+                ax.axvline(on, ls="--", lw=0.8, color=line.get_color())
+    axes[0][3].set_title(f"{d0}: progress to the extreme", fontsize=9)
+    axes[0][3].set_xlabel("step")
+    axes[0][3].legend(fontsize=7)
+    return save_figure(fig, path)

@@ -49,16 +49,18 @@ def _checkpoint_config(config: ScanConfig, model: str, revision: str | None) -> 
 def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """A checkpoint series (`attnlab.scan.series`): every checkpoint is loaded and checked before the folder opens
     (one at a time: only one model is held), then scanned into checkpoints/<k>-<label>/; series.csv and
-    figures/checkpoint_series.png sum them up. Returns tables {"series": DataFrame}."""
+    figures/checkpoint_series.png sum them up; sink_dynamics.csv and figures/sink_dynamics.png follow the final
+    checkpoint's sink heads through the series (R25). Returns tables {"series": DataFrame}."""
     import pandas as pd
 
-    from attnlab.scan.figures import checkpoint_series
-    from attnlab.scan.series import checkpoint_label, checkpoint_step, series_rows
+    from attnlab.scan.figures import checkpoint_series, sink_dynamics
+    from attnlab.scan.series import checkpoint_label, checkpoint_step, dynamics_rows, series_rows
     from attnlab.trace.format import Trace
 
     for model, rev in config.checkpoints:  # refuse a bad checkpoint before any work
         load_checked(_checkpoint_config(config, model, rev))
     rows: list[dict] = []
+    points: dict[str, list] = {d: [] for d in config.domains}  # domain -> [(label, step, trace)]
     with open_run(out, "scan", config, mode=mode, seed=config.seed) as run:
         for k, (model, rev) in enumerate(config.checkpoints):
             cfg = _checkpoint_config(config, model, rev)
@@ -70,10 +72,15 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
             traces = {d: Trace.load(sub.file("traces") / d) for d in cfg.domains}
             nll = {d["domain"]: d["nll"] for d in summary["domains"]}
             rows += series_rows(label, checkpoint_step(label, k), model, rev, traces, nll)
+            for d in cfg.domains:
+                points[d].append((label, checkpoint_step(label, k), traces[d]))
             write_report(sub.path, f"Checkpoint {label}")
+        dyn = [r for d in config.domains for r in dynamics_rows(d, points[d])]
         run.write_csv("series.csv", rows)
-        run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows})
+        run.write_csv("sink_dynamics.csv", dyn)
+        run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows, "sink_dynamics": dyn})
         checkpoint_series(rows, run.figure_path("checkpoint_series"))
+        sink_dynamics(dyn, run.figure_path("sink_dynamics"))
         write_report(run.path)
     return RunResult(path=run.path, config=config, summary={"series": rows}, tables={"series": pd.DataFrame(rows)})
 

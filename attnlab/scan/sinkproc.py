@@ -196,8 +196,9 @@ def top_tokens(texts: list[str], k: int = 5) -> str:
 
 
 def layer_rows(domain: str, proc: SinkProcedure, ids: np.ndarray, tokenizer: Any = None) -> list[dict]:
-    """sink_layers.csv: per layer, how often token 0 is a candidate, the candidates beyond token 0 (count per
-    window, most frequent texts, those that some head sinks on) and the heads with sinks."""
+    """sink_layers.csv: per layer, how often token 0 is a candidate (and its median norm ratio), the candidates
+    beyond token 0 (count per window, most frequent texts, those that some head sinks on, the largest norm ratio
+    of any token but 0 and its text) and the heads with sinks."""
     N, L, H, T = proc.score.shape
     rows = []
     for l in range(L):
@@ -205,6 +206,8 @@ def layer_rows(domain: str, proc: SinkProcedure, ids: np.ndarray, tokenizer: Any
         texts = [_decode(tokenizer, ids[n, i + 1]) for n, i in zip(*n_i, strict=True)]
         sunk = np.nonzero(proc.has_sink[:, l, :, 1:].any(1))
         sunk_texts = [_decode(tokenizer, ids[n, i + 1]) for n, i in zip(*sunk, strict=True)]
+        r = proc.norm_ratio[:, l, 1:]
+        n_top, i_top = np.unravel_index(int(np.argmax(r)), r.shape)
         rows.append(
             {
                 "domain": domain,
@@ -213,6 +216,9 @@ def layer_rows(domain: str, proc: SinkProcedure, ids: np.ndarray, tokenizer: Any
                 "beyond0_candidates_per_window": float(proc.cand[:, l, 1:].sum(-1).mean()),
                 "beyond0_tokens": top_tokens(texts),
                 "beyond0_sunk_tokens": top_tokens(sunk_texts),
+                "token0_norm_ratio": float(np.median(proc.norm_ratio[:, l, 0])),
+                "beyond0_max_norm_ratio": float(r[n_top, i_top]),
+                "beyond0_max_token": _decode(tokenizer, ids[n_top, i_top + 1]),
                 "sink_heads": int(proc.sink_heads()[l].sum()),
                 "sink_heads_beyond0": int((proc.beyond0_fraction[l] >= MAJORITY).sum()),
             }
