@@ -55,7 +55,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
         print(
             f"{p['domain']}: authors' sink heads {p['authors_sink_heads']} (beyond token 0: "
             f"{p['authors_sink_heads_beyond0']}), key-0 sink heads {p['key0_sink_heads']}, Jaccard {p['jaccard']:.2f}; "
-            f"candidates beyond token 0 in layers {p['layers_with_beyond0_candidates']}"
+            f"a sink beyond token 0 in {p['windows_with_beyond0_sink']:.0%} of windows (layers "
+            f"{p['beyond0_sink_layers']}: {p['beyond0_sunk_tokens'] or 'none'})"
         )
     print(f"run folder: {result.path}")
     return 0

@@ -104,7 +104,7 @@ def write_sink_procedure(
         rows = sinkproc.layer_rows(d, proc, x, lm.tokenizer)
         layers += rows
         heads += sinkproc.head_rows(d, proc, sink[d])
-        out.append(sinkproc.domain_summary(d, proc, sink[d], rows))
+        out.append(sinkproc.domain_summary(d, proc, sink[d], rows, x, lm.tokenizer))
     run.write_csv("sink_candidates.csv", cand)
     run.write_csv("sink_layers.csv", layers)
     run.write_csv("sink_heads_authors.csv", heads)

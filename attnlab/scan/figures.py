@@ -130,8 +130,13 @@ def sink_procedure(heads: Any, layers: Any, path: Path) -> Path:
     h = heads[heads["domain"] == d0]
     L, H = int(h["layer"].max()) + 1, int(h["head"].max()) + 1
     key0 = h["key0_sink"].astype(str).str.lower().eq("true").to_numpy().reshape(L, H)
-    for ax, col, title in ((axes[0][1], "sink_share", "any candidate"), (axes[0][2], "sink_share_beyond0", "beyond token 0")):
-        im = ax.imshow(h[col].to_numpy(float).reshape(L, H), aspect="auto", cmap="viridis", vmin=0, vmax=1, origin="lower")
+    for ax, col, title in (
+        (axes[0][1], "sink_share", "any candidate"),
+        (axes[0][2], "sink_share_beyond0", "beyond token 0"),
+    ):
+        im = ax.imshow(
+            h[col].to_numpy(float).reshape(L, H), aspect="auto", cmap="viridis", vmin=0, vmax=1, origin="lower"
+        )
         yy, xx = np.nonzero(key0)
         ax.scatter(xx, yy, marker="x", s=14, color="red", linewidths=0.8)
         ax.set_title(f"{d0}: windows with a sink, {title}", fontsize=9)

@@ -222,11 +222,14 @@ def add_sink_procedure(rep: Report, run: RunDir, s: dict) -> None:
         "Compared with the key-0 classification (sink score ≥ 0.5)."
     )
     keys = ["domain", "authors_sink_heads", "authors_sink_heads_beyond0", "key0_sink_heads", "both", "authors_only",
-            "key0_only", "neither", "jaccard", "layers_with_beyond0_candidates"]  # fmt: skip
-    rep.table([{k: p[k] for k in keys} for p in proc], caption="Authors' sink heads vs key-0 sink heads")
+            "key0_only", "neither", "jaccard", "windows_with_beyond0_sink", "beyond0_sink_layers",
+            "beyond0_sunk_tokens"]  # fmt: skip
+    rep.table([{k: p.get(k, "") for k in keys} for p in proc], caption="Authors' sink heads vs key-0 sink heads")
     layers = read_table(run.file("sink_layers.csv"))
     rep.figure(
-        figures.sink_procedure(read_table(run.file("sink_heads_authors.csv")), layers, run.figure_path("sink_procedure")),
+        figures.sink_procedure(
+            read_table(run.file("sink_heads_authors.csv")), layers, run.figure_path("sink_procedure")
+        ),
         "Candidate sink tokens per layer, and the heads with a sink by the authors' procedure",
     )
     busy = layers[(layers["beyond0_candidates_per_window"] > 0) | (layers["sink_heads_beyond0"] > 0)]

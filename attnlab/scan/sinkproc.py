@@ -9,7 +9,8 @@ For one window of T tokens and layer l with residual stream x^l (the layer's INP
 Causal attention has A_{j,i} = 0 for j < i, so Σ_{j≥i} A_{j,i} is the column sum of A over all queries: the
 recorder adds Σ_j A[b,h,j,:] per query chunk into a [B,L,H,T] block (no [T,T] pattern is kept) and the residual
 norms ‖x^l_t‖ into [B,R,T]. Over windows, a head is a sink head of a domain when it has a sink (on any candidate)
-in at least half of the windows; that set is compared with the key-0 classification (sink score ≥ 0.5).
+in at least half of the windows; that set is compared with the key-0 classification (sink score ≥ 0.5). Sinks
+beyond token 0 are also counted per window (the share of windows in which any head sinks on a token other than 0).
 """
 
 from __future__ import annotations
@@ -141,7 +142,9 @@ class SinkProcedure:
         return self.head_fraction >= MAJORITY
 
 
-def sink_procedure(cols: np.ndarray, norms: np.ndarray, ratio: float = RATIO, threshold: float = THRESHOLD) -> SinkProcedure:
+def sink_procedure(
+    cols: np.ndarray, norms: np.ndarray, ratio: float = RATIO, threshold: float = THRESHOLD
+) -> SinkProcedure:
     """The procedure (module docstring) from cols [N,L,H,T] and residual norms [N,R,T] (R ≥ L: stream l feeds
     layer l)."""
     L = cols.shape[1]
@@ -191,14 +194,26 @@ def candidate_rows(domain: str, proc: SinkProcedure, ids: np.ndarray, tokenizer:
 
 
 def top_tokens(texts: list[str], k: int = 5) -> str:
-    """"' the'×12, ','×3": the k most frequent decoded tokens."""
+    """ "' the'×12, ','×3": the k most frequent decoded tokens."""
     return ", ".join(f"{t!r}×{c}" for t, c in Counter(texts).most_common(k))
+
+
+def top_ratio_tokens(ratio: np.ndarray, ids: np.ndarray, tokenizer: Any = None, k: int = 3) -> str:
+    """ "' the' 12.2, ',' 9.1": the k distinct tokens with the largest norm ratios (ratio, ids: [N,T'])."""
+    best: dict[str, float] = {}
+    for flat in np.argsort(-ratio, axis=None)[: 50 * k]:
+        n, i = np.unravel_index(int(flat), ratio.shape)
+        text = _decode(tokenizer, ids[n, i])
+        best.setdefault(text, float(ratio[n, i]))
+        if len(best) == k:
+            break
+    return ", ".join(f"{t!r} {v:.1f}" for t, v in best.items())
 
 
 def layer_rows(domain: str, proc: SinkProcedure, ids: np.ndarray, tokenizer: Any = None) -> list[dict]:
     """sink_layers.csv: per layer, how often token 0 is a candidate (and its median norm ratio), the candidates
     beyond token 0 (count per window, most frequent texts, those that some head sinks on, the largest norm ratio
-    of any token but 0 and its text) and the heads with sinks."""
+    of any token but 0 and the texts of the largest three) and the heads with sinks."""
     N, L, H, T = proc.score.shape
     rows = []
     for l in range(L):
@@ -207,7 +222,6 @@ def layer_rows(domain: str, proc: SinkProcedure, ids: np.ndarray, tokenizer: Any
         sunk = np.nonzero(proc.has_sink[:, l, :, 1:].any(1))
         sunk_texts = [_decode(tokenizer, ids[n, i + 1]) for n, i in zip(*sunk, strict=True)]
         r = proc.norm_ratio[:, l, 1:]
-        n_top, i_top = np.unravel_index(int(np.argmax(r)), r.shape)
         rows.append(
             {
                 "domain": domain,
@@ -217,8 +231,8 @@ def layer_rows(domain: str, proc: SinkProcedure, ids: np.ndarray, tokenizer: Any
                 "beyond0_tokens": top_tokens(texts),
                 "beyond0_sunk_tokens": top_tokens(sunk_texts),
                 "token0_norm_ratio": float(np.median(proc.norm_ratio[:, l, 0])),
-                "beyond0_max_norm_ratio": float(r[n_top, i_top]),
-                "beyond0_max_token": _decode(tokenizer, ids[n_top, i_top + 1]),
+                "beyond0_max_norm_ratio": float(r.max()),
+                "beyond0_top_ratio_tokens": top_ratio_tokens(r, ids[:, 1:], tokenizer),
                 "sink_heads": int(proc.sink_heads()[l].sum()),
                 "sink_heads_beyond0": int((proc.beyond0_fraction[l] >= MAJORITY).sum()),
             }
@@ -247,10 +261,15 @@ def head_rows(domain: str, proc: SinkProcedure, key0: np.ndarray) -> list[dict]:
     ]
 
 
-def domain_summary(domain: str, proc: SinkProcedure, key0: np.ndarray, layers: list[dict]) -> dict[str, Any]:
+def domain_summary(
+    domain: str, proc: SinkProcedure, key0: np.ndarray, layers: list[dict], ids: np.ndarray, tokenizer: Any = None
+) -> dict[str, Any]:
     """The procedure's headline numbers on one domain: agreement with the key-0 classification (sink score ≥
-    DORMANT), the layers whose windows mostly hold a candidate beyond token 0, and their most frequent tokens."""
+    DORMANT), the share of windows in which some head of some layer has a sink on a token other than 0 (and
+    those tokens, with the layers), the layers whose windows mostly hold a candidate beyond token 0."""
     beyond = [r for r in layers if r["beyond0_candidates_per_window"] >= MAJORITY]
+    sunk: np.ndarray = np.asarray(proc.has_sink[..., 1:].any(2))  # [N,L,T-1]
+    n, l, i = np.nonzero(sunk)
     return {
         "domain": domain,
         "ratio": proc.ratio,
@@ -259,7 +278,9 @@ def domain_summary(domain: str, proc: SinkProcedure, key0: np.ndarray, layers: l
         "key0_sink_heads": int((key0 >= DORMANT).sum()),
         "authors_sink_heads_beyond0": int((proc.beyond0_fraction >= MAJORITY).sum()),
         **agreement(proc.sink_heads(), key0 >= DORMANT),
+        "windows_with_beyond0_sink": float(sunk.reshape(sunk.shape[0], -1).any(-1).mean()),
+        "beyond0_sink_layers": sorted({int(x) for x in l}),
+        "beyond0_sunk_tokens": top_tokens([_decode(tokenizer, ids[a, b + 1]) for a, b in zip(n, i, strict=True)]),
         "layers_with_beyond0_candidates": [r["layer"] for r in beyond],
-        "layers_with_beyond0_sinks": [r["layer"] for r in layers if r["sink_heads_beyond0"] > 0],
         "beyond0_tokens": "; ".join(f"L{r['layer']}: {r['beyond0_tokens']}" for r in beyond[:12]),
     }

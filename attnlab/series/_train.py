@@ -116,7 +116,9 @@ def load_checkpoint(folder: Path, model: Any, opt: torch.optim.Optimizer) -> dic
         model.load_state_dict(load_file(str(folder / "model.safetensors")))
         load_optimizer_tensors(model, opt, load_file(str(folder / "optim.safetensors")), state["optimizer_scalars"])
     except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
-        raise InputError(f"unreadable checkpoint {folder}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+        raise InputError(
+            f"unreadable checkpoint {folder}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        ) from None
     return state
 
 

@@ -53,7 +53,10 @@ class SeriesTrainConfig:
         )
         params = self.n_layers * (4 * self.d_model**2 + 3 * self.d_model * self.d_mlp)
         check(params <= 50_000_000, f"the model would have {params:,} block parameters; keep it under 50M (a CPU run)")
-        check(self.steps // self.save_every <= 1000, f"steps / save_every = {self.steps // self.save_every} checkpoints; keep it ≤ 1000")
+        check(
+            self.steps // self.save_every <= 1000,
+            f"steps / save_every = {self.steps // self.save_every} checkpoints; keep it ≤ 1000",
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -9,7 +9,9 @@ from attnlab.runs import RunDir
 from attnlab.series import figures
 
 
-def write_report(path: str | Path, title: str = "Checkpoint series: a small Llama trained on Bigram-Backcopy") -> Report:
+def write_report(
+    path: str | Path, title: str = "Checkpoint series: a small Llama trained on Bigram-Backcopy"
+) -> Report:
     """Settings, the loss curve, the checkpoints and the command that scans them as a series."""
     run = RunDir(path)
     cfg, s, metrics = run.read_config(), run.read_json("summary.json"), run.metrics()

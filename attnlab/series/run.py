@@ -30,7 +30,9 @@ def save_steps(cfg: SeriesTrainConfig) -> set[int]:
 def _check_resume(run: RunDir, cfg: SeriesTrainConfig) -> int:
     """The latest complete checkpoint's step, after checking that the saved config agrees with `cfg`."""
     saved = config_from_dict(SeriesTrainConfig, run.read_config())
-    diff = [f"{k}: {v!r} -> {cfg.frozen_part()[k]!r}" for k, v in saved.frozen_part().items() if cfg.frozen_part()[k] != v]
+    diff = [
+        f"{k}: {v!r} -> {cfg.frozen_part()[k]!r}" for k, v in saved.frozen_part().items() if cfg.frozen_part()[k] != v
+    ]
     if diff:
         raise InputError(f"--resume: the config differs from the saved one in {run.path}: {'; '.join(diff)}")
     steps = T.checkpoint_steps(run.file("checkpoints"))
@@ -68,7 +70,9 @@ def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, start: int) -> di
         with torch.no_grad():
             ev = float(T.loss_of(model, seqs[:, :-1], seqs[:, 1:]))
         model.train()
-        T.save_checkpoint(run.file("checkpoints") / f"step_{step}", model, tok, opt, {"step": step, "config": cfg.to_dict()})
+        T.save_checkpoint(
+            run.file("checkpoints") / f"step_{step}", model, tok, opt, {"step": step, "config": cfg.to_dict()}
+        )
         run.append_metrics({"step": step, "train_loss": last, "eval_loss": ev})
 
     model.train()
@@ -88,8 +92,14 @@ def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, start: int) -> di
                 save()
     except KeyboardInterrupt:
         save()
-        raise AttnlabError(f"interrupted at step {step}; checkpoint saved; continue with --resume", exit_code=130) from None
-    return {"step": step, "resumed_from": start or None, "checkpoints": len(T.checkpoint_steps(run.file("checkpoints")))}
+        raise AttnlabError(
+            f"interrupted at step {step}; checkpoint saved; continue with --resume", exit_code=130
+        ) from None
+    return {
+        "step": step,
+        "resumed_from": start or None,
+        "checkpoints": len(T.checkpoint_steps(run.file("checkpoints"))),
+    }
 
 
 def train_series(config: SeriesTrainConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
@@ -103,9 +113,9 @@ def train_series(config: SeriesTrainConfig, out: str | Path | None = None, *, mo
         start = _check_resume(run, config) if mode == "resume" else 0
         if mode == "resume":
             run.write_config(config)  # steps may have grown
+        write_text(run.file("bb_eval.txt"), eval_text(task, config)[1])  # scannable while training runs
         t0 = time.perf_counter()
         result = train_loop(run, config, task, start)
-        write_text(run.file("bb_eval.txt"), eval_text(task, config)[1])
         summary = {**result, "wall_seconds": round(time.perf_counter() - t0, 2), "task": task.meta(),
                    "final_eval_loss": run.metrics()[-1]["eval_loss"]}  # fmt: skip
         run.write_json("summary.json", summary)

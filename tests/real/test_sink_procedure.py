@@ -76,3 +76,25 @@ def test_bad_procedure_options_are_one_line(tmp_path, capsys, flag, value, words
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_r24_verdict_reads_the_scan(tmp_path):
+    from attnlab.runs import write_json
+    from attnlab.scan.claims import R24_MIN_WINDOWS, verdict_R24
+
+    row = {"domain": "prose", "ratio": 10.0, "threshold": 0.3, "windows_with_beyond0_sink": 0.25,
+           "beyond0_sink_layers": [3], "beyond0_sunk_tokens": "' '×2", "authors_sink_heads_beyond0": 0,
+           "authors_sink_heads": 5, "key0_sink_heads": 4, "jaccard": 0.8}  # fmt: skip
+    write_json(
+        tmp_path / "summary.json",
+        {"sink_procedure": [row, {**row, "domain": "code", "windows_with_beyond0_sink": 0.0}]},
+    )
+    share, met, why = verdict_R24(tmp_path)
+    assert share == 0.25 and met == (0.25 >= R24_MIN_WINDOWS) and "prose: a sink beyond token 0 in 25%" in why
+
+
+def test_scan_config_without_model_is_smollm2():
+    from attnlab.cli import build_parser
+
+    args = build_parser().parse_args(["scan", "--domain", "prose"])
+    assert args.make_config(args).model == "smollm2"
