@@ -1,4 +1,4 @@
-"""`attnlab series train`: a small transformers Llama trained on Bigram-Backcopy (with `<s>` at position 0),
+"""`attnlab series train`: a small transformers GPT-2 or Llama trained on Bigram-Backcopy (with `<s>` at position 0),
 saved as a HF checkpoint series for `attnlab scan --model RUN/checkpoints` (spec extreme-tokens §14, R25).
 
     from attnlab.series import SeriesTrainConfig, train_series

@@ -1,4 +1,4 @@
-"""Training a small transformers Llama on Bigram-Backcopy and saving it as a HF checkpoint series (R25).
+"""Training a small transformers GPT-2 or Llama on Bigram-Backcopy, saved as a HF checkpoint series (R25).
 
 Step s means s updates done; checkpoint `checkpoints/step_s/` holds the model after update s (s = 0: the initial
 model) as a HF folder (config.json, model.safetensors, the character tokenizer), plus optim.safetensors and
@@ -46,25 +46,27 @@ def char_tokenizer(task: BBTask) -> Any:
 
 
 def build_model(cfg: SeriesTrainConfig, task: BBTask) -> Any:
-    """A LlamaForCausalLM initialised from `cfg.seed` (inside `fork_rng`: the caller's generator is untouched)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """A GPT2LMHeadModel or LlamaForCausalLM (`cfg.arch`) initialised from `cfg.seed` (inside `fork_rng`: the
+    caller's generator is untouched)."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-    hf = LlamaConfig(
-        vocab_size=task.V,
-        hidden_size=cfg.d_model,
-        intermediate_size=cfg.d_mlp,
-        num_hidden_layers=cfg.n_layers,
-        num_attention_heads=cfg.n_heads,
-        num_key_value_heads=cfg.n_heads,
-        max_position_embeddings=cfg.seq_len,
-        bos_token_id=task.vocab.bos,
-        eos_token_id=task.vocab.delim,
-        tie_word_embeddings=False,
-    )
+    common: dict[str, Any] = {"bos_token_id": task.vocab.bos, "eos_token_id": task.vocab.delim}
+    common["tie_word_embeddings"] = False
+    hf: Any
+    if cfg.arch == "gpt2":
+        hf = GPT2Config(
+            vocab_size=task.V, n_embd=cfg.d_model, n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.d_mlp,
+            n_positions=cfg.seq_len, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **common,
+        )  # fmt: skip
+    else:
+        hf = LlamaConfig(
+            vocab_size=task.V, hidden_size=cfg.d_model, intermediate_size=cfg.d_mlp, num_hidden_layers=cfg.n_layers,
+            num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_heads, max_position_embeddings=cfg.seq_len,
+            **common,
+        )  # fmt: skip
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        model = LlamaForCausalLM(hf)
-    return model
+        return (GPT2LMHeadModel if cfg.arch == "gpt2" else LlamaForCausalLM)(hf)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: SeriesTrainConfig) -> torch.optim.Optimizer:

@@ -10,6 +10,7 @@ from attnlab.errors import InputError
 
 # flag -> SeriesTrainConfig field
 FLAGS = {
+    "arch": "arch",
     "layers": "n_layers",
     "heads": "n_heads",
     "d_model": "d_model",
@@ -65,19 +66,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = group.add_subparsers(dest="series_command", metavar="SUBCOMMAND", required=True)
     p = sub.add_parser(
         "train",
-        help="train a transformers Llama on Bigram-Backcopy, saving HF checkpoints",
-        description="Trains a LlamaForCausalLM on Bigram-Backcopy sequences (<s> at position 0) with AdamW and "
+        help="train a small GPT-2 or Llama on Bigram-Backcopy, saving HF checkpoints",
+        description="Trains a small GPT-2 (or Llama) on Bigram-Backcopy sequences (<s> at position 0) with AdamW and "
         "saves checkpoints/step_N (HF folder + optimiser state) every --save-every steps; --resume continues "
         "bit-identically (one thread) from the latest one.",
     )
-    p.add_argument("--layers", type=int, default=None, help="Llama blocks (default 3)")
-    p.add_argument("--heads", type=int, default=None, help="attention heads per block (default 4)")
+    p.add_argument("--arch", default=None, choices=["gpt2", "llama"], help="transformers model family (default gpt2)")
+    p.add_argument("--layers", type=int, default=None, help="blocks (default 3)")
+    p.add_argument("--heads", type=int, default=None, help="attention heads per block (default 1)")
     p.add_argument("--d-model", type=int, default=None, help="width (default 64)")
-    p.add_argument("--d-mlp", type=int, default=None, help="SwiGLU MLP width (default 256)")
+    p.add_argument("--d-mlp", type=int, default=None, help="MLP width (default 256)")
     p.add_argument("--seq-len", type=int, default=None, help="tokens per sequence, <s> included (default 64)")
     p.add_argument("--batch", type=int, default=None, help="sequences per step (default 32)")
     p.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default 1e-3)")
-    p.add_argument("--steps", type=int, default=None, help="updates (default 600; may grow on --resume)")
+    p.add_argument("--steps", type=int, default=None, help="updates (default 800; may grow on --resume)")
     p.add_argument("--save-every", type=int, default=None, help="steps between checkpoints (default 20)")
     p.add_argument("--vocab-chars", type=int, default=None, help="BB characters (default 64)")
     p.add_argument("--triggers", type=int, default=None, help="BB trigger characters (default 3)")

@@ -73,3 +73,10 @@ def test_onsets_and_the_r25_verdict(tmp_path):
     rows[1]["resid_norm_ratio"] = 5.0  # the residual peaks before the value drains
     write_json(tmp_path / "summary.json", {"sink_dynamics": rows})
     assert not verdict_R25(tmp_path)[1]
+
+
+def test_llama_series_loads(tmp_path):
+    out = tmp_path / "l"
+    assert main(["series", "train", "--arch", "llama", "--steps", "2", "--out", str(out)] + TINY) == 0
+    lm = load_causal_lm(str(out / "checkpoints" / "step_2"))
+    assert lm.model.config.model_type == "llama" and lm.model.config.num_attention_heads == 2
