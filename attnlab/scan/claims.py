@@ -63,13 +63,18 @@ def verdict_R25(run_dir: str | Path, domain: str | None = None) -> Verdict:
         "value drain": onset(steps, value, rising=False),
         "residual peak": onset(steps, resid, rising=True),
     }
+    early = [onset(steps, v, rising=up, fraction=0.2) for v, up in ((sink, True), (value, False), (resid, True))]
     rise = max(sink) - sink[0]
     moved = rise >= R25_MIN_SINK_RISE and all(v is not None for v in on.values())
     ordered = moved and on["sink"] <= on["value drain"] <= on["residual peak"]  # type: ignore[operator]
     why = (
         f"{domain}, sink heads {rows[-1]['sink_heads']}: Attn⟨s⟩ {sink[0]:.2f} → max {max(sink):.2f}, value-norm "
         f"ratio {value[0]:.2f} → min {min(value):.2f}, residual-norm ratio {resid[0]:.2f} → max {max(resid):.2f}; "
-        "onsets (half of the change): " + ", ".join(f"{k} {v if v is not None else 'none'}" for k, v in on.items())
+        "onsets (half of the change): "
+        + ", ".join(f"{k} {v if v is not None else 'none'}" for k, v in on.items())
+        + " (a fifth of it: "
+        + ", ".join(f"{k} {v if v is not None else 'none'}" for k, v in zip(on, early))
+        + ")"
     )
     gap = (
         float(on["residual peak"] - on["sink"])

@@ -165,7 +165,7 @@ def sink_dynamics(rows: list[dict], path: Path) -> Path:
     fig, axes = new_figure(4, 1, width=3.4, height=3.0)
     for k, (key, label, rising) in enumerate(DYNAMICS):
         v = np.asarray([float(r[key]) for r in rs])
-        (line,) = axes[0][k].plot(steps, v, marker=".")
+        (line,) = axes[0][k].plot(steps, v, marker=".", color=f"C{k}")
         axes[0][k].set_title(label, fontsize=9)
         axes[0][k].set_xlabel("step")
         total = (v.max() if rising else v.min()) - v[0]

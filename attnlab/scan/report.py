@@ -202,6 +202,13 @@ def write_series_report(path: str | Path, title: str = "Checkpoint series scan")
         layout = {"title": {"text": metric}, "xaxis": {"title": {"text": "training step"}}, "height": 320}
         rep.plotly({"data": traces, "layout": layout}, f"series-{metric}", f"{metric} against the training step")
     rep.figure(run.figure_path("checkpoint_series"), "Sink score, massive activation and value-norm ratio")
+    dyn = run.read_json("summary.json").get("sink_dynamics")  # the JSON keeps head names such as "0.10" as text
+    if dyn:
+        rep.figure(
+            figures.sink_dynamics(dyn, run.figure_path("sink_dynamics")),
+            f"Sink heads of the last checkpoint ({dyn[0]['sink_heads']}): Attn⟨s⟩, value-norm and residual-norm "
+            "ratios of token 0 against the step; dashed: onsets (half of each change)",
+        )
     rep.table(table.to_dict("records"), caption="series.csv")
     links = sorted(p.name for p in run.file("checkpoints").iterdir() if (p / "report.html").is_file())
     rep.raw("<p>Checkpoints: " + " · ".join(f'<a href="checkpoints/{n}/report.html">{n}</a>' for n in links) + "</p>")

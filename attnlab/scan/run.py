@@ -53,7 +53,7 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
     checkpoint's sink heads through the series (R25). Returns tables {"series": DataFrame}."""
     import pandas as pd
 
-    from attnlab.scan.figures import checkpoint_series, sink_dynamics
+    from attnlab.scan.figures import checkpoint_series
     from attnlab.scan.series import checkpoint_label, checkpoint_step, dynamics_rows, series_rows
     from attnlab.trace.format import Trace
 
@@ -80,7 +80,6 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
         run.write_csv("sink_dynamics.csv", dyn)
         run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows, "sink_dynamics": dyn})
         checkpoint_series(rows, run.figure_path("checkpoint_series"))
-        sink_dynamics(dyn, run.figure_path("sink_dynamics"))
         write_report(run.path)
     return RunResult(path=run.path, config=config, summary={"series": rows}, tables={"series": pd.DataFrame(rows)})
 

@@ -143,12 +143,13 @@ def dynamics_rows(domain: str, points: list[tuple[str, int, Trace]]) -> list[dic
     return rows
 
 
-def onset(steps: list[int], values: list[float], rising: bool) -> int | None:
-    """The first step at which a metric has made half of its total change, the change from the first checkpoint
-    to its extreme in the claimed direction (max when `rising`, else min); None when it never moves that way."""
+def onset(steps: list[int], values: list[float], rising: bool, fraction: float = 0.5) -> int | None:
+    """The first step at which a metric has made `fraction` (half) of its total change, the change from the first
+    checkpoint to its extreme in the claimed direction (max when `rising`, else min); None when it never moves
+    that way."""
     v = np.asarray(values, dtype=float)
     total = (v.max() if rising else v.min()) - v[0]
     if total == 0 or (total < 0) == rising:
         return None
     progress = (v - v[0]) / total
-    return int(steps[int(np.argmax(progress >= 0.5))])
+    return int(steps[int(np.argmax(progress >= fraction))])
