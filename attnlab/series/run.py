@@ -52,14 +52,15 @@ def eval_text(task: Any, cfg: SeriesTrainConfig) -> tuple[torch.Tensor, str]:
     return seqs, "".join(chars[int(i)] for row in seqs[:, 1:].tolist() for i in row)
 
 
-def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, start: int) -> dict:
-    """Updates start..cfg.steps, a checkpoint and a metrics line at every save step; Ctrl-C/SIGTERM checkpoints."""
+def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, start: int | None) -> dict:
+    """Updates from `start` (None: a new run from step 0; else the resumed checkpoint's step) to cfg.steps, a
+    checkpoint and a metrics line at every save step; Ctrl-C/SIGTERM checkpoints."""
     from attnlab.bb.training import _signals_deferred
 
     model, tok = T.build_model(cfg, task), T.char_tokenizer(task)
     opt = T.make_optimizer(model, cfg)
-    step = start
-    if start:
+    step = start or 0
+    if start is not None:
         T.load_checkpoint(run.file("checkpoints") / f"step_{start}", model, opt)
         run.reset_metrics(keep_until_step=start)
     seqs, _ = eval_text(task, cfg)
@@ -77,7 +78,7 @@ def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, start: int) -> di
 
     model.train()
     try:
-        if step == 0:
+        if start is None:
             save()
         while step < cfg.steps:
             loss = T.loss_of(model, *T.batch(task, cfg, step))
@@ -91,13 +92,14 @@ def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, start: int) -> di
             if step in saves:
                 save()
     except KeyboardInterrupt:
-        save()
+        if step not in T.checkpoint_steps(run.file("checkpoints")):  # not twice (metrics.jsonl would repeat it)
+            save()
         raise AttnlabError(
             f"interrupted at step {step}; checkpoint saved; continue with --resume", exit_code=130
         ) from None
     return {
         "step": step,
-        "resumed_from": start or None,
+        "resumed_from": start,
         "checkpoints": len(T.checkpoint_steps(run.file("checkpoints"))),
     }
 
@@ -110,7 +112,7 @@ def train_series(config: SeriesTrainConfig, out: str | Path | None = None, *, mo
 
     task = T.build_task(config)
     with open_run(out, "series train", config, mode=mode, seed=config.seed) as run:
-        start = _check_resume(run, config) if mode == "resume" else 0
+        start = _check_resume(run, config) if mode == "resume" else None
         if mode == "resume":
             run.write_config(config)  # steps may have grown
         write_text(run.file("bb_eval.txt"), eval_text(task, config)[1])  # scannable while training runs
