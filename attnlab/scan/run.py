@@ -19,6 +19,8 @@ from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
 from attnlab.scan.report import read_tables, write_report
 
+MAX_COLUMN_BYTES = 4 * 2**30  # column sums (float32), mean scores (float32) and sink flags, per domain
+
 
 def scan(
     config: ScanConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
@@ -35,6 +37,13 @@ def scan(
     shape = get_arch(lm.model).shape
     for layer, head in config.pattern_heads:
         shape.check_head(layer, head)
+    need = config.samples * shape.n_layers * shape.n_heads * config.tokens * 9  # R24's per-window columns, bytes
+    if need > MAX_COLUMN_BYTES:
+        raise InputError(
+            f"--samples {config.samples} × {shape.n_layers} layers × {shape.n_heads} heads × --tokens {config.tokens} "
+            f"needs {need / 2**30:.1f} GiB for the sink-head procedure's per-window columns (limit "
+            f"{MAX_COLUMN_BYTES / 2**30:.0f} GiB); scan fewer windows or shorter ones"
+        )
     ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}
     with open_run(out, "scan", config, mode=mode, seed=config.seed) as run:
         summary = write_scan(run, lm, config, ids)

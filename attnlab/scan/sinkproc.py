@@ -104,7 +104,7 @@ def trace_windows_columns(
 def mean_attention_score(cols: np.ndarray) -> np.ndarray:
     """M[...,i] = cols[...,i] / (T − i): the mean attention on key i over the queries j ≥ i. cols: [...,T]."""
     T = cols.shape[-1]
-    return cols / (T - np.arange(T))
+    return cols / (T - np.arange(T)).astype(cols.dtype)
 
 
 def candidates(norms: np.ndarray, ratio: float = RATIO) -> np.ndarray:

@@ -98,3 +98,17 @@ def test_scan_config_without_model_is_smollm2():
 
     args = build_parser().parse_args(["scan", "--domain", "prose"])
     assert args.make_config(args).model == "smollm2"
+
+
+def test_too_many_columns_are_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    import attnlab.scan.run as scan_run
+
+    monkeypatch.setattr(scan_run, "MAX_COLUMN_BYTES", 1000)
+    src = save_tiny_hf_folder(tmp_path / "m")
+    out = tmp_path / "scan"
+    assert (
+        main(["scan", "--model", str(src), "--domain", "prose", "--samples", "2", "--tokens", "16", "--out", str(out)])
+        == 1
+    )
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # (the fixture's save_pretrained bar comes first)
+    assert err.startswith("attnlab: error:") and "sink-head procedure" in err and not out.exists()
