@@ -17,6 +17,10 @@ its index k):
 | value_norm_ratio_median | median over layers and heads of ‖W_O^h v_0‖ / median_t ‖W_O^h v_t‖ |
 | learned_sink_mass_mean | mean learned-sink mass (models with learned sink logits only, else empty) |
 | nll | mean next-token NLL |
+
+`sink_dynamics.csv` (R25, `dynamics_rows`) follows the last checkpoint's sink heads through the series: their
+Attn⟨s⟩, the value-norm ratio of token 0 at those heads and the residual-norm ratio of token 0; `onset` gives the
+step at which each has made half of its change.
 """
 
 from __future__ import annotations
