@@ -7,7 +7,8 @@ The API a notebook needs. Each study is a sub-package with its configs and run f
     result.tables["metrics"]          # a pandas DataFrame
 
 Studies: `bb` (Bigram-Backcopy toy models), `scan`, `ablate` and `deploy` (real LLMs; `deploy`: int8 activations
-and sliding-window KV), `consensus` (dynamics on the sphere), `paths` (attention-path kernels). Shared pieces: `trace` (one trace layer and intervention vocabulary),
+and sliding-window KV), `series` (a small HF model trained into a checkpoint series), `consensus` (dynamics on the
+sphere), `paths` (attention-path kernels). Shared pieces: `trace` (one trace layer and intervention vocabulary),
 `runs` (run folders), `errors`.
 """
 
@@ -31,11 +32,12 @@ __all__ = [
     "scan",
     "ablate",
     "deploy",
+    "series",
     "consensus",
     "paths",
     "trace",
 ]
-_LAZY = ("bb", "scan", "ablate", "deploy", "consensus", "paths", "trace")
+_LAZY = ("bb", "scan", "ablate", "deploy", "series", "consensus", "paths", "trace")
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,7 @@ from types import ModuleType
 from attnlab.errors import AttnlabError, InputError
 
 # The order of `attnlab --help`.
-STUDY_CLIS = ["bb", "scan", "ablate", "consensus", "paths", "sweep", "reproduce", "compare", "view", "deploy"]
+STUDY_CLIS = ["bb", "scan", "series", "ablate", "deploy", "consensus", "paths", "sweep", "reproduce", "compare", "view"]
 # demo section -> the module with its `run_demo`; the order of the demo report.
 DEMOS = {
     "bb": "attnlab.bb.demo",

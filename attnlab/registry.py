@@ -18,6 +18,7 @@ from attnlab.errors import InputError
 STUDY_PACKAGES = {
     "bb": "attnlab.bb",
     "scan": "attnlab.scan",
+    "series": "attnlab.series",
     "ablate": "attnlab.ablate",
     "consensus": "attnlab.consensus",
     "paths": "attnlab.paths",

@@ -15,7 +15,7 @@ def scan_config(args: argparse.Namespace) -> Any:
     from attnlab.scan.config import ScanConfig
     from attnlab.scan.series import expand_series
 
-    models = list(args.model) if isinstance(args.model, list) else [args.model]
+    models = list(args.model) if isinstance(args.model, list) else [m for m in [args.model] if m]
     revisions = list(args.revision) if isinstance(args.revision, list) else [r for r in [args.revision] if r]
     series = expand_series(models or ["smollm2"], revisions)
     kw = window_kwargs(args, DEFAULT_DOMAINS)
@@ -25,6 +25,8 @@ def scan_config(args: argparse.Namespace) -> Any:
         **kw,
         pattern_heads=tuple(parse_head(h, "--pattern-head") for h in args.pattern_head or []),
         checkpoints=series,
+        sink_ratio=args.sink_ratio,
+        sink_threshold=args.sink_threshold,
     )
 
 
@@ -49,6 +51,13 @@ def cmd_scan(args: argparse.Namespace) -> int:
             + (f", learned-sink mass {d['mean_learned_sink_mass']:.3f}" if "mean_learned_sink_mass" in d else "")
         )
     print(f"head classes: {result.summary['class_counts']}")
+    for p in result.summary.get("sink_procedure", []):
+        print(
+            f"{p['domain']}: authors' sink heads {p['authors_sink_heads']} (beyond token 0: "
+            f"{p['authors_sink_heads_beyond0']}), key-0 sink heads {p['key0_sink_heads']}, Jaccard {p['jaccard']:.2f}; "
+            f"a sink beyond token 0 in {p['windows_with_beyond0_sink']:.0%} of windows (layers "
+            f"{p['beyond0_sink_layers']}: {p['beyond0_sunk_tokens'] or 'none'})"
+        )
     print(f"run folder: {result.path}")
     return 0
 
@@ -69,6 +78,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="L.H",
         help="also keep the full attention pattern of this head (repeatable)",
+    )
+    p.add_argument(
+        "--sink-ratio",
+        type=float,
+        default=10.0,
+        help="the authors' sink-head procedure: candidate sink tokens have a residual norm above this multiple of "
+        "the window's median (default 10)",
+    )
+    p.add_argument(
+        "--sink-threshold",
+        type=float,
+        default=0.3,
+        help="... and a head has a sink on a candidate when its mean attention score on it (over the queries at "
+        "or after it) is at least this (default 0.3)",
     )
     add_run_args(p, threads_default=1)
     p.set_defaults(func=cmd_scan, make_config=scan_config)

@@ -20,6 +20,7 @@ from attnlab.hf import analysis
 from attnlab.hf.loader import LoadedModel
 from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunDir, write_text
+from attnlab.scan import sinkproc
 from attnlab.scan.config import ScanConfig
 from attnlab.trace.adapters.hf import trace_windows
 from attnlab.trace.format import Trace
@@ -87,13 +88,35 @@ def summarize(
     return summary
 
 
+def sink_procedure_rows(
+    domain: str, trace: Trace, cols: np.ndarray, norms: np.ndarray, cfg: ScanConfig, ids: torch.Tensor, tokenizer: Any
+) -> dict[str, list[dict[str, Any]]]:
+    """The authors' sink-head procedure (R24, `attnlab.scan.sinkproc`) on one domain's column sums cols
+    [N,L,H,T] and residual norms [N,R,T]: the rows of sink_candidates.csv, sink_layers.csv, sink_heads_authors.csv
+    and the domain's summary (the [N,L,H,T] arrays are dropped once the rows exist)."""
+    proc = sinkproc.sink_procedure(cols, norms, cfg.sink_ratio, cfg.sink_threshold)
+    x, key0 = ids.numpy(), trace.sink_score()
+    layers = sinkproc.layer_rows(domain, proc, x, tokenizer)
+    return {
+        "sink_candidates": sinkproc.candidate_rows(domain, proc, x, tokenizer),
+        "sink_layers": layers,
+        "sink_heads_authors": sinkproc.head_rows(domain, proc, key0),
+        "summary": [sinkproc.domain_summary(domain, proc, key0, layers, x, tokenizer)],
+    }
+
+
 def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Trace every domain and write every scan output into `run` (module docstring); returns the summary."""
     t0 = time.perf_counter()
     write_samples(run, ids)
     traces, nll = {}, {}
+    proc: dict[str, list[dict[str, Any]]] = {}
     for d in cfg.domains:
-        traces[d], nll[d] = trace_windows(lm.model, ids[d], cfg.batch_size, desc=f"scan {d}")
+        traces[d], nll[d], cols, norms = sinkproc.trace_windows_columns(
+            lm.model, ids[d], cfg.batch_size, desc=f"scan {d}"
+        )
+        for name, rows in sink_procedure_rows(d, traces[d], cols, norms, cfg, ids[d], lm.tokenizer).items():
+            proc[name] = proc.get(name, []) + rows
         traces[d].save(run.file("traces") / d)
     sink = {d: traces[d].sink_score() for d in cfg.domains}
     classes = analysis.classify_heads(sink)
@@ -107,6 +130,9 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
         [r for d in cfg.domains for r in analysis.massive_rows(d, traces[d], ids[d].numpy(), lm.tokenizer)],
     )
     run.write_csv("classes.csv", classes)
+    for name in ("sink_candidates", "sink_layers", "sink_heads_authors"):
+        run.write_csv(f"{name}.csv", proc[name])
+    summary["sink_procedure"] = proc["summary"]
     run.write_json("summary.json", summary)
     meta = lm.path / "attnlab.json"
     run.write_manifest(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -110,4 +111,70 @@ def checkpoint_series(rows: list[dict], path: Path) -> Path:
         ax.set_xlabel("training step")
         ax.set_ylabel(label)
     axes[0][0].legend(fontsize=7)
+    return save_figure(fig, path)
+
+
+def sink_procedure(heads: Any, layers: Any, path: Path) -> Path:
+    """The authors' sink-head procedure (R24): per layer, how often token 0 is a candidate and how many candidates
+    beyond token 0 a window holds; per head (first domain), the share of windows with a sink on any candidate and
+    on one beyond token 0, with × on the heads the key-0 score calls sinks (≥ 0.5)."""
+    fig, axes = new_figure(3, 1, width=4.2, height=3.4)
+    for d, g in layers.groupby("domain", sort=False):
+        (line,) = axes[0][0].plot(g["layer"], g["token0_candidate_share"], marker=".", label=f"{d}: token 0")
+        axes[0][0].plot(g["layer"], g["beyond0_candidates_per_window"], ls="--", color=line.get_color(),
+                        label=f"{d}: others / window")  # fmt: skip
+    axes[0][0].set_xlabel("layer (input residual stream)")
+    axes[0][0].set_title("candidate sink tokens (‖x‖ > ratio × median)")
+    axes[0][0].legend(fontsize=7)
+    d0 = heads["domain"].iloc[0]
+    h = heads[heads["domain"] == d0]
+    L, H = int(h["layer"].max()) + 1, int(h["head"].max()) + 1
+    key0 = h["key0_sink"].astype(str).str.lower().eq("true").to_numpy().reshape(L, H)
+    for ax, col, title in (
+        (axes[0][1], "sink_share", "any candidate"),
+        (axes[0][2], "sink_share_beyond0", "beyond token 0"),
+    ):
+        im = ax.imshow(
+            h[col].to_numpy(float).reshape(L, H), aspect="auto", cmap="viridis", vmin=0, vmax=1, origin="lower"
+        )
+        yy, xx = np.nonzero(key0)
+        ax.scatter(xx, yy, marker="x", s=14, color="red", linewidths=0.8)
+        ax.set_title(f"{d0}: windows with a sink, {title}", fontsize=9)
+        ax.set_xlabel("head (× = key-0 sink head)")
+        ax.set_ylabel("layer")
+        fig.colorbar(im, ax=ax, fraction=0.08)
+    return save_figure(fig, path)
+
+
+DYNAMICS = (
+    ("attn_sink", "Attn⟨s⟩ of the sink heads", True),
+    ("value_norm_ratio", "value norm of token 0 / median", False),
+    ("resid_norm_ratio", "residual norm of token 0 / median", True),
+)
+
+
+def sink_dynamics(rows: list[dict], path: Path) -> Path:
+    """R25: the sink heads' attention to token 0, the value-norm ratio of token 0 and its residual-norm ratio
+    against the training step (first domain), raw and as progress toward their extremes (0 = first checkpoint,
+    1 = extreme), with each curve's onset (half of its change) dashed."""
+    from attnlab.scan.series import onset
+
+    d0 = rows[0]["domain"]
+    rs = [r for r in rows if r["domain"] == d0]
+    steps = [int(r["step"]) for r in rs]
+    fig, axes = new_figure(4, 1, width=3.4, height=3.0)
+    for k, (key, label, rising) in enumerate(DYNAMICS):
+        v = np.asarray([float(r[key]) for r in rs])
+        (line,) = axes[0][k].plot(steps, v, marker=".", color=f"C{k}")
+        axes[0][k].set_title(label, fontsize=9)
+        axes[0][k].set_xlabel("step")
+        total = (v.max() if rising else v.min()) - v[0]
+        axes[0][3].plot(steps, (v - v[0]) / total if total else 0 * v, color=line.get_color(), label=key)
+        on = onset(steps, list(v), rising)
+        if on is not None:
+            for ax in (axes[0][k], axes[0][3]):
+                ax.axvline(on, ls="--", lw=0.8, color=line.get_color())
+    axes[0][3].set_title(f"{d0}: progress to the extreme", fontsize=9)
+    axes[0][3].set_xlabel("step")
+    axes[0][3].legend(fontsize=7)
     return save_figure(fig, path)

@@ -14,7 +14,7 @@ from attnlab.runs import RunDir
 from attnlab.scan import figures
 from attnlab.trace.format import Trace
 
-TABLES = ("heads", "layers", "massive", "classes")
+TABLES = ("heads", "layers", "massive", "classes", "sink_candidates", "sink_layers", "sink_heads_authors")
 CLASS_CODES = {"active-all": 0, "mixed": 1, "active-dormant": 2, "sink-all": 3}
 CLASS_SCALE = (
     (0.0, "#2c7bb6"), (0.25, "#2c7bb6"), (0.25, "#bbbbbb"), (0.5, "#bbbbbb"),
@@ -202,11 +202,45 @@ def write_series_report(path: str | Path, title: str = "Checkpoint series scan")
         layout = {"title": {"text": metric}, "xaxis": {"title": {"text": "training step"}}, "height": 320}
         rep.plotly({"data": traces, "layout": layout}, f"series-{metric}", f"{metric} against the training step")
     rep.figure(run.figure_path("checkpoint_series"), "Sink score, massive activation and value-norm ratio")
+    dyn = run.read_json("summary.json").get("sink_dynamics")  # the JSON keeps head names such as "0.10" as text
+    if dyn:
+        rep.figure(
+            figures.sink_dynamics(dyn, run.figure_path("sink_dynamics")),
+            f"Sink heads of the last checkpoint ({dyn[0]['sink_heads']}): Attn⟨s⟩, value-norm and residual-norm "
+            "ratios of token 0 against the step; dashed: onsets (half of each change)",
+        )
     rep.table(table.to_dict("records"), caption="series.csv")
     links = sorted(p.name for p in run.file("checkpoints").iterdir() if (p / "report.html").is_file())
     rep.raw("<p>Checkpoints: " + " · ".join(f'<a href="checkpoints/{n}/report.html">{n}</a>' for n in links) + "</p>")
     rep.write(run.file("report.html"))
     return rep
+
+
+def add_sink_procedure(rep: Report, run: RunDir, s: dict) -> None:
+    """The authors' sink-head procedure (R24): per-domain agreement with the key-0 classification, the layers'
+    candidate tokens beyond token 0, and the figure (scans written before R24 have none of it)."""
+    if "sink_procedure" not in s or not run.file("sink_heads_authors.csv").is_file():
+        return
+    proc = s["sink_procedure"]
+    rep.paragraph(
+        f"The authors' sink-head procedure: candidate sink tokens have a residual norm (at the layer's input) above "
+        f"{proc[0]['ratio']:g} × the window's median; head h has a sink on candidate i when its mean attention score "
+        f"(1/(T−i)) Σ_(j≥i) A_ji ≥ {proc[0]['threshold']:g}; a sink head has one in at least half of the windows. "
+        "Compared with the key-0 classification (sink score ≥ 0.5)."
+    )
+    keys = ["domain", "authors_sink_heads", "authors_sink_heads_beyond0", "key0_sink_heads", "both", "authors_only",
+            "key0_only", "neither", "jaccard", "windows_with_beyond0_sink", "beyond0_sink_layers",
+            "beyond0_sunk_tokens"]  # fmt: skip
+    rep.table([{k: p.get(k, "") for k in keys} for p in proc], caption="Authors' sink heads vs key-0 sink heads")
+    layers = read_table(run.file("sink_layers.csv"))
+    rep.figure(
+        figures.sink_procedure(
+            read_table(run.file("sink_heads_authors.csv")), layers, run.figure_path("sink_procedure")
+        ),
+        "Candidate sink tokens per layer, and the heads with a sink by the authors' procedure",
+    )
+    busy = layers[(layers["beyond0_candidates_per_window"] > 0) | (layers["sink_heads_beyond0"] > 0)]
+    rep.table(busy.to_dict("records"), caption="Layers with candidate sink tokens beyond token 0")
 
 
 def write_report(path: str | Path, title: str = "Real model scan") -> Report:
@@ -242,6 +276,7 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
         "Value-norm ratio ‖W_O^h v_0‖ / median_t ‖W_O^h v_t‖ per layer (median and range over heads)",
     )
     figures.attention_maps(read_patterns(run, domains), sink, run.figure_path("attention_maps"))  # PNG for docs
+    add_sink_procedure(rep, run, s)
     layers = read_table(run.file("layers.csv"))
     if len(layers):
         big = layers[layers["n_massive"] > 0]

@@ -19,6 +19,8 @@ from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
 from attnlab.scan.report import read_tables, write_report
 
+MAX_COLUMN_BYTES = 4 * 2**30  # column sums (float32), mean scores (float32) and sink flags, per domain
+
 
 def scan(
     config: ScanConfig, out: str | Path | None = None, *, mode: str = "new", lm: LoadedModel | None = None
@@ -35,6 +37,13 @@ def scan(
     shape = get_arch(lm.model).shape
     for layer, head in config.pattern_heads:
         shape.check_head(layer, head)
+    need = config.samples * shape.n_layers * shape.n_heads * config.tokens * 9  # R24's per-window columns, bytes
+    if need > MAX_COLUMN_BYTES:
+        raise InputError(
+            f"--samples {config.samples} × {shape.n_layers} layers × {shape.n_heads} heads × --tokens {config.tokens} "
+            f"needs {need / 2**30:.1f} GiB for the sink-head procedure's per-window columns (limit "
+            f"{MAX_COLUMN_BYTES / 2**30:.0f} GiB); scan fewer windows or shorter ones"
+        )
     ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}
     with open_run(out, "scan", config, mode=mode, seed=config.seed) as run:
         summary = write_scan(run, lm, config, ids)
@@ -49,16 +58,18 @@ def _checkpoint_config(config: ScanConfig, model: str, revision: str | None) -> 
 def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """A checkpoint series (`attnlab.scan.series`): every checkpoint is loaded and checked before the folder opens
     (one at a time: only one model is held), then scanned into checkpoints/<k>-<label>/; series.csv and
-    figures/checkpoint_series.png sum them up. Returns tables {"series": DataFrame}."""
+    figures/checkpoint_series.png sum them up; sink_dynamics.csv and figures/sink_dynamics.png follow the final
+    checkpoint's sink heads through the series (R25). Returns tables {"series": DataFrame}."""
     import pandas as pd
 
     from attnlab.scan.figures import checkpoint_series
-    from attnlab.scan.series import checkpoint_label, checkpoint_step, series_rows
+    from attnlab.scan.series import checkpoint_label, checkpoint_step, dynamics_rows, series_rows
     from attnlab.trace.format import Trace
 
     for model, rev in config.checkpoints:  # refuse a bad checkpoint before any work
         load_checked(_checkpoint_config(config, model, rev))
     rows: list[dict] = []
+    points: dict[str, list] = {d: [] for d in config.domains}  # domain -> [(label, step, trace)]
     with open_run(out, "scan", config, mode=mode, seed=config.seed) as run:
         for k, (model, rev) in enumerate(config.checkpoints):
             cfg = _checkpoint_config(config, model, rev)
@@ -70,9 +81,13 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
             traces = {d: Trace.load(sub.file("traces") / d) for d in cfg.domains}
             nll = {d["domain"]: d["nll"] for d in summary["domains"]}
             rows += series_rows(label, checkpoint_step(label, k), model, rev, traces, nll)
+            for d in cfg.domains:
+                points[d].append((label, checkpoint_step(label, k), traces[d]))
             write_report(sub.path, f"Checkpoint {label}")
+        dyn = [r for d in config.domains for r in dynamics_rows(d, points[d])]
         run.write_csv("series.csv", rows)
-        run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows})
+        run.write_csv("sink_dynamics.csv", dyn)
+        run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows, "sink_dynamics": dyn})
         checkpoint_series(rows, run.figure_path("checkpoint_series"))
         write_report(run.path)
     return RunResult(path=run.path, config=config, summary={"series": rows}, tables={"series": pd.DataFrame(rows)})

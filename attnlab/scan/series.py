@@ -17,6 +17,10 @@ its index k):
 | value_norm_ratio_median | median over layers and heads of ‖W_O^h v_0‖ / median_t ‖W_O^h v_t‖ |
 | learned_sink_mass_mean | mean learned-sink mass (models with learned sink logits only, else empty) |
 | nll | mean next-token NLL |
+
+`sink_dynamics.csv` (R25, `dynamics_rows`) follows the last checkpoint's sink heads through the series: their
+Attn⟨s⟩, the value-norm ratio of token 0 at those heads and the residual-norm ratio of token 0; `onset` gives the
+step at which each has made half of its change.
 """
 
 from __future__ import annotations
@@ -101,3 +105,55 @@ def series_rows(
             }
         )
     return rows
+
+
+def sink_heads_of(trace: Trace) -> list[tuple[int, int]]:
+    """The sink heads of a (final) checkpoint: sink score ≥ DORMANT (0.5), else the single highest head."""
+    from attnlab.hf.analysis import DORMANT
+
+    s = trace.sink_score()
+    heads = [(int(l), int(h)) for l, h in zip(*np.nonzero(s >= DORMANT), strict=True)]
+    return heads or [tuple(int(i) for i in np.unravel_index(int(np.argmax(s)), s.shape))]  # type: ignore[list-item]
+
+
+def dynamics_rows(domain: str, points: list[tuple[str, int, Trace]]) -> list[dict]:
+    """sink_dynamics.csv (R25): per checkpoint (label, step, trace) of one domain, with the sink heads H_s taken
+    at the LAST checkpoint:
+
+    attn_sink = mean_{h∈H_s} s_h (Attn⟨s⟩, attention of queries 1..T−1 to token 0);
+    value_norm_ratio = mean_{h∈H_s} ‖W_O^h v_0‖ / median_{i≥1} ‖W_O^h v_i‖ (the value drain of token 0);
+    resid_norm_ratio = max over the residual streams between blocks (after block 0 .. before the last block; the
+    output of the only block for one layer) of ‖x_0‖ / median_{i≥1} ‖x_i‖ (the residual peak);
+    resid_norm_ratio_sink_input = the same ratio at the input streams of the sink heads' layers, averaged."""
+    heads = sink_heads_of(points[-1][2])
+    ls, hs = [l for l, _ in heads], [h for _, h in heads]
+    rows = []
+    for label, step, tr in points:
+        r = tr.resid_norm_ratio()  # [L+1]: embedding, after each block
+        L = tr.attn_key0_by_query.shape[0]
+        inner = r[1:L] if L >= 2 else r[1:2]
+        rows.append(
+            {
+                "checkpoint": label,
+                "step": step,
+                "domain": domain,
+                "sink_heads": " ".join(f"{l}.{h}" for l, h in heads),
+                "attn_sink": float(tr.sink_score()[ls, hs].mean()),
+                "value_norm_ratio": float(tr.value_norm_ratio()[ls, hs].mean()),
+                "resid_norm_ratio": float(inner.max()),
+                "resid_norm_ratio_sink_input": float(r[sorted(set(ls))].mean()),
+            }
+        )
+    return rows
+
+
+def onset(steps: list[int], values: list[float], rising: bool, fraction: float = 0.5) -> int | None:
+    """The first step at which a metric has made `fraction` (half) of its total change, the change from the first
+    checkpoint to its extreme in the claimed direction (max when `rising`, else min); None when it never moves
+    that way."""
+    v = np.asarray(values, dtype=float)
+    total = (v.max() if rising else v.min()) - v[0]
+    if total == 0 or (total < 0) == rising:
+        return None
+    progress = (v - v[0]) / total
+    return int(steps[int(np.argmax(progress >= fraction))])

@@ -32,7 +32,9 @@ def test_scan_run_returns_dataframes(llama_dir, tmp_path):
     assert isinstance(result, RunResult) and result.path == tmp_path / "scan" and result.config == cfg
     heads = result.tables["heads"]
     assert isinstance(heads, pd.DataFrame) and len(heads) == 2 * 2 * 4  # domains × layers × heads
-    assert set(result.tables) == {"heads", "layers", "massive", "classes"}
+    assert set(result.tables) == {
+        "heads", "layers", "massive", "classes", "sink_candidates", "sink_layers", "sink_heads_authors"
+    }  # fmt: skip
     # the sink scores equal those of eager output_attentions on the saved windows
     ids = torch.tensor(
         [

@@ -1,0 +1,88 @@
+"""`attnlab series train`: argparse <-> `SeriesTrainConfig`, nothing else."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from attnlab.clitools import add_run_args, run_mode, threads
+from attnlab.errors import InputError
+
+# flag -> SeriesTrainConfig field
+FLAGS = {
+    "arch": "arch",
+    "layers": "n_layers",
+    "heads": "n_heads",
+    "d_model": "d_model",
+    "d_mlp": "d_mlp",
+    "seq_len": "seq_len",
+    "batch": "batch",
+    "lr": "lr",
+    "steps": "steps",
+    "save_every": "save_every",
+    "vocab_chars": "vocab_chars",
+    "triggers": "n_triggers",
+    "corpus": "corpus",
+}
+
+
+def train_config(args: argparse.Namespace) -> Any:
+    """From the flags; with --resume, the saved config with the flags given (the run refuses frozen changes)."""
+    import dataclasses
+
+    from attnlab.configs import config_from_dict
+    from attnlab.runs import RunDir
+    from attnlab.series.config import SeriesTrainConfig
+
+    values = {field: getattr(args, flag) for flag, field in FLAGS.items() if getattr(args, flag) is not None}
+    if run_mode(args) != "resume":
+        return SeriesTrainConfig(seed=args.seed, **values)
+    if args.out is None:
+        raise InputError("--resume needs --out pointing at an existing `series train` run folder")
+    saved = config_from_dict(SeriesTrainConfig, RunDir(args.out).read_config())
+    return dataclasses.replace(saved, **values)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from attnlab.series.run import train_series
+
+    config = train_config(args)
+    with threads(args.threads):
+        result = train_series(config, args.out, mode=run_mode(args))
+    s = result.summary
+    print(f"step {s['step']}: evaluation loss {s['final_eval_loss']:.3f}, {s['checkpoints']} checkpoints")
+    print(f"run folder: {result.path}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `series` command group."""
+    group = subparsers.add_parser(
+        "series",
+        help="train a small HF model on Bigram-Backcopy, saving a checkpoint series to scan",
+        description="Checkpoint series made here (R25): `series train` saves a HF checkpoint every few steps "
+        "into RUN/checkpoints/step_N; `attnlab scan --model RUN/checkpoints` scans them as a series.",
+    )
+    sub = group.add_subparsers(dest="series_command", metavar="SUBCOMMAND", required=True)
+    p = sub.add_parser(
+        "train",
+        help="train a small GPT-2 or Llama on Bigram-Backcopy, saving HF checkpoints",
+        description="Trains a small GPT-2 (or Llama) on Bigram-Backcopy sequences (<s> at position 0) with AdamW and "
+        "saves checkpoints/step_N (HF folder + optimiser state) every --save-every steps; --resume continues "
+        "bit-identically (one thread) from the latest one.",
+    )
+    p.add_argument("--arch", default=None, choices=["gpt2", "llama"], help="transformers model family (default gpt2)")
+    p.add_argument("--layers", type=int, default=None, help="blocks (default 3)")
+    p.add_argument("--heads", type=int, default=None, help="attention heads per block (default 1)")
+    p.add_argument("--d-model", type=int, default=None, help="width (default 64)")
+    p.add_argument("--d-mlp", type=int, default=None, help="MLP width (default 256)")
+    p.add_argument("--seq-len", type=int, default=None, help="tokens per sequence, <s> included (default 64)")
+    p.add_argument("--batch", type=int, default=None, help="sequences per step (default 32)")
+    p.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default 1e-3)")
+    p.add_argument("--steps", type=int, default=None, help="updates (default 800; may grow on --resume)")
+    p.add_argument("--save-every", type=int, default=None, help="steps between checkpoints (default 20)")
+    p.add_argument("--vocab-chars", type=int, default=None, help="BB characters (default 64)")
+    p.add_argument("--triggers", type=int, default=None, help="BB trigger characters (default 3)")
+    p.add_argument("--corpus", default=None, help="UTF-8 text file for the BB statistics (default: pydoc topics)")
+    add_run_args(p, threads_default=1, resume=True)
+    p.set_defaults(func=cmd_train, make_config=train_config)
