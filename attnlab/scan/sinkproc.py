@@ -60,7 +60,8 @@ class ColumnRecorder(TraceRecorder):
     def attention_rows(self, layer: int, q0: int, rows: torch.Tensor, scores: torch.Tensor | None = None) -> None:
         super().attention_rows(layer, q0, rows, scores)
         assert self._bcol is not None
-        self._bcol[:, layer] += rows.detach().float().sum(2).double().cpu()  # [B,H,T]
+        K = rows.shape[-1]  # the chunk's visible keys (≤ T); later keys have no weight
+        self._bcol[:, layer, :, :K] += rows.detach().float().sum(2).double().cpu()  # [B,H,K]
 
     @torch.no_grad()
     def attention(self, layer: int, pattern: torch.Tensor, scores: torch.Tensor | None = None) -> None:

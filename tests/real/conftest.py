@@ -26,7 +26,7 @@ def byte_tokenizer() -> ByteTokenizer:
     return ByteTokenizer()
 
 
-def tiny_llama(n_heads: int = 4, n_kv: int = 2, layers: int = 2, seed: int = 0):
+def tiny_llama(n_heads: int = 4, n_kv: int = 2, layers: int = 2, seed: int = 0, max_positions: int = 64):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
@@ -37,7 +37,7 @@ def tiny_llama(n_heads: int = 4, n_kv: int = 2, layers: int = 2, seed: int = 0):
         num_hidden_layers=layers,
         num_attention_heads=n_heads,
         num_key_value_heads=n_kv,
-        max_position_embeddings=64,
+        max_position_embeddings=max_positions,
     )
     return LlamaForCausalLM(cfg).eval()
 

@@ -16,17 +16,18 @@ from tests.real.conftest import save_tiny_hf_folder, tiny_llama
 T = 12
 
 
-def test_mean_attention_score_equals_the_full_matrix():
-    model = tiny_llama(n_heads=4, n_kv=2)
-    ids = torch.randint(0, 64, (3, T), generator=torch.Generator().manual_seed(1))
+@pytest.mark.parametrize("length", [T, 200])  # 200: several query chunks, each over its visible keys
+def test_mean_attention_score_equals_the_full_matrix(length):
+    model = tiny_llama(n_heads=4, n_kv=2, max_positions=256)
+    ids = torch.randint(0, 64, (3, length), generator=torch.Generator().manual_seed(1))
     _, _, cols, norms = sinkproc.trace_windows_columns(model, ids, batch_size=2)
     model.set_attn_implementation("eager")
     with torch.no_grad():
         out = model(input_ids=ids, output_attentions=True, output_hidden_states=True, use_cache=False)
     A = torch.stack(out.attentions, 1).double().numpy()  # [N,L,H,T(query j),T(key i)]
     direct = np.zeros(A.shape[:-1])
-    for i in range(T):  # (1/(T−i)) Σ_{j≥i} A[h,j,i], written out
-        direct[..., i] = A[:, :, :, i:, i].sum(-1) / (T - i)
+    for i in range(length):  # (1/(T−i)) Σ_{j≥i} A[h,j,i], written out
+        direct[..., i] = A[:, :, :, i:, i].sum(-1) / (length - i)
     np.testing.assert_allclose(sinkproc.mean_attention_score(cols), direct, atol=1e-5)
     assert direct[..., 0] == pytest.approx(A[..., 0].mean(-1))  # key 0 is seen by every query
     hidden = torch.stack(out.hidden_states[:-1], 1).norm(dim=-1).numpy()  # [N,L,T] the layers' inputs
