@@ -90,6 +90,7 @@ FULL_SIZES: dict[str, dict] = {
     "paths_plugin": dict(N=20.0, temperature=0.1, P=300, n_test=1000),
     "real_quant": dict(samples=8, tokens=512, sites=("linear", "residual")),  # docs/real-models.md, R23
     "real_window": dict(samples=8, tokens=1024, windows=(256,)),
+    "series_scan": dict(steps=1500, save_every=25, tokens=64, samples=8),  # R25: about 8 minutes
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
@@ -226,6 +227,21 @@ def real_window(folder: Path, seed: int, size: dict, done: dict) -> Any:
 
     cfg = SlidingWindowConfig(samples=size["samples"], tokens=size["tokens"], windows=size["windows"], seed=seed)
     return window(cfg, folder)
+
+
+def series_scan(folder: Path, seed: int, size: dict, done: dict) -> Any:
+    """R25: a small GPT-2 trained on Bigram-Backcopy into a checkpoint series (`series train`, in train/), then the
+    series scanned on its own evaluation text with `<s>` before each window (scan/, with sink_dynamics)."""
+    from attnlab.scan import ScanConfig, scan
+    from attnlab.scan.series import expand_series
+    from attnlab.series import SeriesTrainConfig, train_series
+
+    trained = train_series(SeriesTrainConfig(steps=size["steps"], save_every=size["save_every"], seed=seed),
+                           folder / "train")  # fmt: skip
+    series = expand_series([str(trained.path / "checkpoints")], [])
+    cfg = ScanConfig(model=series[0][0], domains=("text",), text=str(trained.path / "bb_eval.txt"), prefix="bos",
+                     tokens=size["tokens"], samples=size["samples"], checkpoints=series, seed=seed)  # fmt: skip
+    return scan(cfg, folder / "scan")
 
 
 # --- consensus ---------------------------------------------------------------------------------------------------
@@ -530,6 +546,7 @@ EXPERIMENTS: dict[str, Callable[[Path, int, dict, dict], Any]] = {
     "real_probe": real_probe,
     "real_quant": real_quant,
     "real_window": real_window,
+    "series_scan": series_scan,
     "cons_causal": cons_causal,
     "cons_full": cons_full,
     "cons_cluster": cons_cluster,

@@ -425,6 +425,37 @@ def r_r23(runs: dict) -> dict:
     return out | {"window_ratio_min": min(r["ratio"] for r in w.values()), "claims_met": float(v["met"])}
 
 
+def r_r24(runs: dict) -> dict:
+    """R24: the largest share over the domains of windows with a sink beyond token 0 (authors' procedure), and per
+    domain the Jaccard agreement of the authors' sink heads with the key-0 sink heads."""
+    from attnlab.scan.claims import verdict_R24
+
+    folder = _path(runs["real_scan"])
+    out = _claim(verdict_R24, folder, "windows_beyond0_max")
+    procs = json.loads((folder / "summary.json").read_text())["sink_procedure"]
+    return out | {f"jaccard {p['domain']}": p["jaccard"] for p in procs}
+
+
+def r_r25(runs: dict) -> dict:
+    """R25: along the trained series (first domain), the rise of Attn⟨s⟩ and the onsets (half of each change) of
+    the sink, the value drain and the residual peak of token 0, as the differences the ordering is checked on."""
+    from attnlab.scan.claims import verdict_R25
+    from attnlab.scan.series import onset
+
+    folder = _path(runs["series_scan"])
+    out = _claim(verdict_R25, folder, "onset_gap_steps")
+    rows = json.loads((folder / "summary.json").read_text())["sink_dynamics"]
+    rows = [r for r in rows if r["domain"] == rows[0]["domain"]]
+    steps = [int(r["step"]) for r in rows]
+    sink, value, resid = ([float(r[k]) for r in rows] for k in ("attn_sink", "value_norm_ratio", "resid_norm_ratio"))
+    on = [onset(steps, sink, rising=True), onset(steps, value, rising=False), onset(steps, resid, rising=True)]
+    out["sink_rise"] = max(sink) - sink[0]
+    if None not in on:
+        out["value_minus_sink_onset"] = float(on[1] - on[0])  # type: ignore[operator]
+        out["resid_minus_value_onset"] = float(on[2] - on[1])  # type: ignore[operator]
+    return out
+
+
 def c_r13(runs: dict) -> dict:
     """R13: largest per-layer relative error of the sphere idealisation; whether the consensus conclusion holds."""
     from attnlab.consensus.claims import verdict_R13

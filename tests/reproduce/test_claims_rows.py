@@ -18,8 +18,8 @@ from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, verdict
 
-ISSUE14 = {"bb": ("R19", "R20", "R21", "R22"), "consensus": ("R12", "R13", "R14"),
-           "paths": ("S6", "S7", "S8", "S9", "S10")}  # fmt: skip
+ISSUE14 = {"bb": ("R19", "R20", "R21", "R22", "R25"), "consensus": ("R12", "R13", "R14"),
+           "paths": ("S6", "S7", "S8", "S9", "S10"), "real": ("R23", "R24")}  # fmt: skip
 ROWS = {(t.study, t.id): t for t in TARGETS}
 
 
@@ -35,9 +35,7 @@ def test_issue14_rows_are_steps_of_reproduce() -> None:
     assert not tiny & {"bb_variants", "bb_stability", "cons_norm", "cons_decode", "paths_layers"}
     assert {"cons_norm", "cons_decode"} <= set(SIZES["quick"])
     assert ROWS[("real", "R23")].measure is m.r_r23 and {"real_quant", "real_window"} <= set(SIZES["quick"])
-    for study, tid in (("real", "R24"), ("bb", "R25")):
-        t = ROWS[(study, tid)]
-        assert t.measure is None and "being added" in t.not_run and f"verdict_{tid}" in t.not_run
+    assert ROWS[("real", "R24")].needs == ("real_scan",) and "series_scan" in SIZES["full"]
 
 
 def test_checks_use_the_claims_thresholds() -> None:
@@ -148,7 +146,30 @@ def _r22(f: Path, good: bool) -> None:
                 _write(d / "trial.json", {"status": "done"})
 
 
+def _r24(f: Path, good: bool) -> None:
+    procs = [
+        {"domain": d, "windows_with_beyond0_sink": share, "beyond0_sink_layers": [3, 4], "beyond0_sunk_tokens": " the",
+         "authors_sink_heads_beyond0": 2, "authors_sink_heads": 40, "key0_sink_heads": 30, "jaccard": 0.75,
+         "ratio": 10.0, "threshold": 0.3}
+        for d, share in (("prose", 0.5 if good else 0.125), ("code", 0.125))
+    ]  # fmt: skip
+    _write(f / "summary.json", {"sink_procedure": procs})
+
+
+def _r25(f: Path, good: bool) -> None:
+    """Sink rising from step 100, value ratio draining from 200 (before the sink unless good), residual from 300."""
+    steps = list(range(0, 501, 50))
+    sink = [0.05 if s < 100 else 0.6 for s in steps]
+    drain_at = 200 if good else 50
+    rows = [{"domain": "text", "step": s, "attn_sink": a, "value_norm_ratio": 1.0 if s < drain_at else 0.1,
+             "resid_norm_ratio": 1.2 if s < 300 else 1.6, "sink_heads": "0.0"}
+            for s, a in zip(steps, sink)]  # fmt: skip
+    _write(f / "summary.json", {"sink_dynamics": rows})
+
+
 CASES: list[tuple[str, str, str, Callable, Callable]] = [
+    ("real", "R24", "real_scan", _r24, m.r_r24),
+    ("bb", "R25", "series_scan", _r25, m.r_r25),
     ("consensus", "R12", "cons_counter", _r12, m.c_r12),
     ("consensus", "R13", "cons_norm", _r13, m.c_r13),
     ("consensus", "R14", "cons_decode", _r14, m.c_r14),
@@ -206,3 +227,14 @@ def test_layer_variants_rows_from_tiny_bb_runs(tmp_path: Path) -> None:
         numbers = measure({"bb_variants": tmp_path})
         expected = MET if numbers["claims_met"] == 1.0 else MISSED
         assert verdict(ROWS[("bb", tid)].checks, numbers)[0] == expected, (tid, numbers)
+
+
+def test_series_experiment_trains_scans_and_feeds_the_r25_row(tmp_path: Path) -> None:
+    from attnlab.reproduce.experiments import series_scan
+
+    result = series_scan(tmp_path, 0, dict(steps=40, save_every=20, tokens=32, samples=2), {})
+    assert sorted(p.name for p in (tmp_path / "train" / "checkpoints").iterdir()) == ["step_0", "step_20", "step_40"]
+    numbers = m.r_r25({"series_scan": result})
+    assert numbers["claims_met"] in (0.0, 1.0) and 0.0 <= numbers["sink_rise"] < 1.0  # max − first of a share
+    row = verdict(ROWS[("bb", "R25")].checks, numbers)[0]
+    assert row in (MET, MISSED) and (row == MET) == (numbers["claims_met"] == 1.0)
