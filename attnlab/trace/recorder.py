@@ -353,22 +353,22 @@ class TraceRecorder:
             self.max_dim[index] = flat % d
         thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
         if m > thresh:
-            hits = (ax > thresh).nonzero()
-            vals = x[hits[:, 0], hits[:, 1], hits[:, 2]].double()
-            order = vals.abs().argsort(descending=True)[:MAX_MASSIVE_ENTRIES]
-            for k in order.tolist():
-                b, t, dim = hits[k].tolist()
-                self.massive[index].append(
-                    {
-                        "layer": index,
-                        "sample": self.n_seq + b,
-                        "pos": t,
-                        "dim": dim,
-                        "value": float(vals[k]),
-                        "median_abs": med,
-                    }
-                )
-            self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
+            self._add_massive(index, x, ax, thresh, med)
+
+    def _add_massive(self, index: int, x: torch.Tensor, ax: torch.Tensor, thresh: float, med: float) -> None:
+        """Keep the largest `MAX_MASSIVE_ENTRIES` entries |x| > thresh of x [B,T,d] (ax = |x|) for stream `index`:
+        the top entries by magnitude (one top-k pass), then those over the threshold, merged with earlier batches'."""
+        B, T, d = x.shape
+        top, idx = ax.reshape(-1).topk(min(MAX_MASSIVE_ENTRIES, ax.numel()))  # sorted, largest first
+        flat_x = x.reshape(-1)
+        for i in idx[top > thresh].tolist():
+            b, rest = divmod(i, T * d)
+            t, dim = divmod(rest, d)
+            self.massive[index].append(
+                {"layer": index, "sample": self.n_seq + b, "pos": t, "dim": dim, "value": float(flat_x[i]),
+                 "median_abs": med}
+            )  # fmt: skip
+        self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
 
     # ------------------------------------------------------------------------------------------------------
     def result(self) -> Trace:

@@ -148,3 +148,25 @@ def test_rows_outside_the_trace_are_refused():
         rec.attention_rows(0, 2, torch.zeros(1, 2, 3, 4))
     with pytest.raises(AttnlabError, match="do not fit the trace"):
         rec.attention(1, torch.zeros(1, 2, 4, 4))
+
+
+def test_massive_entries_are_the_largest_over_the_threshold_across_batches():
+    from attnlab.trace.recorder import MASSIVE_ABS, MAX_MASSIVE_ENTRIES
+
+    g = torch.Generator().manual_seed(4)
+    rec = TraceRecorder(1, 1, 6)
+    batches = [torch.randn(2, 6, 50, generator=g) for _ in range(2)]
+    batches[0][0, 0, 3], batches[0][1, 2, 7] = 900.0, -5000.0  # over 100 and over 1000 × the median |h| (≈ 0.67)
+    batches[0][0, 3, 3] = 300.0  # over 100 but under 1000 × the median: not massive
+    batches[1][1, 5, 49] = 1e4
+    batches[1][0, 1:, 9] = torch.linspace(2000, 3000, 5)
+    expected = []
+    for k, x in enumerate(batches):
+        rec.begin_batch(None, batch_size=2)
+        rec.residual(0, x)
+        med = float(x.abs().reshape(-1).sort().values[(x.numel() - 1) // 2])
+        for b, t, dim in (x.abs() > max(MASSIVE_ABS, 1000 * med)).nonzero().tolist():
+            expected.append((2 * k + b, t, dim, float(x[b, t, dim])))
+    expected.sort(key=lambda e: -abs(e[3]))
+    got = [(m["sample"], m["pos"], m["dim"], m["value"]) for m in rec.massive[0]]
+    assert got == expected[:MAX_MASSIVE_ENTRIES] and len(got) == 8 and all(abs(e[3]) != 300.0 for e in got)
