@@ -165,30 +165,29 @@ def families_bench(names: list[str], tokens: list[int], repeats: int, threads: i
     return rows
 
 
-def smollm2_interleaved(tokens: list[int], repeats: int, threads: int) -> list[dict]:
-    """SmolLM2 in this one process: a plain sdpa forward and the scan's work per window (traced forward, recorder
-    result, next-token NLL) alternated `repeats` times after one warm-up pair; median wall and CPU seconds."""
+def smollm2_interleaved(tokens: list[int], repeats: int, threads: int, windows: int = 1) -> list[dict]:
+    """SmolLM2 in this one process: `windows` plain sdpa forwards against the scan's work on the same windows (one
+    traced session: traced forwards, recorder result, next-token NLL; what `attnlab scan` does per domain),
+    alternated `repeats` times after one warm-up pair; median wall and CPU seconds per window."""
     import torch
 
     torch.set_num_threads(threads)  # a benchmark process of its own: no library code sets threads
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
-    from attnlab.trace.adapters.hf import new_recorder, next_token_nll, traced
+    from attnlab.trace.adapters.hf import trace_windows
 
     model, tok = (lambda lm: (lm.model, lm.tokenizer))(load_causal_lm("smollm2"))
     rows = []
     for T in tokens:
-        ids = domain_windows(tok, "prose", 1, T, 0)
+        ids = domain_windows(tok, "prose", windows, T, 0)
 
         def sdpa(ids: torch.Tensor = ids) -> None:
             with torch.no_grad():
-                model(input_ids=ids, use_cache=False)
+                for w in range(ids.shape[0]):
+                    model(input_ids=ids[w : w + 1], use_cache=False)
 
-        def scan(ids: torch.Tensor = ids, T: int = T) -> None:
-            rec = new_recorder(model, T)
-            with traced(model, rec) as session:
-                next_token_nll(session.forward(ids), ids)
-            rec.result()
+        def scan(ids: torch.Tensor = ids) -> None:
+            trace_windows(model, ids, batch_size=1)
 
         wall: dict[str, list[float]] = {"sdpa": [], "scan": []}
         cpu: dict[str, list[float]] = {"sdpa": [], "scan": []}
@@ -200,9 +199,10 @@ def smollm2_interleaved(tokens: list[int], repeats: int, threads: int) -> list[d
                 if i:  # the first pair warms up
                     wall[name].append(time.perf_counter() - t)
                     cpu[name].append(time.process_time() - c)
-        w = {k: statistics.median(v) for k, v in wall.items()}
+        w = {k: statistics.median(v) / windows for k, v in wall.items()}
         c = {k: statistics.median(v) for k, v in cpu.items()}
-        rows.append({"tokens": T, "threads": threads, "sdpa_s": round(w["sdpa"], 3), "scan_s": round(w["scan"], 3),
+        rows.append({"tokens": T, "threads": threads, "windows": windows, "sdpa_s": round(w["sdpa"], 3),
+                     "scan_s": round(w["scan"], 3),
                      "wall_ratio": round(w["scan"] / w["sdpa"], 3), "cpu_ratio": round(c["scan"] / c["sdpa"], 3),
                      "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
@@ -219,13 +219,15 @@ def main() -> int:
     ap.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--families", nargs="*", default=None, help="family kinds (tests/real/families.py) instead")
     ap.add_argument("--interleaved", action="store_true", help="SmolLM2 sdpa and scan alternated in one process")
+    ap.add_argument("--windows", type=int, default=1, help="--interleaved: windows per scan session (default 1)")
     args = ap.parse_args()
     if args.interleaved:
-        rows = smollm2_interleaved(args.tokens, args.repeats, args.threads)
-        print("\n| T | threads | sdpa s | scan s | wall ratio | CPU ratio | load |\n|---|---|---|---|---|---|---|")
+        rows = smollm2_interleaved(args.tokens, args.repeats, args.threads, args.windows)
+        print("\n| T | threads | windows | sdpa s / window | scan s / window | wall ratio | CPU ratio | load |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['tokens']} | {r['threads']} | {r['sdpa_s']} | {r['scan_s']} | {r['wall_ratio']} | "
-                  f"{r['cpu_ratio']} | {r['load']} |")  # fmt: skip
+            print(f"| {r['tokens']} | {r['threads']} | {r['windows']} | {r['sdpa_s']} | {r['scan_s']} | "
+                  f"{r['wall_ratio']} | {r['cpu_ratio']} | {r['load']} |")  # fmt: skip
         if args.out:
             args.out.write_text(json.dumps(rows, indent=2))
         return 0

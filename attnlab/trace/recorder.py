@@ -108,11 +108,12 @@ class TraceRecorder:
         self._batch_sink: torch.Tensor | None = None
         self._batch_col0: torch.Tensor | None = None
         self._B = 0
-        self._acc_sink = self._acc_col0 = torch.zeros(0, dtype=torch.float64)
         self._pattern_parts: dict[tuple[int, int], list[torch.Tensor]] = {}
         # positions helpers
         self._i = torch.arange(T, dtype=torch.float64)
         self._product = torch.empty(0)  # scratch for the row entropy's A ⊙ S (reused: no page faults per chunk)
+        self._rows = torch.empty(0)  # per-row buffers of the layer being recorded by chunks (`_start_rows`)
+        self._lse_rows = True
 
     # ------------------------------------------------------------------------------------------------------
     def begin_batch(self, tokens: torch.Tensor | None, batch_size: int | None = None) -> None:
@@ -131,9 +132,6 @@ class TraceRecorder:
         self._B = int(batch_size)
         self._batch_sink = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
         self._batch_col0 = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
-        # running sums of the chunked path (attention_rows), per sequence
-        self._acc_sink = torch.zeros(self._B, self.L, self.H, dtype=torch.float64)
-        self._acc_col0 = torch.zeros(self._B, self.L, self.H, dtype=torch.float64)
         self._pattern_parts = {}
 
     def _flush_batch(self) -> None:
@@ -216,6 +214,9 @@ class TraceRecorder:
         Chunks of one layer come in order and end with the chunk holding query T−1. `scores` [B,H,C,K]: the masked
         logits with rows = softmax(scores) (masked entries finite and very negative); when given, the row entropy
         is H_i = lse_i − Σ_j A_ij s_ij (one pass instead of two), with lse_i = s_ik − log A_ik at a large A_ik.
+        Per chunk only what needs the whole rows is computed (column sums, Σ_j A_ij s_ij and the entries lse_i is
+        read from, into per-row buffers [B,H,T]); everything per row is reduced once per layer, at its last chunk
+        (few, larger operations: each small operation costs its dispatch and thread wake-up).
         """
         B, H, C, K = rows.shape
         self._check_rows(layer, q0, (B, H, C, K))
@@ -223,16 +224,15 @@ class TraceRecorder:
         q1 = q0 + C
         if q0 == 0:
             self.attn_batches[layer] += 1
+            self._start_rows(A)
         self.col_sum[layer, :, :K] += A.sum(dim=(0, 2)).double().cpu()  # Σ_b Σ_i A_ij -> [H,K]
-        key0 = A[..., 0].cpu()  # [B,H,C] (the reduced statistics live on the CPU, whatever the model's device)
-        self.key0_sum[layer, :, q0:q1] += key0.double().sum(0)
-        self._acc_col0[:, layer] += key0.double().sum(-1)
-        first = max(1, q0) - q0  # skip query 0 for the sink score
-        self._acc_sink[:, layer] += key0[..., first:].double().sum(-1)
-        if self._tokens is not None and self.V:
-            self._key0_by_token(layer, self._tokens[:, q0:q1], key0.double())
-        if q1 > 1:
-            self._row_entropy(layer, q0, A, first, scores)
+        buf = self._rows
+        buf[0, ..., q0:q1] = A[..., 0]  # A_i0
+        if scores is not None:
+            self._lse_entries(q0, A, scores.float())
+        elif q1 > 1:
+            self._row_entropy_direct(q0, A)
+        self._lse_rows = scores is not None
         for h in range(H):
             if (layer, h) in self.keep:
                 part = torch.zeros(B, C, self.T, dtype=torch.float32)
@@ -241,37 +241,66 @@ class TraceRecorder:
         if q1 == self.T:
             self._end_rows(layer)
 
-    def _row_entropy(self, layer: int, q0: int, A: torch.Tensor, first: int, scores: torch.Tensor | None) -> None:
-        """Rows i ≥ 1 of a chunk A [B,H,C,T]: H(A/m) = log m − (1/m) Σ_j A_ij log A_ij, divided by log(i+1)."""
-        B, H, C, T = A.shape
-        q1 = q0 + C
-        if scores is not None:  # whole contiguous chunk (no copies), then drop row 0
-            S = scores.float()
-            # lse_i = s_ij − log A_ij holds for any j with A_ij a normal float; use j = 0 or j = i (the larger),
-            # and the row maximum only for rows where both are below 1e-30.
-            diag = torch.arange(q0, q1).clamp_max(T - 1).view(1, 1, C, 1).expand(B, H, C, 1)
-            a0, ad = A[..., :1], A.gather(-1, diag)
-            arg = torch.where(a0 >= ad, torch.zeros_like(diag), diag)
-            top = torch.maximum(a0, ad)
-            small = top < 1e-30
-            if bool(small.any()):
-                mtop, marg = A.max(dim=-1, keepdim=True)
-                top, arg = torch.where(small, mtop, top), torch.where(small, marg, arg)
-            lse = S.gather(-1, arg).squeeze(-1) - top.squeeze(-1).log()
-            ent = (lse.double() - self._row_dot(A, S).double())[:, :, first:]
-            nonempty = torch.ones(ent.shape, dtype=torch.bool)
-        else:
-            R = A[:, :, first:, :]
-            mass = R.sum(-1)  # [B,H,C']
-            nonempty = mass > 0
-            m = mass.clamp_min(1e-30)
-            ent = (m.log() - torch.special.xlogy(R, R).sum(-1) / m).double()
-        pos = torch.arange(q0 + first, q1, dtype=torch.float64)
-        ent, nonempty = ent.cpu(), nonempty.cpu()
-        ent = ent / torch.log(pos + 1.0)
-        self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros((), dtype=torch.float64)).sum(dim=(0, 2))
-        self.ent_count[layer] += nonempty.double().sum(dim=(0, 2))
-        self.empty[layer] += (~nonempty).double().sum(dim=(0, 2))
+    def _start_rows(self, A: torch.Tensor) -> None:
+        """The per-row buffers of one layer, [6, B, H, T] fp32 on A's device: A_i0, and for the entropy a_i, s_i
+        (a large weight of row i and its score), Σ_j A_ij s_ij, the entropy itself and whether the row is empty."""
+        shape = (6, A.shape[0], A.shape[1], self.T)
+        if self._rows.shape != shape or self._rows.device != A.device:
+            self._rows = torch.empty(shape, dtype=torch.float32, device=A.device)
+
+    def _lse_entries(self, q0: int, A: torch.Tensor, S: torch.Tensor) -> None:
+        """For rows q0.. of a chunk A, S [B,H,C,K]: the larger of A_i0 and A_ii with its score (lse_i = s_ij − log
+        A_ij holds for any j whose A_ij is a normal float; the row maximum where both are below 1e-30), and
+        Σ_j A_ij s_ij, written into the row buffers."""
+        B, H, C, K = A.shape
+        q1, buf = q0 + C, self._rows
+        diag = torch.arange(q0, q1, device=A.device).clamp_max(K - 1).view(1, 1, C, 1).expand(B, H, C, 1)
+        a0, ad = A[..., :1], A.gather(-1, diag)
+        first = a0 >= ad
+        top = torch.where(first, a0, ad)
+        arg = torch.where(first, torch.zeros_like(diag), diag)
+        small = top < 1e-30
+        if bool(small.any()):
+            mtop, marg = A.max(dim=-1, keepdim=True)
+            top, arg = torch.where(small, mtop, top), torch.where(small, marg, arg)
+        buf[1, ..., q0:q1] = top.squeeze(-1)
+        buf[2, ..., q0:q1] = S.gather(-1, arg).squeeze(-1)
+        buf[3, ..., q0:q1] = self._row_dot(A, S)
+
+    def _row_entropy_direct(self, q0: int, A: torch.Tensor) -> None:
+        """Rows of a chunk A [B,H,C,K] (no scores: moved rows or a learned sink): H(A/m) = log m − (1/m)
+        Σ_j A_ij log A_ij, into the row buffers (entropy, and 1 where the row is empty)."""
+        mass = A.sum(-1)  # [B,H,C]
+        m = mass.clamp_min(1e-30)
+        q1 = q0 + A.shape[2]
+        self._rows[4, ..., q0:q1] = m.log() - torch.special.xlogy(A, A).sum(-1) / m
+        self._rows[5, ..., q0:q1] = (mass <= 0).float()
+
+    def _end_rows(self, layer: int) -> None:
+        """The last chunk of a layer: per-row statistics of the whole layer from the row buffers (key-0 weights,
+        the per-sequence sink score and ᾱ_0, normalised row entropies of rows i ≥ 1), and the kept patterns."""
+        assert self._batch_sink is not None and self._batch_col0 is not None
+        T, buf = self.T, self._rows
+        key0 = buf[0].double().cpu()  # [B,H,T]
+        self.key0_sum[layer] += key0.sum(0)
+        self._batch_sink[:, layer] = key0[..., 1:].sum(-1) / max(T - 1, 1)
+        self._batch_col0[:, layer] = key0.sum(-1) / T
+        if self._tokens is not None and self.V:
+            self._key0_by_token(layer, self._tokens, key0)
+        if T > 1:
+            if self._lse_rows:  # H_i = lse_i − Σ_j A_ij s_ij
+                ent = ((buf[2] - buf[1].log()).double() - buf[3].double())[..., 1:].cpu()
+                nonempty = torch.ones(ent.shape, dtype=torch.bool)
+            else:
+                ent, nonempty = buf[4, ..., 1:].double().cpu(), buf[5, ..., 1:].cpu() == 0
+            ent = ent / torch.log(self._i[1:] + 1.0)
+            self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros((), dtype=torch.float64)).sum(dim=(0, 2))
+            self.ent_count[layer] += nonempty.double().sum(dim=(0, 2))
+            self.empty[layer] += (~nonempty).double().sum(dim=(0, 2))
+        for h in range(self.H):
+            parts = self._pattern_parts.pop((layer, h), None)
+            if parts:
+                self.patterns[f"{layer}.{h}"].append(torch.cat(parts, dim=1).numpy())
 
     def _row_dot(self, A: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
         """[B,H,C] Σ_j A_ij S_ij of A, S [B,H,C,K], the product written into a buffer kept between chunks."""
@@ -279,17 +308,6 @@ class TraceRecorder:
         if self._product.numel() < n or self._product.device != A.device:
             self._product = torch.empty(n, dtype=torch.float32, device=A.device)
         return torch.mul(A, S, out=self._product[:n].view(A.shape)).sum(-1)
-
-    def _end_rows(self, layer: int) -> None:
-        """The last chunk of a layer: per-sequence sink score and ᾱ_0, and the kept patterns."""
-        assert self._batch_sink is not None and self._batch_col0 is not None
-        T = self.T
-        self._batch_sink[:, layer] = self._acc_sink[:, layer] / max(T - 1, 1)
-        self._batch_col0[:, layer] = self._acc_col0[:, layer] / T
-        for h in range(self.H):
-            parts = self._pattern_parts.pop((layer, h), None)
-            if parts:
-                self.patterns[f"{layer}.{h}"].append(torch.cat(parts, dim=1).numpy())
 
     @torch.no_grad()
     def learned_sink(self, layer: int, q0: int, mass: torch.Tensor) -> None:
