@@ -62,7 +62,7 @@ def _norms_finite(tensors: list[torch.Tensor]) -> bool:
 
 
 @contextmanager
-def _signals_deferred() -> Iterator[None]:
+def signals_deferred() -> Iterator[None]:
     """Hold SIGINT/SIGTERM until the block ends, so an interrupt never splits an optimiser update from the step
     counter (a checkpoint taken then would resume one update off). The handlers are swapped for ones that only note
     the signal, which is then raised again once the old handlers are back. (Blocking the signal in the main thread
@@ -205,7 +205,7 @@ class Trainer:
                 bad = first_nonfinite(self.model, grads=True)
                 if bad is not None:
                     self._diverged(bar, loss_value, f"the gradient of parameter {bad}")
-            with _signals_deferred():  # update and step count change together (SIGTERM/Ctrl-C land after)
+            with signals_deferred():  # update and step count change together (SIGTERM/Ctrl-C land after)
                 with torch.no_grad():
                     torch._foreach_copy_(last_finite, [p.detach() for p in params])
                 self.opt.step()

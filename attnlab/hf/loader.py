@@ -228,7 +228,7 @@ def check_causal_config(config: Any) -> None:
 
 
 @contextlib.contextmanager
-def _no_progress_bars() -> Iterator[None]:
+def no_progress_bars() -> Iterator[None]:
     """Transformers' loading progress bars off for the body, then as they were (its setting is process-wide)."""
     from transformers.utils import logging as hf_logging
 
@@ -310,7 +310,7 @@ def load_causal_lm(
     if revision is not None and not hub:
         raise InputError(f"--revision {revision} applies to hub models org/name; {model!r} is not one")
     path = hub_snapshot(model, revision) if hub else resolve_model_folder(model, cache_dir)
-    with _no_progress_bars():
+    with no_progress_bars():
         lm, tokenizer = _load_folder(path, place)
     lm.eval()
     if place.device_map is None:

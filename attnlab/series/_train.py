@@ -87,10 +87,10 @@ def loss_of(model: Any, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Te
 def save_checkpoint(folder: Path, model: Any, tokenizer: Any, opt: torch.optim.Optimizer, state: dict) -> Path:
     """A complete HF folder plus optimiser state, written into `folder`.tmp and renamed (never half a folder)."""
     tmp = folder.with_name(folder.name + ".tmp")
-    from attnlab.hf.loader import _no_progress_bars
+    from attnlab.hf.loader import no_progress_bars
 
     shutil.rmtree(tmp, ignore_errors=True)
-    with _no_progress_bars():
+    with no_progress_bars():
         model.save_pretrained(str(tmp), safe_serialization=True)
     tokenizer.save_pretrained(str(tmp))
     tensors, scalars = optimizer_tensors(model, opt)

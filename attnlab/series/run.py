@@ -55,7 +55,7 @@ def eval_text(task: Any, cfg: SeriesTrainConfig) -> tuple[torch.Tensor, str]:
 def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, start: int | None) -> dict:
     """Updates from `start` (None: a new run from step 0; else the resumed checkpoint's step) to cfg.steps, a
     checkpoint and a metrics line at every save step; Ctrl-C/SIGTERM checkpoints."""
-    from attnlab.bb.training import _signals_deferred
+    from attnlab.bb.training import signals_deferred
 
     model, tok = T.build_model(cfg, task), T.char_tokenizer(task)
     opt = T.make_optimizer(model, cfg)
@@ -86,7 +86,7 @@ def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, start: int | None
             T.check_finite_loss(last, step)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            with _signals_deferred():  # the update and the step count change together
+            with signals_deferred():  # the update and the step count change together
                 opt.step()
                 step += 1
             if step in saves:

@@ -225,7 +225,7 @@ def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path):
 
 def test_a_signal_sent_from_another_thread_waits_for_the_update_to_finish():
     # the kernel may hand a process signal to any thread; the deferral must hold it whichever thread receives it
-    from attnlab.bb.training import _signals_deferred
+    from attnlab.bb.training import signals_deferred
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -234,7 +234,7 @@ def test_a_signal_sent_from_another_thread_waits_for_the_update_to_finish():
     finished = []
     try:
         with pytest.raises(KeyboardInterrupt):
-            with _signals_deferred():
+            with signals_deferred():
                 sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGTERM))
                 sender.start()
                 sender.join()
