@@ -4,7 +4,8 @@ U_l = R_l R_l^T with R_l lower triangular, diagonal exp(rho_l) (so every U_l sta
 eliminated in closed form. `newton`: L-BFGS (scipy, Moré-Thuente line search, history 20) from the GP point to
 max|dS/dU| < 1e-5, then Newton steps on the exact Hessian (autograd of the analytic gradient) with backtracking
 (Levenberg shift when the Hessian is not PD). `lbfgs`: L-BFGS alone, except that a line search stalling above
-`tol` is finished by at most 10 Newton steps (phase "newton_polish" in the trace, said in `note`). `fixed_point`: block updates [T8] + damped U_1.
+`tol` is finished by at most 10 Newton steps (phase "newton_polish" in the trace, said in `note`). `fixed_point`:
+block updates [T8] + damped U_1.
 Stopping: max over entries of |dS/dU_l| < tol, or `max_iter`.
 """
 
