@@ -104,7 +104,12 @@ def test_reduced_recursion_adam_vs_sgd():
     sgd = residual.reduced_recursion("sgd", lr=0.3, m0=10.0, steps=10_000)
     assert adam[-1] == pytest.approx(64.0, abs=4.0)
     assert sgd[-1] == pytest.approx(10.013, abs=0.005)
-    assert sgd[-1] == pytest.approx(float(residual.sgd_closed_form(10.0, 0.3, 1e4)), abs=1e-4)
+    # the recursion sums log t / t where the closed form integrates it: sum_{t<=N} log t / t = (log N)^2 / 2 + gamma_1
+    # + O(log N / N) (Euler-Maclaurin; gamma_1 the first Stieltjes constant) moves m^4 by 4 lr gamma_1, i.e. m by
+    # -2.2e-5 (within 10x of the 1e-4 once asserted against the bare closed form); with that term, 1.6e-7 is left
+    gamma_1 = -0.0728158454836767
+    closed = float(residual.sgd_closed_form(10.0, 0.3, 1e4))
+    assert sgd[-1] == pytest.approx((closed**4 + 4 * 0.3 * gamma_1) ** 0.25, abs=1e-5)
 
 
 def test_adam_constant_gradient_closed_form():

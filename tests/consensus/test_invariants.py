@@ -122,9 +122,9 @@ def test_equiangular_matches_rho_ode(kind: str, beta: float) -> None:
         Constant(),
         AttentionSpec(kind, "full", torch.tensor([beta])),
         t_max=6.0,
-        h=0.02,
+        h=0.01,  # RK4's error (~h^4) dominates: 6.6e-9 at h = 0.02 for USA (within 10x of 1e-8), 4.1e-10 at 0.01
         method="rk4",
-        record_every=5,
+        record_every=10,
     )
     G = np.einsum("bknd,bkmd->bknm", tr.states, tr.states)[0]
     off = G[:, ~np.eye(n, dtype=bool)]

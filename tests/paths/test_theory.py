@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 
 from attnlab.paths.predictor import gp_U, predict
 from attnlab.paths.solver import solve
@@ -32,12 +32,17 @@ def test_U_a_closed_form_equals_bounded_minimiser():  # T5
         f = lambda u, N_a=N_a, N_L=N_L, H_L=H_L, trace=trace, s2L=s2L, s2a=s2a: (
             N_a * (u / s2a - math.log(u)) + N_L * (trace / (u * s2L) + H_L * math.log(u))
         )
-        ref = minimize_scalar(f, bounds=(1e-6, 1e3), method="bounded", options={"xatol": 1e-13}).x
+        df = lambda u, N_a=N_a, N_L=N_L, H_L=H_L, trace=trace, s2L=s2L, s2a=s2a: (
+            N_a / s2a - N_a / u - N_L * trace / (s2L * u**2) + N_L * H_L / u
+        )
+        rough = minimize_scalar(f, bounds=(1e-6, 1e3), method="bounded", options={"xatol": 1e-13}).x
+        # a bounded minimiser of f is good to ~sqrt(eps) only (measured 1.5e-8, within 10x of the 1e-7 once used);
+        # the root of f' bracketed within 1e-4 of it is good to eps: the spec's 1e-10 holds (measured 4e-16)
+        ref = brentq(df, rough * (1 - 1e-4), rough * (1 + 1e-4), xtol=1e-15, rtol=1e-15)
         cf = float(U_a_closed_form(torch.tensor(trace, dtype=torch.float64), H_L, N_L, N_a, s2L, s2a))
-        assert abs(cf - ref) < 1e-7 * max(1, ref)
+        assert abs(cf - ref) < 1e-10 * max(1, ref)  # spec T5
         # the closed form is an exact root of the stationarity condition
-        d = N_a / s2a - N_a / cf - N_L * trace / (s2L * cf**2) + N_L * H_L / cf
-        assert abs(d) < 1e-10
+        assert abs(df(cf)) < 1e-10
 
 
 @pytest.mark.parametrize("form", ["chain", "simple"])
@@ -71,7 +76,9 @@ def test_H1_reduction_equals_root_finder(L, form):  # T8
     _, _, y, gram = tiny((1,) * L, P=12)
     for N in [3.0, 30.0]:
         prob = problem(gram, y, (1,) * L, N=N, T=0.05, form=form)
-        sp = solve(prob, hessian=False)
+        # |U - ref| ~ max|grad| / curvature: at the default tol 1e-8 Newton stopped at 7.7e-9, 3.4e-9 from ref
+        # (within 10x of 1e-8); at 1e-11 (Newton's floor is below 1e-14 here) it is <= 6e-13
+        sp = solve(prob, tol=1e-11, hessian=False)
         ref = scalar_reference(gram.path_kernels()[0, 0], prob.Y, 0.05, prob.alpha, L, form)
         assert sp.converged and abs(sp.U[0, 0] - ref) < 1e-8 * max(1, ref)
     small = solve(problem(gram, y, (1,) * L, N=1e10, T=0.05, form=form), hessian=False)
@@ -92,7 +99,10 @@ def test_predictor_at_gp_point_is_gp_regression():  # T9
 def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
     _, _, y, gram = tiny((2, 2))
     prob = problem(gram, y, (2, 2), N=5.0, T=0.1)
-    tols = {"newton": 1e-10, "lbfgs": 1e-8, "fixed_point": 1e-10}  # L-BFGS reaches the spec's 1e-8, not 1e-10
+    # |U - U*| <= max|grad| / lambda_min(Hessian) = 26 max|grad| here: at the spec's 1e-8 L-BFGS stood 3.3e-8 from
+    # Newton (within 10x of 1e-7), so every method runs to 1e-10 (L-BFGS stalls near 4e-10 and is Newton-polished;
+    # measured 1.8e-9 for fixed_point, 5e-15 for lbfgs) and the reference to 1e-12 (Newton's floor: 2e-16)
+    tols = {"newton": 1e-12, "lbfgs": 1e-10, "fixed_point": 1e-10}
     sols = {m: solve(prob, m, tol=t, max_iter=3000) for m, t in tols.items()}
     ref = sols["newton"]
     assert ref.converged and ref.max_grad < 1e-10 and ref.hessian_min_eig > 0
@@ -100,7 +110,7 @@ def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
         assert np.allclose(U, U.T, atol=1e-12) and np.linalg.eigvalsh(U)[0] > 0
     for m, s in sols.items():
         assert s.converged, m
-        assert np.abs(s.U - ref.U).max() < 1e-7, m  # spec T10 (L-BFGS measured 3.3e-8)
+        assert np.abs(s.U - ref.U).max() < 1e-7, m  # spec T10
 
 
 def test_stalled_lbfgs_is_polished_by_newton_to_the_spec_tolerance(monkeypatch):  # T10, any floating-point path
