@@ -6,10 +6,17 @@ The API a notebook needs. Each study is a sub-package with its configs and run f
     result = attnlab.bb.train(attnlab.bb.TrainConfig(steps=50), out="runs/bb-notebook")
     result.tables["metrics"]          # a pandas DataFrame
 
+In memory, for any model (nothing is written to disk; docs/api.md works through it):
+
+    tr = attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 0)], hooks={"blocks.1.attn.hook_z": fn})
+    tr.heads                          # one row per (layer, head): sink_score, row_entropy, value_norm_key0, ...
+    attnlab.hook_points(model)        # TransformerLens's names: blocks.{l}.hook_resid_pre, attn.hook_z, ...
+    model = attnlab.load_model("smollm2"); run = attnlab.load_run("runs/scan-...")
+
 Studies: `bb` (Bigram-Backcopy toy models), `scan`, `ablate` and `deploy` (real LLMs; `deploy`: int8 activations
 and sliding-window KV), `series` (a small HF model trained into a checkpoint series), `consensus` (dynamics on the
-sphere), `paths` (attention-path kernels). Shared pieces: `trace` (one trace layer and intervention vocabulary),
-`runs` (run folders), `errors`.
+sphere), `paths` (attention-path kernels). Shared pieces: `tracing` (the trace layer and the intervention
+vocabulary), `runs` (run folders), `errors`.
 """
 
 from __future__ import annotations
@@ -35,13 +42,42 @@ __all__ = [
     "series",
     "consensus",
     "paths",
+    "tracing",
     "trace",
+    "hook_points",
+    "load_model",
+    "load_trace",
+    "load_run",
+    "ZeroHead",
+    "ZeroMLP",
+    "ZeroLayer",
+    "ZeroDims",
+    "MoveToSink",
+    "MeanAblate",
 ]
-_LAZY = ("bb", "scan", "ablate", "deploy", "series", "consensus", "paths", "trace")
+_LAZY = ("bb", "scan", "ablate", "deploy", "series", "consensus", "paths", "tracing")
+# name -> the module that defines it, imported on first access (so `attnlab.trace` costs nothing until called)
+_VERBS = {
+    "trace": "attnlab.tracing.api",
+    "hook_points": "attnlab.tracing.api",
+    "load_model": "attnlab.tracing.api",
+    "load_trace": "attnlab.tracing.api",
+    "load_run": "attnlab.results",
+    **dict.fromkeys(
+        ("ZeroHead", "ZeroMLP", "ZeroLayer", "ZeroDims", "MoveToSink", "MeanAblate"), "attnlab.tracing.interventions"
+    ),  # fmt: skip
+}
 
 
 def __getattr__(name: str) -> Any:
-    """Import a study sub-package on first access (`attnlab.bb`), so `import attnlab` stays cheap."""
+    """Import a study sub-package or a verb's module on first access (`attnlab.bb`, `attnlab.trace`), so
+    `import attnlab` stays cheap."""
     if name in _LAZY:
         return importlib.import_module(f"attnlab.{name}")
+    if name in _VERBS:
+        return getattr(importlib.import_module(_VERBS[name]), name)
     raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -47,7 +47,7 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
     torch.set_num_threads(threads)  # a benchmark subprocess of its own: no library code sets threads
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
-    from attnlab.trace.adapters.hf import new_recorder, traced
+    from attnlab.tracing.adapters.hf import new_recorder, traced
 
     lm = load_causal_lm("smollm2")
     model = lm.model
@@ -129,7 +129,7 @@ def families_bench(names: list[str], tokens: list[int], repeats: int, threads: i
 
     torch.set_num_threads(threads)  # a benchmark process of its own: no library code sets threads
     sys.path.insert(0, str(ROOT))
-    from attnlab.trace.adapters.hf import new_recorder, traced
+    from attnlab.tracing.adapters.hf import new_recorder, traced
     from tests.real.families import tiny_family
 
     rows = []
@@ -174,7 +174,7 @@ def smollm2_interleaved(tokens: list[int], repeats: int, threads: int, windows: 
     torch.set_num_threads(threads)  # a benchmark process of its own: no library code sets threads
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
-    from attnlab.trace.adapters.hf import trace_windows
+    from attnlab.tracing.adapters.hf import trace_windows
 
     model, tok = (lambda lm: (lm.model, lm.tokenizer))(load_causal_lm("smollm2"))
     rows = []

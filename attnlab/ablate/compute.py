@@ -22,9 +22,9 @@ from attnlab.ablate.config import AblateConfig
 from attnlab.errors import InputError
 from attnlab.hf.analysis import state_of
 from attnlab.runs import read_json
-from attnlab.trace.adapters.hf import trace_windows, windows_nll
-from attnlab.trace.format import Trace
-from attnlab.trace.interventions import Intervention, ModelShape, MoveToSink, ZeroDims, ZeroHead, ZeroMLP, validate
+from attnlab.tracing.adapters.hf import trace_windows, windows_nll
+from attnlab.tracing.format import Trace
+from attnlab.tracing.interventions import Intervention, ModelShape, MoveToSink, ZeroDims, ZeroHead, ZeroMLP, validate
 
 # scan settings that must agree for its sink scores to describe the ablation's windows
 SAME_WINDOWS = ("model", "revision", "tokens", "samples", "seed", "text", "prefix", "align")

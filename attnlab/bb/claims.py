@@ -177,7 +177,7 @@ def ablated_record(path: Path, layer: int | None = 0) -> dict:
     (R10; None: no intervention)."""
     from attnlab.bb.experiment import Evaluator, load_run
     from attnlab.bb.metrics import bb_metrics
-    from attnlab.trace.interventions import ZeroMLP
+    from attnlab.tracing.interventions import ZeroMLP
 
     cfg, task, model, state = load_run(path)
     seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)

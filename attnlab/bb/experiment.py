@@ -17,8 +17,8 @@ from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.configs import config_from_dict
 from attnlab.errors import InputError
 from attnlab.runs import RunDir, read_json, write_bytes
-from attnlab.trace.adapters.toy import trace_toy
-from attnlab.trace.format import Trace
+from attnlab.tracing.adapters.toy import trace_toy
+from attnlab.tracing.format import Trace
 
 REPORT_T = 32  # the attention map shows the first 32 tokens of evaluation sequence 0
 

@@ -1,6 +1,6 @@
 """`bb intervene`'s computation: risks of a trained BB model under each intervention (spec extreme-tokens §7).
 
-The interventions are the values of `attnlab.trace.interventions`; the toy adapter compiles them into hooks.
+The interventions are the values of `attnlab.tracing.interventions`; the toy adapter compiles them into hooks.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from attnlab.bb.model import ToyTransformer
 from attnlab.bb.task import BBTask
 from attnlab.bb.training import first_nonfinite
 from attnlab.errors import NumericalError
-from attnlab.trace.interventions import Intervention, MoveToSink, ZeroHead, ZeroLayer, ZeroMLP
+from attnlab.tracing.interventions import Intervention, MoveToSink, ZeroHead, ZeroLayer, ZeroMLP
 
 REPORTED = (
     "risk_backcopy",

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from attnlab.bb.task import BBTask
-from attnlab.trace.format import Trace
+from attnlab.tracing.format import Trace
 
 
 def risks(logits: torch.Tensor, seqs: np.ndarray, task: BBTask) -> dict:

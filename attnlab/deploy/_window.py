@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnlab.trace.adapters.hf import input_device
+from attnlab.tracing.adapters.hf import input_device
 
 
 def visible(seq_len: int, window: int | None, sink_tokens: int = 0) -> torch.Tensor:

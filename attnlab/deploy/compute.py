@@ -20,7 +20,7 @@ from attnlab.deploy._window import position_nll, windows_position_nll
 from attnlab.deploy.config import QuantizeConfig, SlidingWindowConfig
 from attnlab.errors import InputError
 from attnlab.hf.arch import Arch
-from attnlab.trace.adapters.hf import input_device
+from attnlab.tracing.adapters.hf import input_device
 
 
 def nll_stats(nll: np.ndarray) -> dict:

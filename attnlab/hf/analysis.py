@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.trace.format import Trace
+from attnlab.tracing.format import Trace
 
 DORMANT = 0.5
 ACTIVE = 0.3

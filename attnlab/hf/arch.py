@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from attnlab.errors import InputError
-from attnlab.trace.interventions import ModelShape
+from attnlab.tracing.interventions import ModelShape
 
 OUT_PROJ_NAMES = ("o_proj", "c_proj", "out_proj", "dense")
 MLP_NAMES = ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")

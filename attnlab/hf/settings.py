@@ -234,7 +234,7 @@ def load_checked(cfg: Any, lm: Any = None) -> Any:
     its attention checked to be traceable."""
     from attnlab.hf.arch import get_arch
     from attnlab.hf.loader import load_causal_lm
-    from attnlab.trace.adapters.hf import check_traceable
+    from attnlab.tracing.adapters.hf import check_traceable
 
     if lm is None:
         lm = load_causal_lm(cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg))

@@ -196,8 +196,8 @@ def real_probe(folder: Path, seed: int, size: dict, done: dict) -> dict:
     import torch
 
     from attnlab.hf.loader import load_causal_lm
-    from attnlab.trace.adapters.hf import forward_logits
-    from attnlab.trace.interventions import ZeroDims
+    from attnlab.tracing.adapters.hf import forward_logits
+    from attnlab.tracing.interventions import ZeroDims
 
     load_causal_lm("smollm2")  # builds the fp32 cache on the first call
     t0 = time.perf_counter()

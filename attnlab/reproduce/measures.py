@@ -154,7 +154,7 @@ def r16(runs: dict) -> dict:
 
 
 def _traces(runs: dict) -> dict:
-    from attnlab.trace.format import Trace
+    from attnlab.tracing.format import Trace
 
     folder = Path(runs["real_scan"].path) / "traces"
     return {d: Trace.load(folder / d) for d in ("prose", "code")}

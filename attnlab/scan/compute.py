@@ -22,8 +22,8 @@ from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunDir, write_text
 from attnlab.scan import sinkproc
 from attnlab.scan.config import ScanConfig
-from attnlab.trace.adapters.hf import trace_windows
-from attnlab.trace.format import Trace
+from attnlab.tracing.adapters.hf import trace_windows
+from attnlab.tracing.format import Trace
 
 
 def auto_pattern_heads(sink: dict[str, np.ndarray], n: int) -> list[tuple[int, int]]:

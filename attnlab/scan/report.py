@@ -12,7 +12,7 @@ from attnlab.hf.analysis import ACTIVE, DORMANT, SINK_EPS
 from attnlab.report import Report, element_id, js_json, rounded
 from attnlab.runs import RunDir
 from attnlab.scan import figures
-from attnlab.trace.format import Trace
+from attnlab.tracing.format import Trace
 
 TABLES = ("heads", "layers", "massive", "classes", "sink_candidates", "sink_layers", "sink_heads_authors")
 CLASS_CODES = {"active-all": 0, "mixed": 1, "active-dormant": 2, "sink-all": 3}

@@ -64,7 +64,7 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
 
     from attnlab.scan.figures import checkpoint_series
     from attnlab.scan.series import checkpoint_label, checkpoint_step, dynamics_rows, series_rows
-    from attnlab.trace.format import Trace
+    from attnlab.tracing.format import Trace
 
     for model, rev in config.checkpoints:  # refuse a bad checkpoint before any work
         load_checked(_checkpoint_config(config, model, rev))

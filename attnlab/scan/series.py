@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.errors import InputError
-from attnlab.trace.format import Trace
+from attnlab.tracing.format import Trace
 
 
 def checkpoint_label(model: str, revision: str | None) -> str:

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from attnlab.hf.analysis import DORMANT
-from attnlab.trace.format import Trace
-from attnlab.trace.recorder import TraceRecorder
+from attnlab.tracing.format import Trace
+from attnlab.tracing.recorder import TraceRecorder
 
 RATIO = 10.0  # candidates: residual norm > 10 × the window's median (the authors' rule)
 THRESHOLD = 0.3  # "large" mean attention score: our choice, an option of `attnlab scan`
@@ -87,7 +87,7 @@ def trace_windows_columns(
     from tqdm import tqdm
 
     from attnlab.hf.arch import get_arch
-    from attnlab.trace.adapters.hf import next_token_nll, traced
+    from attnlab.tracing.adapters.hf import next_token_nll, traced
 
     arch = get_arch(model)
     arch.check_seq_len(ids.shape[1])

@@ -41,7 +41,7 @@ class PatternSource:
         from attnlab.hf.settings import load_checked
         from attnlab.runs import RunDir, read_jsonl
         from attnlab.scan.config import ScanConfig
-        from attnlab.trace.adapters.hf import trace_windows
+        from attnlab.tracing.adapters.hf import trace_windows
 
         run = RunDir(self.run_dir)
         cfg = config_from_dict(ScanConfig, run.read_config())

@@ -5,8 +5,8 @@ import torch
 
 from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.errors import InputError
-from attnlab.trace.adapters.toy import toy_hooks, toy_shape, trace_toy
-from attnlab.trace.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
+from attnlab.tracing.adapters.toy import toy_hooks, toy_shape, trace_toy
+from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
 
 
 @pytest.fixture(scope="module")

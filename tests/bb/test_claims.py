@@ -14,8 +14,8 @@ from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.bb.principal_subspaces import energy_inside, energy_rank, principal_angles, subspace_measure, top_subspace
 from attnlab.cli import main
 from attnlab.runs import config_hash, to_jsonable
-from attnlab.trace.adapters.toy import toy_hooks
-from attnlab.trace.interventions import ZeroHead, ZeroMLP
+from attnlab.tracing.adapters.toy import toy_hooks
+from attnlab.tracing.interventions import ZeroHead, ZeroMLP
 
 TINY = ["--d-model", "16", "--d-mlp", "32", "--seq-len", "16", "--batch", "8", "--eval-batch", "16", "--threads", "1"]
 
@@ -277,7 +277,7 @@ def test_committed_sweep_specs_build_the_claimed_trials():
 
 
 def test_attention_sink_is_recorded_when_layer_0_has_no_attention():
-    from attnlab.trace.adapters.toy import trace_toy
+    from attnlab.tracing.adapters.toy import trace_toy
 
     torch.manual_seed(4)
     m = ToyTransformer(ToyConfig(vocab=10, d_model=16, d_mlp=32, max_len=8, n_layers=2, no_attn=[0]))

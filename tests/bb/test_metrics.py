@@ -7,8 +7,8 @@ import torch
 from attnlab.bb.metrics import bb_metrics, risks
 from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.bb.task import build_bb_task
-from attnlab.trace import TraceRecorder
-from attnlab.trace.adapters.toy import trace_toy
+from attnlab.tracing import TraceRecorder
+from attnlab.tracing.adapters.toy import trace_toy
 
 
 @pytest.fixture(scope="module")

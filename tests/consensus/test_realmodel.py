@@ -189,8 +189,8 @@ def test_layer_by_layer_pass_equals_model_for_every_family(name: str) -> None:
     """Any supported family (and Falcon, whose attention is its own code): one pass block by block gives the
     model's own hidden states and next-token distribution; with MLPs off it equals the model's forward with every
     MLP zeroed by the trace adapter."""
-    from attnlab.trace.adapters.hf import forward_logits
-    from attnlab.trace.interventions import ZeroMLP
+    from attnlab.tracing.adapters.hf import forward_logits
+    from attnlab.tracing.interventions import ZeroMLP
     from tests.real.families import V, tiny_family
 
     model = tiny_family(name)

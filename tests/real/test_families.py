@@ -13,9 +13,9 @@ import torch
 
 from attnlab.errors import InputError
 from attnlab.hf.arch import get_arch
-from attnlab.trace.adapters.hf import check_traceable, forward_logits, new_recorder, traced
-from attnlab.trace.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroMLP
-from attnlab.trace.recorder import TraceRecorder
+from attnlab.tracing.adapters.hf import check_traceable, forward_logits, new_recorder, traced
+from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroMLP
+from attnlab.tracing.recorder import TraceRecorder
 from tests.real.families import FAMILIES, UNTRACEABLE, V, tiny_family
 
 T = 16
@@ -237,7 +237,7 @@ def test_scan_and_ablate_cli_on_a_family(name, tmp_path, capsys):
 
 
 def test_zero_layer_makes_the_block_the_identity(family):
-    from attnlab.trace.interventions import ZeroLayer
+    from attnlab.tracing.interventions import ZeroLayer
 
     name, model = family
     arch = get_arch(model)

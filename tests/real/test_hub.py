@@ -20,7 +20,7 @@ import torch
 
 from attnlab.errors import InputError
 from attnlab.hf.loader import Placement, load_causal_lm
-from attnlab.trace.adapters.hf import trace_windows
+from attnlab.tracing.adapters.hf import trace_windows
 from tests.real.conftest import save_tiny_hf_folder
 
 REPO = "attnlab-test/tiny-llama"

@@ -16,7 +16,7 @@ import torch
 from attnlab.cli import main
 from attnlab.hf.loader import load_causal_lm
 from attnlab.hf.texts import domain_windows
-from attnlab.trace.adapters.hf import trace_windows
+from attnlab.tracing.adapters.hf import trace_windows
 from tests.real.conftest import save_tiny_hf_folder
 
 STEPS = (0, 15, 30)

@@ -34,7 +34,7 @@ def lm():
 def traces(lm):
     from attnlab.hf.settings import config_windows
     from attnlab.scan import ScanConfig
-    from attnlab.trace.adapters.hf import trace_windows
+    from attnlab.tracing.adapters.hf import trace_windows
 
     cfg = ScanConfig(domains=("prose", "code"), tokens=128, samples=8, seed=0)  # R17 over 8 windows per domain
     return {d: trace_windows(lm.model, config_windows(lm.tokenizer, cfg, d))[0] for d in cfg.domains}
@@ -56,8 +56,8 @@ def test_architecture_and_greedy_paris(lm):
 
 
 def test_zeroing_dim_507_changes_top1(lm):
-    from attnlab.trace.adapters.hf import forward_logits
-    from attnlab.trace.interventions import ZeroDims
+    from attnlab.tracing.adapters.hf import forward_logits
+    from attnlab.tracing.interventions import ZeroDims
 
     ids = _prompt(lm)
     clean = int(forward_logits(lm.model, ids)[0, -1].argmax())

@@ -8,9 +8,9 @@ import torch
 
 from attnlab.errors import AttnlabError, InputError
 from attnlab.hf.arch import get_arch
-from attnlab.trace.adapters.hf import forward_logits, new_recorder, traced
-from attnlab.trace.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
-from attnlab.trace.recorder import TraceRecorder
+from attnlab.tracing.adapters.hf import forward_logits, new_recorder, traced
+from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
+from attnlab.tracing.recorder import TraceRecorder
 from tests.real.conftest import tiny_gpt2, tiny_llama
 
 T = 12
@@ -278,7 +278,7 @@ def test_blocks_found_from_the_module_tree(kind):
 def test_attention_outside_the_interface_is_refused():
     from transformers import BloomConfig, BloomForCausalLM
 
-    from attnlab.trace.adapters.hf import check_traceable
+    from attnlab.tracing.adapters.hf import check_traceable
 
     with torch.random.fork_rng():
         torch.manual_seed(0)
@@ -289,7 +289,7 @@ def test_attention_outside_the_interface_is_refused():
 
 
 def test_next_token_nll_in_row_chunks_equals_the_full_log_softmax():
-    from attnlab.trace.adapters.hf import next_token_nll
+    from attnlab.tracing.adapters.hf import next_token_nll
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 70, 300, generator=g) * 5
@@ -302,7 +302,7 @@ def test_next_token_nll_in_row_chunks_equals_the_full_log_softmax():
 
 @pytest.mark.parametrize("case", ["scaled", "ties", "constant", "small", "outliers"])
 def test_lower_median_is_the_exact_order_statistic(case):
-    from attnlab.trace.recorder import lower_median
+    from attnlab.tracing.recorder import lower_median
 
     rng = np.random.default_rng(3)
     if case == "scaled":  # per-coordinate scales, as in a residual stream

@@ -3,11 +3,11 @@
 `traced(model, recorder, interventions)` is a context manager that yields a `TraceSession` bound to that block
 (nothing is kept at module level). Inside it:
   - attention runs through the function "attnlab" registered with transformers' `AttentionInterface`
-    (`attnlab.trace.adapters.hf_attention`: eager, chunked, every weight handed to the recorder) and a forward
+    (`attnlab.tracing.adapters.hf_attention`: eager, chunked, every weight handed to the recorder) and a forward
     pre-hook on every attention module hands the session to it as the keyword `attnlab_session`;
   - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
     every block record it after each block (before the final norm);
-  - the intervention values of `attnlab.trace.interventions` are compiled into hooks: `ZeroHead` zeroes the slice
+  - the intervention values of `attnlab.tracing.interventions` are compiled into hooks: `ZeroHead` zeroes the slice
     [h·d_h, (h+1)·d_h) of the output projection's INPUT (never after it), `ZeroMLP` the MLP output, `ZeroLayer`
     the attention and MLP outputs, `ZeroDims` residual coordinates after a block, and `MoveToSink` makes a head's
     rows one-hot on key 0 inside the attention function.
@@ -30,14 +30,14 @@ from torch import nn
 
 from attnlab.errors import InputError
 from attnlab.hf.arch import Arch, get_arch
-from attnlab.trace.adapters.hf_attention import (
+from attnlab.tracing.adapters.hf_attention import (
     ATTN_NAME,
     CHUNK_ELEMENTS,
     additive_causal_mask,
     register_attention,
 )
-from attnlab.trace.format import Trace
-from attnlab.trace.interventions import (
+from attnlab.tracing.format import Trace
+from attnlab.tracing.interventions import (
     Intervention,
     ModelShape,
     MoveToSink,
@@ -47,7 +47,7 @@ from attnlab.trace.interventions import (
     ZeroMLP,
     validate,
 )
-from attnlab.trace.recorder import TraceRecorder
+from attnlab.tracing.recorder import TraceRecorder
 
 
 @dataclass
@@ -210,6 +210,82 @@ def _block_hook(layer: int, dims: list, rec: TraceRecorder | None) -> Callable[.
     return post
 
 
+UserHook = Callable[[torch.Tensor, str], Any]
+# TransformerLens's names for the points every supported family has: (suffix, what the module hook sees).
+HF_POINTS = ("hook_resid_pre", "hook_resid_post", "attn.hook_z", "hook_attn_out", "hook_mlp_out")
+
+
+def hf_hook_points(arch: Arch) -> list[str]:
+    """`blocks.{l}.<point>` for every decoder block found by architecture discovery (`hf.arch`)."""
+    return [f"blocks.{l}.{p}" for l in range(arch.n_layers) for p in HF_POINTS]
+
+
+def _split_point(name: str, arch: Arch) -> tuple[int, str]:
+    """'blocks.3.attn.hook_z' -> (3, 'attn.hook_z'); one-line InputError naming the valid points otherwise."""
+    parts = name.split(".", 2)
+    ok = len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit() and parts[2] in HF_POINTS
+    if not ok or int(parts[1]) >= arch.n_layers:
+        raise InputError(
+            f"unknown hook point {name!r}; this model has blocks.0..{arch.n_layers - 1}.{{{', '.join(HF_POINTS)}}}"
+        )
+    return int(parts[1]), parts[2]
+
+
+def _call_user(fn: UserHook, x: torch.Tensor, name: str) -> torch.Tensor | None:
+    """Run a user hook; a returned tensor must keep the activation's shape."""
+    y = fn(x, name)
+    if y is not None and (not torch.is_tensor(y) or y.shape != x.shape):
+        got = tuple(y.shape) if torch.is_tensor(y) else type(y).__name__
+        raise InputError(f"hook at {name} returned {got}; return None or a tensor of shape {tuple(x.shape)}")
+    return y
+
+
+def _user_output_hook(fn: UserHook, name: str) -> Callable[..., Any]:
+    """Forward hook: `fn(hidden [B,T,D], name)` on a module's output (tuple outputs: their first element)."""
+
+    def post(mod: nn.Module, args: Any, output: Any) -> Any:
+        y = _call_user(fn, _hidden_of(output), name)
+        return None if y is None else _with_hidden(output, y)
+
+    return post
+
+
+def _user_input_hook(fn: UserHook, name: str, heads: tuple[int, int] | None) -> Callable[..., Any]:
+    """Forward pre-hook: `fn(x, name)` on a module's first input; with `heads` = (H, d_h) the input [B,T,H·d_h]
+    is shown as z [B,T,H,d_h] (TransformerLens's hook_z)."""
+
+    def pre(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        x = args[0] if args else kwargs["hidden_states"]
+        view = x if heads is None else x.view(*x.shape[:-1], *heads)
+        y = _call_user(fn, view, name)
+        if y is None:
+            return None
+        y = y.reshape(x.shape)
+        return ((y,) + tuple(args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": y})
+
+    return pre
+
+
+def _install_user_hooks(arch: Arch, hooks: dict[str, UserHook]) -> list[Any]:
+    """The user's hooks at TransformerLens-named points (`hf_hook_points`); handles returned for removal."""
+    handles = []
+    for name, fn in hooks.items():
+        layer, point = _split_point(name, arch)
+        if point == "hook_resid_pre":
+            handles.append(
+                arch.blocks[layer].register_forward_pre_hook(_user_input_hook(fn, name, None), with_kwargs=True)
+            )
+        elif point == "attn.hook_z":
+            hz = (arch.n_heads, arch.head_dim)
+            handles.append(
+                arch.out_proj[layer].register_forward_pre_hook(_user_input_hook(fn, name, hz), with_kwargs=True)
+            )
+        else:
+            module = {"hook_resid_post": arch.blocks, "hook_attn_out": arch.attn, "hook_mlp_out": arch.mlp}[point]
+            handles.append(module[layer].register_forward_hook(_user_output_hook(fn, name)))
+    return handles
+
+
 def _install_hooks(sess: TraceSession, switch: bool) -> list[Any]:
     """Every hook of one session (handles returned for removal)."""
     arch, rec, plan = sess.arch, sess.recorder, sess.plan
@@ -247,10 +323,16 @@ def traced(
     recorder: TraceRecorder | None = None,
     interventions: Iterable[Intervention] = (),
     chunk_elements: int = CHUNK_ELEMENTS,
+    hooks: dict[str, UserHook] | None = None,
 ) -> Iterator[TraceSession]:
-    """Within the block, forwards of `model` fill `recorder` and apply `interventions`; yields the session."""
+    """Within the block, forwards of `model` fill `recorder` and apply `interventions`; yields the session.
+
+    `hooks` {point: fn(tensor, point)} (points from `hf_hook_points`) run first at their points, then the
+    interventions, then the recording; a tensor a hook returns replaces the activation."""
     arch = get_arch(model)
     plan = compile_plan(interventions, arch.shape)
+    for name in hooks or {}:
+        _split_point(name, arch)
     if recorder is not None and (recorder.L, recorder.H) != (arch.n_layers, arch.n_heads):
         raise InputError(
             f"recorder is for {recorder.L} layers × {recorder.H} heads, the model has {arch.n_layers} × {arch.n_heads}"
@@ -265,7 +347,8 @@ def traced(
     if switch:
         register_attention()
         model.set_attn_implementation(ATTN_NAME)
-    handles = _install_hooks(sess, switch)
+    handles = _install_user_hooks(arch, dict(hooks or {}))
+    handles += _install_hooks(sess, switch)
     try:
         yield sess
     finally:

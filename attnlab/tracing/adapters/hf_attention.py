@@ -1,4 +1,4 @@
-"""The attention function of the trace adapter (`attnlab.trace.adapters.hf`), registered with transformers'
+"""The attention function of the trace adapter (`attnlab.tracing.adapters.hf`), registered with transformers'
 `AttentionInterface` as "attnlab" (spec extreme-tokens §5, §10.2).
 
 Eager math: s = q kᵀ·scaling, soft-capped as s ← c·tanh(s/c) when the layer passes `softcap`, then the mask (the
@@ -26,10 +26,10 @@ import torch
 from torch import nn
 
 from attnlab.errors import InputError
-from attnlab.trace.interventions import MoveToSink
+from attnlab.tracing.interventions import MoveToSink
 
 if TYPE_CHECKING:
-    from attnlab.trace.adapters.hf import TraceSession
+    from attnlab.tracing.adapters.hf import TraceSession
 
 ATTN_NAME = "attnlab"
 CHUNK_ELEMENTS = 1 << 22  # at most ~4M fp32 scores (16 MiB) per query chunk

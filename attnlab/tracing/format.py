@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,23 @@ ARRAY_FIELDS = (
 )
 
 
+class Patterns(dict):
+    """{"l.h": [N, query, key]} that also answers `patterns[(l, h)]`."""
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, tuple):
+            key = f"{int(key[0])}.{int(key[1])}"
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            raise KeyError(f"no pattern kept for head {key}; kept: {sorted(self)} (use keep_patterns=)") from None
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, tuple):
+            key = f"{int(key[0])}.{int(key[1])}"
+        return super().__contains__(key)
+
+
 @dataclass
 class Trace:
     attn_col_mean: np.ndarray
@@ -86,6 +104,53 @@ class Trace:
     massive: list = field(default_factory=list)
     patterns: dict = field(default_factory=dict)
     learned_sink_by_query: np.ndarray | None = None
+    logits: np.ndarray | None = None  # [N,T,V] float32, only when `attnlab.trace(..., logits=True)`
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.patterns, Patterns):
+            self.patterns = Patterns(self.patterns)
+
+    # ---- typed tables -----------------------------------------------------------------------------------
+    @property
+    def heads(self) -> Any:
+        """DataFrame, one row per (layer, head): `sink_score` (mean A_i0 over queries 1..T−1), `mean_attn_key0`
+        (ᾱ_0), `row_entropy`, `value_norm_key0` (‖W_O^h v_0‖), `value_norm_ratio` (over the median of i ≥ 1),
+        `dlogit_mean` (mean Δ_i over i ≥ 2), `empty_rows`, and `learned_sink_mass` when the model has sinks."""
+        import pandas as pd
+
+        L, H = self.n_layers, self.n_heads
+        cols: dict[str, Any] = {
+            "layer": np.repeat(np.arange(L), H),
+            "head": np.tile(np.arange(H), L),
+            "sink_score": self.sink_score().ravel(),
+            "mean_attn_key0": self.mean_attn_score_key0().ravel(),
+            "row_entropy": self.row_entropy.ravel(),
+            "value_norm_key0": self.value_norm[..., 0].ravel(),
+            "value_norm_ratio": self.value_norm_ratio().ravel(),
+            "dlogit_mean": np.nanmean(self.dlogit_by_query[..., 2:], axis=-1).ravel() if self.seq_len > 2 else np.nan,
+            "empty_rows": self.empty_rows.ravel(),
+        }
+        if self.learned_sink_by_query is not None:
+            cols["learned_sink_mass"] = self.learned_sink_mass().ravel()
+        return pd.DataFrame(cols)
+
+    @property
+    def residuals(self) -> Any:
+        """DataFrame, one row per residual stream (`layer` 0 = embedding output, l = after block l−1): `max_abs`
+        and where (`max_pos`, `max_dim`), `median_abs`, `norm_key0` (‖x_0‖) and `norm_ratio` (over the median)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "layer": np.arange(self.resid_norm.shape[0]),
+                "max_abs": self.max_abs,
+                "max_pos": self.max_pos.astype(int),
+                "max_dim": self.max_dim.astype(int),
+                "median_abs": self.median_abs,
+                "norm_key0": self.resid_norm[:, 0],
+                "norm_ratio": self.resid_norm_ratio(),
+            }
+        )
 
     @property
     def n_layers(self) -> int:
@@ -144,6 +209,8 @@ class Trace:
         if self.learned_sink_by_query is not None:
             tensors["learned_sink_by_query"] = np.ascontiguousarray(self.learned_sink_by_query, dtype=np.float64)
         tensors.update({f"pattern.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in self.patterns.items()})
+        if self.logits is not None:
+            tensors["logits"] = np.ascontiguousarray(self.logits, dtype=np.float32)
         write_bytes(path.with_suffix(".safetensors"), save(tensors))
         write_text(path.with_suffix(".json"), json.dumps({"massive": self.massive}, indent=1))
         return path.with_suffix(".safetensors")
@@ -169,4 +236,5 @@ class Trace:
             massive=meta.get("massive", []),
             patterns=patterns,
             learned_sink_by_query=arrays.get("learned_sink_by_query"),
+            logits=arrays.get("logits"),
         )

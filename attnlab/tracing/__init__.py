@@ -2,11 +2,11 @@
 
 `TraceRecorder` reduces attention patterns (whole, or in query chunks), logits, value norms and residual streams on
 the fly inside hooks (memory O(L·H·(T+V)), never O(B·L·H·T²) unless full patterns are asked for); `Trace` holds
-the result. Adapters in `attnlab.trace.adapters` feed it from a model; `attnlab.trace.interventions` is the one
+the result. Adapters in `attnlab.tracing.adapters` feed it from a model; `attnlab.tracing.interventions` is the one
 intervention vocabulary they compile.
 """
 
-from attnlab.trace.format import Trace
-from attnlab.trace.recorder import TraceRecorder
+from attnlab.tracing.format import Trace
+from attnlab.tracing.recorder import TraceRecorder
 
 __all__ = ["Trace", "TraceRecorder"]

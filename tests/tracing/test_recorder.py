@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from attnlab.trace import Trace, TraceRecorder
+from attnlab.tracing import Trace, TraceRecorder
 
 
 def _causal_softmax(scores):
@@ -151,7 +151,7 @@ def test_rows_outside_the_trace_are_refused():
 
 
 def test_massive_entries_are_the_largest_over_the_threshold_across_batches():
-    from attnlab.trace.recorder import MASSIVE_ABS, MAX_MASSIVE_ENTRIES
+    from attnlab.tracing.recorder import MASSIVE_ABS, MAX_MASSIVE_ENTRIES
 
     g = torch.Generator().manual_seed(4)
     rec = TraceRecorder(1, 1, 6)

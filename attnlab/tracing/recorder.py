@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from attnlab.errors import AttnlabError
-from attnlab.trace.format import Trace
+from attnlab.tracing.format import Trace
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
 MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer

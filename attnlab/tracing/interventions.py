@@ -11,6 +11,8 @@ its attention function and module hooks); nothing is left on the model afterward
   (None: every position).
 - `MoveToSink(layer, head, queries)`: the head's attention rows become one-hot on key 0; `queries` is a bool
   mask [batch, query] of the rows to move (None: every row).
+- `MeanAblate(point, reference, ...)`: the activation at a named hook point set to its mean over reference
+  inputs; `attnlab.trace` compiles it into a hook at that point after one reference forward.
 
 `validate(interventions, shape)` checks every index against a model's `ModelShape` before any work starts, with
 one line naming the bad index and the valid range.
@@ -127,6 +129,35 @@ class MoveToSink:
         shape.check_head(self.layer, self.head)
 
 
+@dataclass(frozen=True)
+class MeanAblate:
+    """Set the activation at hook point `point` (a TransformerLens name, `attnlab.hook_points(model)`) to its mean
+    over the `reference` inputs (a string, strings or token ids [batch, pos]), as Sun et al. do for massive
+    activations. `over="batch"`: the mean over reference sequences, per position (the traced inputs may not be
+    longer than the reference); `"all"`: over sequences and positions. `positions` (None: all) limits where it is
+    set; `heads` (hook_z only) and `dims` (the last axis) limit what. `attnlab.trace` compiles it into a hook."""
+
+    point: str
+    reference: Any = field(compare=False, repr=False)
+    positions: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+    dims: tuple[int, ...] | None = None
+    over: str = "batch"
+
+    @property
+    def name(self) -> str:
+        return f"mean-ablate {self.point} (mean over {'sequences' if self.over == 'batch' else 'all tokens'})"
+
+    def validate(self, shape: ModelShape) -> None:
+        if self.over not in ("batch", "all"):
+            raise InputError(f"MeanAblate.over must be 'batch' or 'all', got {self.over!r}")
+        if self.heads is not None:
+            if not self.point.endswith("hook_z"):
+                raise InputError(f"MeanAblate(heads=...) applies to attn.hook_z points, not {self.point}")
+            for h in self.heads:
+                shape.check_head(int(self.point.split(".")[1]), h)
+
+
 Intervention = ZeroHead | ZeroMLP | ZeroLayer | ZeroDims | MoveToSink
 
 
@@ -134,6 +165,8 @@ def validate(interventions: Iterable[Intervention], shape: ModelShape) -> list[I
     """Check every intervention against `shape`; returns them as a list. One-line `InputError` on a bad index."""
     items = list(interventions)
     for iv in items:
+        if isinstance(iv, MeanAblate):
+            raise InputError("MeanAblate needs a reference forward: pass it to attnlab.trace, which compiles it")
         if not isinstance(iv, (ZeroHead, ZeroMLP, ZeroLayer, ZeroDims, MoveToSink)):
             raise InputError(f"not an intervention: {iv!r}")
         iv.validate(shape)

@@ -1,5 +1,5 @@
 """The toy-transformer adapter: fill a `TraceRecorder` from the model's named hook points, and compile the
-intervention values of `attnlab.trace.interventions` into hooks at those points (spec extreme-tokens §5, §7).
+intervention values of `attnlab.tracing.interventions` into hooks at those points (spec extreme-tokens §5, §7).
 
 The adapter only uses the model's public surface (`cfg`, `blocks[l].attn / .mlp`, `hooks(spec)`,
 `head_output_weights()`), so the trace layer does not import the BB study.
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from attnlab.errors import InputError
-from attnlab.trace.format import Trace
-from attnlab.trace.interventions import (
+from attnlab.tracing.format import Trace
+from attnlab.tracing.interventions import (
     Intervention,
     ModelShape,
     MoveToSink,
@@ -24,7 +24,7 @@ from attnlab.trace.interventions import (
     ZeroMLP,
     validate,
 )
-from attnlab.trace.recorder import TraceRecorder
+from attnlab.tracing.recorder import TraceRecorder
 
 if TYPE_CHECKING:
     from attnlab.bb.model import ToyTransformer
@@ -141,6 +141,45 @@ def toy_trace_hooks(model: ToyTransformer, rec: TraceRecorder) -> dict[str, Hook
     return hooks
 
 
+# The toy model's own point names (`ToyTransformer.hook_points()`) -> TransformerLens's, by suffix.
+_TL_SUFFIX = {
+    "resid_pre": "hook_resid_pre",
+    "resid_mid": "hook_resid_mid",
+    "resid_post": "hook_resid_post",
+    "mlp.out": "hook_mlp_out",
+    "attn.out": "hook_attn_out",
+    "attn.z": "attn.hook_z",
+    "attn.v": "attn.hook_v",
+    "attn.scores": "attn.hook_attn_scores",
+    "attn.pattern": "attn.hook_pattern",
+}
+_TL_TOP = {"embed": "hook_embed", "final_ln": "ln_final.hook_normalized", "logits": "hook_logits"}
+
+
+def _tl_name(point: str) -> str:
+    if point in _TL_TOP:
+        return _TL_TOP[point]
+    block, layer, rest = point.split(".", 2)
+    return f"{block}.{layer}.{_TL_SUFFIX[rest]}"
+
+
+def toy_hook_points(model: ToyTransformer) -> dict[str, str]:
+    """{TransformerLens name: the toy model's own point name}, for every point the model offers."""
+    return {_tl_name(p): p for p in model.hook_points()}
+
+
+def toy_user_hooks(model: ToyTransformer, hooks: dict[str, HookFn] | None) -> dict[str, list[HookFn]]:
+    """The user's hooks {TransformerLens name: fn(tensor, name)} as the model's own hook spec (one-line InputError
+    on an unknown point); each fn sees the TransformerLens name."""
+    points = toy_hook_points(model)
+    spec: dict[str, list[HookFn]] = {}
+    for name, fn in (hooks or {}).items():
+        if name not in points:
+            raise InputError(f"unknown hook point {name!r}; attnlab.hook_points(model) lists the {len(points)} points")
+        spec.setdefault(points[name], []).append((lambda f, n: lambda x, _own: f(x, n))(fn, name))
+    return spec
+
+
 @torch.no_grad()
 def trace_toy(
     model: ToyTransformer,
@@ -149,11 +188,13 @@ def trace_toy(
     keep_patterns: Iterable[tuple[int, int]] = (),
     interventions: Iterable[Intervention] = (),
     chunk: int = 256,
+    hooks: dict[str, HookFn] | None = None,
 ) -> tuple[Trace, torch.Tensor]:
     """Run `tokens` [N,T] through the model in chunks of `chunk`; return (Trace, logits [N,T,V]).
 
     `interventions` are compiled by `toy_hooks` and run before the recording hooks at the same points, so the
-    trace sees the intervened model. A `MoveToSink.queries` mask [N,T] needs `chunk >= N`.
+    trace sees the intervened model. A `MoveToSink.queries` mask [N,T] needs `chunk >= N`. `hooks` {TransformerLens
+    name: fn(tensor, name)} (`toy_hook_points`) run first; a returned tensor replaces the activation.
     """
     cfg = model.cfg
     T = tokens.shape[1]
@@ -164,7 +205,9 @@ def trace_toy(
         vocab_size=cfg.vocab if vocab_size is None else vocab_size,
         keep_patterns=keep_patterns,
     )
-    spec: dict[str, list[HookFn]] = toy_hooks(model, interventions)
+    spec: dict[str, list[HookFn]] = toy_user_hooks(model, hooks)
+    for name, fns in toy_hooks(model, interventions).items():
+        spec.setdefault(name, []).extend(fns)
     for name, fn in toy_trace_hooks(model, rec).items():
         spec.setdefault(name, []).append(fn)
     was_training = model.training

