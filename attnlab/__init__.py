@@ -57,7 +57,7 @@ __all__ = [
 ]
 _LAZY = ("bb", "scan", "ablate", "deploy", "series", "consensus", "paths", "tracing")
 # name -> the module that defines it, imported on first access (so `attnlab.trace` costs nothing until called)
-_VERBS = {
+VERBS = {
     "trace": "attnlab.tracing.api",
     "hook_points": "attnlab.tracing.api",
     "load_model": "attnlab.tracing.api",
@@ -74,8 +74,8 @@ def __getattr__(name: str) -> Any:
     `import attnlab` stays cheap."""
     if name in _LAZY:
         return importlib.import_module(f"attnlab.{name}")
-    if name in _VERBS:
-        return getattr(importlib.import_module(_VERBS[name]), name)
+    if name in VERBS:
+        return getattr(importlib.import_module(VERBS[name]), name)
     raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
 
 

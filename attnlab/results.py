@@ -74,7 +74,7 @@ def load_run(path: str | Path) -> RunResult:
     if command == "demo":
         raise InputError(f"{run.path} is a demo folder; load one of its study folders instead")
     config_cls, _ = resolve(command)
-    config = config_from_dict(config_cls, run.read_config())
+    config: Any = config_from_dict(config_cls, run.read_config())
     summary_file = next((run.path / n for n in SUMMARY_FILES if (run.path / n).is_file()), None)
     summary = read_json(summary_file, "run summary") if summary_file is not None else {}
     return RunResult(run.path, config, summary if isinstance(summary, dict) else {"summary": summary}, _tables(run))

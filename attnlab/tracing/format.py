@@ -130,8 +130,9 @@ class Trace:
             "dlogit_mean": np.nanmean(self.dlogit_by_query[..., 2:], axis=-1).ravel() if self.seq_len > 2 else np.nan,
             "empty_rows": self.empty_rows.ravel(),
         }
-        if self.learned_sink_by_query is not None:
-            cols["learned_sink_mass"] = self.learned_sink_mass().ravel()
+        sink_mass = self.learned_sink_mass()
+        if sink_mass is not None:
+            cols["learned_sink_mass"] = sink_mass.ravel()
         return pd.DataFrame(cols)
 
     @property

@@ -142,7 +142,7 @@ def toy_trace_hooks(model: ToyTransformer, rec: TraceRecorder) -> dict[str, Hook
 
 
 # The toy model's own point names (`ToyTransformer.hook_points()`) -> TransformerLens's, by suffix.
-_TL_SUFFIX = {
+TL_SUFFIX = {
     "resid_pre": "hook_resid_pre",
     "resid_mid": "hook_resid_mid",
     "resid_post": "hook_resid_post",
@@ -153,14 +153,14 @@ _TL_SUFFIX = {
     "attn.scores": "attn.hook_attn_scores",
     "attn.pattern": "attn.hook_pattern",
 }
-_TL_TOP = {"embed": "hook_embed", "final_ln": "ln_final.hook_normalized", "logits": "hook_logits"}
+TL_TOP = {"embed": "hook_embed", "final_ln": "ln_final.hook_normalized", "logits": "hook_logits"}
 
 
 def _tl_name(point: str) -> str:
-    if point in _TL_TOP:
-        return _TL_TOP[point]
+    if point in TL_TOP:
+        return TL_TOP[point]
     block, layer, rest = point.split(".", 2)
-    return f"{block}.{layer}.{_TL_SUFFIX[rest]}"
+    return f"{block}.{layer}.{TL_SUFFIX[rest]}"
 
 
 def toy_hook_points(model: ToyTransformer) -> dict[str, str]:
