@@ -108,7 +108,7 @@ def count(text: str) -> int | float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    return int(value) if value.is_integer() else value
+    return int(value) if value.is_integer() and abs(value) < 2**63 else value  # 1e300 stays 1e+300 in messages
 
 
 def add_run_args(

@@ -53,7 +53,8 @@ def check_int(value: object, minimum: int, what: str, maximum: int | None = None
     ok = ok and not isinstance(value, bool)  # a float NaN or inf is not an integer (and int() of it would raise)
     if not ok or value < minimum or (maximum is not None and value > maximum):  # type: ignore[operator]
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise InputError(f"{what} must be an integer {bound}, got {value!r}")
+        shown = f"{value:.3g}" if isinstance(value, int) and abs(value) >= 10**15 else repr(value)
+        raise InputError(f"{what} must be an integer {bound}, got {shown}")
     return int(value)  # type: ignore[call-overload]
 
 
