@@ -182,7 +182,6 @@ class SampleConfig(_Common):
             "--outputs: multi-output sampling uses --sampler hmc --target collapsed --thin 1",
         )
 
-
     def _check_budget(self) -> None:
         """Lower bounds: every chain holds [P, P] kernels (3 copies) and 6 floats a kept draw; every iteration
         (`leapfrog` gradient evaluations) costs at least `budget.STEP_FLOOR_S`."""
