@@ -58,6 +58,15 @@ def check_int(value: object, minimum: int, what: str, maximum: int | None = None
     return int(value)  # type: ignore[call-overload]
 
 
+def check_count(value: object, minimum: int, what: str, maximum: int) -> int:
+    """`check_int(value, minimum, what)`, then an upper bound: "must be an integer in [minimum, maximum]"."""
+    n = check_int(value, minimum, what)
+    if n > maximum:
+        shown = f"{value:.3g}" if isinstance(value, float) or n >= 10**15 else repr(value)
+        raise InputError(f"{what} must be an integer in [{minimum}, {maximum}], got {shown}")
+    return n
+
+
 def check_finite(value: float, what: str, positive: bool = False) -> float:
     """Return `value` if it is a finite number (and > 0 when `positive`), else raise naming `what`."""
     import math

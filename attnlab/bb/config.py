@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 
 from attnlab import budget
-from attnlab.errors import InputError, check, check_choice, check_finite, check_int
+from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int
 
 OPTIMIZERS = ("adam", "sgd")
 ATTENTION_KINDS = ("softmax", "relu")
@@ -81,11 +81,11 @@ class SampleConfig:
     triggers: int = 3
 
     def __post_init__(self) -> None:
-        check_int(self.n, 1, "n", 10**12)
-        check_int(self.seq_len, 2, "seq_len", MAX_WIDTH)
-        check_int(self.seed, 0, "seed", MAX_SEED)
-        check_int(self.vocab_chars, 0, "vocab_chars", MAX_VOCAB)
-        check_int(self.triggers, 1, "triggers", MAX_VOCAB)
+        check_count(self.n, 1, "n", 10**12)
+        check_count(self.seq_len, 2, "seq_len", MAX_WIDTH)
+        check_count(self.seed, 0, "seed", MAX_SEED)
+        check_count(self.vocab_chars, 0, "vocab_chars", MAX_VOCAB)
+        check_count(self.triggers, 1, "triggers", MAX_VOCAB)
         # sampler: uniforms, keys, bins, columns, output (5 x 8 bytes per token); statistics: the oracle [n,T,V]
         tokens = self.n * (self.seq_len + 1)
         _check_memory(
@@ -161,7 +161,7 @@ class TrainConfig:
         limits |= {k: (1, MAX_LAYERS) for k in ("n_layers", "n_heads")}
         limits |= {k: (1, MAX_STEPS) for k in ("steps", "lin_every", "ckpt_every")}
         for name, (lo, hi) in limits.items():
-            check_int(getattr(self, name), lo, name, hi)
+            check_count(getattr(self, name), lo, name, hi)
         lr = check_finite(self.lr, "lr", positive=True)  # type: ignore[arg-type]
         check(lr <= MAX_LR, f"lr must be in (0, {MAX_LR:g}] (a step moves each weight by about lr), got {lr:g}")
         check(0 < check_finite(self.eps, "eps") <= 1, f"eps must be in (0, 1], got {self.eps}")
@@ -262,7 +262,7 @@ class SubspaceConfig:
 
     def __post_init__(self) -> None:
         check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")
-        check_int(self.layer, 0, "layer", MAX_LAYERS - 1)
+        check_count(self.layer, 0, "layer", MAX_LAYERS - 1)
         energy = check_finite(self.energy, "energy")
         check(0 < energy <= 1, f"energy must be in (0, 1], got {energy:g}")
 
@@ -275,7 +275,7 @@ class TheoryConfig:
     t_max: float = 1e9
 
     def __post_init__(self) -> None:
-        check_int(self.seed, 0, "seed", MAX_SEED)
+        check_count(self.seed, 0, "seed", MAX_SEED)
         t_max = check_finite(self.t_max, "t_max")
         check(
             1e5 <= t_max <= T_MAX_LIMIT,
@@ -300,4 +300,4 @@ class CompareConfig:
             key = os.path.realpath(d)
             check(key not in seen, f"run_dirs: {d} is given twice (as {seen.get(key)}); compare different runs")
             seen[key] = d
-        check_int(self.layer, 0, "layer", MAX_LAYERS - 1)
+        check_count(self.layer, 0, "layer", MAX_LAYERS - 1)

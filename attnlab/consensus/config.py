@@ -28,7 +28,7 @@ from attnlab.consensus.dynamics import KINDS, MASKS
 from attnlab.consensus.integrators import METHODS
 from attnlab.consensus.realmodel import VARIANTS
 from attnlab.consensus.schedules import ENSEMBLES, SCHEDULES
-from attnlab.errors import InputError, check, check_choice, check_finite, check_int
+from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int
 
 MAX_STEPS = 1_000_000
 MAX_WORK = 2e12
@@ -83,11 +83,11 @@ def _check_beta(beta: float, what: str) -> None:
 def _check_workers(workers: int, address: str | None) -> None:
     """Ray workers: at most this machine's CPUs for a local instance, `MAX_CLUSTER_WORKERS` on a cluster."""
     if address:
-        check_int(workers, 0, "workers", MAX_CLUSTER_WORKERS)
+        check_count(workers, 0, "workers", MAX_CLUSTER_WORKERS)
         return
     cpus = max(1, os.cpu_count() or 1)
     try:
-        check_int(workers, 0, "workers", cpus)
+        check_count(workers, 0, "workers", cpus)
     except InputError as exc:
         raise InputError(f"{exc} (at most this machine's {cpus} CPUs; give --address for a Ray cluster)") from None
 
@@ -125,9 +125,9 @@ class SimulateConfig:
         check_int(self.d, 2, "d (dimension)")
         check_int(self.batch, 1, "batch (starts)")
         check_int(self.heads, 1, "heads")
-        check_int(self.layers, 1, "layers", MAX_LAYERS)
-        check_int(self.record_every, 0, "record_every", MAX_STEPS)
-        check_int(self.seed, 0, "seed", MAX_SEED)
+        check_count(self.layers, 1, "layers", MAX_LAYERS)
+        check_count(self.record_every, 0, "record_every", MAX_STEPS)
+        check_count(self.seed, 0, "seed", MAX_SEED)
         check_choice(self.kind, KINDS, "attention kind")
         check_choice(self.mask, MASKS, "mask")
         check_choice(self.schedule, SCHEDULES, "schedule")
@@ -191,7 +191,7 @@ class PhaseConfig:
         check_int(self.starts, 1, "starts")
         _check_workers(self.workers, self.address)
         check_int(self.num_betas, 1, "num_betas")
-        check_int(self.seed, 0, "seed", MAX_SEED)
+        check_count(self.seed, 0, "seed", MAX_SEED)
         check_choice(self.integrator, SWEEP_METHODS, "sweep integrator")
         check_choice(self.kind, KINDS, "attention kind")
         lo, hi = check_finite(self.beta_min, "beta_min"), check_finite(self.beta_max, "beta_max")
@@ -246,8 +246,8 @@ class ModelConfig:
         check_int(self.passes, 1, "passes")
         check_int(self.seq_len, 2, "seq_len (T)", maximum=MAX_SEQ_LEN)
         check_int(self.prompts, 1, "prompts per domain")
-        check_int(self.layer, 0, "layer", MAX_LAYERS)
-        check_int(self.seed, 0, "seed", MAX_SEED)
+        check_count(self.layer, 0, "layer", MAX_LAYERS)
+        check_count(self.seed, 0, "seed", MAX_SEED)
         token_passes = (
             self.passes
             * len(self.schedules)
@@ -289,7 +289,7 @@ class NormConfig:
         check_int(self.prompts, 2, "prompts per domain (half fit the sphere, half measure it)")
         check_int(self.seq_len, 2, "seq_len (T)", maximum=MAX_SEQ_LEN)
         check(0 <= check_finite(self.fall, "fall") <= 300, f"fall must be in [0, 300] decades, got {self.fall}")
-        check_int(self.seed, 0, "seed", MAX_SEED)
+        check_count(self.seed, 0, "seed", MAX_SEED)
         token_passes = 2 * (self.passes + 1) * self.prompts * len(self.domains) * self.seq_len
         check(
             token_passes <= MAX_TOKEN_PASSES,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.clitools import count
-from attnlab.errors import InputError, check, check_choice, check_int
+from attnlab.errors import InputError, check, check_choice, check_count, check_int
 
 # Finite ranges of the window fields. A real-model forward costs seconds per window on a CPU, and means over
 # MAX_SAMPLES windows per domain already have standard errors near 1% of the spread: more cannot change a result
@@ -73,9 +73,9 @@ def check_window_settings(cfg: Any) -> None:
         ("text" in cfg.domains) == (cfg.text is not None),
         "domains: the domain 'text' goes with a text file (--text FILE) and only with one",
     )
-    check_int(cfg.tokens, 2, "tokens", MAX_TOKENS)
-    check_int(cfg.seed, 0, "seed", MAX_SEED)
-    check_int(cfg.batch_size, 1, "batch_size", MAX_BATCH)
+    check_count(cfg.tokens, 2, "tokens", MAX_TOKENS)
+    check_count(cfg.seed, 0, "seed", MAX_SEED)
+    check_count(cfg.batch_size, 1, "batch_size", MAX_BATCH)
     check_int(cfg.samples, 1, "samples")
     check(
         cfg.samples <= MAX_SAMPLES,
@@ -124,8 +124,8 @@ def check_head_pairs(pairs: Any, what: str) -> None:
     """Each item must be a (layer, head) pair of integers >= 0 (ranges are checked against the model later)."""
     for p in pairs:
         check(len(p) == 2, f"{what}: expected (layer, head) pairs, got {p!r}")
-        check_int(p[0], 0, f"{what} layer", 10_000)
-        check_int(p[1], 0, f"{what} head", 10_000)
+        check_count(p[0], 0, f"{what} layer", 10_000)
+        check_count(p[1], 0, f"{what} head", 10_000)
 
 
 def parse_head(text: str, flag: str = "--head") -> tuple[int, int]:

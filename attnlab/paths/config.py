@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlab import budget
-from attnlab.errors import check, check_choice, check_finite, check_int
+from attnlab.errors import check, check_choice, check_count, check_finite, check_int
 
 TASKS = ("markov", "digits")
 VARIANTS = ("4path", "2path", "good1", "good2")
@@ -27,7 +27,7 @@ ATTENTIONS = ("task", "precomputed")
 # Finite ranges: iteration counts (steps, warmup, draws) far above the spec's defaults (300-3000); examples (P,
 # n_test) and sizes are further held to the memory estimates.
 MAX_ITERATIONS = 10**8
-MAX_EXAMPLES = 10**7
+MAX_EXAMPLES = 2**40  # left to the memory estimates (attnlab.paths.data.check_sizes), which give both numbers
 MAX_SEED = 2**63 - 1
 MAX_TEMPERATURE = 1e6  # K + T I: far above any kernel's scale the posterior is the prior
 MAX_LR = 10.0
@@ -45,9 +45,9 @@ def _check_width(N: float, what: str) -> None:
 
 
 def _check_examples(P: int, n_test: int) -> None:
-    check_int(P, 2, "--P", MAX_EXAMPLES)
+    check_count(P, 2, "--P", MAX_EXAMPLES)
     check(P % 2 == 0, f"--P: the balanced tasks need an even number of training examples, got {P}")
-    check_int(n_test, 2, "--n-test", MAX_EXAMPLES)
+    check_count(n_test, 2, "--n-test", MAX_EXAMPLES)
     check(n_test % 2 == 0, f"--n-test: the balanced tasks need an even number of test examples, got {n_test}")
 
 
@@ -91,14 +91,14 @@ class _Common:
     def _check_common(self) -> None:
         check_choice(self.task, TASKS, "--task")
         check_choice(self.variant, VARIANTS, "--variant")
-        check_int(self.heads, 1, "--heads", 4096)
-        check_int(self.layers, 1, "--layers", 64)
+        check_count(self.heads, 1, "--heads", 4096)
+        check_count(self.layers, 1, "--layers", 64)
         _check_examples(self.P, self.n_test)
         _check_temperature(self.temperature, "--temperature")
         check_choice(self.entropy_form, ENTROPY_FORMS, "--entropy-form")
         if self.memory_budget is not None:
             check_finite(self.memory_budget, "--memory-budget", positive=True)
-        check_int(self.seed, 0, "--seed", MAX_SEED)
+        check_count(self.seed, 0, "--seed", MAX_SEED)
         check_choice(self.method, METHODS, "--method")
 
 
@@ -169,12 +169,12 @@ class SampleConfig(_Common):
         )
         check_choice(self.sampler, SAMPLERS, "--sampler")
         check_choice(self.target, TARGETS, "--target")
-        check_int(self.chains, 1, "--chains", 2**40)
-        check_int(self.warmup, 0, "--warmup", MAX_ITERATIONS)
-        check_int(self.draws, 4, "--draws", MAX_ITERATIONS)
-        check_int(self.leapfrog, 1, "--leapfrog", 10_000)
-        check_int(self.thin, 1, "--thin", 10_000)
-        check_int(self.predict_every, 1, "--predict-every", MAX_ITERATIONS)
+        check_count(self.chains, 1, "--chains", 2**40)
+        check_count(self.warmup, 0, "--warmup", MAX_ITERATIONS)
+        check_count(self.draws, 4, "--draws", MAX_ITERATIONS)
+        check_count(self.leapfrog, 1, "--leapfrog", 10_000)
+        check_count(self.thin, 1, "--thin", 10_000)
+        check_count(self.predict_every, 1, "--predict-every", MAX_ITERATIONS)
         self._check_budget()
         _check_outputs(self)
         check(
@@ -220,16 +220,16 @@ class PruneConfig:
     def __post_init__(self) -> None:
         limits = {"steps": MAX_ITERATIONS, "layers": 64, "width": 2**40, "d_qk": 2**40}
         for name, hi in limits.items():
-            check_int(getattr(self, name), 1, f"--{name.replace('_', '-')}", hi)
-        check_int(self.heads, 2, "--heads (pruning needs at least 2 heads per layer)", 4096)
+            check_count(getattr(self, name), 1, f"--{name.replace('_', '-')}", hi)
+        check_count(self.heads, 2, "--heads (pruning needs at least 2 heads per layer)", 4096)
         _check_examples(self.P, self.n_test)
-        check_int(self.pool, 2, "--pool", MAX_EXAMPLES)
+        check_count(self.pool, 2, "--pool", MAX_EXAMPLES)
         check(len(self.Ns) >= 1 and len(self.temperatures) >= 1, "--Ns and --temperatures need one value each")
         for N in self.Ns:
             _check_width(N, "--Ns")
         for T in self.temperatures:
             _check_temperature(T, "--temperatures")
-        check_int(self.seed, 0, "--seed", MAX_SEED)
+        check_count(self.seed, 0, "--seed", MAX_SEED)
         self._check_budget()
 
     def _check_budget(self) -> None:
@@ -263,8 +263,8 @@ class EnsembleConfig(_Common):
             math.isfinite(self.N) and self.N >= 1 and float(self.N).is_integer(),
             f"--N: gradient-descent training needs a positive integer width, got {self.N}",
         )
-        check_int(self.runs, 2, "--runs", 10_000)
-        check_int(self.steps, 1, "--steps", MAX_ITERATIONS)
+        check_count(self.runs, 2, "--runs", 10_000)
+        check_count(self.steps, 1, "--steps", MAX_ITERATIONS)
         lr = check_finite(self.lr, "--lr", positive=True)
         check(lr <= MAX_LR, f"--lr must be in (0, {MAX_LR:g}] (an Adam step moves each weight by about lr), got {lr:g}")
         if self.sampled is not None:

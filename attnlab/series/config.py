@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from attnlab import budget
-from attnlab.errors import check, check_choice, check_finite, check_int
+from attnlab.errors import check, check_choice, check_count, check_finite, check_int
 
 ARCHS = ("gpt2", "llama")
 
@@ -52,7 +52,7 @@ class SeriesTrainConfig:
 
     def __post_init__(self) -> None:
         for name, hi in LIMITS.items():
-            check_int(getattr(self, name), 0 if name == "seed" else 1, name, hi)
+            check_count(getattr(self, name), 0 if name == "seed" else 1, name, hi)
         check_int(self.seq_len, 4, "seq_len", 4096)
         lr = check_finite(self.lr, "lr", positive=True)
         check(lr <= MAX_LR, f"lr must be in (0, {MAX_LR:g}] (an AdamW step moves each weight by about lr), got {lr:g}")
