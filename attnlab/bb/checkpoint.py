@@ -74,20 +74,12 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def _check_finite_weights(weights: dict[str, torch.Tensor], path: Path) -> None:
-    """A NaN or Inf weight makes every later measure meaningless: refuse it, naming the tensor and the file."""
-    for name, tensor in weights.items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise InputError(f"checkpoint {path}: tensor {name} holds NaN or Inf values (the run diverged)")
-
-
 def load_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer | None = None) -> dict:
     """Load weights (and optimiser state) from a checkpoint folder; return its state.json dict."""
     folder = Path(folder)
     try:
         state = json.loads((folder / "state.json").read_text())
         weights = load_file(str(folder / "model.safetensors"))
-        _check_finite_weights(weights, folder / "model.safetensors")
         model.load_state_dict(weights)
         if opt is not None:
             load_optimizer_tensors(

@@ -53,8 +53,7 @@ PRESETS: dict[str, dict] = {
 # Finite ranges of the training fields (far above any run of the study; the memory and time estimates below
 # refuse most large combinations first).
 MAX_STEPS = 10**12  # optimiser steps; the time bound (attnlab.budget) refuses far fewer at any model size
-MAX_WIDTH = 2**16  # seq_len (learned positions)
-MAX_SIZE = 2**40  # d_model, d_mlp, batch sizes: left to the memory estimate, which gives the estimate and limit
+MAX_SIZE = 2**40  # d_model, d_mlp, seq_len, batch sizes: left to the memory estimate, which gives both numbers
 MAX_LAYERS = 1024  # n_layers, n_heads
 MAX_VOCAB = 0x110000  # vocab_chars, n_triggers: the number of Unicode code points
 MAX_SEED = 2**63 - 1  # torch and numpy seeds are 64-bit
@@ -82,7 +81,7 @@ class SampleConfig:
 
     def __post_init__(self) -> None:
         check_count(self.n, 1, "n", 10**12)
-        check_count(self.seq_len, 2, "seq_len", MAX_WIDTH)
+        check_count(self.seq_len, 2, "seq_len", MAX_SIZE)
         check_count(self.seed, 0, "seed", MAX_SEED)
         check_count(self.vocab_chars, 0, "vocab_chars", MAX_VOCAB)
         check_count(self.triggers, 1, "triggers", MAX_VOCAB)
@@ -155,7 +154,7 @@ class TrainConfig:
 
     def _check_numbers(self) -> None:
         limits = {"seed": (0, MAX_SEED), "eval_seed": (0, MAX_SEED), "vocab_chars": (0, MAX_VOCAB),
-                  "n_triggers": (1, MAX_VOCAB), "seq_len": (2, MAX_WIDTH), "lin_until": (0, MAX_STEPS),
+                  "n_triggers": (1, MAX_VOCAB), "seq_len": (2, MAX_SIZE), "lin_until": (0, MAX_STEPS),
                   "per_decade": (1, 1000), "keep_last": (1, 1000)}  # fmt: skip
         limits |= {k: (1, MAX_SIZE) for k in ("batch", "eval_batch", "d_model", "d_mlp")}
         limits |= {k: (1, MAX_LAYERS) for k in ("n_layers", "n_heads")}
