@@ -97,6 +97,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def count(text: str) -> int | float:
+    """argparse type for counts that may be written like 1e8: an int when the number is whole, else the float
+    itself, so the config's range check names the field (`steps must be an integer in [1, N], got 1.5`)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    return int(value) if value.is_integer() and abs(value) < 2**63 else value  # 1e300 stays 1e+300 in messages
+
+
 def add_run_args(
     p: argparse.ArgumentParser, *, seed: bool = True, threads_default: int = 0, resume: bool = False
 ) -> None:

@@ -49,11 +49,22 @@ def check_choice(value: str, allowed: Sequence[str], what: str) -> str:
 
 def check_int(value: object, minimum: int, what: str, maximum: int | None = None) -> int:
     """Return `value` as an int if it is an integer in [minimum, maximum], else raise naming `what`."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and int(value) == value
+    ok = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    ok = ok and not isinstance(value, bool)  # a float NaN or inf is not an integer (and int() of it would raise)
     if not ok or value < minimum or (maximum is not None and value > maximum):  # type: ignore[operator]
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise InputError(f"{what} must be an integer {bound}, got {value!r}")
+        shown = f"{value:.3g}" if isinstance(value, int) and abs(value) >= 10**15 else repr(value)
+        raise InputError(f"{what} must be an integer {bound}, got {shown}")
     return int(value)  # type: ignore[call-overload]
+
+
+def check_count(value: object, minimum: int, what: str, maximum: int) -> int:
+    """`check_int(value, minimum, what)`, then an upper bound: "must be an integer in [minimum, maximum]"."""
+    n = check_int(value, minimum, what)
+    if n > maximum:
+        shown = f"{value:.3g}" if isinstance(value, float) or n >= 10**15 else repr(value)
+        raise InputError(f"{what} must be an integer in [{minimum}, {maximum}], got {shown}")
+    return n
 
 
 def check_finite(value: float, what: str, positive: bool = False) -> float:

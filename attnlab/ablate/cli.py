@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnlab.clitools import add_run_args, run_mode, threads
+from attnlab.clitools import add_run_args, count, run_mode, threads
 from attnlab.hf.settings import add_window_args, parse_dim, parse_head, window_kwargs
 
 DEFAULT_DOMAINS = ["prose", "code"]
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="L.H",
         help="move all of head L.H's attention onto key 0 (repeatable)",
     )
-    a.add_argument("--mlp", action="append", type=int, default=None, metavar="L", help="zero the MLP of layer L")
+    a.add_argument("--mlp", action="append", type=count, default=None, metavar="L", help="zero the MLP of layer L")
     a.add_argument(
         "--dim",
         action="append",
@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument(
         "--sweep-layer",
         action="append",
-        type=int,
+        type=count,
         default=None,
         metavar="L",
         help="zero every head of layer L, one at a time (repeatable)",

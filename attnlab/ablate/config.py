@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab.errors import InputError, check, check_int
+from attnlab.errors import InputError, check, check_count, check_int
 from attnlab.hf.settings import WindowSettings, check_head_pairs
+
+MAX_INDEX = 10_000  # layer indices (checked against the model after loading)
 
 
 @dataclass(frozen=True)
@@ -38,11 +40,11 @@ class AblateConfig(WindowSettings):
         check_head_pairs(self.heads, "heads")
         check_head_pairs(self.sink_heads, "sink_heads")
         for layer in (*self.mlps, *self.sweep_layers):
-            check_int(layer, 0, "mlps/sweep_layers layer")
+            check_count(layer, 0, "mlps/sweep_layers layer", MAX_INDEX)
         for d in self.dims:
             check(len(d) == 3, f"dims: expected (layer, position or None, dim) triples, got {d!r}")
-            check_int(d[0], 0, "dims layer")
-            check_int(d[2], 0, "dims dimension")
+            check_count(d[0], 0, "dims layer", MAX_INDEX)
+            check_count(d[2], 0, "dims dimension", 2**20)
             if d[1] is not None:
                 check_int(d[1], 0, "dims position", maximum=self.tokens - 1)
         if not (self.heads or self.sink_heads or self.mlps or self.dims or self.sweep_layers):

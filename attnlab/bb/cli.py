@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from attnlab.bb import config as C
-from attnlab.clitools import add_run_args, run_mode, threads
+from attnlab.clitools import add_run_args, count, run_mode, threads
 from attnlab.errors import InputError
 
 # `bb train` flag -> TrainConfig field
@@ -42,17 +42,6 @@ def _int_list(text: str) -> tuple[int, ...]:
         return tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated layer indices, got {text!r}") from None
-
-
-def _count(text: str) -> int:
-    """An integer that may be written like 1e8 (sizes are then refused by the config's memory estimate)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not value.is_integer():
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
-    return int(value)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,8 +102,8 @@ def _register_subspace(cmds: argparse._SubParsersAction) -> None:
 
 def _task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", default=None, help="UTF-8 text file (default: CPython's pydoc_data topics)")
-    p.add_argument("--vocab-chars", type=_count, default=None, help="characters kept (default 64; 0 keeps all)")
-    p.add_argument("--triggers", type=_count, default=None, help="k most frequent characters used as triggers (3)")
+    p.add_argument("--vocab-chars", type=count, default=None, help="characters kept (default 64; 0 keeps all)")
+    p.add_argument("--triggers", type=count, default=None, help="k most frequent characters used as triggers (3)")
 
 
 def _register_sample(cmds: argparse._SubParsersAction) -> None:
@@ -124,8 +113,8 @@ def _register_sample(cmds: argparse._SubParsersAction) -> None:
         description="Sample N BB sequences and write sequences.npy (int64 [N, T+1]), bigram.npy "
         "(float64 [V, V]) and meta.json (vocabulary, trigger ids, bos id).",
     )
-    p.add_argument("--n", type=_count, default=512, help="number of sequences (default 512)")
-    p.add_argument("--seq-len", type=_count, default=256, help="T: each sequence has T+1 tokens (default 256)")
+    p.add_argument("--n", type=count, default=512, help="number of sequences (default 512)")
+    p.add_argument("--seq-len", type=count, default=256, help="T: each sequence has T+1 tokens (default 256)")
     _task_args(p)
     add_run_args(p)
     p.set_defaults(func=cmd_sample, make_config=sample_config)
@@ -141,8 +130,8 @@ def _register_train(cmds: argparse._SubParsersAction) -> None:
         "continues (only --steps and --ckpt-every may change).",
     )
     p.add_argument("--preset", default=None, help="cpu (default; minutes on 2 cores) or paper (the paper's sizes)")
-    p.add_argument("--layers", type=_count, default=None, help="number of layers (default 1)")
-    p.add_argument("--heads", type=_count, default=None, help="heads per layer (default 1)")
+    p.add_argument("--layers", type=count, default=None, help="number of layers (default 1)")
+    p.add_argument("--heads", type=count, default=None, help="heads per layer (default 1)")
     p.add_argument("--attention", choices=C.ATTENTION_KINDS, default=None, help="attention kind (default softmax)")
     p.add_argument("--optimizer", choices=C.OPTIMIZERS, default=None, help="AdamW or SGD with momentum 0.9")
     p.add_argument(
@@ -151,13 +140,13 @@ def _register_train(cmds: argparse._SubParsersAction) -> None:
         default=None,
         help="learning rate (default: adam 1e-3 cpu / 3e-4 paper, relu 3e-3, sgd 0.03)",
     )
-    p.add_argument("--steps", type=_count, default=None, help="optimiser steps (default: the preset's)")
+    p.add_argument("--steps", type=count, default=None, help="optimiser steps (default: the preset's)")
     p.add_argument("--seed", type=int, default=None, help="random seed for init and training batches (default 0)")
-    p.add_argument("--d-model", type=_count, default=None, help="residual width (preset default)")
-    p.add_argument("--d-mlp", type=_count, default=None, help="MLP width (preset default)")
-    p.add_argument("--seq-len", type=_count, default=None, help="T, also the number of learned positions")
-    p.add_argument("--batch", type=_count, default=None, help="training batch size")
-    p.add_argument("--eval-batch", type=_count, default=None, help="size of the fixed evaluation batch")
+    p.add_argument("--d-model", type=count, default=None, help="residual width (preset default)")
+    p.add_argument("--d-mlp", type=count, default=None, help="MLP width (preset default)")
+    p.add_argument("--seq-len", type=count, default=None, help="T, also the number of learned positions")
+    p.add_argument("--batch", type=count, default=None, help="training batch size")
+    p.add_argument("--eval-batch", type=count, default=None, help="size of the fixed evaluation batch")
     p.add_argument("--no-attn", type=_int_list, default=None, metavar="L,..", help="layers without attention")
     p.add_argument("--no-mlp", type=_int_list, default=None, metavar="L,..", help="layers without MLP")
     p.add_argument("--linear-mlp", type=_int_list, default=None, metavar="L,..", help="layers with a linear MLP")
@@ -168,7 +157,7 @@ def _register_train(cmds: argparse._SubParsersAction) -> None:
         help="sequential (default: x += Attn(LN x); x += MLP(LN x)) or parallel (attention and MLP read the same "
         "normalised input and add to the residual together)",
     )
-    p.add_argument("--ckpt-every", type=_count, default=None, help="checkpoint every N steps (preset default)")
+    p.add_argument("--ckpt-every", type=count, default=None, help="checkpoint every N steps (preset default)")
     p.add_argument(
         "--log",
         action="append",

@@ -1,7 +1,8 @@
 """Configs of `attnlab bb {sample,train,intervene,theory,compare}`: frozen, validated, one per subcommand.
 
 Every field is checked in `__post_init__`; a bad value is a one-line `InputError` naming the field. Sizes that
-would not fit in memory are refused here, before any work (`memory_limit()`: half the machine's RAM).
+would not fit in memory or could not finish are refused here, before any work (`attnlab.budget`: half the
+machine's RAM, and a lower bound on the run time against 30 days); every number has a finite range.
 `TrainConfig` holds the resolved values of a preset (`resolve_config("cpu", steps=...)`); its `lr` is resolved
 from the optimiser and attention kind when not given (choices in docs/extreme-tokens.md).
 """
@@ -12,7 +13,8 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from attnlab.errors import InputError, check, check_choice, check_finite, check_int
+from attnlab import budget
+from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int
 
 OPTIMIZERS = ("adam", "sgd")
 ATTENTION_KINDS = ("softmax", "relu")
@@ -48,21 +50,18 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def memory_limit() -> int:
-    """Bytes a single command may plan to use: half the physical memory (8 GiB if unknown)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
+# Finite ranges of the training fields (far above any run of the study; the memory and time estimates below
+# refuse most large combinations first).
+MAX_STEPS = 10**12  # optimiser steps; the time bound (attnlab.budget) refuses far fewer at any model size
+MAX_SIZE = 2**40  # d_model, d_mlp, seq_len, batch sizes: left to the memory estimate, which gives both numbers
+MAX_LAYERS = 1024  # n_layers, n_heads
+MAX_VOCAB = 0x110000  # vocab_chars, n_triggers: the number of Unicode code points
+MAX_SEED = 2**63 - 1  # torch and numpy seeds are 64-bit
+MAX_LR = 10.0  # one step of Adam moves every weight by about lr; above 10 it is noise of that size
 
 
 def _check_memory(estimate: float, what: str) -> None:
-    limit = memory_limit()
-    check(
-        estimate <= limit,
-        f"{what} would need about {estimate / 2**30:.3g} GiB of memory (limit "
-        f"{limit / 2**30:.3g} GiB, half this machine's RAM); choose smaller sizes",
-    )
+    budget.check_memory(estimate, what)
 
 
 def _vocab_size(vocab_chars: int) -> int:
@@ -81,11 +80,11 @@ class SampleConfig:
     triggers: int = 3
 
     def __post_init__(self) -> None:
-        check_int(self.n, 1, "n")
-        check_int(self.seq_len, 2, "seq_len")
-        check_int(self.seed, 0, "seed")
-        check_int(self.vocab_chars, 0, "vocab_chars")
-        check_int(self.triggers, 1, "triggers")
+        check_count(self.n, 1, "n", 10**12)
+        check_count(self.seq_len, 2, "seq_len", MAX_SIZE)
+        check_count(self.seed, 0, "seed", MAX_SEED)
+        check_count(self.vocab_chars, 0, "vocab_chars", MAX_VOCAB)
+        check_count(self.triggers, 1, "triggers", MAX_VOCAB)
         # sampler: uniforms, keys, bins, columns, output (5 x 8 bytes per token); statistics: the oracle [n,T,V]
         tokens = self.n * (self.seq_len + 1)
         _check_memory(
@@ -151,30 +150,26 @@ class TrainConfig:
         self._check_numbers()
         self._check_layers()
         _check_memory(train_memory(self), "this training run")
+        budget.check_time(train_seconds(self), f"bb train --steps {self.steps}", "lower --steps or the model sizes")
 
     def _check_numbers(self) -> None:
-        for name in ("seed", "vocab_chars", "eval_seed"):
-            check_int(getattr(self, name), 0, name)
-        for name in (
-            "n_triggers",
-            "batch",
-            "eval_batch",
-            "n_layers",
-            "n_heads",
-            "d_model",
-            "d_mlp",
-            "steps",
-            "lin_every",
-            "per_decade",
-            "ckpt_every",
-            "keep_last",
-        ):
-            check_int(getattr(self, name), 1, name)
-        check_int(self.seq_len, 2, "seq_len")
-        check_int(self.lin_until, 0, "lin_until")
-        check_finite(self.lr, "lr", positive=True)  # type: ignore[arg-type]
-        check_finite(self.eps, "eps", positive=True)
-        check(check_finite(self.weight_decay, "weight_decay") >= 0, "weight_decay must be >= 0")
+        limits = {"seed": (0, MAX_SEED), "eval_seed": (0, MAX_SEED), "vocab_chars": (0, MAX_VOCAB),
+                  "n_triggers": (1, MAX_VOCAB), "seq_len": (2, MAX_SIZE), "lin_until": (0, MAX_STEPS),
+                  "per_decade": (1, 1000), "keep_last": (1, 1000)}  # fmt: skip
+        limits |= {k: (1, MAX_SIZE) for k in ("batch", "eval_batch", "d_model", "d_mlp")}
+        limits |= {k: (1, MAX_LAYERS) for k in ("n_layers", "n_heads")}
+        limits |= {k: (1, MAX_STEPS) for k in ("steps", "lin_every", "ckpt_every")}
+        for name, (lo, hi) in limits.items():
+            check_count(getattr(self, name), lo, name, hi)
+        lr = check_finite(self.lr, "lr", positive=True)  # type: ignore[arg-type]
+        check(lr <= MAX_LR, f"lr must be in (0, {MAX_LR:g}] (a step moves each weight by about lr), got {lr:g}")
+        check(0 < check_finite(self.eps, "eps") <= 1, f"eps must be in (0, 1], got {self.eps}")
+        wd = check_finite(self.weight_decay, "weight_decay")
+        check(
+            0 <= wd and lr * wd < 1,
+            f"weight_decay must be >= 0 with lr x weight_decay < 1 (each step scales the weights by "
+            f"1 - lr*weight_decay), got {self.weight_decay:g} at lr {lr:g}",
+        )
         check(0 <= check_finite(self.momentum, "momentum") < 1, f"momentum must be in [0, 1), got {self.momentum}")
         check(
             len(self.betas) == 2 and all(0 <= check_finite(b, "betas") < 1 for b in self.betas),
@@ -211,11 +206,17 @@ def default_lr(preset: str, optimizer: str, attention: str) -> float:
 def train_memory(cfg: TrainConfig) -> float:
     """Rough bytes of a training run: weights, grads and Adam moments, plus float32 activations of a training
     step (residual/MLP streams and the [B,H,T,T] scores and patterns kept for backward) and of an eval chunk."""
-    V, D, L, T = _vocab_size(cfg.vocab_chars), cfg.d_model, cfg.n_layers, cfg.seq_len
-    params = 2 * V * D + T * D + L * (4 * D * D + 2 * D * cfg.d_mlp)
-    per_seq = T * L * (12 * D + 2 * cfg.d_mlp) + 4 * L * cfg.n_heads * T * T + 2 * T * V
+    V, T = _vocab_size(cfg.vocab_chars), cfg.seq_len
     batch = max(cfg.batch, min(cfg.eval_batch, 256))
-    return 4.0 * (4 * params + per_seq * batch) + 8.0 * cfg.eval_batch * T * V * 2
+    step = budget.transformer_train_bytes(V, cfg.d_model, cfg.n_layers, T, cfg.d_mlp, cfg.n_heads, batch)
+    return step + 8.0 * cfg.eval_batch * T * V * 2
+
+
+def train_seconds(cfg: TrainConfig) -> float:
+    """A lower bound on the training time (`attnlab.budget.min_seconds`; evaluations not counted)."""
+    V = _vocab_size(cfg.vocab_chars)
+    flops = budget.transformer_step_flops(V, cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.d_mlp, cfg.batch)
+    return budget.min_seconds(cfg.steps, flops)
 
 
 TRAIN_HASH_SKIP = ("steps", "ckpt_every", "keep_last", "log")  # log: trackers change no result
@@ -260,7 +261,7 @@ class SubspaceConfig:
 
     def __post_init__(self) -> None:
         check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")
-        check_int(self.layer, 0, "layer")
+        check_count(self.layer, 0, "layer", MAX_LAYERS - 1)
         energy = check_finite(self.energy, "energy")
         check(0 < energy <= 1, f"energy must be in (0, 1], got {energy:g}")
 
@@ -273,7 +274,7 @@ class TheoryConfig:
     t_max: float = 1e9
 
     def __post_init__(self) -> None:
-        check_int(self.seed, 0, "seed")
+        check_count(self.seed, 0, "seed", MAX_SEED)
         t_max = check_finite(self.t_max, "t_max")
         check(
             1e5 <= t_max <= T_MAX_LIMIT,
@@ -293,4 +294,9 @@ class CompareConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "run_dirs", tuple(str(d) for d in self.run_dirs))
         check(len(self.run_dirs) >= 1, "run_dirs: name at least one `bb train` run folder")
-        check_int(self.layer, 0, "layer")
+        seen: dict[str, str] = {}
+        for d in self.run_dirs:
+            key = os.path.realpath(d)
+            check(key not in seen, f"run_dirs: {d} is given twice (as {seen.get(key)}); compare different runs")
+            seen[key] = d
+        check_count(self.layer, 0, "layer", MAX_LAYERS - 1)

@@ -37,8 +37,8 @@ from attnlab.bb.experiment import (
 )
 from attnlab.bb.metrics import PER_HEAD, PER_LAYER, metric, record_shape
 from attnlab.bb.task import BBTask, build_bb_task
-from attnlab.bb.training import Trainer, config_diff
-from attnlab.errors import InputError
+from attnlab.bb.training import Trainer, config_diff, first_nonfinite
+from attnlab.errors import InputError, NumericalError
 from attnlab.runs import RunDir, RunResult, frame, open_run, write_bytes
 
 
@@ -157,6 +157,14 @@ def _separate_out(out: str | Path | None, run_dir: str) -> None:
 
 
 # --- bb subspace -------------------------------------------------------------------------------------------------
+def _check_finite_model(model: torch.nn.Module, run_dir: Path, step: int) -> None:
+    """A NaN or Inf weight makes the subspaces meaningless: one line naming the parameter and the file."""
+    bad = first_nonfinite(model)
+    if bad is not None:
+        path = run_dir / "checkpoints" / f"step_{step}" / "model.safetensors"
+        raise NumericalError(f"the run diverged: parameter {bad} is not finite in {path}")
+
+
 def subspace(config: SubspaceConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """R19: principal angles between the attention and MLP output subspaces of one layer of the final model of
     `config.run_dir` on its evaluation batch; writes subspace.json, figures/subspace.png and report.html into its
@@ -166,6 +174,7 @@ def subspace(config: SubspaceConfig, out: str | Path | None = None, *, mode: str
 
     _separate_out(out, config.run_dir)
     cfg, task, model, state = load_run(config.run_dir)
+    _check_finite_model(model, Path(config.run_dir), int(state["step"]))
     if config.layer >= cfg.n_layers:
         raise InputError(f"--layer {config.layer} is out of range; {config.run_dir} has layers 0..{cfg.n_layers - 1}")
     if config.layer in cfg.no_attn or config.layer in cfg.no_mlp:

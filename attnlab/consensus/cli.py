@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import add_run_args, loopback_ray, run_mode, threads
+from attnlab.clitools import add_run_args, count, loopback_ray, run_mode, threads
 
 
 def _from_args(cls: type, args: argparse.Namespace) -> Any:
@@ -97,11 +97,11 @@ def _simulate_parser(sub: argparse._SubParsersAction) -> None:
         description="Integrates x_i' = P_perp(sum_h sum_j alpha_ij V_h x_j) for a batch of uniform "
         "starts; writes E.npy, t.npy, x0.npy, weights.npz, metrics.json and figures.",
     )
-    s.add_argument("--n", type=int, default=32, help="tokens per start (>= 2, default 32)")
-    s.add_argument("--d", type=int, default=3, help="dimension (>= 2, default 3; d = 3 adds sphere plots)")
-    s.add_argument("--batch", type=int, default=64, help="number of random starts (default 64)")
+    s.add_argument("--n", type=count, default=32, help="tokens per start (>= 2, default 32)")
+    s.add_argument("--d", type=count, default=3, help="dimension (>= 2, default 3; d = 3 adds sphere plots)")
+    s.add_argument("--batch", type=count, default=64, help="number of random starts (default 64)")
     s.add_argument("--beta", type=float, default=1.0, help="inverse temperature of every head (default 1)")
-    s.add_argument("--heads", type=int, default=1, help="attention heads (default 1)")
+    s.add_argument("--heads", type=count, default=1, help="attention heads (default 1)")
     s.add_argument("--kind", default="SA", help="SA (softmax) or USA (unnormalised, 1/n) (default SA)")
     s.add_argument("--mask", default="full", help="full or causal (default full)")
     s.add_argument("--schedule", default="constant", help="constant, periodic, cycle or random (default constant)")
@@ -121,11 +121,11 @@ def _simulate_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--delta", type=float, default=1.0, help="interval of cycle/random schedules, a multiple of h (default 1)"
     )
-    s.add_argument("--layers", type=int, default=4, help="number of layers cycled by the cycle schedule (default 4)")
+    s.add_argument("--layers", type=count, default=4, help="number of layers cycled by the cycle schedule (default 4)")
     s.add_argument("--t-max", type=float, default=30.0, help="final time (default 30; at most 10^6 steps t_max/h)")
     s.add_argument("--h", type=float, default=0.1, help="step size / tau of the maps (default 0.1)")
     s.add_argument("--integrator", default="rk4", help="rk4, euler, exp_euler, postnorm or prenorm (default rk4)")
-    s.add_argument("--record-every", type=int, default=10, help="store states every this many steps (default 10)")
+    s.add_argument("--record-every", type=count, default=10, help="store states every this many steps (default 10)")
     add_run_args(s, threads_default=1)
     s.set_defaults(func=_simulate, make_config=_simulate_config)
 
@@ -136,12 +136,12 @@ def _phase_parser(sub: argparse._SubParsersAction) -> None:
         help="(t, beta) phase diagram of clustering for Q = K = V = I",
         description="Mean clustered fraction over (t, beta) with the equiangular curve overlaid.",
     )
-    p.add_argument("--n", type=int, default=32, help="tokens (default 32)")
-    p.add_argument("--d", type=int, default=8, help="dimension (default 8)")
-    p.add_argument("--starts", type=int, default=256, help="random starts per beta (default 256)")
+    p.add_argument("--n", type=count, default=32, help="tokens (default 32)")
+    p.add_argument("--d", type=count, default=8, help="dimension (default 8)")
+    p.add_argument("--starts", type=count, default=256, help="random starts per beta (default 256)")
     p.add_argument("--beta-min", type=float, default=0.1, help="smallest beta (default 0.1)")
     p.add_argument("--beta-max", type=float, default=9.0, help="largest beta (default 9)")
-    p.add_argument("--num-betas", type=int, default=90, help="number of beta values (default 90)")
+    p.add_argument("--num-betas", type=count, default=90, help="number of beta values (default 90)")
     p.add_argument("--t-max", type=float, default=30.0, help="final time (default 30; at most 10^6 steps t_max/h)")
     p.add_argument("--h", type=float, default=0.1, help="step size (default 0.1)")
     p.add_argument("--integrator", default="euler", help="euler (default, as GLPR) or rk4")
@@ -153,7 +153,7 @@ def _phase_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=count,
         default=0,
         help="run the beta chunks as Ray tasks on a local instance of this many CPUs (default 0: in process)",
     )
@@ -175,16 +175,16 @@ def _model_parser(sub: argparse._SubParsersAction) -> None:
         default="smollm2",
         help="smollm2 (default), a local HF folder or a hub id org/name (any family `attnlab scan` supports)",
     )
-    m.add_argument("--passes", type=int, default=20, help="passes through the stack (>= 1, default 20)")
+    m.add_argument("--passes", type=count, default=20, help="passes through the stack (>= 1, default 20)")
     m.add_argument(
         "--schedule", action="append", default=None, help="constant, periodic or random (repeatable; default periodic)"
     )
-    m.add_argument("--layer", type=int, default=20, help="layer repeated by the constant schedule (default 20)")
+    m.add_argument("--layer", type=count, default=20, help="layer repeated by the constant schedule (default 20)")
     m.add_argument("--no-mlp", action="store_true", help="drop the MLPs (attention-only residual updates)")
     m.add_argument("--both-mlp", action="store_true", help="run both with and without MLPs")
     m.add_argument("--domains", default="prose,code,random", help="comma list of prompt domains (default all three)")
-    m.add_argument("--prompts", type=int, default=3, help="prompts per domain (default 3)")
-    m.add_argument("--seq-len", type=int, default=32, help="tokens per prompt T (2..2048, default 32)")
+    m.add_argument("--prompts", type=count, default=3, help="prompts per domain (default 3)")
+    m.add_argument("--seq-len", type=count, default=32, help="tokens per prompt T (2..2048, default 32)")
     m.add_argument("--feedback-final-norm", action="store_true", help="apply the final norm between passes")
     m.add_argument("--no-depth-view", action="store_true", help="skip the next-token depth view")
     m.add_argument("--cache-dir", type=Path, default=None, help="model cache folder for the shared loader")
@@ -233,11 +233,11 @@ def _norm_parser(sub: argparse._SubParsersAction) -> None:
         "curves.npz and R13.png.",
     )
     m.add_argument("--model", default="smollm2", help="smollm2 (default) or a local HF causal-LM folder")
-    m.add_argument("--passes", type=int, default=10, help="passes through the stack, >= 2 (default 10)")
+    m.add_argument("--passes", type=count, default=10, help="passes through the stack, >= 2 (default 10)")
     m.add_argument("--mlp", action="store_true", help="keep the MLPs on while iterating (default off)")
     m.add_argument("--domains", default="prose,code,random", help="comma list of prose, code, random")
-    m.add_argument("--prompts", type=int, default=4, help="prompts per domain, >= 2 (default 4)")
-    m.add_argument("--seq-len", type=int, default=32, help="tokens per prompt (default 32)")
+    m.add_argument("--prompts", type=count, default=4, help="prompts per domain, >= 2 (default 4)")
+    m.add_argument("--seq-len", type=count, default=32, help="tokens per prompt (default 32)")
     m.add_argument("--fall", type=float, default=0.5, help="decades of E_first fall that count as consensus")
     m.add_argument("--cache-dir", type=Path, default=None, help="model cache folder for the shared loader")
     add_run_args(m, threads_default=1)

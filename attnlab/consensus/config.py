@@ -9,25 +9,37 @@ and the memory a run needs and refuses, naming the fields to change, a run above
   RK4): at the ~4 ns per update measured in `benchmarks/bench_consensus.py` (B1), 2e12 is about two hours on
   one core;
 - `MAX_BYTES` of stored curves, recorded states and score tensors (4 GiB);
+- `MAX_BETA` for inverse temperatures: at beta = 10^4 softmax attention is already an argmax for any score gap
+  above 4e-3 and GLPR's metastable states last ~e^beta, so larger values only overflow the scores;
+- `MAX_SCALE` for the random-weight scale sigma (scores grow like beta sigma^2: 10^3 already gives 10^6 beta);
+- the periodic schedule's omega must be resolved by the step: |omega| h <= pi (at most half a period a step);
+- `phase --workers` at most this machine's CPU count (a local Ray instance of more CPUs only oversubscribes);
 - `MAX_TOKEN_PASSES` prompt tokens x passes x groups for `model` (SmolLM2: ~0.3 GFLOP a token-pass, so 2e6 is
   hours), and `MAX_SEQ_LEN` tokens per prompt.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 from attnlab.consensus.dynamics import KINDS, MASKS
 from attnlab.consensus.integrators import METHODS
 from attnlab.consensus.realmodel import VARIANTS
 from attnlab.consensus.schedules import ENSEMBLES, SCHEDULES
-from attnlab.errors import InputError, check, check_choice, check_finite, check_int
+from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int
 
 MAX_STEPS = 1_000_000
 MAX_WORK = 2e12
 MAX_BYTES = 4 * 2**30
 MAX_TOKEN_PASSES = 2_000_000
 MAX_SEQ_LEN = 2048
+MAX_BETA = 1e4
+MAX_SCALE = 1e3
+MAX_LAYERS = 10_000  # cycle schedule: layers drawn and stored
+MAX_SEED = 2**63 - 1
+MAX_CLUSTER_WORKERS = 4096  # phase --workers on a Ray cluster (--address)
 DOMAINS = ("prose", "code", "random")
 VALUES = ("identity", "random", "rotation")
 SWEEP_METHODS = ("euler", "rk4")
@@ -57,6 +69,27 @@ def _check_size(work: float, nbytes: float, fields: str) -> None:
             f"{fields} needs about {nbytes / 2**30:.3g} GiB of arrays, over the "
             f"{MAX_BYTES / 2**30:.0f} GiB limit; lower one of them"
         )
+
+
+def _check_beta(beta: float, what: str) -> None:
+    value = check_finite(beta, what)
+    check(
+        0 <= value <= MAX_BETA,
+        f"{what} must be in [0, {MAX_BETA:g}] (an inverse temperature: at {MAX_BETA:g} softmax is already an "
+        f"argmax and metastable states outlast any run), got {beta:g}",
+    )
+
+
+def _check_workers(workers: int, address: str | None) -> None:
+    """Ray workers: at most this machine's CPUs for a local instance, `MAX_CLUSTER_WORKERS` on a cluster."""
+    if address:
+        check_count(workers, 0, "workers", MAX_CLUSTER_WORKERS)
+        return
+    cpus = max(1, os.cpu_count() or 1)
+    try:
+        check_count(workers, 0, "workers", cpus)
+    except InputError as exc:
+        raise InputError(f"{exc} (at most this machine's {cpus} CPUs; give --address for a Ray cluster)") from None
 
 
 @dataclass(frozen=True)
@@ -92,21 +125,30 @@ class SimulateConfig:
         check_int(self.d, 2, "d (dimension)")
         check_int(self.batch, 1, "batch (starts)")
         check_int(self.heads, 1, "heads")
-        check_int(self.layers, 1, "layers")
-        check_int(self.record_every, 0, "record_every")
-        check_int(self.seed, 0, "seed")
+        check_count(self.layers, 1, "layers", MAX_LAYERS)
+        check_count(self.record_every, 0, "record_every", MAX_STEPS)
+        check_count(self.seed, 0, "seed", MAX_SEED)
         check_choice(self.kind, KINDS, "attention kind")
         check_choice(self.mask, MASKS, "mask")
         check_choice(self.schedule, SCHEDULES, "schedule")
         check_choice(self.key_query, ENSEMBLES, "random ensemble")
         check_choice(self.value, VALUES, "value matrix")
         check_choice(self.integrator, METHODS, "integrator")
-        check(check_finite(self.beta, "beta") >= 0, f"beta must be >= 0, got {self.beta}")
-        check(check_finite(self.scale, "scale") >= 0, f"scale must be >= 0, got {self.scale}")
-        check_finite(self.omega, "omega")
+        _check_beta(self.beta, "beta")
+        scale = check_finite(self.scale, "scale")
+        check(
+            0 <= scale <= MAX_SCALE,
+            f"scale must be in [0, {MAX_SCALE:g}] (scores grow like beta x scale^2), got {self.scale:g}",
+        )
         check_finite(self.delta, "delta", positive=True)
         check_finite(self.t_max, "t_max", positive=True)
         check_finite(self.h, "h (step)", positive=True)
+        omega = check_finite(self.omega, "omega")
+        check(
+            abs(omega) * self.h <= math.pi,
+            f"omega must satisfy |omega| x h <= pi (the step must resolve the periodic schedule's period "
+            f"2 pi/omega): |omega| <= {math.pi / self.h:.4g} at h = {self.h:g}, got {self.omega:g}",
+        )
         if self.schedule in ("cycle", "random"):
             ratio = self.delta / self.h
             check(
@@ -147,13 +189,14 @@ class PhaseConfig:
         check_int(self.n, 2, "n (tokens)")
         check_int(self.d, 2, "d (dimension)")
         check_int(self.starts, 1, "starts")
-        check_int(self.workers, 0, "workers")
+        _check_workers(self.workers, self.address)
         check_int(self.num_betas, 1, "num_betas")
-        check_int(self.seed, 0, "seed")
+        check_count(self.seed, 0, "seed", MAX_SEED)
         check_choice(self.integrator, SWEEP_METHODS, "sweep integrator")
         check_choice(self.kind, KINDS, "attention kind")
         lo, hi = check_finite(self.beta_min, "beta_min"), check_finite(self.beta_max, "beta_max")
         check(0 <= lo <= hi, f"need 0 <= beta_min <= beta_max, got {self.beta_min}, {self.beta_max}")
+        _check_beta(hi, "beta_max")
         check(self.kind != "USA" or hi <= 700, f"USA with beta_max = {hi:g} > 700 would overflow float64")
         check_finite(self.t_max, "t_max", positive=True)
         check_finite(self.h, "h (step)", positive=True)
@@ -203,8 +246,8 @@ class ModelConfig:
         check_int(self.passes, 1, "passes")
         check_int(self.seq_len, 2, "seq_len (T)", maximum=MAX_SEQ_LEN)
         check_int(self.prompts, 1, "prompts per domain")
-        check_int(self.layer, 0, "layer")
-        check_int(self.seed, 0, "seed")
+        check_count(self.layer, 0, "layer", MAX_LAYERS)
+        check_count(self.seed, 0, "seed", MAX_SEED)
         token_passes = (
             self.passes
             * len(self.schedules)
@@ -245,8 +288,8 @@ class NormConfig:
         check_int(self.passes, 2, "passes")
         check_int(self.prompts, 2, "prompts per domain (half fit the sphere, half measure it)")
         check_int(self.seq_len, 2, "seq_len (T)", maximum=MAX_SEQ_LEN)
-        check(check_finite(self.fall, "fall") >= 0, f"fall must be >= 0 decades, got {self.fall}")
-        check_int(self.seed, 0, "seed")
+        check(0 <= check_finite(self.fall, "fall") <= 300, f"fall must be in [0, 300] decades, got {self.fall}")
+        check_count(self.seed, 0, "seed", MAX_SEED)
         token_passes = 2 * (self.passes + 1) * self.prompts * len(self.domains) * self.seq_len
         check(
             token_passes <= MAX_TOKEN_PASSES,

@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import InputError, check, check_choice, check_int
+from attnlab.clitools import count
+from attnlab.errors import InputError, check, check_choice, check_count, check_int
+
+# Finite ranges of the window fields. A real-model forward costs seconds per window on a CPU, and means over
+# MAX_SAMPLES windows per domain already have standard errors near 1% of the spread: more cannot change a result
+# and would run for days. MAX_TOKENS is above any supported model's context (checked against it after loading).
+MAX_SAMPLES = 20_000
+MAX_TOKENS = 2**17
+MAX_BATCH = 4096
+MAX_SEED = 2**63 - 1
 
 DOMAINS = ("prose", "code", "random")
 ALIGNS = ("random", "doc")
@@ -64,10 +73,15 @@ def check_window_settings(cfg: Any) -> None:
         ("text" in cfg.domains) == (cfg.text is not None),
         "domains: the domain 'text' goes with a text file (--text FILE) and only with one",
     )
-    check_int(cfg.tokens, 2, "tokens")
+    check_count(cfg.tokens, 2, "tokens", MAX_TOKENS)
+    check_count(cfg.seed, 0, "seed", MAX_SEED)
+    check_count(cfg.batch_size, 1, "batch_size", MAX_BATCH)
     check_int(cfg.samples, 1, "samples")
-    check_int(cfg.seed, 0, "seed")
-    check_int(cfg.batch_size, 1, "batch_size")
+    check(
+        cfg.samples <= MAX_SAMPLES,
+        f"samples must be an integer in [1, {MAX_SAMPLES}] windows per domain (a forward is seconds a window "
+        f"on a CPU, and {MAX_SAMPLES} windows already pin every mean to ~1% of its spread), got {cfg.samples}",
+    )
     check_choice(cfg.align, ALIGNS, "align")
     prefix = str(cfg.prefix)
     check(
@@ -110,8 +124,8 @@ def check_head_pairs(pairs: Any, what: str) -> None:
     """Each item must be a (layer, head) pair of integers >= 0 (ranges are checked against the model later)."""
     for p in pairs:
         check(len(p) == 2, f"{what}: expected (layer, head) pairs, got {p!r}")
-        check_int(p[0], 0, f"{what} layer")
-        check_int(p[1], 0, f"{what} head")
+        check_count(p[0], 0, f"{what} layer", 10_000)
+        check_count(p[1], 0, f"{what} head", 10_000)
 
 
 def parse_head(text: str, flag: str = "--head") -> tuple[int, int]:
@@ -153,8 +167,8 @@ def add_window_args(
         help=f"text domain, repeatable (default {' '.join(default_domains)})",
     )
     p.add_argument("--text", type=Path, default=None, help="a UTF-8 text file scanned as an extra domain 'text'")
-    p.add_argument("--tokens", type=int, default=128, help="sequence length T (default 128)")
-    p.add_argument("--samples", type=int, default=samples, help=f"windows per domain (default {samples})")
+    p.add_argument("--tokens", type=count, default=128, help="sequence length T (default 128)")
+    p.add_argument("--samples", type=count, default=samples, help=f"windows per domain (default {samples})")
     p.add_argument("--prefix", default="none", help="token before each window: none, bos, eos or an id (default none)")
     p.add_argument(
         "--align",
@@ -163,7 +177,7 @@ def add_window_args(
         help="window starts: seeded random offsets, or document starts (pydoc topic / file) (default random)",
     )
     p.add_argument(
-        "--batch-size", type=int, default=batch_size, help=f"windows per forward pass (default {batch_size})"
+        "--batch-size", type=count, default=batch_size, help=f"windows per forward pass (default {batch_size})"
     )
     p.add_argument(
         "--cache-dir", type=Path, default=None, help="model cache root (default $ATTNLAB_CACHE or ~/.cache/attnlab)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnlab.clitools import add_run_args, run_mode, threads
+from attnlab.clitools import add_run_args, count, run_mode, threads
 
 COMMON = ("task", "variant", "heads", "layers", "P", "n_test", "temperature", "entropy_form", "memory_budget",
           "seed", "method")  # fmt: skip
@@ -128,10 +128,10 @@ def _task_args(p: argparse.ArgumentParser, N: bool = True) -> None:
         default="4path",
         help="Markov network: 4path (2x2 heads), 2path (sigma_out=5), good1/good2 (H=1); default 4path",
     )
-    p.add_argument("--heads", type=int, default=2, help="digits: heads per layer (default 2)")
-    p.add_argument("--layers", type=int, default=2, help="digits: layers (default 2)")
-    p.add_argument("--P", type=int, default=100, help="training examples, even (default 100)")
-    p.add_argument("--n-test", type=int, default=1000, help="test examples, even (default 1000)")
+    p.add_argument("--heads", type=count, default=2, help="digits: heads per layer (default 2)")
+    p.add_argument("--layers", type=count, default=2, help="digits: layers (default 2)")
+    p.add_argument("--P", type=count, default=100, help="training examples, even (default 100)")
+    p.add_argument("--n-test", type=count, default=1000, help="test examples, even (default 1000)")
     if N:
         p.add_argument(
             "--N", type=float, default=10.0, help="width N of every layer; inf gives the GP limit (default 10)"
@@ -160,35 +160,35 @@ def _sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--target", default="collapsed", help="posterior: collapsed (V0 integrated out, default) or full (all weights)"
     )
-    p.add_argument("--chains", type=int, default=4, help="chains (default 4)")
-    p.add_argument("--warmup", type=int, default=1000, help="warmup iterations (default 1000)")
-    p.add_argument("--draws", type=int, default=2000, help="kept draws per chain, >= 4 (default 2000)")
-    p.add_argument("--leapfrog", type=int, default=16, help="HMC leapfrog steps (default 16)")
-    p.add_argument("--thin", type=int, default=1, help="keep every k-th draw (default 1)")
-    p.add_argument("--predict-every", type=int, default=5, help="update the predictor every k kept draws (default 5)")
+    p.add_argument("--chains", type=count, default=4, help="chains (default 4)")
+    p.add_argument("--warmup", type=count, default=1000, help="warmup iterations (default 1000)")
+    p.add_argument("--draws", type=count, default=2000, help="kept draws per chain, >= 4 (default 2000)")
+    p.add_argument("--leapfrog", type=count, default=16, help="HMC leapfrog steps (default 16)")
+    p.add_argument("--thin", type=count, default=1, help="keep every k-th draw (default 1)")
+    p.add_argument("--predict-every", type=count, default=5, help="update the predictor every k kept draws (default 5)")
 
 
 def _outputs_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--outputs",
-        type=int,
+        type=count,
         default=1,
         help="Markov outputs M in 1..4 (class, last, first, majority observed state); U gets output indices (S8)",
     )
 
 
 def _prune_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=300, help="gradient-descent steps (default 300; spec default 3000)")
-    p.add_argument("--heads", type=int, default=4, help="heads per layer, >= 2 (default 4)")
-    p.add_argument("--layers", type=int, default=2, help="layers (default 2)")
-    p.add_argument("--width", type=int, default=128, help="GD network width (default 128)")
-    p.add_argument("--d-qk", type=int, default=16, help="query/key dimension (default 16)")
-    p.add_argument("--P", type=int, default=300, help="theory episodes, even (default 300)")
-    p.add_argument("--n-test", type=int, default=1000, help="test episodes, even (default 1000)")
+    p.add_argument("--steps", type=count, default=300, help="gradient-descent steps (default 300; spec default 3000)")
+    p.add_argument("--heads", type=count, default=4, help="heads per layer, >= 2 (default 4)")
+    p.add_argument("--layers", type=count, default=2, help="layers (default 2)")
+    p.add_argument("--width", type=count, default=128, help="GD network width (default 128)")
+    p.add_argument("--d-qk", type=count, default=16, help="query/key dimension (default 16)")
+    p.add_argument("--P", type=count, default=300, help="theory episodes, even (default 300)")
+    p.add_argument("--n-test", type=count, default=1000, help="test episodes, even (default 1000)")
     p.add_argument("--Ns", type=float, nargs="+", default=[20.0, 200.0], help="theory widths tried on validation")
     p.add_argument("--temperatures", type=float, nargs="+", default=[0.1, 1.0], help="temperatures tried on validation")
-    p.add_argument("--pool", type=int, default=4000, help="training episodes pool for GD batches (default 4000)")
-    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    p.add_argument("--pool", type=count, default=4000, help="training episodes pool for GD batches (default 4000)")
+    p.add_argument("--seed", type=count, default=42, help="random seed (default 42)")
 
 
 def _solve_parser(sub: argparse._SubParsersAction) -> None:
@@ -250,8 +250,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "writes U.npy, U_gd.npy, U_runs.npy, metrics.json, figures and report.html.",
     )
     _task_args(p)
-    p.add_argument("--runs", type=int, default=16, help="gradient-descent runs, >= 2 (default 16)")
-    p.add_argument("--steps", type=int, default=3000, help="full-batch Adam steps per run (default 3000)")
+    p.add_argument("--runs", type=count, default=16, help="gradient-descent runs, >= 2 (default 16)")
+    p.add_argument("--steps", type=count, default=3000, help="full-batch Adam steps per run (default 3000)")
     p.add_argument("--lr", type=float, default=0.03, help="initial learning rate, decayed 50x (default 0.03)")
     p.add_argument("--sampled", default=None, help="a `paths sample` run folder (same task, N, T) to compare with")
     add_run_args(p, threads_default=1)

@@ -1,8 +1,9 @@
 """Configs of `attnlab paths {solve, sweep, sample, prune}`: frozen dataclasses validated on construction.
 
-Every field the user can type is checked in `__post_init__`; a bad value raises a one-line `InputError` that
-names the option (`--temperature`, `--N`, ...). Sizes that need the machine's memory are checked by the run
-functions before anything is drawn (`attnlab.paths.data.check_sizes`).
+Every field the user can type is checked in `__post_init__` against a finite range; a bad value raises a one-line
+`InputError` that names the option (`--temperature`, `--N`, ...). The sampler's and the GD network's memory and
+a lower bound on their run time are checked here too (`attnlab.budget`); the kernels' memory, which needs the
+task's shapes, is checked by the run functions before anything is drawn (`attnlab.paths.data.check_sizes`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlab.errors import check, check_choice, check_finite, check_int
+from attnlab import budget
+from attnlab.errors import check, check_choice, check_count, check_finite, check_int
 
 TASKS = ("markov", "digits")
 VARIANTS = ("4path", "2path", "good1", "good2")
@@ -22,6 +24,14 @@ TARGETS = ("collapsed", "full")
 DEFAULT_NS = (10, 30, 50, 100, 300, 500, 1000)
 RENORMS = ("matrix", "scalar")
 ATTENTIONS = ("task", "precomputed")
+# Finite ranges: iteration counts (steps, warmup, draws) far above the spec's defaults (300-3000); examples (P,
+# n_test) and sizes are further held to the memory estimates.
+MAX_ITERATIONS = 10**8
+MAX_EXAMPLES = 2**40  # left to the memory estimates (attnlab.paths.data.check_sizes), which give both numbers
+MAX_SEED = 2**63 - 1
+MAX_TEMPERATURE = 1e6  # K + T I: far above any kernel's scale the posterior is the prior
+MAX_LR = 10.0
+GD_BATCH = 128  # attnlab.paths.gradient_descent.train_gd's batch
 
 
 def _check_width(N: float, what: str) -> None:
@@ -35,9 +45,9 @@ def _check_width(N: float, what: str) -> None:
 
 
 def _check_examples(P: int, n_test: int) -> None:
-    check_int(P, 2, "--P")
+    check_count(P, 2, "--P", MAX_EXAMPLES)
     check(P % 2 == 0, f"--P: the balanced tasks need an even number of training examples, got {P}")
-    check_int(n_test, 2, "--n-test")
+    check_count(n_test, 2, "--n-test", MAX_EXAMPLES)
     check(n_test % 2 == 0, f"--n-test: the balanced tasks need an even number of test examples, got {n_test}")
 
 
@@ -81,14 +91,14 @@ class _Common:
     def _check_common(self) -> None:
         check_choice(self.task, TASKS, "--task")
         check_choice(self.variant, VARIANTS, "--variant")
-        check_int(self.heads, 1, "--heads")
-        check_int(self.layers, 1, "--layers")
+        check_count(self.heads, 1, "--heads", 4096)
+        check_count(self.layers, 1, "--layers", 64)
         _check_examples(self.P, self.n_test)
-        check_finite(self.temperature, "--temperature", positive=True)
+        _check_temperature(self.temperature, "--temperature")
         check_choice(self.entropy_form, ENTROPY_FORMS, "--entropy-form")
         if self.memory_budget is not None:
             check_finite(self.memory_budget, "--memory-budget", positive=True)
-        check_int(self.seed, 0, "--seed")
+        check_count(self.seed, 0, "--seed", MAX_SEED)
         check_choice(self.method, METHODS, "--method")
 
 
@@ -107,7 +117,7 @@ class SolveConfig(_Common):
     def __post_init__(self) -> None:
         self._check_common()
         _check_width(self.N, "--N")
-        check_finite(self.tol, "--tol", positive=True)
+        check(0 < check_finite(self.tol, "--tol") <= 1, f"--tol must be in (0, 1], got {self.tol}")
         check_choice(self.renorm, RENORMS, "--renorm")
         check(
             self.renorm == "matrix" or math.isfinite(self.N),
@@ -133,7 +143,7 @@ class SweepConfig(_Common):
         for N in self.Ns:
             _check_width(N, "--Ns")
         check(len(set(self.Ns)) == len(self.Ns), f"--Ns: widths must be distinct, got {list(self.Ns)}")
-        check_finite(self.tol, "--tol", positive=True)
+        check(0 < check_finite(self.tol, "--tol") <= 1, f"--tol must be in (0, 1], got {self.tol}")
 
 
 @dataclass(frozen=True)
@@ -159,17 +169,36 @@ class SampleConfig(_Common):
         )
         check_choice(self.sampler, SAMPLERS, "--sampler")
         check_choice(self.target, TARGETS, "--target")
-        check_int(self.chains, 1, "--chains")
-        check_int(self.warmup, 0, "--warmup")
-        check_int(self.draws, 4, "--draws")
-        check_int(self.leapfrog, 1, "--leapfrog")
-        check_int(self.thin, 1, "--thin")
-        check_int(self.predict_every, 1, "--predict-every")
+        check_count(self.chains, 1, "--chains", 2**40)
+        check_count(self.warmup, 0, "--warmup", MAX_ITERATIONS)
+        check_count(self.draws, 4, "--draws", MAX_ITERATIONS)
+        check_count(self.leapfrog, 1, "--leapfrog", 10_000)
+        check_count(self.thin, 1, "--thin", 10_000)
+        check_count(self.predict_every, 1, "--predict-every", MAX_ITERATIONS)
+        self._check_budget()
         _check_outputs(self)
         check(
             self.outputs == 1 or (self.sampler == "hmc" and self.target == "collapsed" and self.thin == 1),
             "--outputs: multi-output sampling uses --sampler hmc --target collapsed --thin 1",
         )
+
+    def _check_budget(self) -> None:
+        """Lower bounds: every chain holds [P, P] kernels (3 copies) and 6 floats a kept draw; every iteration
+        (`leapfrog` gradient evaluations) costs at least `budget.STEP_FLOOR_S`."""
+        nbytes = 8.0 * self.chains * (3 * self.P**2 + 6 * self.draws)
+        budget.check_memory(nbytes, f"paths sample --chains {self.chains} --draws {self.draws} --P {self.P}")
+        iterations = self.warmup + self.draws * self.thin
+        flops = 2.0 * self.leapfrog * self.chains * self.P**3 / 3  # a Cholesky of K [P, P] per gradient
+        seconds = budget.min_seconds(iterations, flops)
+        budget.check_time(seconds, "paths sample --warmup/--draws/--thin", "lower --draws, --warmup or --thin")
+
+
+def _check_temperature(T: float, what: str) -> None:
+    value = check_finite(T, what, positive=True)
+    check(
+        value <= MAX_TEMPERATURE,
+        f"{what} must be in (0, {MAX_TEMPERATURE:g}] (K + T I: above that the posterior is the prior), got {T:g}",
+    )
 
 
 @dataclass(frozen=True)
@@ -189,17 +218,32 @@ class PruneConfig:
     seed: int = 42
 
     def __post_init__(self) -> None:
-        for name in ("steps", "layers", "width", "d_qk"):
-            check_int(getattr(self, name), 1, f"--{name.replace('_', '-')}")
-        check_int(self.heads, 2, "--heads (pruning needs at least 2 heads per layer)")
+        limits = {"steps": MAX_ITERATIONS, "layers": 64, "width": 2**40, "d_qk": 2**40}
+        for name, hi in limits.items():
+            check_count(getattr(self, name), 1, f"--{name.replace('_', '-')}", hi)
+        check_count(self.heads, 2, "--heads (pruning needs at least 2 heads per layer)", 4096)
         _check_examples(self.P, self.n_test)
-        check_int(self.pool, 2, "--pool")
+        check_count(self.pool, 2, "--pool", MAX_EXAMPLES)
         check(len(self.Ns) >= 1 and len(self.temperatures) >= 1, "--Ns and --temperatures need one value each")
         for N in self.Ns:
             _check_width(N, "--Ns")
         for T in self.temperatures:
-            check_finite(T, "--temperatures", positive=True)
-        check_int(self.seed, 0, "--seed")
+            _check_temperature(T, "--temperatures")
+        check_count(self.seed, 0, "--seed", MAX_SEED)
+        self._check_budget()
+
+    def _check_budget(self) -> None:
+        """The GD network (float32 weights, grads, two Adam moments; activations of a batch) against memory, and
+        its training steps against time (`attnlab.budget`)."""
+        from attnlab.paths.tasks.digits import N0, N_TOK
+
+        L, H, N, k = self.layers, self.heads, self.width, self.d_qk
+        params = N * N0 + L * H * (N * N + 2 * k * N0) + N
+        activations = GD_BATCH * N_TOK * L * H * (3 * N + 2 * k + N_TOK)
+        nbytes = 4.0 * (4 * params + 2 * activations) + 8.0 * self.pool * N_TOK * N0
+        budget.check_memory(nbytes, f"paths prune --width {N} --heads {H} --layers {L} --d-qk {k}")
+        flops = 6.0 * GD_BATCH * N_TOK * L * H * (N * N + 2 * k * N0)
+        budget.check_time(budget.min_seconds(self.steps, flops), f"paths prune --steps {self.steps}", "lower --steps")
 
 
 @dataclass(frozen=True)
@@ -219,9 +263,10 @@ class EnsembleConfig(_Common):
             math.isfinite(self.N) and self.N >= 1 and float(self.N).is_integer(),
             f"--N: gradient-descent training needs a positive integer width, got {self.N}",
         )
-        check_int(self.runs, 2, "--runs")
-        check_int(self.steps, 1, "--steps")
-        check_finite(self.lr, "--lr", positive=True)
+        check_count(self.runs, 2, "--runs", 10_000)
+        check_count(self.steps, 1, "--steps", MAX_ITERATIONS)
+        lr = check_finite(self.lr, "--lr", positive=True)
+        check(lr <= MAX_LR, f"--lr must be in (0, {MAX_LR:g}] (an Adam step moves each weight by about lr), got {lr:g}")
         if self.sampled is not None:
             check(
                 (Path(self.sampled) / "U_hat.npy").is_file(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attnlab.errors import check, check_int
+from attnlab.errors import check, check_count
 from attnlab.hf.settings import WindowSettings, check_head_pairs
 
 
@@ -34,7 +34,7 @@ class ScanConfig(WindowSettings):
         super().__post_init__()
         object.__setattr__(self, "pattern_heads", tuple(tuple(p) for p in self.pattern_heads))
         check_head_pairs(self.pattern_heads, "pattern_heads")
-        check_int(self.n_auto_pattern_heads, 0, "n_auto_pattern_heads")
+        check_count(self.n_auto_pattern_heads, 0, "n_auto_pattern_heads", 10_000)
         object.__setattr__(self, "checkpoints", tuple((str(m), r) for m, r in self.checkpoints))
         check(len(self.checkpoints) != 1, "checkpoints: a series needs at least two checkpoints (or none: one model)")
         check(

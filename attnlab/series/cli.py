@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnlab.clitools import add_run_args, run_mode, threads
+from attnlab.clitools import add_run_args, count, run_mode, threads
 from attnlab.errors import InputError
 
 # flag -> SeriesTrainConfig field
@@ -72,17 +72,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "bit-identically (one thread) from the latest one.",
     )
     p.add_argument("--arch", default=None, choices=["gpt2", "llama"], help="transformers model family (default gpt2)")
-    p.add_argument("--layers", type=int, default=None, help="blocks (default 3)")
-    p.add_argument("--heads", type=int, default=None, help="attention heads per block (default 1)")
-    p.add_argument("--d-model", type=int, default=None, help="width (default 64)")
-    p.add_argument("--d-mlp", type=int, default=None, help="MLP width (default 256)")
-    p.add_argument("--seq-len", type=int, default=None, help="tokens per sequence, <s> included (default 64)")
-    p.add_argument("--batch", type=int, default=None, help="sequences per step (default 32)")
+    p.add_argument("--layers", type=count, default=None, help="blocks (default 3)")
+    p.add_argument("--heads", type=count, default=None, help="attention heads per block (default 1)")
+    p.add_argument("--d-model", type=count, default=None, help="width (default 64)")
+    p.add_argument("--d-mlp", type=count, default=None, help="MLP width (default 256)")
+    p.add_argument("--seq-len", type=count, default=None, help="tokens per sequence, <s> included (default 64)")
+    p.add_argument("--batch", type=count, default=None, help="sequences per step (default 32)")
     p.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default 1e-3)")
-    p.add_argument("--steps", type=int, default=None, help="updates (default 800; may grow on --resume)")
-    p.add_argument("--save-every", type=int, default=None, help="steps between checkpoints (default 20)")
-    p.add_argument("--vocab-chars", type=int, default=None, help="BB characters (default 64)")
-    p.add_argument("--triggers", type=int, default=None, help="BB trigger characters (default 3)")
+    p.add_argument("--steps", type=count, default=None, help="updates (default 800; may grow on --resume)")
+    p.add_argument("--save-every", type=count, default=None, help="steps between checkpoints (default 20)")
+    p.add_argument("--vocab-chars", type=count, default=None, help="BB characters (default 64)")
+    p.add_argument("--triggers", type=count, default=None, help="BB trigger characters (default 3)")
     p.add_argument("--corpus", default=None, help="UTF-8 text file for the BB statistics (default: pydoc topics)")
     add_run_args(p, threads_default=1, resume=True)
     p.set_defaults(func=cmd_train, make_config=train_config)

@@ -5,9 +5,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from attnlab.errors import check, check_choice, check_finite, check_int
+from attnlab import budget
+from attnlab.errors import check, check_choice, check_count, check_finite, check_int
 
 ARCHS = ("gpt2", "llama")
+
+# Finite ranges of the integer fields; sizes (2**40) are left to the memory estimate, which names the limit.
+LIMITS = {"seed": 2**63 - 1, "vocab_chars": 0x110000, "n_triggers": 0x110000, "batch": 2**40, "eval_batch": 2**40,
+          "n_layers": 1024, "n_heads": 1024, "d_model": 2**40, "d_mlp": 2**40, "steps": 10**8,
+          "save_every": 10**8}  # fmt: skip
+MAX_LR = 10.0
 
 RESUMABLE = ("steps", "save_every")  # fields a resumed run may change
 
@@ -44,14 +51,17 @@ class SeriesTrainConfig:
     eval_batch: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("vocab_chars", "n_triggers", "batch", "n_layers", "n_heads", "d_model", "d_mlp", "steps"):
-            check_int(getattr(self, name), 1, name)
-        check_int(self.seed, 0, "seed")
+        for name, hi in LIMITS.items():
+            check_count(getattr(self, name), 0 if name == "seed" else 1, name, hi)
         check_int(self.seq_len, 4, "seq_len", 4096)
-        check_int(self.save_every, 1, "save_every")
-        check_int(self.eval_batch, 1, "eval_batch")
-        check_finite(self.lr, "lr", positive=True)
-        check(check_finite(self.weight_decay, "weight_decay") >= 0, "weight_decay must be >= 0")
+        lr = check_finite(self.lr, "lr", positive=True)
+        check(lr <= MAX_LR, f"lr must be in (0, {MAX_LR:g}] (an AdamW step moves each weight by about lr), got {lr:g}")
+        wd = check_finite(self.weight_decay, "weight_decay")
+        check(
+            0 <= wd and lr * wd < 1,
+            f"weight_decay must be >= 0 with lr x weight_decay < 1 (each step scales the weights by "
+            f"1 - lr*weight_decay), got {self.weight_decay:g} at lr {lr:g}",
+        )
         check(self.d_model % self.n_heads == 0, f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         check_choice(self.arch, ARCHS, "arch")
         check(
@@ -60,10 +70,20 @@ class SeriesTrainConfig:
         )
         params = self.n_layers * (4 * self.d_model**2 + 3 * self.d_model * self.d_mlp)
         check(params <= 50_000_000, f"the model would have {params:,} block parameters; keep it under 50M (a CPU run)")
+        self._check_budget()
         check(
             self.steps // self.save_every <= 1000,
             f"steps / save_every = {self.steps // self.save_every} checkpoints; keep it ≤ 1000",
         )
+
+    def _check_budget(self) -> None:
+        """Memory of one training step and a lower bound on the run time (`attnlab.budget`), before any work."""
+        vocab = self.vocab_chars + 2
+        sizes = (vocab, self.d_model, self.n_layers, self.seq_len, self.d_mlp)
+        nbytes = budget.transformer_train_bytes(*sizes, self.n_heads, max(self.batch, self.eval_batch))
+        budget.check_memory(nbytes, f"series train --batch {self.batch} --seq-len {self.seq_len}")
+        seconds = budget.min_seconds(self.steps, budget.transformer_step_flops(*sizes, self.batch))
+        budget.check_time(seconds, f"series train --steps {self.steps}", "lower --steps or the model sizes")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

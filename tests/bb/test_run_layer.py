@@ -111,7 +111,10 @@ def test_compare_refuses_other_studies_and_bad_layers(trained, tmp_path, capsys)
         "--layer 99 is out of range; ",
     )
     assert not (tmp_path / "c").exists()
-    assert main(["bb", "compare", str(trained), str(trained), "--out", str(tmp_path / "c")]) == 0
+    _fails(  # issue 17: the same run twice is refused (it used to draw one run as two)
+        ["bb", "compare", str(trained), str(trained), "--out", str(tmp_path / "c")], capsys, "is given twice"
+    )
+    assert main(["bb", "compare", str(trained), "--out", str(tmp_path / "c")]) == 0
     assert (tmp_path / "c" / "figures" / "compare_sink.png").exists()
 
 
