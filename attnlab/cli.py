@@ -167,32 +167,34 @@ def _short(path: object) -> str:
     return f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
 
 
-def _option_of(args: argparse.Namespace, filename: object) -> str | None:
-    """The option (`--out`, `--docs` ...) whose path `filename` is or lies under, if any."""
+def _option_of(args: argparse.Namespace, argv: list[str], filename: object) -> str | None:
+    """The option typed in `argv` (`--out`, `--docs` ...) whose path is `filename`, if any."""
+    typed = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
     for key, value in vars(args).items():
-        if isinstance(value, Path) and str(value) and str(filename).startswith(str(value)):
-            return "--" + key.replace("_", "-") if key not in ("run_dir", "run_dirs") else None
+        option = "--" + key.replace("_", "-")
+        if isinstance(value, Path) and str(value) == str(filename) and option in typed:
+            return option
     return None
 
 
-def _os_failure(exc: OSError, args: argparse.Namespace) -> str:
+def _os_failure(exc: OSError, args: argparse.Namespace, argv: list[str]) -> str:
+    """'no space left on device writing PATH', '--out PATH: file name too long', 'PATH: permission denied' ..."""
     from attnlab.runs import WriteError
 
     reason = (exc.strerror or str(exc) or type(exc).__name__).strip()
     reason = reason[:1].lower() + reason[1:]
     if exc.filename is None:
         return f"{reason} ({type(exc).__name__})"
-    option = _option_of(args, exc.filename)
-    where = f"{option} {_short(exc.filename)}" if option else _short(exc.filename)
     if isinstance(exc, WriteError):
-        return f"{reason} writing {where}"
-    return f"{where}: {reason}"
+        return f"{reason} writing {_short(exc.filename)}"
+    option = _option_of(args, argv, exc.filename)
+    return f"{option + ' ' if option else ''}{_short(exc.filename)}: {reason}"
 
 
-def failure_message(exc: BaseException, args: argparse.Namespace) -> tuple[str, int] | None:
+def failure_message(exc: BaseException, args: argparse.Namespace, argv: list[str]) -> tuple[str, int] | None:
     """One line and an exit code for a library failure that reached the CLI, or None for anything else."""
     if isinstance(exc, OSError):
-        return _os_failure(exc, args), 1
+        return _os_failure(exc, args, argv), 1
     for cls in type(exc).__mro__:
         if cls.__name__ in LIBRARY_FAILURES:
             what, code = LIBRARY_FAILURES[cls.__name__]
@@ -206,7 +208,7 @@ def _report(message: str, after_progress: bool, debug: bool) -> None:
         import traceback
 
         traceback.print_exc(file=sys.stderr)
-    line = " ".join(message.split())
+    line = " ".join(message.splitlines())
     print(f"\nattnlab: error: {line}" if after_progress else f"attnlab: error: {line}", file=sys.stderr)
 
 
@@ -217,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(broken)
     for name, why in broken.items():
         print(f"attnlab: warning: {name} is unavailable ({why})", file=sys.stderr)
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\nattnlab: interrupted", file=sys.stderr)
             return 130
         except Exception as exc:
-            failure = failure_message(exc, args)
+            failure = failure_message(exc, args, argv)
             if failure is None:
                 raise
             _report(failure[0], False, args.debug)

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,14 @@ def write_failed(exc: OSError, path: str | Path) -> WriteError:
     return WriteError(exc.errno or 0, exc.strerror or str(exc), str(path))
 
 
+def _as_write_error(exc: BaseException, path: str | Path) -> WriteError | None:
+    """An OSError, or a safetensors error that carries an OS error code, as a WriteError naming `path`."""
+    if isinstance(exc, OSError):
+        return write_failed(exc, path)
+    code = re.search(r"os error (\d+)", str(exc)) if type(exc).__name__ == "SafetensorError" else None
+    return WriteError(int(code[1]), os.strerror(int(code[1])), str(path)) if code else None
+
+
 def _write_fd(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -111,17 +120,30 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
     failure the temporary file is removed; an OSError comes back as a `WriteError` naming `path`."""
     path = Path(path)
     tmp = _tmp_path(path)
+    made: list[Path] = []
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        made = _make_parents(path.parent)
         _write_all(tmp, data)
         tmp.replace(path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+            for folder in reversed(made):  # the folders this call made, innermost first
+                folder.rmdir()
         if isinstance(exc, OSError):
             raise write_failed(exc, path) from exc
         raise
     return path
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Make `folder` and its missing parents; returns those it made, outermost first."""
+    missing, p = [], folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
 
 
 @contextlib.contextmanager
@@ -138,8 +160,9 @@ def atomic_folder(folder: str | Path) -> Iterator[Path]:
         tmp.rename(folder)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, OSError):
-            raise write_failed(exc, folder) from exc
+        error = _as_write_error(exc, folder)
+        if error is not None:
+            raise error from exc
         raise
 
 

@@ -128,7 +128,7 @@ def make_handler(
 
         def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
             host = self.headers.get("Host")
-            if not host_allowed(host, self.server.server_address[1]):
+            if not host_allowed(host, self.connection.getsockname()[1]):
                 body = f"refused: Host {host!r} is not 127.0.0.1, localhost or [::1] on this port".encode()
                 return self._send(HTTPStatus.FORBIDDEN, body, "text/plain")
             url = urlparse(self.path)
