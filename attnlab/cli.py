@@ -7,6 +7,7 @@ Each study package `attnlab/<name>/` provides `cli.py` with `register(subparsers
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import shutil
 import sys
@@ -203,6 +204,14 @@ def failure_message(exc: BaseException, args: argparse.Namespace, argv: list[str
     return None
 
 
+def _close_progress_bars() -> None:
+    """Finish the progress bars a failed command left open, so that its error line starts a line of its own."""
+    tqdm = getattr(sys.modules.get("tqdm"), "tqdm", None)
+    for bar in list(getattr(tqdm, "_instances", ())):
+        with contextlib.suppress(Exception):
+            bar.close()
+
+
 def _report(message: str, after_progress: bool, debug: bool) -> None:
     if debug:
         import traceback
@@ -237,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             failure = failure_message(exc, args, argv)
             if failure is None:
                 raise
+            _close_progress_bars()
             _report(failure[0], False, args.debug)
             return failure[1]
 

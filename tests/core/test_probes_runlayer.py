@@ -369,3 +369,17 @@ def test_view_pattern_api_names_a_run_that_cannot_answer(scan_run, tmp_path):
     assert status == 400 and "config.json is corrupt" in error
     status, error = _ask(fake_run(tmp_path / "bb", "bb train"), "?layer=0&head=0")
     assert status == 404 and error == "bb is a run of `attnlab bb train`: only scan runs recompute patterns"
+
+
+def test_a_failure_under_a_progress_bar_starts_its_own_line(tmp_path, capsys, monkeypatch):
+    from tqdm import tqdm
+
+    def fails_mid_bar(args):
+        bar = tqdm(total=10, desc="train")
+        bar.update(3)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "metrics.json"))
+
+    monkeypatch.setattr("attnlab.compare.cli.cmd_compare", fails_mid_bar)
+    assert main(["compare", "--index", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"\n{PREFIX}{tmp_path / 'metrics.json'}: no space left on device\n" in err, err
