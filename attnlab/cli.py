@@ -7,6 +7,7 @@ Each study package `attnlab/<name>/` provides `cli.py` with `register(subparsers
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import shutil
 import sys
@@ -47,6 +48,9 @@ def build_parser(broken: dict[str, str] | None = None) -> argparse.ArgumentParse
         prog="attnlab",
         description="attnlab: measure and explain attention on toy and real transformers. "
         "Every command writes a run folder (config.json, metrics, figures, report.html) and prints it.",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of a failure (before its one-line message)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in STUDY_CLIS:
@@ -145,6 +149,78 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# Library failures the CLI turns into one line (matched by class name along the MRO, so that reading the
+# name needs no import of torch or safetensors): class name -> (what the line says, exit code).
+LIBRARY_FAILURES = {
+    "MemoryError": ("out of memory", 1),
+    "OutOfMemoryError": ("out of memory", 1),
+    "SafetensorError": ("cannot read or write a safetensors file", 1),
+    "LinAlgError": ("linear algebra failed", 2),
+    "_LinAlgError": ("linear algebra failed", 2),
+}
+LONG_PATH = 120  # longer paths are shortened in a message (ENAMETOOLONG names a 4,096-character one)
+
+
+def _short(path: object) -> str:
+    text = str(path)
+    if len(text) <= LONG_PATH:
+        return text
+    return f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
+
+
+def _option_of(args: argparse.Namespace, argv: list[str], filename: object) -> str | None:
+    """The option typed in `argv` (`--out`, `--docs` ...) whose path is `filename`, if any."""
+    typed = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    for key, value in vars(args).items():
+        option = "--" + key.replace("_", "-")
+        if isinstance(value, Path) and str(value) == str(filename) and option in typed:
+            return option
+    return None
+
+
+def _os_failure(exc: OSError, args: argparse.Namespace, argv: list[str]) -> str:
+    """'no space left on device writing PATH', '--out PATH: file name too long', 'PATH: permission denied' ..."""
+    from attnlab.runs import WriteError
+
+    reason = (exc.strerror or str(exc) or type(exc).__name__).strip()
+    reason = reason[:1].lower() + reason[1:]
+    if exc.filename is None:
+        return f"{reason} ({type(exc).__name__})"
+    if isinstance(exc, WriteError):
+        return f"{reason} writing {_short(exc.filename)}"
+    option = _option_of(args, argv, exc.filename)
+    return f"{option + ' ' if option else ''}{_short(exc.filename)}: {reason}"
+
+
+def failure_message(exc: BaseException, args: argparse.Namespace, argv: list[str]) -> tuple[str, int] | None:
+    """One line and an exit code for a library failure that reached the CLI, or None for anything else."""
+    if isinstance(exc, OSError):
+        return _os_failure(exc, args, argv), 1
+    for cls in type(exc).__mro__:
+        if cls.__name__ in LIBRARY_FAILURES:
+            what, code = LIBRARY_FAILURES[cls.__name__]
+            detail = " ".join(str(exc).split())
+            return (f"{what} ({type(exc).__name__}: {detail})" if detail else what), code
+    return None
+
+
+def _close_progress_bars() -> None:
+    """Finish the progress bars a failed command left open, so that its error line starts a line of its own."""
+    tqdm = getattr(sys.modules.get("tqdm"), "tqdm", None)
+    for bar in list(getattr(tqdm, "_instances", ())):
+        with contextlib.suppress(Exception):
+            bar.close()
+
+
+def _report(message: str, after_progress: bool, debug: bool) -> None:
+    if debug:
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+    line = " ".join(message.splitlines())
+    print(f"\nattnlab: error: {line}" if after_progress else f"attnlab: error: {line}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     from attnlab.clitools import process_settings
 
@@ -152,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(broken)
     for name, why in broken.items():
         print(f"attnlab: warning: {name} is unavailable ({why})", file=sys.stderr)
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -160,14 +237,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except AttnlabError as exc:
-            print(
-                f"\nattnlab: error: {exc}" if getattr(exc, "after_progress", False) else f"attnlab: error: {exc}",
-                file=sys.stderr,
-            )
+            _report(str(exc), getattr(exc, "after_progress", False), args.debug)
             return exc.exit_code
         except KeyboardInterrupt:
             print("\nattnlab: interrupted", file=sys.stderr)
             return 130
+        except Exception as exc:
+            failure = failure_message(exc, args, argv)
+            if failure is None:
+                raise
+            _close_progress_bars()
+            _report(failure[0], False, args.debug)
+            return failure[1]
 
 
 if __name__ == "__main__":

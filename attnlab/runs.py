@@ -22,6 +22,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -75,21 +76,94 @@ def to_jsonable(obj: Any) -> Any:
 
 
 # --- atomic writes ------------------------------------------------------------------------------------------
+class WriteError(OSError):
+    """An OSError while writing a file (a full disk, no permission, a name too long); `filename` is the file that
+    was being written, never the temporary one. The CLI prints it as one line naming that file."""
+
+
 def _tmp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
+def write_failed(exc: OSError, path: str | Path) -> WriteError:
+    """`exc` as a WriteError naming `path` (an error already naming its file is kept as it is)."""
+    if isinstance(exc, WriteError):
+        return exc
+    return WriteError(exc.errno or 0, exc.strerror or str(exc), str(path))
+
+
+def _as_write_error(exc: BaseException, path: str | Path) -> WriteError | None:
+    """An OSError, or a safetensors error that carries an OS error code, as a WriteError naming `path`."""
+    if isinstance(exc, OSError):
+        return write_failed(exc, path)
+    code = re.search(r"os error (\d+)", str(exc)) if type(exc).__name__ == "SafetensorError" else None
+    return WriteError(int(code[1]), os.strerror(int(code[1])), str(path)) if code else None
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_all(tmp: Path, data: bytes) -> None:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        _write_fd(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write `data` atomically: a temporary file in the same folder, flushed, then renamed over `path`."""
+    """Write `data` atomically: a temporary file in the same folder, flushed, then renamed over `path`. On any
+    failure the temporary file is removed; an OSError comes back as a `WriteError` naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_path(path)
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    made: list[Path] = []
+    try:
+        made = _make_parents(path.parent)
+        _write_all(tmp, data)
+        tmp.replace(path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+            for folder in reversed(made):  # the folders this call made, innermost first
+                folder.rmdir()
+        if isinstance(exc, OSError):
+            raise write_failed(exc, path) from exc
+        raise
     return path
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Make `folder` and its missing parents; returns those it made, outermost first."""
+    missing, p = [], folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
+
+
+@contextlib.contextmanager
+def atomic_folder(folder: str | Path) -> Iterator[Path]:
+    """Build a folder atomically: yields `folder`.tmp to fill; on success it replaces `folder`, on any failure it
+    is removed (an OSError comes back as a `WriteError` naming `folder`)."""
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".tmp")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        yield tmp
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        error = _as_write_error(exc, folder)
+        if error is not None:
+            raise error from exc
+        raise
 
 
 def write_text(path: str | Path, text: str) -> Path:
@@ -228,10 +302,22 @@ class RunDir:
         return save_npy(self.path / name, array)
 
     def append_metrics(self, record: dict) -> None:
-        """Append one JSON line (flushed); a line cut by a crash is dropped when read back."""
-        with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(to_jsonable(record)) + "\n")
-            f.flush()
+        """Append one JSON line; a line cut by a crash is dropped when read back, and a failed write (a full disk)
+        leaves the file as it was."""
+        line = (json.dumps(to_jsonable(record)) + "\n").encode("utf-8")
+        try:
+            fd = os.open(self.metrics_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        except OSError as exc:
+            raise write_failed(exc, self.metrics_path) from exc
+        size = os.fstat(fd).st_size
+        try:
+            _write_fd(fd, line)
+        except OSError as exc:  # a full disk: no half line stays behind to corrupt the lines after it
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise write_failed(exc, self.metrics_path) from exc
+        finally:
+            os.close(fd)
 
     def reset_metrics(self, keep_until_step: int | None = None) -> None:
         """Drop metric lines (all, or those with step > keep_until_step) - used when resuming."""

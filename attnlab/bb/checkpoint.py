@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from attnlab.errors import InputError
+from attnlab.runs import atomic_folder
 
 
 def optimizer_tensors(model: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[dict, dict]:
@@ -48,15 +49,11 @@ def load_optimizer_tensors(model: torch.nn.Module, opt: torch.optim.Optimizer, t
 def save_checkpoint(folder: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, state: dict) -> Path:
     """Write a complete checkpoint folder atomically and return its path."""
     folder = Path(folder)
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"))
-    tensors, scalars = optimizer_tensors(model, opt)
-    save_file(tensors, str(tmp / "optim.safetensors"))
-    (tmp / "state.json").write_text(json.dumps({**state, "optimizer_scalars": scalars}, indent=1))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    with atomic_folder(folder) as tmp:  # a failure (a full disk) leaves no step_N.tmp behind
+        save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"))
+        tensors, scalars = optimizer_tensors(model, opt)
+        save_file(tensors, str(tmp / "optim.safetensors"))
+        (tmp / "state.json").write_text(json.dumps({**state, "optimizer_scalars": scalars}, indent=1))
     return folder
 
 

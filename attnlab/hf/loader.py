@@ -142,18 +142,22 @@ def _convert_smollm2(target: Path) -> None:
     model.hf_quantizer = None
     model.is_quantized = False
     model.config.name_or_path = "SmolLM2-135M-Instruct-Q4_1-dequantised"
-    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(str(tmp), safe_serialization=True)
-    tokenizer.save_pretrained(str(tmp))
     meta = {
         "source": str(gguf),
         "gguf_sha256": _sha256(gguf),
         "transformers": transformers.__version__,
         "note": "Q4_1 weights dequantised to fp32 (not the bf16 release)",
     }
-    (tmp / "attnlab.json").write_text(json.dumps(meta, indent=2) + "\n")
+    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:  # a failure (a full disk) leaves no half-written folder behind
+        tmp.mkdir(parents=True)
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / "attnlab.json").write_text(json.dumps(meta, indent=2) + "\n")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if target.exists():  # another process finished first
         shutil.rmtree(tmp, ignore_errors=True)
         return

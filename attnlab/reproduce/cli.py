@@ -16,10 +16,12 @@ def reproduce_config(args: argparse.Namespace) -> Any:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from attnlab.reproduce.report import export_docs
+    from attnlab.reproduce.report import check_docs_folder, export_docs
     from attnlab.reproduce.run import reproduce
 
     config = reproduce_config(args)
+    if args.docs is not None:
+        check_docs_folder(args.docs)
     with threads(args.threads):
         result = reproduce(config, args.out, mode=run_mode(args))
     for study, c in result.summary.items():

@@ -3,8 +3,9 @@ and `--docs` copies them under docs/figures/<study>/."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
+
+from attnlab.runs import write_bytes
 
 
 def figure_of(folder: Path, row: dict) -> str | None:
@@ -25,6 +26,5 @@ def copy_figure(folder: Path, row: dict, docs: Path) -> str | None:
         return None
     parts = [p for p in Path(fig).parts[1:] if p != "figures"]  # runs/<run>/[sub/]figures/<name>.png
     dest = docs / "figures" / row["study"] / "-".join(parts)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(folder / fig, dest)
+    write_bytes(dest, (folder / fig).read_bytes())  # atomic: a full disk leaves no half-copied figure
     return dest.relative_to(docs).as_posix()

@@ -7,6 +7,7 @@ import html
 from collections.abc import Mapping
 from pathlib import Path
 
+from attnlab.errors import check
 from attnlab.report import Report
 from attnlab.reproduce.figures import copy_figure, figure_of
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, fmt
@@ -118,6 +119,16 @@ def _html_table(rows: list[dict]) -> str:
     return (
         f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
     )
+
+
+def check_docs_folder(docs: Path) -> None:
+    """Refuse, before any run starts, a `--docs` that is a file or holds files where the export writes folders."""
+    import os
+
+    for path, what in ((docs, "--docs"), (docs / "figures", "--docs figures folder")):
+        check(not path.exists() or path.is_dir(), f"{what} {path} is a file, not a folder; choose a folder path")
+    parent = next((p for p in [docs, *docs.parents] if p.exists()), Path("."))
+    check(os.access(parent, os.W_OK | os.X_OK), f"--docs {docs}: {parent} is not writable")
 
 
 def export_docs(folder: Path, docs: Path) -> Path:

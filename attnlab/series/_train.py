@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from safetensors.torch import load_file, save_file
 from attnlab.bb.checkpoint import load_optimizer_tensors, optimizer_tensors
 from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.errors import InputError, NumericalError
+from attnlab.runs import atomic_folder
 from attnlab.series.config import SeriesTrainConfig
 
 STATE = "trainer_state.json"
@@ -86,18 +86,15 @@ def loss_of(model: Any, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Te
 
 def save_checkpoint(folder: Path, model: Any, tokenizer: Any, opt: torch.optim.Optimizer, state: dict) -> Path:
     """A complete HF folder plus optimiser state, written into `folder`.tmp and renamed (never half a folder)."""
-    tmp = folder.with_name(folder.name + ".tmp")
     from attnlab.hf.loader import no_progress_bars
 
-    shutil.rmtree(tmp, ignore_errors=True)
-    with no_progress_bars():
-        model.save_pretrained(str(tmp), safe_serialization=True)
-    tokenizer.save_pretrained(str(tmp))
-    tensors, scalars = optimizer_tensors(model, opt)
-    save_file(tensors, str(tmp / "optim.safetensors"))
-    (tmp / STATE).write_text(json.dumps({**state, "optimizer_scalars": scalars}, indent=1))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    with atomic_folder(folder) as tmp:  # a failure (a full disk) leaves no step_N.tmp behind
+        with no_progress_bars():
+            model.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp))
+        tensors, scalars = optimizer_tensors(model, opt)
+        save_file(tensors, str(tmp / "optim.safetensors"))
+        (tmp / STATE).write_text(json.dumps({**state, "optimizer_scalars": scalars}, indent=1))
     return folder
 
 

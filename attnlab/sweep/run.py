@@ -11,7 +11,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from attnlab.runs import RunResult, config_hash, open_run, read_json, write_json
+from attnlab.runs import RunResult, config_hash, open_run, read_json, write_json, write_text
 from attnlab.sweep.config import SweepConfig
 from attnlab.sweep.engine import TRIAL_FILE, execute, trial_state
 from attnlab.sweep.plan import Trial, build_trials
@@ -82,9 +82,7 @@ def aggregate(trials: list[Trial], root: Path) -> Any:
     write_json(
         root / "trials.json", {"fields": sorted({k for t in trials for k in t.fields}), "ids": [t.id for t in trials]}
     )
-    tmp = root / ".sweep.csv.tmp"
-    table.to_csv(tmp, index=False)
-    tmp.replace(root / "sweep.csv")
+    write_text(root / "sweep.csv", table.to_csv(index=False))
     return table
 
 

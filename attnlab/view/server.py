@@ -4,13 +4,17 @@ It serves the run's files (report.html at `/`; plotly.min.js from the plotly pac
 enclosing folder's copy) and, for scan runs, recomputes a head's attention pattern on demand:
 `GET /api/pattern?layer=L&head=H` -> {"key": "L.H", "patterns": {domain: [T][T]}, "tokens": {domain: [T]}} on
 the first window of each domain (the windows saved in samples.jsonl), so the report's grid can show any head, not
-only those kept with `scan --pattern-head`. The model is loaded on the first such request and kept by the server.
+only those kept with `scan --pattern-head` (`&domain=D` asks for one domain). The model is loaded on the first
+such request and kept by the server. A bad request gets a 400 naming the parameter that is wrong. Every request
+whose `Host` header is not 127.0.0.1, localhost or [::1] (on the server's port) is refused with 403, so that a web
+page cannot reach the server through DNS rebinding.
 """
 
 from __future__ import annotations
 
 import json
 import mimetypes
+import re
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,10 +22,41 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from attnlab.errors import AttnlabError, InputError
+from attnlab.errors import AttnlabError, InputError, check, check_choice
 from attnlab.report import PLOTLY_ASSET
 
 HOST = "127.0.0.1"  # never another interface: the server has no authentication
+
+
+ALLOWED_HOSTS = ("127.0.0.1", "localhost", "[::1]")  # the Host names a request may use (DNS rebinding guard)
+PATTERN_PARAMS = ("layer", "head", "domain")
+PATTERN_USAGE = "ask /api/pattern?layer=L&head=H (optionally &domain=D)"
+
+
+def host_allowed(host: str | None, port: int) -> bool:
+    """Whether a request's Host header names this machine (127.0.0.1, localhost or [::1], with no port or `port`):
+    a page on another site that rebinds its DNS name to 127.0.0.1 still sends its own name, and is refused."""
+    host = (host or "").strip().lower()
+    name, port_text = host, ""
+    if ":" in host and not host.endswith("]"):
+        name, _, port_text = host.rpartition(":")
+    return name in ALLOWED_HOSTS and port_text in ("", str(port))
+
+
+def parse_pattern_query(query: dict[str, list[str]]) -> tuple[int, int, str | None]:
+    """(layer, head, domain) of a pattern request, or an InputError naming the parameter that is wrong."""
+    unknown = sorted(set(query) - set(PATTERN_PARAMS))
+    if unknown:
+        raise InputError(f"unknown parameter '{unknown[0]}'; {PATTERN_USAGE}")
+    for name, values in query.items():
+        check(len(values) == 1, f"parameter '{name}' is given {len(values)} times; give it once")
+    numbers = []
+    for name in ("layer", "head"):
+        check(name in query, f"missing parameter '{name}'; {PATTERN_USAGE}")
+        text = query[name][0]
+        check(re.fullmatch(r"-?[0-9]{1,9}", text) is not None, f"{name} must be an integer, got {text!r}")
+        numbers.append(int(text))
+    return numbers[0], numbers[1], query.get("domain", [None])[0]
 
 
 class PatternSource:
@@ -32,35 +67,50 @@ class PatternSource:
         self._lm: Any = None
         self._lock = threading.Lock()
 
-    def pattern(self, layer: int, head: int) -> dict[str, Any]:
+    def windows(self, domain: str | None = None) -> dict[str, list[int]]:
+        """domain -> token ids of its first saved window (only `domain`'s when given)."""
+        from attnlab.runs import read_jsonl
+
+        first: dict[str, list[int]] = {}
+        for r in read_jsonl(self.run_dir / "samples.jsonl"):
+            check(
+                isinstance(r, dict) and "domain" in r and "token_ids" in r, f"{self.run_dir}/samples.jsonl is corrupt"
+            )
+            first.setdefault(r["domain"], r["token_ids"])
+        check(bool(first), f"{self.run_dir} saved no windows (samples.jsonl is missing or empty); rerun the scan")
+        if domain is None:
+            return first
+        return {check_choice(domain, sorted(first), "domain"): first[domain]}
+
+    def pattern(self, layer: int, head: int, domain: str | None = None) -> dict[str, Any]:
         """{"key", "patterns": {domain: [T][T]}, "tokens": {domain: [T]}} for (layer, head) on first windows."""
         import torch
 
         from attnlab.configs import config_from_dict
         from attnlab.hf.arch import get_arch
         from attnlab.hf.settings import load_checked
-        from attnlab.runs import RunDir, read_jsonl
+        from attnlab.runs import RunDir
         from attnlab.scan.config import ScanConfig
         from attnlab.tracing.adapters.hf import trace_windows
 
-        run = RunDir(self.run_dir)
-        cfg = config_from_dict(ScanConfig, run.read_config())
+        cfg = config_from_dict(ScanConfig, RunDir(self.run_dir).read_config())
+        windows = self.windows(domain)  # a bad run folder or domain is refused before the model loads
         with self._lock:  # one forward at a time; the model is loaded once
             self._lm = self._lm or load_checked(cfg)
             get_arch(self._lm.model).shape.check_head(layer, head)
-            first: dict[str, list[int]] = {}
-            for r in read_jsonl(run.file("samples.jsonl")):
-                first.setdefault(r["domain"], r["token_ids"])
             out: dict[str, Any] = {"key": f"{layer}.{head}", "patterns": {}, "tokens": {}}
-            for d, ids in first.items():
+            for d, ids in windows.items():
                 tr, _ = trace_windows(self._lm.model, torch.tensor([ids]), 1, keep_patterns=[(layer, head)], desc="")
                 out["patterns"][d] = tr.patterns[f"{layer}.{head}"][0].round(5).tolist()
                 out["tokens"][d] = [self._lm.tokenizer.decode([i]) for i in ids]
         return out
 
 
-def make_handler(run_dir: Path, source: PatternSource | None) -> type[BaseHTTPRequestHandler]:
-    """A request handler serving `run_dir` (no file outside it) and, with `source`, the pattern API."""
+def make_handler(
+    run_dir: Path, source: PatternSource | None, command: str | None = None
+) -> type[BaseHTTPRequestHandler]:
+    """A request handler serving `run_dir` (no file outside it) and, with `source`, the pattern API. Requests
+    whose Host header is not this machine are refused (403)."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # quiet: the CLI prints the address once
@@ -77,9 +127,13 @@ def make_handler(run_dir: Path, source: PatternSource | None) -> type[BaseHTTPRe
             self._send(status, json.dumps(obj).encode(), "application/json")
 
         def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            host = self.headers.get("Host")
+            if not host_allowed(host, self.connection.getsockname()[1]):
+                body = f"refused: Host {host!r} is not 127.0.0.1, localhost or [::1] on this port".encode()
+                return self._send(HTTPStatus.FORBIDDEN, body, "text/plain")
             url = urlparse(self.path)
             if url.path == "/api/pattern":
-                return self._pattern(parse_qs(url.query))
+                return self._pattern(parse_qs(url.query, keep_blank_values=True))
             name = url.path.lstrip("/") or "report.html"
             path = (run_dir / name).resolve()
             if path.is_file() and path.is_relative_to(run_dir):
@@ -93,27 +147,30 @@ def make_handler(run_dir: Path, source: PatternSource | None) -> type[BaseHTTPRe
 
         def _pattern(self, query: dict[str, list[str]]) -> None:
             if source is None:
-                return self._json(HTTPStatus.NOT_FOUND, {"error": "this run is not a scan"})
+                what = f"a run of `attnlab {command}`" if command else "not an attnlab scan run"
+                message = f"{run_dir.name} is {what}: only scan runs recompute patterns"
+                return self._json(HTTPStatus.NOT_FOUND, {"error": message})
             try:
-                layer, head = int(query["layer"][0]), int(query["head"][0])
-                self._json(HTTPStatus.OK, source.pattern(layer, head))
-            except (KeyError, ValueError):
-                self._json(HTTPStatus.BAD_REQUEST, {"error": "give integer layer and head"})
+                self._json(HTTPStatus.OK, source.pattern(*parse_pattern_query(query)))
             except AttnlabError as exc:
                 self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            except Exception as exc:  # noqa: BLE001 - the page shows the message instead of hanging
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"})
 
     return Handler
 
 
 def make_server(run_dir: str | Path, port: int = 0) -> ThreadingHTTPServer:
     """The server for a run folder on 127.0.0.1:`port` (0: a free port); call `serve_forever()` to run it."""
+    from attnlab.runs import read_json
+
     run_dir = Path(run_dir).resolve()
     if not (run_dir / "report.html").is_file():
         raise InputError(f"{run_dir} has no report.html; give a run folder written by an attnlab command")
-    manifest = run_dir / "manifest.json"
-    command = json.loads(manifest.read_text()).get("command") if manifest.is_file() else None
+    manifest = read_json(run_dir / "manifest.json", "run manifest") if (run_dir / "manifest.json").exists() else {}
+    command = manifest.get("command") if isinstance(manifest, dict) else None
     source = PatternSource(run_dir) if command == "scan" else None
     try:
-        return ThreadingHTTPServer((HOST, port), make_handler(run_dir, source))
+        return ThreadingHTTPServer((HOST, port), make_handler(run_dir, source, command))
     except OSError as exc:
         raise InputError(f"--port {port}: cannot listen on {HOST} ({exc.strerror})") from None

@@ -41,7 +41,8 @@ def test_view_serves_the_report_and_recomputes_patterns(runs, served):
     assert res["tokens"]["prose"] == json.loads((runs["scan"] / "patterns" / "prose" / "tokens.json").read_text())
     with pytest.raises(urllib.error.HTTPError) as exc:
         _get(served + "/api/pattern?layer=9&head=0")
-    assert exc.value.code == 400 and "layer" in json.loads(exc.value.read())["error"]
+    assert exc.value.code == 400
+    assert json.loads(exc.value.read())["error"] == "layer 9 is out of range; the model has layers 0..1"
     with pytest.raises(urllib.error.HTTPError) as exc:
         _get(served + "/../manifest.json/../../etc/passwd")
     assert exc.value.code == 404
