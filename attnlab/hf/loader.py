@@ -12,6 +12,7 @@ offline (`HF_HUB_OFFLINE=1` is honoured; attnlab never sets it). No environment 
 `dtype` (float32, bfloat16, float16), `device` (cpu, cuda, auto = cuda if available) and `device_map` ("auto" or a
 {module name: device} dict, through accelerate, with "disk" offload into `offload_folder`) choose where the weights
 live; the trace statistics are reduced to O(L·H·T) on the model's devices and accumulated on the CPU.
+Before any weight is read, `check_model` checks the folder (`attnlab.hf.preflight`): one line naming the file.
 """
 
 from __future__ import annotations

@@ -59,8 +59,8 @@ def check_context(max_positions: Any, seq_len: int | None, flag: str, where: str
         return
     if seq_len > max_positions:
         raise InputError(
-            f"{flag} {seq_len} is longer than the model's context (max_position_embeddings = {max_positions}"
-            f"{' in ' + where if where else ''}); use {flag} {max_positions} or less"
+            f"{flag} {seq_len} is longer than the model's context (max_position_embeddings = {max_positions})"
+            f"{' in ' + where if where else ''}; use {flag} {max_positions} or less"
         )
 
 
@@ -116,8 +116,9 @@ def _tensor_entry(file: Path, name: str, info: Any) -> tuple[str, tuple[int, ...
     if not isinstance(info, dict):
         raise bad
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    ints = isinstance(shape, list) and isinstance(offsets, list) and len(offsets) == 2
-    if not ints or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in [*shape, *offsets]):
+    if not (isinstance(shape, list) and isinstance(offsets, list) and len(offsets) == 2):
+        raise bad
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in [*shape, *offsets]):
         raise bad
     begin, end = offsets
     bits = DTYPE_BITS.get(str(dtype))
@@ -155,7 +156,9 @@ def meta_model(config: Any, where: Path) -> Any:
             return AutoModelForCausalLM.from_config(config)
     except Exception as exc:  # noqa: BLE001  (a config transformers cannot build a model from)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InputError(f"{where}: cannot build a model from this config ({type(exc).__name__}: {first[:160]})") from None
+        raise InputError(
+            f"{where}: cannot build a model from this config ({type(exc).__name__}: {first[:160]})"
+        ) from None
 
 
 def available_ram() -> int | None:
