@@ -227,7 +227,7 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
     _refuse_resume(mode, "consensus model")
     if out is not None:  # refuse a bad --out before spending seconds on loading the model
         check_out_folder(Path(out), mode, "consensus model")
-    loaded = load_causal_lm(config.model, cache_dir=config.cache_dir)
+    loaded = load_causal_lm(config.model, cache_dir=config.cache_dir, seq_len=config.seq_len, seq_flag="--seq-len")
     runner = modelrun.runner_for(loaded.model, config)
     ids, groups = modelrun.load_prompts(loaded.tokenizer, config)
     with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run:
@@ -276,7 +276,7 @@ def norm(config: NormConfig, out: str | Path | None = None, *, mode: str = "new"
     _refuse_resume(mode, "consensus norm")
     if out is not None:
         check_out_folder(Path(out), mode, "consensus norm")
-    loaded = load_causal_lm(config.model, cache_dir=config.cache_dir)
+    loaded = load_causal_lm(config.model, cache_dir=config.cache_dir, seq_len=config.seq_len, seq_flag="--seq-len")
     runner = normproj.StackRunner(loaded.model)
     blocks = [domain_windows(loaded.tokenizer, d, config.prompts, config.seq_len, config.seed) for d in config.domains]
     ids = torch.cat(blocks)

@@ -12,6 +12,7 @@ offline (`HF_HUB_OFFLINE=1` is honoured; attnlab never sets it). No environment 
 `dtype` (float32, bfloat16, float16), `device` (cpu, cuda, auto = cuda if available) and `device_map` ("auto" or a
 {module name: device} dict, through accelerate, with "disk" offload into `offload_folder`) choose where the weights
 live; the trace statistics are reduced to O(L·H·T) on the model's devices and accumulated on the CPU.
+Before any weight is read, `check_model` checks the folder (`attnlab.hf.preflight`): one line naming the file.
 """
 
 from __future__ import annotations
@@ -259,29 +260,43 @@ def _weights_kwargs(place: Placement) -> dict[str, Any]:
     return kw
 
 
-def _load_folder(path: Path, place: Placement | None = None) -> tuple[Any, Any]:
-    """(model, tokenizer) from a local HF folder; one-line `InputError`s for what cannot be read."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    place = place or Placement()
+def read_config(path: Path) -> Any:
+    """The transformers config of the model folder `path`, checked to be a decoder-only causal LM."""
+    from transformers import AutoConfig
 
     try:
         config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     except Exception as exc:  # noqa: BLE001
         raise InputError(f"cannot read the model config in {path}: {str(exc).splitlines()[0]}") from None
     check_causal_config(config)
+    return config
+
+
+def _load_tokenizer(path: Path) -> Any:
+    from transformers import AutoTokenizer
+
     try:
-        lm: Any = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, **_weights_kwargs(place))
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0]}") from None
+
+
+def _load_weights(path: Path, place: Placement) -> Any:
+    """The causal LM of a checked folder (`attnlab.hf.preflight`); what still fails to load is one line."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, **_weights_kwargs(place))
+    except InputError:
+        raise
     except ValueError as exc:
         msg = str(exc).splitlines()[0]
         raise InputError(f"attnlab scan needs a decoder-only causal LM; {path} gives: {msg}") from None
     except OSError as exc:
         raise InputError(f"cannot load weights from {path}: {str(exc).splitlines()[0]}") from None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0]}") from None
-    return lm, tokenizer
+    except Exception as exc:  # noqa: BLE001  (what the checks before loading did not foresee)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise InputError(f"cannot load weights from {path}: {type(exc).__name__}: {first[:200]}") from None
 
 
 def _device(name: str) -> str:
@@ -295,16 +310,8 @@ def _device(name: str) -> str:
     return name
 
 
-def load_causal_lm(
-    model: str = "smollm2",
-    cache_dir: str | Path | None = None,
-    *,
-    revision: str | None = None,
-    placement: Placement | None = None,
-) -> LoadedModel:
-    """Load `model` ("smollm2", a local HF causal-LM folder or a hub id org/name at `revision`) in eval mode, with
-    the dtype / device / device map of `placement` (default fp32 on CPU)."""
-    place = placement or Placement()
+def model_path(model: str, cache_dir: str | Path | None, revision: str | None, place: Placement) -> Path:
+    """The local folder of `model` (an alias, a folder or a hub id at `revision`), after checking `place`."""
     if place.dtype not in DTYPES:
         raise InputError(f"dtype must be one of {', '.join(DTYPES)}; got {place.dtype!r}")
     if place.device not in DEVICES and not place.device.startswith("cuda:"):
@@ -313,11 +320,61 @@ def load_causal_lm(
     hub = isinstance(model, str) and is_hub_id(model) and model not in MODEL_ALIASES
     if revision is not None and not hub:
         raise InputError(f"--revision {revision} applies to hub models org/name; {model!r} is not one")
-    path = hub_snapshot(model, revision) if hub else resolve_model_folder(model, cache_dir)
+    return hub_snapshot(model, revision) if hub else resolve_model_folder(model, cache_dir)
+
+
+def check_model(
+    model: str = "smollm2",
+    cache_dir: str | Path | None = None,
+    *,
+    revision: str | None = None,
+    placement: Placement | None = None,
+    seq_len: int | None = None,
+    seq_flag: str = "--tokens",
+) -> tuple[Path, Any, Any]:
+    """(folder, config, tokenizer) of `model`, its folder checked before any weight is read: the context against
+    `seq_len` (named `seq_flag`), the memory, the safetensors headers and shapes, the tokenizer's vocabulary
+    (`attnlab.hf.preflight`)."""
+    from attnlab.hf.preflight import check_folder
+
+    place = placement or Placement()
+    path = model_path(model, cache_dir, revision, place)
+    config = read_config(path)
+    tokenizer = _load_tokenizer(path)
+    check_folder(
+        path,
+        config,
+        tokenizer,
+        dtype=place.dtype,
+        check_ram=place.device_map is None,
+        seq_len=seq_len,
+        seq_flag=seq_flag,
+    )
+    return path, config, tokenizer
+
+
+def load_causal_lm(
+    model: str = "smollm2",
+    cache_dir: str | Path | None = None,
+    *,
+    revision: str | None = None,
+    placement: Placement | None = None,
+    seq_len: int | None = None,
+    seq_flag: str = "--tokens",
+) -> LoadedModel:
+    """Load `model` ("smollm2", a local HF causal-LM folder or a hub id org/name at `revision`) in eval mode, with
+    the dtype / device / device map of `placement` (default fp32 on CPU), after `check_model` (`seq_len`: the
+    longest sequence it will see, refused past the model's positions)."""
+    place = placement or Placement()
     with no_progress_bars():
-        lm, tokenizer = _load_folder(path, place)
+        path, _, tokenizer = check_model(
+            model, cache_dir, revision=revision, placement=place, seq_len=seq_len, seq_flag=seq_flag
+        )
+        device = _device(place.device) if place.device_map is None else None  # no GPU: refused before loading
+        lm = _load_weights(path, place)
     lm.eval()
-    if place.device_map is None:
-        lm.to(_device(place.device))
+    if device is not None:
+        lm.to(device)
+    hub = isinstance(model, str) and is_hub_id(model) and model not in MODEL_ALIASES
     name = model if (model in MODEL_ALIASES or hub) else path.name
     return LoadedModel(model=lm, tokenizer=tokenizer, name=name, path=path, revision=revision)

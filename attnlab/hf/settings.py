@@ -243,6 +243,13 @@ def config_windows(tokenizer: Any, cfg: Any, domain: str) -> Any:
     )
 
 
+def check_unloaded(cfg: Any) -> None:
+    """The checks of a real-model config's model folder that need no weights (`attnlab.hf.preflight`)."""
+    from attnlab.hf.loader import check_model
+
+    check_model(cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens)
+
+
 def load_checked(cfg: Any, lm: Any = None) -> Any:
     """The config's model as a `LoadedModel` (or `lm`, already loaded), its context checked against cfg.tokens and
     its attention checked to be traceable."""
@@ -251,7 +258,9 @@ def load_checked(cfg: Any, lm: Any = None) -> Any:
     from attnlab.tracing.adapters.hf import check_traceable
 
     if lm is None:
-        lm = load_causal_lm(cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg))
+        lm = load_causal_lm(
+            cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens
+        )
     get_arch(lm.model).check_seq_len(cfg.tokens)
     check_traceable(lm.model)
     return lm

@@ -13,7 +13,7 @@ from pathlib import Path
 from attnlab.errors import InputError
 from attnlab.hf.arch import get_arch
 from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import config_windows, load_checked
+from attnlab.hf.settings import check_unloaded, config_windows, load_checked
 from attnlab.runs import RunDir, RunResult, open_run
 from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
@@ -66,8 +66,11 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
     from attnlab.scan.series import checkpoint_label, checkpoint_step, dynamics_rows, series_rows
     from attnlab.tracing.format import Trace
 
-    for model, rev in config.checkpoints:  # refuse a bad checkpoint before any work
-        load_checked(_checkpoint_config(config, model, rev))
+    cfgs = [_checkpoint_config(config, model, rev) for model, rev in config.checkpoints]
+    for cfg in cfgs:  # refuse a bad checkpoint folder before any model is loaded
+        check_unloaded(cfg)
+    for cfg in cfgs:  # then what needs the model (its attention must be traceable)
+        load_checked(cfg)
     rows: list[dict] = []
     points: dict[str, list] = {d: [] for d in config.domains}  # domain -> [(label, step, trace)]
     with open_run(out, "scan", config, mode=mode, seed=config.seed) as run:
