@@ -60,7 +60,8 @@ def _check_random(random: dict[str, Any]) -> None:
     check_int(random.get("n", 0), 1, "spec: random.n")
     check_int(random.get("seed", 0), 0, "spec: random.seed")
     fields = random.get("fields")
-    check(isinstance(fields, dict) and fields, "spec: [random.fields] must name at least one field")
+    if not isinstance(fields, dict) or not fields:
+        raise InputError("spec: [random.fields] must name at least one field")
     for name, law in fields.items():
         _check_law(name, law)
 
