@@ -48,6 +48,7 @@ PROBES = [
     (RANDOM.format(n=4, law="{low = 0, hi = 1}"), [], "random field 'beta' needs a list of choices"),
     (RANDOM.format(n=4, law="[]"), [], "random field 'beta' needs a non-empty list"),
     (RANDOM.format(n=4, law='"x"'), [], "random field 'beta' needs a list of choices"),
+    (CONS + "[random]\nn = 4\n", [], "spec: [random.fields] must name at least one field"),
     (RANDOM.format(n=1.5, law="[1.0]"), [], "spec: random.n must be an integer"),
     (RANDOM.format(n=4, law="[1.0]").replace("seed = 0", "seed = -1"), [], "spec: random.seed must be an integer"),
     (RANDOM.format(n=4, law="[1.0]").replace("seed = 0", "sede = 0"), [], "unknown key(s) sede in [random]"),
