@@ -7,9 +7,10 @@ the single-process computation done chunk by chunk.
 `start_ray` is the one place Ray is started (sweeps use it too). A local instance talks to nothing but loopback:
 no dashboard, no usage statistics, and Ray's API server (always started, even without the dashboard) looks up
 the cloud metadata address (169.254.169.254, metadata.google.internal) through a proxy on a closed loopback port
-instead of the network. These settings hold only while `ray.init` starts Ray's processes; the user's proxy
-settings are given back to the workers. `check_address` probes a cluster address before Ray is asked to join it,
-so an address where nothing listens is one line, not a hang.
+instead of the network; the node itself listens on 127.0.0.1 (Ray's single-machine mode, which only takes
+effect if `ray` was not imported before with other settings). These settings hold only while `ray.init` starts
+Ray's processes; the user's proxy settings are given back to the workers. `check_address` probes a cluster
+address before Ray is asked to join it, so an address where nothing listens is one line, not a hang.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from attnlab.errors import InputError, check
 
 DEAD_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, every request fails at once
+LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 PROXY_VARS = ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY")
 CONNECT_TIMEOUT_S = 3.0
 
@@ -47,10 +49,10 @@ def check_address(address: str, what: str = "--address", timeout: float = CONNEC
 @contextlib.contextmanager
 def _ray_start_env(local: bool) -> Iterator[dict[str, str]]:
     """The environment Ray's processes are started with (restored afterwards); yields the workers' proxy vars."""
-    saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", *PROXY_VARS)}
+    saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", LOOPBACK_VAR, *PROXY_VARS)}
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    if local:
-        os.environ.update(http_proxy=DEAD_PROXY, HTTP_PROXY=DEAD_PROXY)
+    if local:  # Ray's single-machine mode: read when `ray` is first imported, and by every process Ray starts
+        os.environ.update({LOOPBACK_VAR: "0", "http_proxy": DEAD_PROXY, "HTTP_PROXY": DEAD_PROXY})
         for key in ("no_proxy", "NO_PROXY"):
             os.environ.pop(key, None)
     try:
@@ -78,11 +80,11 @@ def _keep_signal_handlers() -> Iterator[None]:
 
 def start_ray(address: str | None, num_cpus: int | None) -> Any:
     """`ray` after joining the cluster at `address`, or after starting a loopback-only local instance."""
-    import ray
-
     if address:
         check_address(address)
     with _ray_start_env(not address) as worker_env, _keep_signal_handlers():
+        import ray  # a first import here sees the loopback setting (an earlier one keeps its own)
+
         try:
             if address:
                 ray.init(address=address, log_to_driver=False, include_dashboard=False)
