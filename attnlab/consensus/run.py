@@ -185,6 +185,10 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
     """The (t, beta) phase diagram of clustering; table `betas`: beta, t50, t_eq and their relative gap."""
     _refuse_resume(mode, "consensus phase")
     cfg = config
+    if cfg.address:  # an address where nothing listens is one line, not a hang in ray.init
+        from attnlab.parallel import check_address
+
+        check_address(cfg.address)
     with open_run(out, "consensus phase", config, mode=mode, seed=config.seed) as run:
         betas = np.linspace(cfg.beta_min, cfg.beta_max, cfg.num_betas)
         t0 = time.perf_counter()

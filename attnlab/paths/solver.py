@@ -355,6 +355,7 @@ def solve(
     check(method in METHODS, f"method must be one of {METHODS}, got {method!r}")
     check(tol > 0, f"tol must be > 0, got {tol}")
     check(prob.outputs == 1 or method != "fixed_point", "--method fixed_point: supports one output only")
+    import scipy.optimize  # noqa: F401 - load scipy's own BLAS first: the limit only reaches libraries loaded now
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):  # small dense algebra: threads only add overhead

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from attnlab.clitools import loopback_ray, positive_int, run_mode
+from attnlab.errors import AttnlabError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,4 +58,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     s = result.summary
     print(f"{s['trials']} trials: {s['done']} done, {s['failed']} failed ({s['ran']} run now, the rest were done)")
     print(f"run folder: {result.path}")
+    if s["failed_trials"]:
+        raise failed_trials_error(result.path, s["failed_trials"], result.tables["trials"])
     return 0
+
+
+def failed_trials_error(root: Path, failed: list[str], table: Any) -> AttnlabError:
+    """One line naming the first failed trial, its error and the file that holds its traceback."""
+    first = failed[0]
+    rows = table.loc[table["trial"] == first]
+    error = str(rows["error"].iloc[0]) if "error" in rows else "unknown error"
+    error = (error.strip().splitlines() or ["unknown error"])[0][:300]
+    more = f" (and {len(failed) - 1} more: see sweep.csv)" if len(failed) > 1 else ""
+    return AttnlabError(
+        f"{len(failed)} of {len(table)} trials failed; trial {first}: {error}; "
+        f"traceback in {root / 'trials' / first / 'trial.json'}{more}"
+    )

@@ -17,14 +17,17 @@ option's dashes become underscores: `--seq-len` is `seq_len`):
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import InputError, check, check_int
+from attnlab.errors import InputError, check, check_finite, check_int
 
 MAX_TRIALS_WITHOUT_YES = 64
+MAX_TRIALS = 10_000  # even with --yes: planning alone takes ~3 ms a trial, and each trial writes a run folder
+RANDOM_KEYS = ("n", "seed", "fields")
 
 
 @dataclass(frozen=True)
@@ -43,11 +46,40 @@ class SweepSpec:
         for name, values in self.grid.items():
             check(isinstance(values, list) and len(values) > 0, f"spec: grid field {name!r} needs a non-empty list")
         if self.random:
-            check_int(self.random.get("n", 0), 1, "spec: random.n")
-            check(
-                isinstance(self.random.get("fields"), dict) and self.random["fields"],
-                "spec: [random.fields] must name at least one field",
-            )
+            _check_random(self.random)
+
+    def count(self) -> int:
+        """The number of trials the spec makes (before duplicates are merged), counted without making them."""
+        grid = math.prod(len(v) for v in self.grid.values()) if self.grid else 0
+        return grid + len(self.trials) + (int(self.random["n"]) if self.random else 0)
+
+
+def _check_random(random: dict[str, Any]) -> None:
+    unknown = sorted(set(random) - set(RANDOM_KEYS))
+    check(not unknown, f"spec: unknown key(s) {', '.join(unknown)} in [random]; valid: {', '.join(RANDOM_KEYS)}")
+    check_int(random.get("n", 0), 1, "spec: random.n")
+    check_int(random.get("seed", 0), 0, "spec: random.seed")
+    fields = random.get("fields")
+    if not isinstance(fields, dict) or not fields:
+        raise InputError("spec: [random.fields] must name at least one field")
+    for name, law in fields.items():
+        _check_law(name, law)
+
+
+def _check_law(name: str, law: Any) -> None:
+    """A random field: a non-empty list of choices, or {low, high[, log]} with finite low <= high (> 0 if log)."""
+    what = f"spec: random field {name!r}"
+    if isinstance(law, list):
+        check(law, f"{what} needs a non-empty list of choices")
+        return
+    check(
+        isinstance(law, dict) and {"low", "high"} <= set(law) <= {"low", "high", "log"},
+        f"{what} needs a list of choices or {{low, high[, log]}}",
+    )
+    low, high = check_finite(law["low"], f"{what}: low"), check_finite(law["high"], f"{what}: high")
+    check(low <= high, f"{what}: low must be <= high, got low = {law['low']}, high = {law['high']}")
+    check(isinstance(law.get("log", False), bool), f"{what}: log must be true or false, got {law.get('log')!r}")
+    check(not law.get("log") or low > 0, f"{what}: a log-uniform law needs low > 0, got low = {law['low']}")
 
 
 @dataclass(frozen=True)
@@ -67,7 +99,27 @@ class SweepConfig:
         check_int(self.retries, 0, "--retries")
         if self.cpus is not None:
             check_int(self.cpus, 1, "--cpus")
-        check(self.gpus_per_trial >= 0, f"--gpus-per-trial must be >= 0, got {self.gpus_per_trial}")
+        gpus = check_finite(self.gpus_per_trial, "--gpus-per-trial")
+        check(gpus >= 0, f"--gpus-per-trial must be >= 0, got {self.gpus_per_trial}")
+        check(gpus <= 1 or gpus.is_integer(), f"--gpus-per-trial above 1 must be whole (Ray's rule), got {gpus:g}")
+        if self.cpus is not None:
+            check(
+                self.threads_per_trial <= self.cpus,
+                f"--threads-per-trial {self.threads_per_trial} is more than --cpus {self.cpus}: no trial could start",
+            )
+        check_trial_count(self.spec.count(), self.yes)
+
+
+def check_trial_count(n: int, yes: bool) -> None:
+    """Refuse more than MAX_TRIALS_WITHOUT_YES trials without --yes, and more than MAX_TRIALS at all."""
+    check(
+        n <= MAX_TRIALS,
+        f"the spec makes {n:,} trials; the limit is {MAX_TRIALS:,} (split the sweep into several specs)",
+    )
+    check(
+        n <= MAX_TRIALS_WITHOUT_YES or yes,
+        f"the spec makes {n} trials (more than {MAX_TRIALS_WITHOUT_YES}); pass --yes to run them",
+    )
 
 
 def _parse_toml(path: Path) -> dict[str, Any]:

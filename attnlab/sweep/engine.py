@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from attnlab.errors import InputError, check
 from attnlab.runs import read_json, to_jsonable, write_json
 from attnlab.sweep.config import SweepConfig
 from attnlab.sweep.plan import Trial
@@ -52,14 +53,45 @@ def run_trial(command: str, config: dict[str, Any], folder: str, threads: int) -
     return record
 
 
-def _init_ray(config: SweepConfig) -> Any:
-    import ray
+def preflight(config: SweepConfig) -> None:
+    """Refuse, before any folder or Ray process exists, a cluster address where nothing answers and trial
+    resources a local instance could never give (Ray would wait for them forever)."""
+    import math
+    import os
+
+    from attnlab.parallel import check_address
 
     if config.address:
-        ray.init(address=config.address, log_to_driver=False, include_dashboard=False)
-    else:
-        ray.init(num_cpus=config.cpus, num_gpus=None, log_to_driver=False, include_dashboard=False)
-    return ray
+        check_address(config.address)
+        return
+    cpus = config.cpus or os.cpu_count() or 1
+    check(
+        config.threads_per_trial <= cpus,
+        f"--threads-per-trial {config.threads_per_trial} is more than the {cpus} CPUs of this machine",
+    )
+    if config.gpus_per_trial > 0:
+        import torch
+
+        found = torch.cuda.device_count()
+        check(
+            found >= math.ceil(config.gpus_per_trial),
+            f"--gpus-per-trial {config.gpus_per_trial:g}: this machine has {found} GPU(s) that Ray could give a "
+            "trial, so no trial could start",
+        )
+
+
+def check_cluster_fits(ray: Any, config: SweepConfig) -> None:
+    """Refuse when no node of the (started or joined) Ray cluster has one trial's CPUs and GPUs."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    cpus, gpus = config.threads_per_trial, config.gpus_per_trial
+    if any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes):
+        return
+    have = ", ".join(f"{r.get('CPU', 0):g} CPUs/{r.get('GPU', 0):g} GPUs" for r in nodes) or "no live node"
+    where = f"the cluster at {config.address}" if config.address else "the local Ray instance"
+    raise InputError(
+        f"no node of {where} has the {cpus} CPUs (--threads-per-trial) and {gpus:g} GPUs (--gpus-per-trial) "
+        f"of one trial; nodes: {have}"
+    )
 
 
 def execute(
@@ -69,8 +101,11 @@ def execute(
     trials = list(trials)
     if not trials:
         return
-    ray = _init_ray(config)
+    from attnlab.parallel import start_ray
+
+    ray = start_ray(config.address, config.cpus)
     try:
+        check_cluster_fits(ray, config)
         task = ray.remote(run_trial).options(
             num_cpus=config.threads_per_trial,
             num_gpus=config.gpus_per_trial,

@@ -16,7 +16,7 @@ import numpy as np
 
 from attnlab.errors import InputError, check
 from attnlab.runs import config_hash
-from attnlab.sweep.config import MAX_TRIALS_WITHOUT_YES, SweepSpec
+from attnlab.sweep.config import SweepSpec, check_trial_count
 
 RESERVED = frozenset({"out", "overwrite", "resume", "threads", "help"})
 
@@ -124,12 +124,9 @@ def _check_type(action: argparse.Action, name: str, value: Any) -> None:
 def build_trials(spec: SweepSpec, yes: bool = False) -> list[Trial]:
     """Every trial of `spec` with its config, validated before any work starts; duplicates are merged."""
     parser = command_parser(spec.command)
+    check_trial_count(spec.count(), yes)  # counted before any trial is made
     rows = expand(spec)
     check(rows, "spec: the sweep has no trials")
-    if len(rows) > MAX_TRIALS_WITHOUT_YES and not yes:
-        raise InputError(
-            f"the spec makes {len(rows)} trials (more than {MAX_TRIALS_WITHOUT_YES}); pass --yes to run them"
-        )
     trials: dict[str, Trial] = {}
     for fields in rows:
         args = _parse(parser, to_argv(fields, parser, spec.command), spec.command)

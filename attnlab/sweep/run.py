@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from attnlab.runs import RunResult, config_hash, open_run, read_json, write_json, write_text
 from attnlab.sweep.config import SweepConfig
-from attnlab.sweep.engine import TRIAL_FILE, execute, trial_state
+from attnlab.sweep.engine import TRIAL_FILE, execute, preflight, trial_state
 from attnlab.sweep.plan import Trial, build_trials
 from attnlab.tracking import Tracker, check_trackers
 
@@ -36,6 +36,7 @@ def sweep(
     `log`: trackers ("tensorboard", "mlflow") that get each trial run now: its fields and final metrics."""
     log = check_trackers(log, "--log")
     trials = build_trials(config.spec, config.yes)  # every trial validated before any work starts
+    preflight(config)
     out = Path(out) if out is not None else None
     with open_run(out, COMMAND, config, mode=_mode_for(out, config, mode)) as run:
         manifest = run.read_manifest()
@@ -98,7 +99,13 @@ def log_trials(trials: list[Trial], root: Path, kinds: tuple[str, ...]) -> None:
 
 def _summary(table: Any) -> dict[str, Any]:
     counts = table["status"].value_counts().to_dict()
-    return {"trials": len(table), "done": int(counts.get("done", 0)), "failed": int(counts.get("failed", 0))}
+    failed = [str(t) for t in table.loc[table["status"] == "failed", "trial"]]
+    return {
+        "trials": len(table),
+        "done": int(counts.get("done", 0)),
+        "failed": int(counts.get("failed", 0)),
+        "failed_trials": failed,
+    }
 
 
 RUNNERS = {"sweep": (SweepConfig, sweep)}
