@@ -199,6 +199,9 @@ class RunDir:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        # True while this run replaces an earlier one set aside by --overwrite: if the run fails, this folder is
+        # discarded and the earlier run put back (so a failure message must not point into this folder)
+        self.replacing = False
 
     @property
     def metrics_path(self) -> Path:
@@ -466,6 +469,7 @@ def open_run(
     _make_folder(path)
     lock = _acquire_lock(path)
     run = RunDir(path)
+    run.replacing = backup is not None
     try:
         if mode != "resume":
             _write_provenance(run, command, config, seed, argv)
