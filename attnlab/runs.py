@@ -214,6 +214,7 @@ class RunDir:
         return write_json(self.path / "config.json", config)
 
     def read_config(self) -> dict:
+        recover_replaced(self.path)
         return read_json(self.path / "config.json", "run config")
 
     def write_manifest(self, seed: int | None, **extra: Any) -> Path:
@@ -222,6 +223,7 @@ class RunDir:
         return write_json(self.path / "manifest.json", {**keep, "seed": seed, **environment_manifest(), **extra})
 
     def read_manifest(self) -> dict:
+        recover_replaced(self.path)
         return read_json(self.path / "manifest.json", "run manifest")
 
     def write_json(self, name: str, obj: Any) -> Path:
@@ -366,7 +368,10 @@ def _set_aside(path: Path) -> Path | None:
         return None
     lock = _acquire_lock(path)  # nobody else may be using the run we replace
     backup = path.with_name(f".{path.name}{REPLACED}{os.getpid()}")
-    path.rename(backup)  # `recover_replaced` already put back any earlier folder of this name
+    if backup.exists():  # left by an earlier process that had our pid
+        lock.unlink(missing_ok=True)
+        raise InputError(_orphan_message(path, backup, os.getpid()))
+    path.rename(backup)
     (backup / lock.name).unlink(missing_ok=True)
     return backup
 
@@ -390,13 +395,13 @@ def _put_back(backup: Path, path: Path) -> None:
 
 def _leftovers(path: Path, marker: str) -> list[tuple[Path, Path, int]]:
     """(target, leftover, pid) for folders named `.<target>{marker}<pid>` whose process is gone, beside `path`
-    (for `path` itself) and inside `path`. Our own pid counts as gone: we have not set anything aside yet."""
+    (for `path` itself) and inside `path`. Our own pid counts as alive (a run this process is replacing)."""
     found = []
     beside = path.parent.glob(f".{glob.escape(path.name)}{marker}*") if path.parent.is_dir() else []
     inside = path.glob(f".*{marker}*") if path.is_dir() else []
     for leftover in [*beside, *inside]:
         name, _, pid = leftover.name[1:].rpartition(marker)
-        if name and pid.isdigit() and leftover.is_dir() and (int(pid) == os.getpid() or not _alive(int(pid))):
+        if name and pid.isdigit() and leftover.is_dir() and not _alive(int(pid)):
             found.append((leftover.with_name(name), leftover, int(pid)))
     return found
 
@@ -424,12 +429,15 @@ def recover_replaced(path: str | Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
     for target, backup, pid in _leftovers(path, REPLACED):
         if not _unfinished(target, pid):
-            raise InputError(
-                f"{backup} holds the earlier run of {target}, set aside by an --overwrite (pid {pid}) that was "
-                f"killed; {target} is now another run: move that away and `mv {backup} {target}` to restore it, "
-                f"or delete {backup}"
-            )
+            raise InputError(_orphan_message(target, backup, pid))
         _put_back(backup, target)
+
+
+def _orphan_message(target: Path, backup: Path, pid: int) -> str:
+    return (
+        f"{backup} holds the earlier run of {target}, set aside by an --overwrite (pid {pid}) that was killed; "
+        f"{target} is now another run: move that away and `mv {backup} {target}` to restore it, or delete {backup}"
+    )
 
 
 def _write_provenance(run: RunDir, command: str, config: Any, seed: int | None, argv: list[str] | None) -> None:
