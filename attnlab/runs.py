@@ -9,7 +9,9 @@ config hash), metrics (`metrics.jsonl` or JSON/CSV tables), arrays (`.npy`/safet
 - a lock file (`.attnlab.lock`, holding the owner's pid) keeps two processes out of one folder;
 - every file is written atomically (temporary file, then rename), and a JSON-lines file whose last line was cut
   by a `kill -9` is read without that line;
-- a command that fails before writing anything leaves no empty folder behind.
+- a command that fails before writing anything leaves no empty folder behind (nor the parents it created);
+- `--overwrite` sets the earlier run aside in `.<name>.replaced-<pid>` until the new run ends; one that a `kill -9`
+  left there is put back by the next command (`recover_replaced`).
 """
 
 from __future__ import annotations
