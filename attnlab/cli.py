@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import shutil
 import sys
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -19,13 +17,6 @@ from attnlab.errors import AttnlabError, InputError
 
 # The order of `attnlab --help`.
 STUDY_CLIS = ["bb", "scan", "series", "ablate", "deploy", "consensus", "paths", "sweep", "reproduce", "compare", "view"]
-# demo section -> the module with its `run_demo`; the order of the demo report.
-DEMOS = {
-    "bb": "attnlab.bb.demo",
-    "real": "attnlab.scan.demo",
-    "consensus": "attnlab.consensus.demo",
-    "paths": "attnlab.paths.demo",
-}
 
 
 def _import_optional(name: str, broken: dict[str, str]) -> ModuleType | None:
@@ -63,6 +54,8 @@ def build_parser(broken: dict[str, str] | None = None) -> argparse.ArgumentParse
 
 
 def _register_demo(sub: argparse._SubParsersAction) -> None:
+    from attnlab.demo import DEMOS
+
     demo = sub.add_parser(
         "demo",
         help="run every study's short demo on embedded defaults and write one report",
@@ -114,38 +107,15 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Run each study's demo into `out/<study>` and write one combined report."""
-    from attnlab.report import Report, plotly_asset
-    from attnlab.runs import check_out_folder, write_json
+    """`attnlab demo`: argparse -> `DemoConfig`; `attnlab.demo.run_demo` does the work."""
+    from attnlab.clitools import run_mode
+    from attnlab.demo import DemoConfig
+    from attnlab.demo import run_demo as demo
 
-    unknown = [s for s in args.only or [] if s not in DEMOS]
-    if unknown:
-        raise InputError(f"--only {unknown[0]}: unknown study; choose from {', '.join(DEMOS)}")
-    out: Path = args.out
-    check_out_folder(out, "overwrite" if args.overwrite else "new", "demo")
-    if args.overwrite and out.exists():
-        shutil.rmtree(out)
-    write_json(out / "manifest.json", {"command": "demo", "argv": sys.argv[1:], "seed": args.seed})
-    plotly_asset(out)  # one copy of plotly.js that every report of the demo refers to
-    report = Report("attnlab demo")
-    report.paragraph(
-        "Each section below is one study's demo, run on embedded defaults; its own run folder "
-        "(with config.json, metrics and figures) is named in the section."
-    )
-    timings = []
-    for name, module in DEMOS.items():
-        if args.only and name not in args.only:
-            continue
-        t0 = time.perf_counter()
-        print(f"== demo: {name}", flush=True)
-        section = importlib.import_module(module).run_demo(out / name, args.seed)
-        timings.append({"study": name, "seconds": round(time.perf_counter() - t0, 1), "folder": name})
-        report.extend(section)
-        report.write(out / "report.html")  # keep a partial report if a later study fails
-    report.table(timings, caption="Demo timings")
-    path = report.write(out / "report.html")
-    print(f"report: {path}")
-    print(f"run folder: {out}")
+    config = DemoConfig(seed=args.seed, only=tuple(args.only or ()))
+    result = demo(config, args.out, mode=run_mode(args), echo=lambda line: print(line, flush=True))
+    print(f"report: {result.path / 'report.html'}")
+    print(f"run folder: {result.path}")
     return 0
 
 

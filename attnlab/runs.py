@@ -9,7 +9,9 @@ config hash), metrics (`metrics.jsonl` or JSON/CSV tables), arrays (`.npy`/safet
 - a lock file (`.attnlab.lock`, holding the owner's pid) keeps two processes out of one folder;
 - every file is written atomically (temporary file, then rename), and a JSON-lines file whose last line was cut
   by a `kill -9` is read without that line;
-- a command that fails before writing anything leaves no empty folder behind.
+- a command that fails before writing anything leaves no empty folder behind (nor the parents it created);
+- `--overwrite` sets the earlier run aside in `.<name>.replaced-<pid>` until the new run ends; one that a `kill -9`
+  left there is put back by the next command (`recover_replaced`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import glob
 import hashlib
 import json
 import math
@@ -35,6 +38,8 @@ import numpy as np
 from attnlab.errors import InputError
 
 LOCK_NAME = ".attnlab.lock"
+REPLACED = ".replaced-"  # `.<run>.replaced-<pid>`: an earlier run set aside by --overwrite until the new one ends
+DISCARD = ".discard-"  # `.<run>.discard-<pid>`: a folder being deleted
 MODES = ("new", "resume", "overwrite")
 _BOOKKEEPING = frozenset({LOCK_NAME, "figures"})
 
@@ -270,6 +275,9 @@ class RunDir:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        # True while this run replaces an earlier one set aside by --overwrite: if the run fails, this folder is
+        # discarded and the earlier run put back (so a failure message must not point into this folder)
+        self.replacing = False
 
     @property
     def metrics_path(self) -> Path:
@@ -282,6 +290,7 @@ class RunDir:
         return write_json(self.path / "config.json", config)
 
     def read_config(self) -> dict:
+        recover_replaced(self.path)
         return read_json(self.path / "config.json", "run config")
 
     def write_manifest(self, seed: int | None, **extra: Any) -> Path:
@@ -290,6 +299,7 @@ class RunDir:
         return write_json(self.path / "manifest.json", {**keep, "seed": seed, **environment_manifest(), **extra})
 
     def read_manifest(self) -> dict:
+        recover_replaced(self.path)
         return read_json(self.path / "manifest.json", "run manifest")
 
     def write_json(self, name: str, obj: Any) -> Path:
@@ -369,9 +379,12 @@ def _contents(path: Path) -> list[str]:
 
 
 def check_out_folder(path: Path, mode: str, command: str) -> None:
-    """Refuse, with one line, an `--out` that would lose or mix data; see `open_run` for the rules."""
+    """Refuse, with one line, an `--out` that would lose or mix data; see `open_run` for the rules. An earlier
+    run that a killed `--overwrite` left set aside beside `path` (or inside it) is first put back (`recover_replaced`).
+    """
     if mode not in MODES:
         raise InputError(f"run mode must be one of {', '.join(MODES)}, got {mode!r}")
+    recover_replaced(path)
     if path.exists() and not path.is_dir():
         raise InputError(f"--out {path} is a file, not a folder; choose a folder path")
     parent = next((p for p in [path, *path.parents] if p.exists()), Path("."))
@@ -442,12 +455,77 @@ def _set_aside(path: Path) -> Path | None:
     if not path.is_dir() or not _contents(path):
         return None
     lock = _acquire_lock(path)  # nobody else may be using the run we replace
-    backup = path.with_name(f".{path.name}.replaced-{os.getpid()}")
-    if backup.exists():
-        shutil.rmtree(backup)
+    backup = path.with_name(f".{path.name}{REPLACED}{os.getpid()}")
+    if backup.exists():  # left by an earlier process that had our pid
+        lock.unlink(missing_ok=True)
+        raise InputError(_orphan_message(path, backup, os.getpid()))
     path.rename(backup)
     (backup / lock.name).unlink(missing_ok=True)
     return backup
+
+
+def _discard(path: Path) -> None:
+    """Delete `path`: renamed first to `.name.discard-PID` (atomic), so a kill mid-delete leaves only a folder that
+    `recover_replaced` knows to be garbage, never a half-deleted run under a run's name."""
+    if not path.exists():
+        return
+    trash = path.with_name(f".{path.name}{DISCARD}{os.getpid()}")
+    shutil.rmtree(trash, ignore_errors=True)
+    path.rename(trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _put_back(backup: Path, path: Path) -> None:
+    """Replace `path` (an unfinished replacement run) by the run set aside in `backup`."""
+    _discard(path)
+    backup.rename(path)
+
+
+def _leftovers(path: Path, marker: str) -> list[tuple[Path, Path, int]]:
+    """(target, leftover, pid) for folders named `.<target>{marker}<pid>` whose process is gone, beside `path`
+    (for `path` itself) and inside `path`. Our own pid counts as alive (a run this process is replacing)."""
+    found = []
+    beside = path.parent.glob(f".{glob.escape(path.name)}{marker}*") if path.parent.is_dir() else []
+    inside = path.glob(f".*{marker}*") if path.is_dir() else []
+    for leftover in [*beside, *inside]:
+        name, _, pid = leftover.name[1:].rpartition(marker)
+        if name and pid.isdigit() and leftover.is_dir() and not _alive(int(pid)):
+            found.append((leftover.with_name(name), leftover, int(pid)))
+    return found
+
+
+def _unfinished(target: Path, pid: int) -> bool:
+    """Whether `target` is absent, empty, or the run that process `pid` was writing when it died."""
+    if not target.is_dir() or not _contents(target):
+        return True
+    try:
+        return (target / LOCK_NAME).read_text().strip() == str(pid)
+    except OSError:
+        return False
+
+
+def recover_replaced(path: str | Path) -> None:
+    """Put back an earlier run that an `--overwrite` killed mid-run (kill -9) left in `.<name>.replaced-<pid>`.
+
+    The earlier run returns when its replacement is absent, empty or the dead process's own unfinished run (its
+    lock names that pid), the same as a failed `--overwrite` that could clean up. When another run has since
+    taken the name, nothing is moved and the command is refused with how to restore it. Deletions that a kill
+    cut short (`.<name>.discard-<pid>`) are finished.
+    """
+    path = Path(path)
+    for _, trash, _ in _leftovers(path, DISCARD):
+        shutil.rmtree(trash, ignore_errors=True)
+    for target, backup, pid in _leftovers(path, REPLACED):
+        if not _unfinished(target, pid):
+            raise InputError(_orphan_message(target, backup, pid))
+        _put_back(backup, target)
+
+
+def _orphan_message(target: Path, backup: Path, pid: int) -> str:
+    return (
+        f"{backup} holds the earlier run of {target}, set aside by an --overwrite (pid {pid}) that was killed; "
+        f"{target} is now another run: move that away and `mv {backup} {target}` to restore it, or delete {backup}"
+    )
 
 
 def _write_provenance(run: RunDir, command: str, config: Any, seed: int | None, argv: list[str] | None) -> None:
@@ -483,25 +561,46 @@ def open_run(
     path = Path(out) if out is not None else default_run_dir(prefix or command.replace(" ", "-"))
     check_out_folder(path, mode, command)
     backup = _set_aside(path) if mode == "overwrite" else None
-    created = not path.exists()
+    created = _missing_folders(path)
     _make_folder(path)
     lock = _acquire_lock(path)
     run = RunDir(path)
+    run.replacing = backup is not None
     try:
         if mode != "resume":
             _write_provenance(run, command, config, seed, argv)
         yield run
     except BaseException:
-        lock.unlink(missing_ok=True)
         if backup is not None:
-            shutil.rmtree(path, ignore_errors=True)
-            backup.rename(path)
-        elif created and _only_bookkeeping(path):
-            shutil.rmtree(path, ignore_errors=True)
+            _put_back(backup, path)
+        else:
+            lock.unlink(missing_ok=True)
+            if created and _only_bookkeeping(path):
+                _remove_created(created)
         raise
-    lock.unlink(missing_ok=True)
     if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
+        _discard(backup)
+    lock.unlink(missing_ok=True)
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, deepest first (what `_make_folder` will create)."""
+    missing = []
+    for p in [path, *path.parents]:
+        if p.exists():
+            break
+        missing.append(p)
+    return missing
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Remove the run folder this call created and then each parent it created that is left empty."""
+    shutil.rmtree(created[0], ignore_errors=True)
+    for parent in created[1:]:
+        try:
+            parent.rmdir()
+        except OSError:
+            return
 
 
 def _only_bookkeeping(path: Path) -> bool:

@@ -225,6 +225,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     with threads(args.threads):
         result = train(cfg, args.out, mode=mode)
     s = result.summary
+    if s.get("nothing_to_do"):
+        print(s["nothing_to_do"])
+        return 0
     print(
         f"final: step {s['step']}  Attn<s> {_fmt(s.get('attn_sink'))}  "
         f"excess backcopy risk {_fmt(s.get('excess_risk_backcopy'))}  "

@@ -16,7 +16,7 @@ from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.configs import config_from_dict
 from attnlab.errors import InputError
-from attnlab.runs import RunDir, read_json, write_bytes
+from attnlab.runs import RunDir, read_json, recover_replaced, write_bytes
 from attnlab.tracing.adapters.toy import trace_toy
 from attnlab.tracing.format import Trace
 
@@ -150,6 +150,7 @@ def save_report_arrays(run: RunDir, arrays: dict, step: int, task: BBTask, seqs:
 def read_train_config(run_dir: str | Path) -> TrainConfig:
     """The `TrainConfig` of a `bb train` run folder; one line if it is another study's run or is corrupt."""
     run = RunDir(run_dir)
+    recover_replaced(run.path)  # a run that a killed --overwrite set aside is back before it is read
     if not run.path.is_dir():
         raise InputError(f"{run.path} is not a folder; expected a `bb train` run folder")
     if (run.path / "manifest.json").exists():

@@ -112,6 +112,8 @@ def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "ne
     with open_run(out, "bb train", config, mode=mode, seed=config.seed, prefix="bb") as run:
         if mode == "resume":
             _check_resume(run, config)
+            if _finished(run, config.steps):
+                return _unchanged(run, config)
         model = build_model(config, task)
         seqs = task.eval_batch(config.eval_batch, config.seq_len, config.eval_seed)
         evaluator = Evaluator(model, task, seqs, run.path / "snapshots")
@@ -133,6 +135,31 @@ def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "ne
         records = run.metrics()
     summary = {k: metric(records[-1], k) for k in report.SUMMARY_KEYS} if records else {}
     return RunResult(run.path, config, {"step": trainer.step, **summary}, _tables(metrics=metrics_table(records)))
+
+
+def _finished(run: RunDir, steps: int) -> bool:
+    """Whether the run in `run` already ended at `steps`: its last checkpoint, summary and report are there."""
+    from attnlab.bb.checkpoint import latest_checkpoint
+
+    ckpt = latest_checkpoint(run.path)
+    summary = run.file("train_summary.json")
+    if ckpt is None or ckpt.name != f"step_{steps}" or not summary.is_file() or not run.file("report.html").is_file():
+        return False
+    saved = run.read_json("train_summary.json")
+    return isinstance(saved, dict) and saved.get("step") == steps
+
+
+def _unchanged(run: RunDir, config: TrainConfig) -> RunResult:
+    """The result of a resume with nothing to do, read from the folder (no file is written)."""
+    records = run.metrics()
+    summary = {k: metric(records[-1], k) for k in report.SUMMARY_KEYS} if records else {}
+    note = f"nothing to do: {run.path} is already at step {config.steps} (--steps {config.steps}); no file changed"
+    return RunResult(
+        run.path,
+        config,
+        {"step": config.steps, **summary, "nothing_to_do": note},
+        _tables(metrics=metrics_table(records)),
+    )
 
 
 # --- bb intervene ------------------------------------------------------------------------------------------------

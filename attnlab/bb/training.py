@@ -83,6 +83,11 @@ def signals_deferred() -> Iterator[None]:
         signal.raise_signal(caught[0])
 
 
+def discarded(run: RunDir) -> str:
+    """What a failed `--overwrite` run leaves: the earlier run back in place, nothing of this one."""
+    return f"--overwrite did not finish, so the earlier run is back in {run.path} and this run was discarded"
+
+
 def config_diff(old: dict, new: dict) -> list[str]:
     """'field: old -> new' for every field that may not change on resume."""
     return [
@@ -168,6 +173,8 @@ class Trainer:
                 self._steps(bar)
         except KeyboardInterrupt:
             bar.close()
+            if self.run.replacing:  # open_run discards this folder and puts the earlier run back
+                raise AttnlabError(f"interrupted at step {self.step}; {discarded(self.run)}", exit_code=130) from None
             path = self.checkpoint(self.step)
             raise AttnlabError(
                 f"interrupted at step {self.step}; checkpoint saved in {path}; continue with --resume", exit_code=130
@@ -225,9 +232,10 @@ class Trainer:
     def _diverged(self, bar: tqdm, loss: float, what: str) -> None:
         """Save the last finite state and raise a `NumericalError` printed on its own line."""
         bar.close()
-        path = self.checkpoint(self.step, name=f"nan_step_{self.step}")
-        err = NumericalError(
-            f"non-finite value in {what} at step {self.step} (loss {loss}); last finite state saved in {path}"
-        )
+        if self.run.replacing:
+            kept = discarded(self.run)
+        else:
+            kept = f"last finite state saved in {self.checkpoint(self.step, name=f'nan_step_{self.step}')}"
+        err = NumericalError(f"non-finite value in {what} at step {self.step} (loss {loss}); {kept}")
         err.after_progress = True  # type: ignore[attr-defined]
         raise err

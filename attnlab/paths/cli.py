@@ -64,6 +64,9 @@ def _sweep(args: argparse.Namespace) -> int:
     cfg = _sweep_config(args)
     with threads(args.threads):
         result = sweep(cfg, args.out, mode=run_mode(args))
+    if result.summary.get("nothing_to_do"):
+        print(result.summary["nothing_to_do"])
+        return 0
     for _, r in result.tables["points"].iterrows():
         print(f"N={r['N']:g}: accuracy {r['accuracy']:.4f} (GP {r['accuracy_gp']:.4f}) converged={r['converged']}")
     print(f"run folder: {result.path}")

@@ -245,6 +245,8 @@ def sweep(
     order = sorted(config.Ns, reverse=True)
     with open_run(out, "paths sweep", config, mode=mode, seed=config.seed, prefix="paths-sweep") as run:
         _check_resume(run, config, mode)
+        if mode == "resume" and _sweep_finished(run, order):
+            return _sweep_result(run.path, config, nothing_to_do=True)
         t0 = time.perf_counter()
         data = _data(config)
         recs, init = _sweep_start(run, mode, order)
@@ -264,12 +266,27 @@ def sweep(
         _write_paths(run, data)
         run.write_json("alignment.json", alignment_record(data, np.asarray(recs[-1]["U"])))
         report.sweep_report(run.path, title)
-    rows = read_jsonl(run.file("points.jsonl"))
-    result = RunResult(run.path, config, {"accuracy": {fmt_N(r["N"]): r["accuracy"] for r in rows}},
-                       {"points": _frame([_scalars(r) for r in rows])})  # fmt: skip
+    return _sweep_result(run.path, config)
+
+
+def _sweep_finished(run: RunDir, order: list[float]) -> bool:
+    """Whether every width of the sweep is done and its results and report are written (a cut line is not)."""
+    text = run.metrics_path.read_text() if run.metrics_path.is_file() else ""
+    recs = run.metrics()
+    done = [r["N"] for r in recs] == order and text.endswith("\n") and len(text.splitlines()) == len(recs)
+    return done and all(run.file(f).is_file() for f in ("points.jsonl", "metrics.json", "report.html"))
+
+
+def _sweep_result(path: Path, config: SweepConfig, nothing_to_do: bool = False) -> RunResult:
+    """The sweep's result from points.jsonl; unconverged widths are a NumericalError unless allowed."""
+    rows = read_jsonl(path / "points.jsonl")
+    summary: dict[str, Any] = {"accuracy": {fmt_N(r["N"]): r["accuracy"] for r in rows}}
+    if nothing_to_do:
+        summary["nothing_to_do"] = f"nothing to do: {path} already holds every width of the sweep; no file changed"
+    result = RunResult(path, config, summary, {"points": _frame([_scalars(r) for r in rows])})
     bad = [r["N"] for r in rows if not r["converged"]]
     if bad and not config.allow_unconverged:
-        raise NumericalError(f"solver did not converge at N = {bad}; results kept in {run.path}; "
+        raise NumericalError(f"solver did not converge at N = {bad}; results kept in {path}; "
                              "pass --allow-unconverged to accept them")  # fmt: skip
     return result
 

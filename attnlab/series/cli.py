@@ -50,6 +50,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     with threads(args.threads):
         result = train_series(config, args.out, mode=run_mode(args))
     s = result.summary
+    if s.get("nothing_to_do"):
+        print(s["nothing_to_do"])
+        return 0
     print(f"step {s['step']}: evaluation loss {s['final_eval_loss']:.3f}, {s['checkpoints']} checkpoints")
     print(f"run folder: {result.path}")
     return 0
