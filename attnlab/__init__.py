@@ -58,10 +58,10 @@ __all__ = [
 _LAZY = ("bb", "scan", "ablate", "deploy", "series", "consensus", "paths", "tracing")
 # name -> the module that defines it, imported on first access (so `attnlab.trace` costs nothing until called)
 VERBS = {
-    "trace": "attnlab.tracing.api",
-    "hook_points": "attnlab.tracing.api",
-    "load_model": "attnlab.tracing.api",
-    "load_trace": "attnlab.tracing.api",
+    "trace": "attnlab.api",
+    "hook_points": "attnlab.api",
+    "load_model": "attnlab.api",
+    "load_trace": "attnlab.api",
     "load_run": "attnlab.results",
     **dict.fromkeys(
         ("ZeroHead", "ZeroMLP", "ZeroLayer", "ZeroDims", "MoveToSink", "MeanAblate"), "attnlab.tracing.interventions"

@@ -211,7 +211,7 @@ class PhaseConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     """`attnlab consensus model`: iterate the decoder stack of any supported causal LM (found by
-    `attnlab.hf.arch.get_arch`) for `passes` passes (spec section 8).
+    `attnlab.tracing.adapters.arch.get_arch`) for `passes` passes (spec section 8).
 
     h <- Block_l(h) (its MLP's output zeroed without MLPs; for Llama h <- h + Attn_l(RMSNorm(h)) (+ MLP_l(RMSNorm(h))))
     for layer l(k) of each schedule: constant (one layer), periodic (the stack cycled) or random (a fresh stack per

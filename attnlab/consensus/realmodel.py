@@ -2,7 +2,7 @@
 
 Start from the input of the first decoder block h0 `[batch, T, d]` (token embeddings, plus learned positions or
 scaling where the family has them) and apply block l(k) for k = 1..L*passes, each block being the model's own
-decoder layer (found by `attnlab.hf.arch.get_arch`, so sequential and parallel blocks, dense and MoE MLPs alike):
+decoder layer (found by `get_arch`, so sequential and parallel blocks, dense and MoE MLPs alike):
     h <- Block_l(h)                                   (with the MLPs on)
     h <- Block_l(h) with its MLP's output zeroed      (MLPs off; for Llama: h + Attn_l(RMSNorm_in_l(h)))
 Each block gets the keyword arguments (rotary embeddings, its own mask: causal, sliding window, ...) that the
@@ -78,10 +78,10 @@ def _zero(mod: nn.Module, args: Any, out: Any) -> Any:
 
 
 class StackRunner:
-    """Handles on a causal LM's decoder stack, final norm and head, found by `attnlab.hf.arch.get_arch`."""
+    """Handles on a causal LM's decoder stack, final norm and head, found by architecture discovery, `get_arch`."""
 
     def __init__(self, model: nn.Module) -> None:
-        from attnlab.hf.arch import get_arch
+        from attnlab.tracing.adapters.arch import get_arch
 
         arch = get_arch(model)
         # HF modules: attributes typed Any (nn.Module's __getattr__ types them Tensor | Module)
@@ -131,7 +131,7 @@ class StackRunner:
     def random_stack(self, seed: int) -> list[Any]:
         """A fresh stack with the model's block shapes: Linear ~ N(0, initializer_range^2), 1-D norm weights 1."""
         if seed not in self._random_cache:
-            from attnlab.hf.arch import _mlp_of
+            from attnlab.tracing.adapters.arch import _mlp_of
 
             g = torch.Generator().manual_seed(seed)
             std = float(getattr(self.config, "initializer_range", 0.02))

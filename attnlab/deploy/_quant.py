@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab.hf.arch import Arch
+from attnlab.tracing.adapters.arch import Arch
 
 TINY = 1e-30
 

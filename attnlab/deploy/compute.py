@@ -19,7 +19,7 @@ from attnlab.deploy._quant import OutlierLog, QuantSpec, quantised
 from attnlab.deploy._window import position_nll, windows_position_nll
 from attnlab.deploy.config import QuantizeConfig, SlidingWindowConfig
 from attnlab.errors import InputError
-from attnlab.hf.arch import Arch
+from attnlab.tracing.adapters.arch import Arch
 from attnlab.tracing.adapters.hf import input_device
 
 

@@ -17,11 +17,11 @@ from attnlab.deploy.compute import check_full_attention, frequent_outliers, quan
 from attnlab.deploy.config import QuantizeConfig, SlidingWindowConfig
 from attnlab.deploy.report import read_table, slug, write_quant_report, write_window_report
 from attnlab.errors import InputError
-from attnlab.hf.arch import get_arch
 from attnlab.hf.loader import LoadedModel
 from attnlab.hf.settings import config_windows, load_checked
 from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunResult, open_run, write_text
+from attnlab.tracing.adapters.arch import get_arch
 
 OUTLIER_COLUMNS = ("domain", "site", "layer", "module", "channel", "windows", "max_ratio")
 

@@ -253,8 +253,8 @@ def check_unloaded(cfg: Any) -> None:
 def load_checked(cfg: Any, lm: Any = None) -> Any:
     """The config's model as a `LoadedModel` (or `lm`, already loaded), its context checked against cfg.tokens and
     its attention checked to be traceable."""
-    from attnlab.hf.arch import get_arch
     from attnlab.hf.loader import load_causal_lm
+    from attnlab.tracing.adapters.arch import get_arch
     from attnlab.tracing.adapters.hf import check_traceable
 
     if lm is None:

@@ -11,13 +11,13 @@ import dataclasses
 from pathlib import Path
 
 from attnlab.errors import InputError
-from attnlab.hf.arch import get_arch
 from attnlab.hf.loader import LoadedModel
 from attnlab.hf.settings import check_unloaded, config_windows, load_checked
 from attnlab.runs import RunDir, RunResult, open_run
 from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
 from attnlab.scan.report import read_tables, write_report
+from attnlab.tracing.adapters.arch import get_arch
 
 MAX_COLUMN_BYTES = 4 * 2**30  # column sums (float32), mean scores (float32) and sink flags, per domain
 

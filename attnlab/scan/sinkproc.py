@@ -86,7 +86,7 @@ def trace_windows_columns(
     """As `trace_windows` (ids [N,T]), plus the per-window column sums [N,L,H,T] and residual norms [N,R,T]."""
     from tqdm import tqdm
 
-    from attnlab.hf.arch import get_arch
+    from attnlab.tracing.adapters.arch import get_arch
     from attnlab.tracing.adapters.hf import next_token_nll, traced
 
     arch = get_arch(model)

@@ -87,10 +87,10 @@ class PatternSource:
         import torch
 
         from attnlab.configs import config_from_dict
-        from attnlab.hf.arch import get_arch
         from attnlab.hf.settings import load_checked
         from attnlab.runs import RunDir
         from attnlab.scan.config import ScanConfig
+        from attnlab.tracing.adapters.arch import get_arch
         from attnlab.tracing.adapters.hf import trace_windows
 
         cfg = config_from_dict(ScanConfig, RunDir(self.run_dir).read_config())

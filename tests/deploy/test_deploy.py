@@ -11,7 +11,7 @@ import torch
 from attnlab.cli import main
 from attnlab.deploy._quant import QuantSpec, fake_quant, outlier_channels, quantised
 from attnlab.deploy._window import masked_logits, visible
-from attnlab.hf.arch import get_arch
+from attnlab.tracing.adapters.arch import get_arch
 from tests.real.conftest import save_tiny_hf_folder, tiny_llama
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnlab.errors import InputError
-from attnlab.hf.arch import get_arch
+from attnlab.tracing.adapters.arch import get_arch
 from attnlab.tracing.adapters.hf import check_traceable, forward_logits, new_recorder, traced
 from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroMLP
 from attnlab.tracing.recorder import TraceRecorder

@@ -45,7 +45,7 @@ def _prompt(lm, text="The capital of France is"):
 
 
 def test_architecture_and_greedy_paris(lm):
-    from attnlab.hf.arch import get_arch
+    from attnlab.tracing.adapters.arch import get_arch
 
     arch = get_arch(lm.model)
     assert (arch.n_layers, arch.n_heads, arch.n_kv_heads, arch.head_dim, arch.d_model) == (30, 9, 3, 64, 576)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnlab.errors import AttnlabError, InputError
-from attnlab.hf.arch import get_arch
+from attnlab.tracing.adapters.arch import get_arch
 from attnlab.tracing.adapters.hf import forward_logits, new_recorder, traced
 from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
 from attnlab.tracing.recorder import TraceRecorder

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from attnlab.errors import InputError
-from attnlab.hf.arch import Arch, get_arch
+from attnlab.tracing.adapters.arch import Arch, get_arch
 from attnlab.tracing.adapters.hf_attention import (
     ATTN_NAME,
     CHUNK_ELEMENTS,

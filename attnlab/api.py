@@ -96,7 +96,7 @@ def hook_points(model: Any) -> list[str]:
         from attnlab.tracing.adapters.toy import toy_hook_points
 
         return list(toy_hook_points(model))
-    from attnlab.hf.arch import get_arch
+    from attnlab.tracing.adapters.arch import get_arch
     from attnlab.tracing.adapters.hf import hf_hook_points
 
     return hf_hook_points(get_arch(model))
