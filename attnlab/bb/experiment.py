@@ -88,19 +88,11 @@ class Evaluator:
         assert self.snapshots is not None
         write_bytes(self.snapshots / f"step_{step}.safetensors", safetensors_bytes(data))
 
-    @torch.no_grad()
     def pattern(self, tokens: torch.Tensor, layer: int) -> np.ndarray:
-        """The attention pattern [B,H,T,T] of `layer` on `tokens` [B,T]."""
-        captured: dict[str, torch.Tensor] = {}
-
-        def grab(x: torch.Tensor, name: str) -> None:
-            captured["A"] = x.detach().clone()
-
-        was_training = self.model.training
-        with self.model.hooks({f"blocks.{layer}.attn.pattern": grab}):
-            self.model(tokens)
-        self.model.train(was_training)
-        return captured["A"].numpy()
+        """The attention pattern [B,H,T,T] (float32) of `layer` on `tokens` [B,T], kept by the trace."""
+        heads = range(self.model.cfg.n_heads)
+        trace, _ = trace_toy(self.model, tokens, self.task.V, keep_patterns=[(layer, h) for h in heads])
+        return np.stack([trace.patterns[(layer, h)] for h in heads], axis=1)
 
 
 def report_arrays(cfg: TrainConfig, task: BBTask, model: ToyTransformer, seqs: np.ndarray) -> dict:

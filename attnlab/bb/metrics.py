@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from attnlab.bb.task import BBTask
+from attnlab.tracing.adapters.toy import trace_toy
 from attnlab.tracing.format import Trace
 
 
@@ -166,12 +167,10 @@ def active_token_probe(model, task: BBTask, layer: int = 0, head: int = 0, thres
         tokens[:, 0] = task.vocab.bos
     captured = {}
 
-    def grab(x, name):
+    def grab(x: torch.Tensor, name: str) -> None:  # x: the pattern [N,H,T,T]; keep A_{last,0} of `head`
         captured["A"] = x[:, head, -1, 0].detach().clone()
 
-    with torch.no_grad(), model.hooks({f"blocks.{layer}.attn.pattern": grab}):
-        model.eval()
-        model(tokens)
+    trace_toy(model, tokens, chunk=tokens.shape[0], hooks={f"blocks.{layer}.attn.hook_pattern": grab})  # one forward
     a = captured["A"].numpy()
     active = [int(v) for v in range(n) if a[v] < threshold]
     return {

@@ -6,11 +6,12 @@ For one window of T tokens and layer l with residual stream x^l (the layer's INP
     mean attention score  M[l,h,i] = (1/(T−i)) · Σ_{j≥i} A^{l,h}_{j,i}                   (queries at or after i)
     head h of layer l has a sink on token i  ⇔  i ∈ C_l  and  M[l,h,i] ≥ τ                (τ = `threshold`, 0.3)
 
-Causal attention has A_{j,i} = 0 for j < i, so Σ_{j≥i} A_{j,i} is the column sum of A over all queries: the
-recorder adds Σ_j A[b,h,j,:] per query chunk into a [B,L,H,T] block (no [T,T] pattern is kept) and the residual
-norms ‖x^l_t‖ into [B,R,T]. Over windows, a head is a sink head of a domain when it has a sink (on any candidate)
-in at least half of the windows; that set is compared with the key-0 classification (sink score ≥ 0.5). Sinks
-beyond token 0 are also counted per window (the share of windows in which any head sinks on a token other than 0).
+Causal attention has A_{j,i} = 0 for j < i, so Σ_{j≥i} A_{j,i} is the column sum of A over all queries: an extra
+statistic of the trace recorder (`ColumnSums`, `attnlab.tracing.extras`) adds Σ_j A[b,h,j,:] per query chunk into
+a [B,L,H,T] block (no [T,T] pattern is kept) and the residual norms ‖x^l_t‖ into [B,R,T]. Over windows, a head
+is a sink head of a domain when it has a sink (on any candidate) in at least half of the windows; that set is
+compared with the key-0 classification (sink score ≥ 0.5). Sinks beyond token 0 are also counted per window (the
+share of windows in which any head sinks on a token other than 0).
 """
 
 from __future__ import annotations
@@ -23,60 +24,56 @@ import numpy as np
 import torch
 
 from attnlab.hf.analysis import DORMANT
+from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
-from attnlab.tracing.recorder import TraceRecorder
 
 RATIO = 10.0  # candidates: residual norm > 10 × the window's median (the authors' rule)
 THRESHOLD = 0.3  # "large" mean attention score: our choice, an option of `attnlab scan`
 MAJORITY = 0.5  # a head is a sink head of a domain when it has a sink in ≥ half of the windows
 
 
-class ColumnRecorder(TraceRecorder):
-    """A `TraceRecorder` that also keeps, per window, the column sums Σ_j A[l,h,j,i] and the residual norms.
+class ColumnSums(ExtraStatistic):
+    """Per window, the column sums Σ_j A[l,h,j,i] of every layer's attention and the residual norms (an extra
+    statistic of the trace recorder, `attnlab.tracing.extras`).
 
-    cols: [N,L,H,T] float32 (Σ over queries j of A_{j,i}); norms: [N,R,T] float32 (‖x^r_t‖, r = residual stream).
+    `result()`: (cols [N,L,H,T] float32, Σ over queries j of A_{j,i}; norms [N,R,T] float32, ‖x^r_t‖ of residual
+    stream r), over every batch recorded.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self) -> None:
         self.cols: list[torch.Tensor] = []
         self.norms: list[torch.Tensor] = []
         self._bcol: torch.Tensor | None = None
         self._bnorm: torch.Tensor | None = None
 
-    def begin_batch(self, tokens: torch.Tensor | None, batch_size: int | None = None) -> None:
-        super().begin_batch(tokens, batch_size)
-        self._bcol = torch.zeros(self._B, self.L, self.H, self.T, dtype=torch.float64)
-        self._bnorm = torch.zeros(self._B, self.R, self.T, dtype=torch.float64)
+    def begin_batch(self, shape: BatchShape) -> None:
+        """Fresh float64 accumulators [B,L,H,T] and [B,R,T] for the batch."""
+        f64 = torch.float64
+        self._bcol = torch.zeros(shape.batch, shape.layers, shape.heads, shape.seq_len, dtype=f64)
+        self._bnorm = torch.zeros(shape.batch, shape.streams, shape.seq_len, dtype=f64)
 
-    def _flush_batch(self) -> None:
+    @torch.no_grad()
+    def attention_rows(self, layer: int, q0: int, rows: torch.Tensor) -> None:
+        """Add Σ over the chunk's queries of rows [B,H,C,K] (the chunk's visible keys; later keys have no weight)."""
+        assert self._bcol is not None
+        K = rows.shape[-1]
+        self._bcol[:, layer, :, :K] += rows.float().sum(2).double().cpu()  # [B,H,K]
+
+    @torch.no_grad()
+    def residual(self, index: int, hidden: torch.Tensor) -> None:
+        """‖x_t‖ of stream `index`, hidden [B,T,d]."""
+        assert self._bnorm is not None
+        self._bnorm[:, index] = hidden.detach().float().norm(dim=-1).double().cpu()
+
+    def end_batch(self) -> None:
+        """Keep the batch's sums as float32."""
         if self._bcol is not None and self._bnorm is not None:
             self.cols.append(self._bcol.float())
             self.norms.append(self._bnorm.float())
             self._bcol = self._bnorm = None
-        super()._flush_batch()
 
-    @torch.no_grad()
-    def attention_rows(self, layer: int, q0: int, rows: torch.Tensor, scores: torch.Tensor | None = None) -> None:
-        super().attention_rows(layer, q0, rows, scores)
-        assert self._bcol is not None
-        K = rows.shape[-1]  # the chunk's visible keys (≤ T); later keys have no weight
-        self._bcol[:, layer, :, :K] += rows.detach().float().sum(2).double().cpu()  # [B,H,K]
-
-    @torch.no_grad()
-    def attention(self, layer: int, pattern: torch.Tensor, scores: torch.Tensor | None = None) -> None:
-        super().attention(layer, pattern, scores)
-        assert self._bcol is not None
-        self._bcol[:, layer] += pattern.detach().double().cpu().sum(2)
-
-    @torch.no_grad()
-    def residual(self, index: int, hidden: torch.Tensor) -> None:
-        super().residual(index, hidden)
-        assert self._bnorm is not None
-        self._bnorm[:, index] = hidden.detach().float().norm(dim=-1).double().cpu()
-
-    def columns(self) -> tuple[np.ndarray, np.ndarray]:
-        """(cols [N,L,H,T], norms [N,R,T]) of every window recorded so far (call after `result()`)."""
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(cols [N,L,H,T], norms [N,R,T]) of every window recorded."""
         return torch.cat(self.cols).numpy(), torch.cat(self.norms).numpy()
 
 
@@ -84,22 +81,12 @@ def trace_windows_columns(
     model: Any, ids: torch.Tensor, batch_size: int = 1, desc: str = "scan"
 ) -> tuple[Trace, np.ndarray, np.ndarray, np.ndarray]:
     """As `trace_windows` (ids [N,T]), plus the per-window column sums [N,L,H,T] and residual norms [N,R,T]."""
-    from tqdm import tqdm
+    from attnlab.tracing.adapters.hf import trace_windows
 
-    from attnlab.tracing.adapters.arch import get_arch
-    from attnlab.tracing.adapters.hf import next_token_nll, traced
-
-    arch = get_arch(model)
-    arch.check_seq_len(ids.shape[1])
-    rec = ColumnRecorder(arch.n_layers, arch.n_heads, ids.shape[1])
-    nll = []
-    with traced(model, rec) as sess:
-        for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
-            batch = ids[b0 : b0 + batch_size]
-            nll.append(next_token_nll(sess.forward(batch), batch))
-    trace = rec.result()
-    cols, norms = rec.columns()
-    return trace, torch.cat(nll).numpy(), cols, norms
+    columns = ColumnSums()
+    trace, nll = trace_windows(model, ids, batch_size, desc=desc, extras={"columns": columns})
+    cols, norms = columns.result()
+    return trace, nll, cols, norms
 
 
 def mean_attention_score(cols: np.ndarray) -> np.ndarray:

@@ -5,7 +5,9 @@ A model (toy or real) calls, for every batch:
   `attention(layer, pattern, scores)`            pattern, scores: [B,H,T,T]; scores are raw pre-mask logits
   `value_norms(layer, norms)`                    norms: [B,T,H] = ‖W_O^h v^h_i‖
   `residual(index, hidden)`                      hidden: [B,T,d]; index 0 = embedding output, l+1 = after block l
-and finally `result()`. Sums and counts are float64; nothing of size T² is kept unless `keep_patterns` names a
+and finally `result()`. `extras` {name: `ExtraStatistic`} (attnlab.tracing.extras) add a study's own statistics:
+each is called at the same moments with the same tensors, and `extra_results()` hands back their results. Sums and
+counts are float64; nothing of size T² is kept unless `keep_patterns` names a
 head as (layer, head).
 
 Real models never hold a whole [B,H,T,T] pattern: their adapter (`trace.adapters.hf`) calls, per layer,
@@ -18,11 +20,14 @@ computed from q and k directly (O(T·d_h)). Both paths fill the same accumulator
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
 from attnlab.errors import AttnlabError
+from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
@@ -60,6 +65,7 @@ class TraceRecorder:
 
     `vocab_size` > 0 enables grouping of key-0 attention and Δlogit by query token.
     `keep_patterns`: iterable of (layer, head) whose full [T,T] patterns are kept per sequence.
+    `extras`: {name: `ExtraStatistic`} called beside the recorder's own reductions (`extra_results()`).
     """
 
     def __init__(
@@ -70,6 +76,7 @@ class TraceRecorder:
         vocab_size: int = 0,
         keep_patterns=(),
         n_resid: int | None = None,
+        extras: Mapping[str, ExtraStatistic] | None = None,
     ) -> None:
         L, H, T, V = n_layers, n_heads, seq_len, vocab_size
         self.L, self.H, self.T, self.V = L, H, T, V
@@ -114,6 +121,7 @@ class TraceRecorder:
         self._product = torch.empty(0)  # scratch for the row entropy's A ⊙ S (reused: no page faults per chunk)
         self._rows = torch.empty(0)  # per-row buffers of the layer being recorded by chunks (`_start_rows`)
         self._lse_rows = True
+        self.extras: dict[str, ExtraStatistic] = dict(extras or {})
 
     # ------------------------------------------------------------------------------------------------------
     def begin_batch(self, tokens: torch.Tensor | None, batch_size: int | None = None) -> None:
@@ -133,6 +141,9 @@ class TraceRecorder:
         self._batch_sink = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
         self._batch_col0 = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
         self._pattern_parts = {}
+        shape = BatchShape(batch=self._B, layers=self.L, heads=self.H, seq_len=self.T, streams=self.R)
+        for extra in self.extras.values():
+            extra.begin_batch(shape)
 
     def _flush_batch(self) -> None:
         if self._batch_sink is not None and self._batch_col0 is not None:
@@ -140,6 +151,8 @@ class TraceRecorder:
             self.col0_per_sample.append(self._batch_col0)
             self.n_seq += self._B
             self._batch_sink = self._batch_col0 = None
+            for extra in self.extras.values():
+                extra.end_batch()
 
     def _check_rows(self, layer: int, q0: int, shape: tuple[int, ...]) -> None:
         """One shape check for both paths: rows [B,H,C,K] at query q0 must fit the batch and the trace; K ≤ T keys
@@ -205,6 +218,8 @@ class TraceRecorder:
         for h in range(H):
             if (layer, h) in self.keep:
                 self.patterns[f"{layer}.{h}"].append(A[:, h].to(torch.float32).numpy())
+        for extra in self.extras.values():
+            extra.attention_rows(layer, 0, pattern.detach().float())
 
     @torch.no_grad()
     def attention_rows(self, layer: int, q0: int, rows: torch.Tensor, scores: torch.Tensor | None = None) -> None:
@@ -240,6 +255,8 @@ class TraceRecorder:
                 self._pattern_parts.setdefault((layer, h), []).append(part)
         if q1 == self.T:
             self._end_rows(layer)
+        for extra in self.extras.values():
+            extra.attention_rows(layer, q0, A)
 
     def _start_rows(self, A: torch.Tensor) -> None:
         """The per-row buffers of one layer, [6, B, H, T] fp32 on A's device: A_i0, and for the entropy a_i, s_i
@@ -372,6 +389,8 @@ class TraceRecorder:
         thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
         if m > thresh:
             self._add_massive(index, x, ax, thresh, med)
+        for extra in self.extras.values():
+            extra.residual(index, hidden)
 
     def _add_massive(self, index: int, x: torch.Tensor, ax: torch.Tensor, thresh: float, med: float) -> None:
         """Keep the largest `MAX_MASSIVE_ENTRIES` entries |x| > thresh of x [B,T,d] (ax = |x|) for stream `index`:
@@ -389,6 +408,11 @@ class TraceRecorder:
         self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
 
     # ------------------------------------------------------------------------------------------------------
+    def extra_results(self) -> dict[str, Any]:
+        """{name: extra.result()} of the `extras`, once every batch begun is complete."""
+        self._flush_batch()
+        return {name: extra.result() for name, extra in self.extras.items()}
+
     def result(self) -> Trace:
         """Divide sums by counts and return the `Trace`."""
         self._flush_batch()

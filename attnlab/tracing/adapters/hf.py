@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from attnlab.tracing.adapters.hf_attention import (
     additive_causal_mask,
     register_attention,
 )
+from attnlab.tracing.extras import ExtraStatistic
 from attnlab.tracing.format import Trace
 from attnlab.tracing.interventions import (
     Intervention,
@@ -359,15 +360,20 @@ def traced(
 
 
 def new_recorder(
-    model: nn.Module, seq_len: int, keep_patterns: Iterable[tuple[int, int]] = (), vocab_size: int = 0
+    model: nn.Module,
+    seq_len: int,
+    keep_patterns: Iterable[tuple[int, int]] = (),
+    vocab_size: int = 0,
+    extras: Mapping[str, ExtraStatistic] | None = None,
 ) -> TraceRecorder:
-    """A `TraceRecorder` sized for `model` at sequence length `seq_len` (checked against its context)."""
+    """A `TraceRecorder` sized for `model` at sequence length `seq_len` (checked against its context), with the
+    study's `extras` {name: `ExtraStatistic`} (`attnlab.tracing.extras`)."""
     arch = get_arch(model)
     arch.check_seq_len(seq_len)
     keep = [(int(l), int(h)) for l, h in keep_patterns]
     for l, h in keep:
         arch.shape.check_head(l, h)
-    return TraceRecorder(arch.n_layers, arch.n_heads, seq_len, vocab_size=vocab_size, keep_patterns=keep)
+    return TraceRecorder(arch.n_layers, arch.n_heads, seq_len, vocab_size=vocab_size, keep_patterns=keep, extras=extras)
 
 
 def check_traceable(model: nn.Module) -> None:
@@ -408,11 +414,14 @@ def trace_windows(
     batch_size: int = 1,
     keep_patterns: Iterable[tuple[int, int]] = (),
     desc: str = "scan",
+    extras: Mapping[str, ExtraStatistic] | None = None,
 ) -> tuple[Trace, np.ndarray]:
-    """Stream windows `ids` [N,T] through the model in batches; returns their Trace and per-window NLL [N]."""
+    """Stream windows `ids` [N,T] through the model in batches; returns their Trace and per-window NLL [N].
+
+    `extras` {name: `ExtraStatistic`} see every batch beside the recorder; read them with their own `result()`."""
     from tqdm import tqdm
 
-    rec = new_recorder(model, ids.shape[1], keep_patterns=keep_patterns)
+    rec = new_recorder(model, ids.shape[1], keep_patterns=keep_patterns, extras=extras)
     nll = []
     with traced(model, rec) as sess:
         for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
