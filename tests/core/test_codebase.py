@@ -110,3 +110,58 @@ def test_run_functions_are_not_shadowed_by_modules():
         for _, fn in runners.values():
             exported = getattr(package, fn.__name__, fn)
             assert callable(exported) and not isinstance(exported, type(package)), f"{package_name}.{fn.__name__}"
+
+
+def _runtime_imports(tree: ast.Module) -> list[str]:
+    """attnlab modules imported at run time (imports under `if TYPE_CHECKING:` are annotations only)."""
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)}  # fmt: skip
+    found = []
+    for n in ast.walk(tree):
+        if id(n) in skip:
+            continue
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("attnlab."):
+            found.append(n.module)
+        elif isinstance(n, ast.Import):
+            found += [a.name for a in n.names if a.name.startswith("attnlab.")]
+    return found
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """{top-level attnlab package or module: the others it imports at run time}."""
+    edges: dict[str, set[str]] = {}
+    for path in _sources():
+        parts = path.relative_to(PACKAGE).parts
+        src = parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
+        for module in _runtime_imports(ast.parse(path.read_text())):
+            dst = module.split(".")[1]
+            if dst != src:
+                edges.setdefault(src, set()).add(dst)
+    return edges
+
+
+def test_packages_import_in_one_direction():
+    """No cycle between attnlab's packages (issue 19: `hf/` and `tracing/` import in one direction only)."""
+    edges = _package_graph()
+
+    def reaches(a: str, b: str, seen: set[str]) -> bool:
+        return any(n == b or (n not in seen and reaches(n, b, seen | {n})) for n in edges.get(a, ()))
+
+    cycles = sorted(f"{a} <-> {b}" for a in edges for b in edges[a] if a < b and reaches(b, a, {b}))
+    assert not cycles, cycles
+    assert "hf" not in edges.get("tracing", set())
+
+
+def test_recorder_internals_are_read_only_inside_tracing():
+    """Studies extend the recorder through its public extension point, never through its private fields."""
+    recorder = (PACKAGE / "tracing" / "recorder.py").read_text()
+    private = {n.attr for n in ast.walk(ast.parse(recorder)) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+               and not n.attr.startswith("__")}  # fmt: skip
+    found = []
+    for path in _sources():
+        if "tracing" in path.relative_to(PACKAGE).parts[:1]:
+            continue
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Attribute) and n.attr in private:
+                found.append(f"{path.relative_to(ROOT)}:{n.lineno} .{n.attr}")
+    assert not found, found
