@@ -422,8 +422,12 @@ def _acquire_lock(path: Path) -> Path:
                 ) from None
             lock.unlink(missing_ok=True)  # stale: its owner died
             continue
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as exc:  # a full disk: no empty lock file is left behind
+            lock.unlink(missing_ok=True)
+            raise write_failed(exc, lock) from None
         return lock
     raise InputError(f"could not lock {path}")
 
@@ -562,8 +566,15 @@ def open_run(
     check_out_folder(path, mode, command)
     backup = _set_aside(path) if mode == "overwrite" else None
     created = _missing_folders(path)
-    _make_folder(path)
-    lock = _acquire_lock(path)
+    try:
+        _make_folder(path)
+        lock = _acquire_lock(path)
+    except BaseException:  # e.g. a full disk, or a folder another process holds: leave things as they were
+        if backup is not None:
+            _put_back(backup, path)
+        elif created:
+            _remove_created(created)
+        raise
     run = RunDir(path)
     run.replacing = backup is not None
     try:

@@ -212,3 +212,49 @@ def test_run_result_tables_are_built_on_first_read_and_kept():
     assert calls == [] and list(result.tables) == ["t", "f"] and len(result.tables) == 2
     assert result.tables["t"]["a"].tolist() == [1] and result.tables["t"] is result.tables["t"] and calls == [1]
     assert result.tables["f"]["x"].sum() == 6.0
+
+
+def _full_disk_lock(monkeypatch) -> None:
+    """The lock file's pid cannot be written (ENOSPC), as on a full disk."""
+    import errno
+
+    import attnlab.runs as runs
+
+    class Full:
+        def __init__(self, fd: int, mode: str) -> None:
+            os.close(fd)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            return None
+
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runs.os, "fdopen", Full)
+
+
+def test_a_full_disk_at_the_lock_leaves_no_folder_and_no_lock(tmp_path, monkeypatch):
+    from attnlab.runs import WriteError
+
+    _full_disk_lock(monkeypatch)
+    with pytest.raises(WriteError, match="No space left"):
+        with open_run(tmp_path / "a" / "r", "bb train", _Cfg()):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_at_the_lock_keeps_the_run_being_overwritten(tmp_path, monkeypatch):
+    from attnlab.runs import WriteError
+
+    with open_run(tmp_path / "r", "bb train", _Cfg()) as run:
+        run.write_json("result.json", {"x": 1})
+    before = sorted(p.name for p in (tmp_path / "r").iterdir())
+    _full_disk_lock(monkeypatch)
+    with pytest.raises(WriteError):
+        with open_run(tmp_path / "r", "bb train", _Cfg(), mode="overwrite"):
+            pass
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == before
+    assert read_json(tmp_path / "r" / "result.json") == {"x": 1} and [p.name for p in tmp_path.iterdir()] == ["r"]
