@@ -1,4 +1,4 @@
-"""Fake per-tensor activation quantisation of a causal LM, scoped to a `with` block (spec extreme-tokens §14, R23).
+"""Fake per-tensor activation quantisation of a causal LM at named hook points (spec extreme-tokens §14, R23).
 
 One tensor is one window's activations x [T, d] at one site (a batch [B, T, d] is quantised window by window, so
 results do not depend on the batch size). Symmetric b-bit quantisation with q_max = 2^(b−1) − 1 (127 for int8):
@@ -9,22 +9,21 @@ so |Q(x) − x| ≤ s/2 wherever |x| ≤ q_max·s. Outlier channels: c_d = max_t
 outlier when c_d > ratio × median_d c_d, at most `max_outliers` per tensor (largest peaks first). Policies:
 "naive" (s from every channel), "exclude" (s without the outlier channels, which pass through unquantised, as in
 LLM.int8()'s mixed-precision decomposition) and "clip" (s without them, and they are quantised with that s, i.e.
-clamped to ±q_max·s). Sites: "linear" (the input of every Linear / GPT-2 Conv1D inside the decoder blocks; q/k/v
-and gate/up read one tensor, quantised once and logged under the first module) and "residual" (the hidden state
-entering each decoder block). Weights are never quantised. Hooks are removed when the block ends.
+clamped to ±q_max·s). Sites, as named hook points of the HF trace adapter (`quant_hooks`, run inside
+`traced(model, hooks=...)`): "linear" (`blocks.{l}.{path}.hook_in`, the input of every Linear / GPT-2 Conv1D inside
+the decoder blocks; q/k/v and gate/up read one tensor, quantised once and logged under the first module) and
+"residual" (`blocks.{l}.hook_resid_pre`, the hidden state entering each decoder block). Weights are never quantised.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
-from torch import nn
 
 from attnlab.tracing.adapters.arch import Arch
+from attnlab.tracing.adapters.linear_inputs import linear_input_points
 
 TINY = 1e-30
 
@@ -59,7 +58,7 @@ def fake_quant(
 
 @dataclass
 class OutlierLog:
-    """Outlier channels found in one `quantised` block: (layer, module) -> {channel: [windows flagged, max ratio]}."""
+    """Outlier channels found under one condition: (layer, module) -> {channel: [windows flagged, max ratio]}."""
 
     found: dict[tuple[int, str], dict[int, list[float]]] = field(default_factory=dict)
 
@@ -81,7 +80,7 @@ class OutlierLog:
 
 @dataclass
 class QuantSpec:
-    """What one `quantised` block does: policy (naive / exclude / clip), site, bits and the outlier rule."""
+    """What one quantised condition does: policy (naive / exclude / clip), site, bits and the outlier rule."""
 
     policy: str
     site: str
@@ -101,54 +100,31 @@ def quantise(x: torch.Tensor, spec: QuantSpec, log: OutlierLog, layer: int, modu
     return fake_quant(xb, spec.bits, mask, keep=spec.policy == "exclude").reshape(shape)
 
 
-def _linear_modules(block: nn.Module) -> list[tuple[str, nn.Module]]:
-    """(name in the block, module) of every Linear or GPT-2 Conv1D inside one decoder block."""
-    return [(n, m) for n, m in block.named_modules() if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"]
+HookFn = Callable[[torch.Tensor, str], torch.Tensor]
 
 
-def _linear_hook(spec: QuantSpec, log: OutlierLog, layer: int, name: str, memo: list) -> Callable[..., Any]:
-    """Pre-hook replacing a Linear's input by Q(input); `memo` [input, output] reuses the result for the next
-    module that reads the very same tensor (q/k/v, gate/up)."""
+def _quantiser(spec: QuantSpec, log: OutlierLog, layer: int, module: str, memo: list | None) -> HookFn:
+    """A hook replacing the activation x [..., d] at its point by Q(x); `memo` [input, output] (None: none) reuses
+    the result when the next point is handed the very same tensor (q/k/v, gate/up)."""
 
-    def pre(mod: nn.Module, args: tuple) -> tuple:
-        x = args[0]
-        if memo and memo[0] is x:
-            return (memo[1],) + tuple(args[1:])
-        q = quantise(x, spec, log, layer, name)
-        memo[:] = [x, q]
-        return (q,) + tuple(args[1:])
+    def fn(x: torch.Tensor, point: str) -> torch.Tensor:
+        if memo is not None and memo and memo[0] is x:
+            return memo[1]
+        q = quantise(x, spec, log, layer, module)
+        if memo is not None:
+            memo[:] = [x, q]
+        return q
 
-    return pre
-
-
-def _residual_hook(spec: QuantSpec, log: OutlierLog, layer: int) -> Callable[..., Any]:
-    """Pre-hook (with kwargs) replacing the hidden state entering a block by Q(hidden state)."""
-
-    def pre(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        if args:
-            return (quantise(args[0], spec, log, layer, "residual"),) + tuple(args[1:]), kwargs
-        kwargs = {**kwargs, "hidden_states": quantise(kwargs["hidden_states"], spec, log, layer, "residual")}
-        return args, kwargs
-
-    return pre
+    return fn
 
 
-@contextlib.contextmanager
-def quantised(arch: Arch, spec: QuantSpec) -> Iterator[OutlierLog]:
-    """Within the block, forwards of the model behind `arch` see fake-quantised activations at `spec.site`; yields
-    the log of outlier channels found. Every hook is removed on exit."""
-    log = OutlierLog()
-    memo: list = []  # the last quantised Linear input, shared by the modules that read it
-    handles = []
-    try:
-        for layer, block in enumerate(arch.blocks):
-            if spec.site == "residual":
-                handles.append(block.register_forward_pre_hook(_residual_hook(spec, log, layer), with_kwargs=True))
-                continue
-            for name, mod in _linear_modules(block):
-                handles.append(mod.register_forward_pre_hook(_linear_hook(spec, log, layer, name, memo)))
-        yield log
-    finally:
-        for h in handles:
-            h.remove()
-        memo.clear()
+def quant_hooks(arch: Arch, spec: QuantSpec, log: OutlierLog) -> dict[str, HookFn]:
+    """{named hook point: quantiser} for `spec.site`, to pass as `traced(model, hooks=...)`: "residual" at
+    `blocks.{l}.hook_resid_pre` (logged as module "residual"), "linear" at every `blocks.{l}.{path}.hook_in`
+    (logged under the path; a tensor read by several layers is quantised once, logged under the first)."""
+    if spec.site == "residual":
+        return {f"blocks.{l}.hook_resid_pre": _quantiser(spec, log, l, "residual", None) for l in range(arch.n_layers)}
+    memo: list = []  # the last quantised linear input, shared by the layers that read it
+    return {
+        point: _quantiser(spec, log, layer, path, memo) for point, (layer, path) in linear_input_points(arch).items()
+    }

@@ -4,8 +4,9 @@ R23; StreamingLLM's "attention sink + window").
 Query i sees key j when j ≤ i and (j > i − W or j < n_sink): the last W keys (the window holds W keys, itself
 included) and, with sinks, the first n_sink keys (n_sink = 0: plain window; W = None: full causal attention). The
 mask [1, 1, T, T] holds 0 where visible and the dtype's most negative value elsewhere, and goes to the model as
-its `attention_mask` (transformers uses a 4D mask as given, for eager and sdpa attention alike). Position ids are
-left to the model: 0..T−1, the positions of the full window, so every kept key keeps its distance to the query.
+its `attention_mask` through the trace layer's forward (`traced(model)`, `TraceSession.forward`; transformers uses
+a 4D mask as given, for eager and sdpa attention alike). Position ids are left to the model: 0..T−1, the positions
+of the full window, so every kept key keeps its distance to the query.
 
 Stacked layers widen what a position depends on: after L layers, position i still depends on tokens down to
 i − L·(W − 1) through the window (a KV cache built token by token behaves the same way: each cached key was
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnlab.tracing.adapters.hf import input_device
+from attnlab.tracing.adapters.hf import TraceSession, traced
 
 
 def visible(seq_len: int, window: int | None, sink_tokens: int = 0) -> torch.Tensor:
@@ -43,12 +44,19 @@ def model_dtype(model: nn.Module) -> torch.dtype:
     return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
-@torch.no_grad()
+def session_masked_logits(
+    sess: TraceSession, ids: torch.Tensor, window: int | None, sink_tokens: int = 0
+) -> torch.Tensor:
+    """[B, T, V] logits of `ids` [B, T] with the window mask, one forward of a `traced` session (W = None: full
+    causal attention, same mask path)."""
+    mask = window_mask(ids.shape[1], window, sink_tokens, model_dtype(sess.model))
+    return sess.forward(ids, attention_mask=mask)
+
+
 def masked_logits(model: nn.Module, ids: torch.Tensor, window: int | None, sink_tokens: int = 0) -> torch.Tensor:
-    """[B, T, V] logits of `ids` [B, T] with the window mask (W = None: full causal attention, same mask path)."""
-    dev = input_device(model)
-    mask = window_mask(ids.shape[1], window, sink_tokens, model_dtype(model)).to(dev)
-    return model(input_ids=ids.to(dev), attention_mask=mask, use_cache=False).logits
+    """[B, T, V] logits of `ids` [B, T] with the window mask, through the trace layer's forward."""
+    with traced(model) as sess:
+        return session_masked_logits(sess, ids, window, sink_tokens)
 
 
 def position_nll(logits: torch.Tensor, ids: torch.Tensor) -> np.ndarray:
@@ -60,9 +68,10 @@ def position_nll(logits: torch.Tensor, ids: torch.Tensor) -> np.ndarray:
 def windows_position_nll(
     model: nn.Module, ids: torch.Tensor, window: int | None, sink_tokens: int, batch_size: int
 ) -> np.ndarray:
-    """[N, T−1] per-position NLL of windows `ids` [N, T] under one window policy."""
-    out = [
-        position_nll(masked_logits(model, ids[b : b + batch_size], window, sink_tokens), ids[b : b + batch_size])
-        for b in range(0, ids.shape[0], batch_size)
-    ]
+    """[N, T−1] per-position NLL of windows `ids` [N, T] under one window policy (one `traced` block)."""
+    out = []
+    with traced(model) as sess:
+        for b in range(0, ids.shape[0], batch_size):
+            batch = ids[b : b + batch_size]
+            out.append(position_nll(session_masked_logits(sess, batch, window, sink_tokens), batch))
     return np.concatenate(out)

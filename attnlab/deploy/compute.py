@@ -7,7 +7,6 @@ exp(mean NLL over the windows), with the standard error of the mean NLL beside i
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 
@@ -15,12 +14,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnlab.deploy._quant import OutlierLog, QuantSpec, quantised
+from attnlab.deploy._quant import OutlierLog, QuantSpec, quant_hooks
 from attnlab.deploy._window import position_nll, windows_position_nll
 from attnlab.deploy.config import QuantizeConfig, SlidingWindowConfig
 from attnlab.errors import InputError
 from attnlab.tracing.adapters.arch import Arch
-from attnlab.tracing.adapters.hf import input_device
+from attnlab.tracing.adapters.hf import traced
 
 
 def nll_stats(nll: np.ndarray) -> dict:
@@ -52,15 +51,14 @@ def quant_label(site: str, policy: str, bits: int) -> str:
 def quant_nll(
     model: nn.Module, arch: Arch, ids: torch.Tensor, spec: QuantSpec | None, batch_size: int
 ) -> tuple[np.ndarray, OutlierLog]:
-    """[N] per-window NLL of `ids` [N,T] with activations fake-quantised by `spec` (None: as loaded)."""
-    dev = input_device(model)
+    """[N] per-window NLL of `ids` [N,T] with activations fake-quantised by `spec` (None: as loaded), through
+    the trace layer's forward with the quantiser at `spec.site`'s named hook points; and the outlier log."""
+    log = OutlierLog()
     out: list[np.ndarray] = []
-    scope = quantised(arch, spec) if spec is not None else contextlib.nullcontext(OutlierLog())
-    with scope as log:
+    with traced(model, hooks=quant_hooks(arch, spec, log) if spec is not None else None) as sess:
         for b in range(0, ids.shape[0], batch_size):
             batch = ids[b : b + batch_size]
-            logits = model(input_ids=batch.to(dev), use_cache=False).logits
-            out.append(position_nll(logits, batch).mean(-1))
+            out.append(position_nll(sess.forward(batch), batch).mean(-1))
     return np.concatenate(out), log
 
 

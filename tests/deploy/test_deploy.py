@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.deploy._quant import QuantSpec, fake_quant, outlier_channels, quantised
+from attnlab.deploy._quant import OutlierLog, QuantSpec, fake_quant, outlier_channels, quant_hooks
 from attnlab.deploy._window import masked_logits, visible
 from attnlab.tracing.adapters.arch import get_arch
+from attnlab.tracing.adapters.hf import traced
 from tests.real.conftest import save_tiny_hf_folder, tiny_llama
 
 
@@ -59,19 +60,33 @@ def test_excluded_outliers_stay_exact_and_clipped_ones_are_clamped():
 
 
 @pytest.mark.parametrize("site", ["linear", "residual"])
-def test_quantised_block_leaves_no_hooks_and_16_bits_is_nearly_exact(site):
+def test_quant_hooks_leave_no_hooks_and_16_bits_is_nearly_exact(site):
     model = tiny_llama()
     ids = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(1))
+    arch = get_arch(model)
     with torch.no_grad():
         ref = model(ids).logits
-        with quantised(get_arch(model), QuantSpec("naive", site, bits=16)):
-            fine = model(ids).logits
-        with quantised(get_arch(model), QuantSpec("naive", site, bits=2)):
-            coarse = model(ids).logits
+        with traced(model, hooks=quant_hooks(arch, QuantSpec("naive", site, bits=16), OutlierLog())) as sess:
+            fine = sess.forward(ids)
+        with traced(model, hooks=quant_hooks(arch, QuantSpec("naive", site, bits=2), OutlierLog())) as sess:
+            coarse = sess.forward(ids)
         again = model(ids).logits
     assert torch.equal(again, ref)
     assert all(not m._forward_pre_hooks for m in model.modules())
     assert (fine - ref).abs().max() < 1e-3 < (coarse - ref).abs().max()
+
+
+def test_linear_site_quantises_a_shared_input_once_under_its_first_layer():
+    """q/k/v read one normed tensor: it is quantised once and its outliers are logged under q_proj alone."""
+    model = tiny_llama()
+    ids = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(4))
+    log = OutlierLog()
+    hooks = quant_hooks(get_arch(model), QuantSpec("exclude", "linear", ratio=1.0, max_outliers=2), log)
+    assert "blocks.0.self_attn.k_proj.hook_in" in hooks and "blocks.1.mlp.down_proj.hook_in" in hooks
+    with traced(model, hooks=hooks) as sess:
+        sess.forward(ids)
+    modules = {m for _, m in log.found}
+    assert {"self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj"} == modules
 
 
 def test_window_mask_visibility():

@@ -36,6 +36,7 @@ from attnlab.tracing.adapters.hf_attention import (
     additive_causal_mask,
     register_attention,
 )
+from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
 from attnlab.tracing.extras import ExtraStatistic
 from attnlab.tracing.format import Trace
 from attnlab.tracing.interventions import (
@@ -149,7 +150,9 @@ class TraceSession:
         """[B,T,V] logits of `ids` [B,T] (one full pass, no KV cache), recording into the recorder if any.
 
         attention_mask [B,T] (1 = token, 0 = padding) reaches the attention function inside the mask transformers
-        builds; the recorder still averages over every query, so traces are meant for unpadded windows."""
+        builds; the recorder still averages over every query, so traces are meant for unpadded windows. A 4D
+        additive mask [B or 1, 1, T, T] (0 = visible, dtype min = hidden) is used as given by the model's own
+        attention (`attnlab deploy window`'s sliding windows)."""
         if self.recorder is not None:
             self.recorder.begin_batch(ids if self.recorder.V else None, batch_size=ids.shape[0])
         self.layers_seen.clear()
@@ -216,18 +219,22 @@ UserHook = Callable[[torch.Tensor, str], Any]
 HF_POINTS = ("hook_resid_pre", "hook_resid_post", "attn.hook_z", "hook_attn_out", "hook_mlp_out")
 
 
-def hf_hook_points(arch: Arch) -> list[str]:
-    """`blocks.{l}.<point>` for every decoder block found by architecture discovery (`hf.arch`)."""
-    return [f"blocks.{l}.{p}" for l in range(arch.n_layers) for p in HF_POINTS]
+def hf_hook_points(arch: Arch, linear_inputs: bool = False) -> list[str]:
+    """`blocks.{l}.<point>` for every decoder block found by architecture discovery (`hf.arch`); with
+    `linear_inputs` also `blocks.{l}.{path}.hook_in` at the input of every linear layer (`adapters.linear_inputs`)."""
+    points = [f"blocks.{l}.{p}" for l in range(arch.n_layers) for p in HF_POINTS]
+    return points + list(linear_input_points(arch)) if linear_inputs else points
 
 
 def _split_point(name: str, arch: Arch) -> tuple[int, str]:
-    """'blocks.3.attn.hook_z' -> (3, 'attn.hook_z'); one-line InputError naming the valid points otherwise."""
+    """'blocks.3.attn.hook_z' -> (3, 'attn.hook_z'), 'blocks.3.mlp.down_proj.hook_in' -> (3, 'mlp.down_proj.hook_in');
+    one-line InputError naming the valid points otherwise."""
     parts = name.split(".", 2)
-    ok = len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit() and parts[2] in HF_POINTS
-    if not ok or int(parts[1]) >= arch.n_layers:
+    ok = len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit() and int(parts[1]) < arch.n_layers
+    if not ok or (parts[2] not in HF_POINTS and linear_input_module(arch, int(parts[1]), parts[2]) is None):
         raise InputError(
-            f"unknown hook point {name!r}; this model has blocks.0..{arch.n_layers - 1}.{{{', '.join(HF_POINTS)}}}"
+            f"unknown hook point {name!r}; this model has blocks.0..{arch.n_layers - 1}.{{{', '.join(HF_POINTS)}}} "
+            f"and blocks.{{l}}.<linear layer>.{LINEAR_INPUT}"
         )
     return int(parts[1]), parts[2]
 
@@ -268,7 +275,7 @@ def _user_input_hook(fn: UserHook, name: str, heads: tuple[int, int] | None) -> 
 
 
 def _install_user_hooks(arch: Arch, hooks: dict[str, UserHook]) -> list[Any]:
-    """The user's hooks at TransformerLens-named points (`hf_hook_points`); handles returned for removal."""
+    """The user's hooks at named points (`hf_hook_points`, with the linear inputs); handles returned for removal."""
     handles = []
     for name, fn in hooks.items():
         layer, point = _split_point(name, arch)
@@ -281,6 +288,9 @@ def _install_user_hooks(arch: Arch, hooks: dict[str, UserHook]) -> list[Any]:
             handles.append(
                 arch.out_proj[layer].register_forward_pre_hook(_user_input_hook(fn, name, hz), with_kwargs=True)
             )
+        elif point not in HF_POINTS:  # a linear layer's input (`adapters.linear_inputs`), checked by _split_point
+            linear: Any = linear_input_module(arch, layer, point)
+            handles.append(linear.register_forward_pre_hook(_user_input_hook(fn, name, None), with_kwargs=True))
         else:
             module = {"hook_resid_post": arch.blocks, "hook_attn_out": arch.attn, "hook_mlp_out": arch.mlp}[point]
             handles.append(module[layer].register_forward_hook(_user_output_hook(fn, name)))
