@@ -88,9 +88,10 @@ def resolve_inputs(inputs: Any, model: Any, tokenizer: Any) -> torch.Tensor:
     return ids
 
 
-def hook_points(model: Any) -> list[str]:
+def hook_points(model: Any, linear_inputs: bool = False) -> list[str]:
     """The named hook points of `model` (TransformerLens's names): `blocks.{l}.hook_resid_pre`, `hook_resid_post`,
-    `attn.hook_z` [batch, pos, head, d_head], `hook_attn_out`, `hook_mlp_out` (and the toy model's others)."""
+    `attn.hook_z` [batch, pos, head, d_head], `hook_attn_out`, `hook_mlp_out` (and the toy model's others); on
+    transformers models `linear_inputs=True` adds `blocks.{l}.{module path}.hook_in`, every Linear's input."""
     model, _ = _resolve_model(model, None)
     if _is_toy(model):
         from attnlab.tracing.adapters.toy import toy_hook_points
@@ -99,7 +100,7 @@ def hook_points(model: Any) -> list[str]:
     from attnlab.tracing.adapters.arch import get_arch
     from attnlab.tracing.adapters.hf import hf_hook_points
 
-    return hf_hook_points(get_arch(model))
+    return hf_hook_points(get_arch(model), linear_inputs=linear_inputs)
 
 
 def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
@@ -181,7 +182,7 @@ def chain_hooks(first: HookFn, second: HookFn) -> HookFn:
 
 
 def _check_point(point: str, model: Any) -> None:
-    if point not in hook_points(model):
+    if point not in hook_points(model, linear_inputs=not _is_toy(model)):
         raise InputError(f"unknown hook point {point!r}; attnlab.hook_points(model) lists the valid ones")
 
 

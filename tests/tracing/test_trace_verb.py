@@ -69,6 +69,10 @@ def test_hook_points_are_found_and_a_hook_sees_the_documented_shapes():
     attnlab.trace(model, _ids(2), hooks=hooks)
     assert seen["blocks.1.attn.hook_z"] == (2, T, 4, 8)
     assert seen["blocks.0.hook_resid_pre"] == seen["blocks.1.hook_mlp_out"] == (2, T, 32)
+    linear = [p for p in attnlab.hook_points(model, linear_inputs=True) if p.endswith(".hook_in")]
+    assert "blocks.0.attn.c_proj.hook_in" in linear
+    attnlab.trace(model, _ids(1), hooks={linear[0]: lambda x, point: seen.__setitem__(point, tuple(x.shape))})
+    assert seen[linear[0]][:2] == (1, T)
     with pytest.raises(InputError, match="unknown hook point 'blocks.9.hook_z'"):
         attnlab.trace(model, _ids(1), hooks={"blocks.9.hook_z": lambda x, p: None})
 
