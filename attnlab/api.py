@@ -14,16 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING, Any
 
 from attnlab.errors import InputError, check_int
-from attnlab.tracing.format import Trace
 from attnlab.tracing.interventions import Intervention, MeanAblate
 
-HookFn = Callable[[torch.Tensor, str], Any]
+if TYPE_CHECKING:
+    import torch
+
+    from attnlab.tracing.format import Trace
+
+# torch is imported by the calls that need it, so that `attnlab.trace` is cheap to reach from a notebook.
+HookFn = Callable[["torch.Tensor", str], Any]
 
 
 def _is_toy(model: Any) -> bool:
@@ -44,6 +46,8 @@ def _resolve_model(model: Any, tokenizer: Any) -> tuple[Any, Any]:
     """(module, tokenizer) from a loaded model, a `LoadedModel` or a name/path."""
     if isinstance(model, (str, Path)):
         model = load_model(model)
+    import torch
+
     if hasattr(model, "model") and hasattr(model, "tokenizer") and not isinstance(model, torch.nn.Module):
         return model.model, tokenizer if tokenizer is not None else model.tokenizer
     if not isinstance(model, torch.nn.Module):
@@ -61,6 +65,8 @@ def _encode(texts: Sequence[str], tokenizer: Any) -> torch.Tensor:
     """[N,T] ids of equal-length tokenisations (no special tokens added)."""
     if tokenizer is None:
         raise InputError("string inputs need a tokenizer: pass tokenizer=, or a model name/path that has one")
+    import torch
+
     rows = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     lengths = sorted({len(r) for r in rows})
     if len(lengths) > 1:
@@ -70,6 +76,9 @@ def _encode(texts: Sequence[str], tokenizer: Any) -> torch.Tensor:
 
 def resolve_inputs(inputs: Any, model: Any, tokenizer: Any) -> torch.Tensor:
     """Token ids [batch, pos] (long) from a string, strings or ids; checked against the embedding and T >= 2."""
+    import numpy as np
+    import torch
+
     if isinstance(inputs, str):
         inputs = [inputs]
     if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
@@ -108,20 +117,20 @@ def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
         yield ids[b0 : b0 + batch_size]
 
 
-@torch.no_grad()
 def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool):
     """(Trace or None, logits [N,T,V] on the CPU) of an HF model through the HF adapter."""
+    import torch
+
     from attnlab.tracing.adapters.hf import new_recorder, traced
 
     rec = new_recorder(model, ids.shape[1], keep_patterns=keep) if record else None
     logits = []
-    with traced(model, rec, ivs, hooks=hooks) as sess:
+    with torch.no_grad(), traced(model, rec, ivs, hooks=hooks) as sess:
         for batch in _batches(ids, batch_size):
             logits.append(sess.forward(batch).float().cpu())
     return (rec.result() if rec is not None else None), torch.cat(logits)
 
 
-@torch.no_grad()
 def _run_toy(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool):
     """(Trace, logits [N,T,V] on the CPU) of a toy model through the toy adapter."""
     from attnlab.tracing.adapters.toy import trace_toy
@@ -147,6 +156,8 @@ def _reference_mean(model: Any, tokenizer: Any, iv: MeanAblate, run: Callable, b
 
 def _mean_hook(iv: MeanAblate, mean: torch.Tensor) -> HookFn:
     """A hook that writes `mean` where `iv` says (positions x heads x dims) and keeps the rest."""
+
+    import torch
 
     def fn(x: torch.Tensor, name: str) -> torch.Tensor:
         T = x.shape[1]
@@ -240,4 +251,6 @@ def trace(
 
 def load_trace(path: str | Path) -> Trace:
     """A `Trace` saved by `Trace.save(path)` (`<path>.safetensors` + `<path>.json`)."""
+    from attnlab.tracing.format import Trace
+
     return Trace.load(path)

@@ -6,7 +6,17 @@ the result. Adapters in `attnlab.tracing.adapters` feed it from a model; `attnla
 intervention vocabulary they compile.
 """
 
-from attnlab.tracing.format import Trace
-from attnlab.tracing.recorder import TraceRecorder
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["Trace", "TraceRecorder"]
+PUBLIC = {"Trace": "attnlab.tracing.format", "TraceRecorder": "attnlab.tracing.recorder"}
+
+
+def __getattr__(name: str) -> Any:
+    """`Trace` and `TraceRecorder` on first access: importing the package (or its value modules) needs no torch."""
+    if name in PUBLIC:
+        return getattr(importlib.import_module(PUBLIC[name]), name)
+    raise AttributeError(f"module 'attnlab.tracing' has no attribute {name!r}")

@@ -143,3 +143,14 @@ def test_trace_round_trips_through_save_and_load_trace(tmp_path):
 def test_bad_inputs_are_one_line(kwargs, message):
     with pytest.raises(InputError, match=message):
         attnlab.trace(tiny_family("llama"), **kwargs)
+
+
+def test_reaching_the_verbs_imports_no_torch():
+    """`attnlab.trace` and the intervention values are cheap to reach: torch is imported by the call that needs it."""
+    import subprocess
+    import sys
+
+    code = "import sys, attnlab; attnlab.trace, attnlab.ZeroHead, attnlab.MeanAblate, attnlab.load_run; "
+    code += "print('torch' in sys.modules, set(dir(attnlab)) >= {'trace', 'hook_points', 'bb', 'scan'})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
