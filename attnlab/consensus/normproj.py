@@ -8,6 +8,8 @@ reach layer l in one ordinary pass (fit on the even prompts, error measured on t
 
     s = sum_t (y_t - y_bar).(u_t - u_bar) / sum_t |u_t - u_bar|^2,   c = y_bar - s u_bar.
 
+The pre-attention norm of each block is the one architecture discovery finds (`Arch.input_norms`),
+for every family; a model without one with a gain (post-norm blocks, OLMo's weightless LayerNorm) is refused.
 The relative error of a token is |y - y_hat| / |y|. The consensus question is then asked twice: iterate the
 stack (periodic, as `consensus model`) with the real norms and with the idealised ones, and compare the fall of
 mean log10 E_first from pass 1 to the last pass.
@@ -22,6 +24,7 @@ import numpy as np
 import torch
 
 from attnlab.consensus.realmodel import StackRunner
+from attnlab.errors import InputError
 
 
 @dataclass
@@ -61,6 +64,15 @@ def norm_eps(norm: Any) -> float:
     return float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
 
 
+def check_input_norms(runner: StackRunner) -> None:
+    """Refuse (one-line `InputError`) a model whose blocks lack a pre-attention norm with a learned gain [d]."""
+    for i, layer in enumerate(runner.layers):
+        w = getattr(runner.input_norm(layer), "weight", None)
+        if not isinstance(w, torch.Tensor) or w.ndim != 1:
+            what = "no pre-attention norm" if runner.input_norm(layer) is None else "a norm without a learned gain"
+            raise InputError(f"{runner.arch.model_type}: block {i} has {what}; consensus norm needs one with a gain")
+
+
 def layer_inputs(runner: StackRunner, ids: torch.Tensor) -> list[torch.Tensor]:
     """The residual state entering each layer in one ordinary pass (MLPs on): L tensors [batch, T, d]."""
     with torch.no_grad():
@@ -78,8 +90,9 @@ def fit_layers(runner: StackRunner, ids: torch.Tensor) -> tuple[list[SphereNorm]
     `gain_cv` (std/mean of |g|)."""
     norms: list[SphereNorm] = []
     err: dict[str, list[float]] = {"rel_error_mean": [], "rel_error_p90": [], "rel_error_gain_mean": [], "gain_cv": []}
+    check_input_norms(runner)
     for layer, h in zip(runner.layers, layer_inputs(runner, ids)):
-        ln = layer.input_layernorm
+        ln = runner.input_norm(layer)
         eps = norm_eps(ln)
         with torch.no_grad():
             y = ln(h).double()
@@ -105,15 +118,10 @@ class SphereRunner(StackRunner):
         super().__init__(model)
         self.sphere = {id(layer): n for layer, n in zip(self.layers, norms)}
 
-    def layer_step(self, layer: Any, h: torch.Tensor, ctx: Any, mlp: bool) -> torch.Tensor:
-        """The block with its pre-attention norm's output replaced by c + s u(x) of the norm's input x: the block's
-        own attention, residual adds and MLP otherwise (`StackRunner.layer_step`), h `[batch, T, d]`."""
-        sphere = self.sphere[id(layer)]
-        hook = layer.input_layernorm.register_forward_hook(lambda mod, args, out: sphere(args[0]))
-        try:
-            return super().layer_step(layer, h, ctx, mlp)
-        finally:
-            hook.remove()
+    def norm_map(self, layer: Any) -> Any:
+        """c + s u(x) of the input norm's input x `[batch, T, d]` in place of block `layer`'s pre-attention norm
+        (`StackRunner.layer_step` runs the block's own attention, residual adds and MLP otherwise)."""
+        return self.sphere.get(id(layer))
 
 
 def consensus_curves(

@@ -6,8 +6,9 @@ decoder layer (found by `get_arch`, so sequential and parallel blocks, dense and
     h <- Block_l(h)                                   (with the MLPs on)
     h <- Block_l(h) with its MLP's output zeroed      (MLPs off; for Llama: h + Attn_l(RMSNorm_in_l(h)))
 Each block gets the keyword arguments (rotary embeddings, its own mask: causal, sliding window, ...) that the
-model's own forward passes it, captured once by a pre-hook; a plain causal layer whose mask transformers leaves
-implicit gets the explicit additive causal mask `[1, 1, T, T]`.
+model's own forward passes it, captured once, and runs alone, by the trace layer's layer-by-layer adapter
+(`attnlab.tracing.adapters.blockwise`; MLPs off is the `ZeroMLP` mechanism). The final norm is the one architecture
+discovery finds (`Arch.final_norm`).
 Variants: `constant` (l(k) = layer), `periodic` (l(k) = (k-1) mod L, the trained stack cycled) and `random`
 (a fresh stack per pass, copies of the trained blocks with Linear weights N(0, initializer_range^2), 1-D norm
 weights 1, seed s + pass).
@@ -30,9 +31,16 @@ from torch import nn
 
 from attnlab.consensus import measures as M
 from attnlab.errors import InputError, NumericalError, check_choice, check_int
+from attnlab.tracing.adapters.blockwise import (
+    BlockCalls,
+    BlockParts,
+    NormMap,
+    block_parts,
+    capture_block_calls,
+    run_block,
+)
 
 VARIANTS = ("constant", "periodic", "random")
-FINAL_NORM_NAMES = ("norm", "final_layernorm", "final_layer_norm", "ln_f", "norm_f")
 
 
 @dataclass
@@ -44,37 +52,6 @@ class StackRun:
     grid: np.ndarray
     depth: dict[str, np.ndarray] = field(default_factory=dict)
     top1: np.ndarray | None = None  # [batch, passes+1, T] decoded token ids at pass ends (pass 0: embeddings)
-
-
-@dataclass
-class StackContext:
-    """What the model's own forward passed each block besides the hidden states: per layer (args, kwargs)."""
-
-    calls: list[tuple[tuple, dict]]
-    batch: int
-
-    def rows(self, n: int) -> StackContext:
-        """The context of the first `n` rows of the batch (tensors with a batch dimension are sliced)."""
-
-        def cut(x: Any) -> Any:
-            if torch.is_tensor(x) and x.dim() > 0 and x.shape[0] == self.batch and self.batch > 1:
-                return x[:n]
-            return x
-
-        return StackContext(
-            [(tuple(cut(a) for a in args), {k: cut(v) for k, v in kw.items()}) for args, kw in self.calls], n
-        )
-
-
-def _hidden(out: Any) -> torch.Tensor:
-    return out[0] if isinstance(out, tuple) else out
-
-
-def _zero(mod: nn.Module, args: Any, out: Any) -> Any:
-    """Forward hook: the MLP adds nothing (its output, or the first element of a tuple, zeroed)."""
-    if torch.is_tensor(out):
-        return torch.zeros_like(out)
-    return (torch.zeros_like(out[0]), *out[1:])
 
 
 class StackRunner:
@@ -90,65 +67,41 @@ class StackRunner:
         self.arch = arch
         self.layers: list[Any] = list(arch.blocks)
         self.n_layers = len(self.layers)
-        self.inner: Any = _stack_owner(model, self.layers[0])
-        self.norm: Any = next(
-            (getattr(self.inner, n) for n in FINAL_NORM_NAMES if isinstance(getattr(self.inner, n, None), nn.Module)),
-            nn.Identity(),
-        )
-        self._index = {id(b): i for i, b in enumerate(self.layers)}
-        self._mlp: dict[int, Any] = {id(b): m for b, m in zip(self.layers, arch.mlp)}
+        self.norm: Any = arch.final_norm if arch.final_norm is not None else nn.Identity()
+        self._parts: dict[int, tuple[int, BlockParts]] = {
+            id(b): (i, BlockParts(b, m, n)) for i, (b, m, n) in enumerate(zip(self.layers, arch.mlp, arch.input_norms))
+        }
         self._random_cache: dict[int, list[Any]] = {}
 
-    def prepare(self, ids: torch.Tensor) -> tuple[torch.Tensor, StackContext]:
+    def prepare(self, ids: torch.Tensor) -> tuple[torch.Tensor, BlockCalls]:
         """The first block's input `[batch, T, d]` and every block's other arguments, from one forward of the model."""
-        calls: list[Any] = [None] * self.n_layers
-        first: list[torch.Tensor] = []
-
-        def grab(i: int) -> Any:
-            def pre(mod: nn.Module, args: tuple, kwargs: dict) -> None:
-                h = args[0] if args else kwargs["hidden_states"]
-                if i == 0:
-                    first.append(h)
-                calls[i] = (tuple(args[1:]), {k: v for k, v in kwargs.items() if k != "hidden_states"})
-
-            return pre
-
-        hooks = [b.register_forward_pre_hook(grab(i), with_kwargs=True) for i, b in enumerate(self.layers)]
-        try:
-            with torch.no_grad():
-                self.model(input_ids=ids, use_cache=False)
-        finally:
-            for h in hooks:
-                h.remove()
-        h0 = first[0]
-        T = ids.shape[1]
-        causal = torch.full((T, T), torch.finfo(h0.dtype).min, dtype=h0.dtype).triu(1)[None, None]
-        for _args, kw in calls:
-            if "attention_mask" in kw and kw["attention_mask"] is None:
-                kw["attention_mask"] = causal  # transformers left plain causal attention implicit
-        return h0, StackContext(calls, ids.shape[0])
+        return capture_block_calls(self.model, self.layers, ids)
 
     def random_stack(self, seed: int) -> list[Any]:
         """A fresh stack with the model's block shapes: Linear ~ N(0, initializer_range^2), 1-D norm weights 1."""
         if seed not in self._random_cache:
-            from attnlab.tracing.adapters.arch import _mlp_of
-
             g = torch.Generator().manual_seed(seed)
             std = float(getattr(self.config, "initializer_range", 0.02))
             stack = []
             for i in range(self.n_layers):
                 layer = copy.deepcopy(self.layers[i])  # every parameter is redrawn or reset below
-                self._index[id(layer)] = i
-                self._mlp[id(layer)] = _mlp_of(layer)
+                self._parts[id(layer)] = (i, block_parts(layer, self.config))
                 _redraw(layer, std, g)
                 layer.eval()
                 stack.append(layer)
             for old in self._random_cache.values():  # one stack is kept; forget the handles of the last one
                 for b in old:
-                    self._index.pop(id(b), None)
-                    self._mlp.pop(id(b), None)
+                    self._parts.pop(id(b), None)
             self._random_cache = {seed: stack}
         return self._random_cache[seed]
+
+    def input_norm(self, layer: Any) -> Any:
+        """The input (pre-attention) norm of block `layer`, found by architecture discovery; None if post-norm."""
+        return self._parts[id(layer)][1].input_norm
+
+    def norm_map(self, layer: Any) -> NormMap | None:
+        """What replaces block `layer`'s input norm in `layer_step` (None: the block's own norm)."""
+        return None
 
     def layer_at(self, variant: str, k: int, layer: int, seed: int) -> Any:
         """The layer applied at layer step k >= 1."""
@@ -159,15 +112,10 @@ class StackRunner:
             return self.layers[idx]
         return self.random_stack(seed + (k - 1) // self.n_layers)[idx]
 
-    def layer_step(self, layer: Any, h: torch.Tensor, ctx: StackContext, mlp: bool) -> torch.Tensor:
+    def layer_step(self, layer: Any, h: torch.Tensor, ctx: BlockCalls, mlp: bool) -> torch.Tensor:
         """Block `layer` applied to h `[batch, T, d]` with its captured arguments; its MLP zeroed unless `mlp`."""
-        args, kw = ctx.calls[self._index[id(layer)]]
-        hook = None if mlp else self._mlp[id(layer)].register_forward_hook(_zero)
-        try:
-            return _hidden(layer(h, *args, **kw))
-        finally:
-            if hook is not None:
-                hook.remove()
+        i, parts = self._parts[id(layer)]
+        return run_block(parts, h, ctx.calls[i], zero_mlp=not mlp, input_norm=self.norm_map(layer))
 
     def final(self, h: torch.Tensor) -> torch.Tensor:
         """The model's final norm (learned gain) of `[batch, T, d]` (identity if it has none)."""
@@ -211,22 +159,12 @@ def _redraw(layer: nn.Module, std: float, g: torch.Generator) -> None:
                 p.fill_(1.0)
 
 
-def _stack_owner(model: nn.Module, block: nn.Module) -> nn.Module:
-    """The module whose child `nn.ModuleList` holds the decoder blocks (its final norm sits beside them)."""
-    for mod in model.modules():
-        for child in mod.children():
-            if isinstance(child, nn.ModuleList) and any(b is block for b in child):
-                return mod
-    raise InputError(f"{type(model).__name__}: no module holds the decoder blocks")
-
-
 def norm_gain_cv(runner: StackRunner) -> list[float]:
     """Coefficient of variation of each layer's first norm gain (its pre-attention norm: distance from equal
     scales); NaN for a block without a 1-D norm weight."""
     out = []
     for layer in runner.layers:
-        norm = next((m for m in layer.modules() if "norm" in type(m).__name__.lower() and m is not layer), None)
-        w = getattr(norm, "weight", None)
+        w = getattr(runner.input_norm(layer), "weight", None)
         if not isinstance(w, torch.Tensor) or w.ndim != 1:
             out.append(float("nan"))
             continue

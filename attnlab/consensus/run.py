@@ -282,6 +282,7 @@ def norm(config: NormConfig, out: str | Path | None = None, *, mode: str = "new"
         check_out_folder(Path(out), mode, "consensus norm")
     loaded = load_causal_lm(config.model, cache_dir=config.cache_dir, seq_len=config.seq_len, seq_flag="--seq-len")
     runner = normproj.StackRunner(loaded.model)
+    normproj.check_input_norms(runner)  # before the run folder exists
     blocks = [domain_windows(loaded.tokenizer, d, config.prompts, config.seq_len, config.seed) for d in config.domains]
     ids = torch.cat(blocks)
     with open_run(out, "consensus norm", config, mode=mode, seed=config.seed) as run:

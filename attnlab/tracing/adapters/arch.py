@@ -6,6 +6,10 @@ projection named o_proj, c_proj, out_proj or dense, an `nn.Linear` or GPT-2's tr
 child named mlp, feed_forward, block_sparse_moe, moe or ffn (dense or mixture-of-experts), or else the block's own
 `fc2` (OPT keeps fc1/fc2 in the block; fc2's output is the MLP's contribution). Sequential and parallel blocks
 (GPT-NeoX, Phi, Falcon, Cohere) look alike from here: every hook acts on a module's output.
+Norms are the modules whose class name says Norm (RMSNorm, LayerNorm, OLMo's weightless LayerNorm, ...). A block's
+input norm is its first norm child not named `post_*` (those normalise a sublayer's output: OLMo 2 and OPT with
+`do_layer_norm_before = False` are post-norm and have none); the final norm is the last norm child of the module
+that holds the blocks' `nn.ModuleList` (beside them: `norm`, `ln_f`, `final_layernorm`, OPT's `final_layer_norm`).
 Sizes come from the config (`num_attention_heads`, `num_key_value_heads`, `hidden_size`, `max_position_embeddings`
 with transformers' attribute aliases) and the attention module (`head_dim` / `head_size`, `sliding_window`, a
 `sinks` parameter for learned sink logits). The per-head output matrix W_O^h [d_model, d_head] is read in
@@ -16,7 +20,7 @@ with transformers' attribute aliases) and the attention module (`head_dim` / `he
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -48,6 +52,8 @@ class Arch:
     max_positions: int | None  # None: no learned or rotary position limit in the config (e.g. ALiBi)
     windows: list[int | None]  # per layer: the sliding window (keys i−W+1..i), None for full causal attention
     has_sinks: bool  # learned sink logits (a `sinks` parameter per head, gpt-oss)
+    input_norms: list[nn.Module | None] = field(default_factory=list)  # per layer: the norm before attention
+    final_norm: nn.Module | None = None  # the norm between the last block and the head (None: the model has none)
 
     @property
     def sliding_window(self) -> int | None:
@@ -104,7 +110,7 @@ def _attention_of(block: nn.Module) -> tuple[nn.Module, nn.Module] | None:
     return None
 
 
-def _mlp_of(block: nn.Module) -> nn.Module | None:
+def mlp_of(block: nn.Module) -> nn.Module | None:
     """The module whose output is the block's MLP contribution (see the module docstring), or None."""
     for n in (*MLP_NAMES, *MLP_OUT_NAMES):
         mod = getattr(block, n, None)
@@ -113,11 +119,43 @@ def _mlp_of(block: nn.Module) -> nn.Module | None:
     return None
 
 
+def is_norm(module: nn.Module) -> bool:
+    """A normalisation module: torch's LayerNorm / RMSNorm or a class whose name says Norm (HF's RMSNorms)."""
+    return isinstance(module, (nn.LayerNorm, nn.RMSNorm)) or "norm" in type(module).__name__.lower()
+
+
+def input_norm_of(block: nn.Module, config: Any = None) -> nn.Module | None:
+    """The norm a pre-norm block applies to its input x [B, T, d] before attention (for a parallel block with one
+    norm, the norm of both sublayers): its first norm child not named `post_*`; None for a post-norm block."""
+    if getattr(config, "do_layer_norm_before", True) is False:  # OPT-350m: the block's norms follow its sublayers
+        return None
+    for name, child in block.named_children():
+        if is_norm(child) and not name.startswith("post"):
+            return child
+    return None
+
+
+def stack_owner(model: nn.Module, blocks: list[nn.Module]) -> nn.Module:
+    """The module whose child `nn.ModuleList` holds the decoder blocks (its final norm sits beside them)."""
+    for mod in model.modules():
+        for child in mod.children():
+            if isinstance(child, nn.ModuleList) and len(child) and child[0] is blocks[0]:
+                return mod
+    raise InputError(f"{type(model).__name__}: no module holds the decoder blocks")
+
+
+def final_norm_of(model: nn.Module, blocks: list[nn.Module]) -> nn.Module | None:
+    """The norm applied to the last block's output [B, T, d] before the head: the last norm child of the module
+    holding the blocks (after an embedding norm, if the model has one), None if it has none."""
+    norms = [c for c in stack_owner(model, blocks).children() if is_norm(c)]
+    return norms[-1] if norms else None
+
+
 def _decoder_blocks(model: nn.Module, n_layers: int) -> list[nn.Module] | None:
     """The first `nn.ModuleList` of `n_layers` blocks that each hold an attention module and an MLP."""
     for _, mod in model.named_modules():
         if isinstance(mod, nn.ModuleList) and len(mod) == n_layers and n_layers > 0:
-            if all(_attention_of(b) is not None and _mlp_of(b) is not None for b in mod):
+            if all(_attention_of(b) is not None and mlp_of(b) is not None for b in mod):
                 return list(mod)
     return None
 
@@ -156,7 +194,7 @@ def get_arch(model: nn.Module) -> Arch:
         blocks=blocks,
         attn=attn,
         out_proj=out_proj,
-        mlp=[_mlp_of(b) for b in blocks],  # type: ignore[misc]
+        mlp=[mlp_of(b) for b in blocks],  # type: ignore[misc]
         n_layers=len(blocks),
         n_heads=n_heads,
         n_kv_heads=n_kv,
@@ -165,6 +203,8 @@ def get_arch(model: nn.Module) -> Arch:
         max_positions=int(max_pos) if max_pos is not None else None,
         windows=[_window_of(a, cfg) for a in attn],
         has_sinks=any(isinstance(getattr(a, "sinks", None), nn.Parameter) for a in attn),
+        input_norms=[input_norm_of(b, cfg) for b in blocks],
+        final_norm=final_norm_of(model, blocks),
     )
 
 

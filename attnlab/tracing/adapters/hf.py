@@ -220,7 +220,7 @@ HF_POINTS = ("hook_resid_pre", "hook_resid_post", "attn.hook_z", "hook_attn_out"
 
 
 def hf_hook_points(arch: Arch, linear_inputs: bool = False) -> list[str]:
-    """`blocks.{l}.<point>` for every decoder block found by architecture discovery (`hf.arch`); with
+    """`blocks.{l}.<point>` for every decoder block found by architecture discovery (`arch`); with
     `linear_inputs` also `blocks.{l}.{path}.hook_in` at the input of every linear layer (`adapters.linear_inputs`)."""
     points = [f"blocks.{l}.{p}" for l in range(arch.n_layers) for p in HF_POINTS]
     return points + list(linear_input_points(arch)) if linear_inputs else points
