@@ -122,7 +122,7 @@ def test_unequal_gains_give_a_positive_error_and_a_different_iteration() -> None
         (["norm", "--passes", "1"], "passes must be an integer >= 2, got 1"),
         (["norm", "--prompts", "1"], "prompts per domain (half fit the sphere, half measure it) must be an integer"),
         (["norm", "--domains", "poetry"], "unknown domain 'poetry'; valid: prose, code, random"),
-        (["norm", "--fall", "-1"], "fall must be >= 0 decades, got -1.0"),
+        (["norm", "--fall", "-1"], "fall must be in [0, 300] decades, got -1.0"),
         (["simulate", "--value", "spin"], "unknown value matrix 'spin'; valid: identity, random, rotation"),
         (["simulate", "--key-query", "one"], "unknown random ensemble 'one'; valid: identity, gaussian, goe, zero"),
     ],

@@ -165,3 +165,16 @@ def test_recorder_internals_are_read_only_inside_tracing():
             if isinstance(n, ast.Attribute) and n.attr in private:
                 found.append(f"{path.relative_to(ROOT)}:{n.lineno} .{n.attr}")
     assert not found, found
+
+
+def test_hooks_are_installed_only_by_the_trace_adapters():
+    """`register_forward_hook` / `register_forward_pre_hook` appear only under attnlab/tracing/adapters/ (issue 19)."""
+    adapters = PACKAGE / "tracing" / "adapters"
+    found = [
+        f"{path.relative_to(ROOT)}:{n.lineno}"
+        for path in _sources()
+        if adapters not in path.parents
+        for n in ast.walk(ast.parse(path.read_text()))
+        if isinstance(n, ast.Attribute) and n.attr.startswith("register_forward")
+    ]
+    assert not found, found
