@@ -1,8 +1,8 @@
 """`attnlab.load_run(path)`: the `RunResult` of a finished run folder, read back for a notebook (issue 19).
 
-The config comes back as the command's frozen config class (`config.json`, through the registry), the summary
-from `summary.json` (or `train_summary.json`), and the tables lazily: `metrics` from `metrics.jsonl`, and one
-DataFrame per CSV file in the folder and in `tables/`, named by its stem.
+The config comes back as the command's frozen config class (`config.json`, through the registry); the summary
+from the first of `summary.json`, `train_summary.json`, `metrics.json` present; the tables lazily: `metrics`
+from `metrics.jsonl`, and one DataFrame per CSV file in the folder and in `tables/`, named by its stem.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from attnlab.errors import InputError
 from attnlab.runs import LOCK_NAME, RunDir, RunResult, read_json
 
-SUMMARY_FILES = ("summary.json", "train_summary.json")
+SUMMARY_FILES = ("summary.json", "train_summary.json", "metrics.json")
 
 
 def _csv_table(path: Path) -> Any:
