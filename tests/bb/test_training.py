@@ -82,7 +82,7 @@ def test_nan_guard_stops_and_names_the_step(tmp_path, capsys):
         "--optimizer",
         "sgd",
         "--lr",
-        "1e12",
+        "10",
         "--steps",
         "50",
         "--d-model",
