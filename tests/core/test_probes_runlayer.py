@@ -125,7 +125,7 @@ FULL_DISK = [
     (["consensus", "simulate", "--n", "8", "--d", "3", "--out", "{root}/sim"], "sim/config.json"),
     (["compare", "--index", "{root}/runs"], "runs/"),
     (["compare", "{root}/runs/a", "{root}/runs/b", "--out", "{root}/cmp"], "cmp/config.json"),
-    (["demo", "--only", "paths", "--out", "{root}/demo"], "demo/manifest.json"),
+    (["demo", "--only", "paths", "--out", "{root}/demo"], "demo/config.json"),
     (["reproduce", "--profile", "tiny", "paths", "--out", "{root}/rep"], "rep/config.json"),
 ]
 
