@@ -140,3 +140,10 @@ def run_mode(args: argparse.Namespace) -> str:
     if resume and overwrite:
         raise InputError("--resume and --overwrite exclude each other")
     return "resume" if resume else "overwrite" if overwrite else "new"
+
+
+def add_device_arg(p: argparse.ArgumentParser, precision: str = "") -> None:
+    """Add `--device` (default cpu) to a command's parser; `precision` says what the command computes in."""
+    from attnlab.device import DEVICE_HELP
+
+    p.add_argument("--device", default=None, help=DEVICE_HELP + (f"; {precision}" if precision else ""))

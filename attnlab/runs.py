@@ -540,6 +540,10 @@ def _write_provenance(run: RunDir, command: str, config: Any, seed: int | None, 
         "config_hash": config_hash(config),
         "seed": seed,
     }
+    if isinstance(getattr(config, "device", None), str):  # issue 22: the device the run computes on, resolved
+        from attnlab.device import describe, resolve
+
+        provenance |= describe(resolve(config.device))
     write_json(run.path / "manifest.json", {**provenance, **environment_manifest()})
 
 
