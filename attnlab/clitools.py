@@ -146,4 +146,4 @@ def add_device_arg(p: argparse.ArgumentParser, precision: str = "") -> None:
     """Add `--device` (default cpu) to a command's parser; `precision` says what the command computes in."""
     from attnlab.device import DEVICE_HELP
 
-    p.add_argument("--device", default=None, help=DEVICE_HELP + (f"; {precision}" if precision else ""))
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP + (f"; {precision}" if precision else ""))

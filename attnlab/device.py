@@ -49,11 +49,16 @@ def cuda_count() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
-def resolve(device: str, what: str = "--device") -> Any:
-    """The `torch.device` of `device` text; refuses CUDA where there is none, in one line, before any work."""
+def resolve(device: str, what: str = "--device", gpu: str | None = None) -> Any:
+    """The `torch.device` of `device` text; refuses CUDA where there is none, in one line, before any work.
+    `gpu`: the name of a command that computes on the cpu only so far; it refuses cuda and takes auto as cpu."""
     import torch
 
     check_device(device, what)
+    if gpu is not None:
+        if device.startswith("cuda"):
+            raise InputError(f"{what} {device}: {gpu} computes on the cpu only so far; use --device cpu (or auto)")
+        return torch.device("cpu")
     count = cuda_count()
     if device == "auto":
         return torch.device("cuda" if count else "cpu")

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from attnlab.bb import figures, report
-from attnlab.budget import check_device_memory
 from attnlab.bb.config import (
     CompareConfig,
     InterveneConfig,
@@ -39,6 +38,7 @@ from attnlab.bb.experiment import (
 from attnlab.bb.metrics import PER_HEAD, PER_LAYER, metric, record_shape
 from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.bb.training import Trainer, config_diff, first_nonfinite
+from attnlab.budget import check_device_memory
 from attnlab.device import on_device, resolve
 from attnlab.errors import InputError, NumericalError
 from attnlab.runs import RunDir, RunResult, frame, open_run, write_bytes

@@ -226,9 +226,7 @@ class Trainer:
             inputs, targets = self.batch_fn(self.step)
             with _autocast(self.cfg.precision, inputs.device):
                 logits = self.model(inputs)
-            loss = torch.nn.functional.cross_entropy(
-                logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1)
-            )
+            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             if not _norms_finite([loss.detach(), *(p.grad for p in params if p.grad is not None)]):

@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import add_run_args, run_mode, threads
+from attnlab.clitools import add_device_arg, add_run_args, run_mode, threads
 
 
 def reproduce_config(args: argparse.Namespace) -> Any:
     from attnlab.reproduce.config import ReproduceConfig
 
-    return ReproduceConfig(studies=tuple(args.studies or ()), profile=args.profile, seed=args.seed)
+    return ReproduceConfig(studies=tuple(args.studies or ()), profile=args.profile, seed=args.seed, device=args.device)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -49,5 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", default="quick", help=f"run sizes: {', '.join(PROFILES)} (default quick)")
     p.add_argument("--docs", type=Path, default=None, metavar="DIR",
                    help="also write DIR/reproduction.md and copy the figures to DIR/figures/<study>/")  # fmt: skip
+    add_device_arg(
+        p, "passed on to the study runs that compute on a GPU (bb training, consensus phase); the others run on the cpu"
+    )
     add_run_args(p, threads_default=1)
     p.set_defaults(func=cmd_reproduce, make_config=reproduce_config)

@@ -25,7 +25,7 @@ from typing import Any
 from attnlab.errors import AttnlabError, InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
-from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
+from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES, sized
 from attnlab.reproduce.targets import TARGETS, Target
 from attnlab.reproduce.verdict import NOT_RUN, verdict
 from attnlab.runs import RunResult, open_run
@@ -50,7 +50,7 @@ def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> 
             continue
         t0 = time.perf_counter()
         try:
-            done[name] = EXPERIMENTS[name](folder / name, config.seed, SIZES[config.profile][name], done)
+            done[name] = EXPERIMENTS[name](folder / name, config.seed, sized(name, config.profile, config.device), done)
             log[name] = {"seconds": round(time.perf_counter() - t0, 2), "error": None}
         except Exception as exc:  # noqa: BLE001 - one failed study run must not lose the others' verdicts
             if isinstance(exc, AttnlabError) and exc.exit_code == 130:
