@@ -33,7 +33,10 @@ from attnlab.runs import RunResult, open_run
 
 def plan(config: ReproduceConfig) -> tuple[list[Target], list[str]]:
     """(the targets of the chosen studies, the experiments to run for them at this profile, in run order)."""
-    targets = [t for t in TARGETS if t.study in config.studies]
+    targets = [t for t in TARGETS if t.study in config.studies and (not config.targets or t.id in config.targets)]
+    unknown = sorted(set(config.targets) - {t.id for t in targets})
+    if unknown:
+        raise InputError(f"--targets: no target {', '.join(unknown)} in the studies {', '.join(config.studies)}")
     sizes = SIZES[config.profile]
     wanted = {e for t in targets if t.needs and all(n in sizes for n in t.needs) for e in t.needs}
     wanted |= {NEEDS[e] for e in wanted if e in NEEDS}
