@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "interventions.json and report.html into a new run folder.",
     )
     p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
-    add_device_arg(p, "the risks are computed in float32")
+    add_device_arg(p, "float32 forward passes (cpu only so far: cuda is refused)")
     add_run_args(p, seed=False)
     p.set_defaults(func=cmd_intervene)
     _register_subspace(cmds)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from attnlab import budget
 from attnlab.device import check_device
@@ -261,6 +262,7 @@ class InterveneConfig:
 
     run_dir: str
     device: str = field(default="cpu", metadata={"omit_if_default": True})
+    CPU_ONLY: ClassVar[str] = "bb intervene"  # evaluation only (seconds): --device cuda is refused in one line
 
     def __post_init__(self) -> None:
         check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")

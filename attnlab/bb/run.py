@@ -185,7 +185,7 @@ def intervene(config: InterveneConfig, out: str | Path | None = None, *, mode: s
     from attnlab.bb.intervention_risks import evaluate_interventions
 
     _separate_out(out, config.run_dir)
-    resolve(config.device)  # refuses cuda without CUDA; the risks are evaluated on the cpu (see docstring)
+    resolve(config.device, gpu=config.CPU_ONLY)  # the risks are evaluated on the cpu: cuda is refused, in one line
     cfg, task, model, state = load_run(config.run_dir)
     rows = evaluate_interventions(cfg, task, model, int(state["step"]))
     with open_run(out, "bb intervene", config, mode=mode, seed=cfg.seed, prefix="bb-intervene") as run:
@@ -217,7 +217,6 @@ def subspace(config: SubspaceConfig, out: str | Path | None = None, *, mode: str
     from attnlab.bb.principal_subspaces import block_outputs, subspace_measure
 
     _separate_out(out, config.run_dir)
-    resolve(config.device)  # refuses cuda without CUDA; the risks are evaluated on the cpu (see docstring)
     cfg, task, model, state = load_run(config.run_dir)
     _check_finite_model(model, Path(config.run_dir), int(state["step"]))
     if config.layer >= cfg.n_layers:

@@ -212,7 +212,6 @@ def _norm_config(args: argparse.Namespace) -> Any:
         fall=args.fall,
         cache_dir=None if args.cache_dir is None else str(args.cache_dir),
         seed=args.seed,
-        device=args.device,
     )
 
 
