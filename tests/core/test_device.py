@@ -200,3 +200,14 @@ def test_reproduce_passes_the_device_to_the_gpu_runs_only():
     assert "device" not in sized("cons_phase", "full", "cpu")
     gpu = [n for n in full if "device" in sized(n, "full", "cuda")]
     assert "bb_paper" in gpu and not any(n.startswith(("paths_", "real_", "series_")) for n in gpu)
+
+
+def test_a_report_written_without_plotly_gets_a_stub(tmp_path, monkeypatch):
+    """The GPU machine has no plotly: a report's plotly.min.js is then a stub, and the page is still written."""
+    import sys
+
+    from attnlab import report
+
+    monkeypatch.setitem(sys.modules, "plotly.offline", None)  # `from plotly.offline import ...` raises ImportError
+    assert report.plotly_asset(tmp_path) == report.PLOTLY_ASSET
+    assert (tmp_path / report.PLOTLY_ASSET).read_text() == report.PLOTLY_MISSING
