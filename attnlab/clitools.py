@@ -142,8 +142,9 @@ def run_mode(args: argparse.Namespace) -> str:
     return "resume" if resume else "overwrite" if overwrite else "new"
 
 
-def add_device_arg(p: argparse.ArgumentParser, precision: str = "") -> None:
-    """Add `--device` (default cpu) to a command's parser; `precision` says what the command computes in."""
+def add_device_arg(p: argparse.ArgumentParser, precision: str = "", default: str | None = "cpu") -> None:
+    """Add `--device` to a command's parser; `precision` says what the command computes in. `default=None` for
+    resumable commands: a resumed run keeps its saved device unless --device is given."""
     from attnlab.device import DEVICE_HELP
 
-    p.add_argument("--device", default="cpu", help=DEVICE_HELP + (f"; {precision}" if precision else ""))
+    p.add_argument("--device", default=default, help=DEVICE_HELP + (f"; {precision}" if precision else ""))

@@ -168,7 +168,7 @@ def _register_train(cmds: argparse._SubParsersAction) -> None:
         default=None,
         help="also log the metrics for TensorBoard (RUN/tensorboard) or MLflow (RUN/mlruns); repeatable; offline",
     )
-    add_device_arg(p, "training is float32 (see --precision); snapshot metrics are computed on the cpu")
+    add_device_arg(p, "training is float32 (see --precision); snapshot metrics are computed on the cpu", None)
     p.add_argument(
         "--precision",
         choices=C.PRECISIONS,

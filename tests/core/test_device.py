@@ -51,7 +51,7 @@ def _one_line_error(capsys, argv) -> str:
 def test_every_computing_command_takes_device(argv):
     args = build_parser().parse_args([*argv, "--device", "cuda:1"])
     assert args.device == "cuda:1"
-    assert build_parser().parse_args(argv).device == "cpu"
+    assert build_parser().parse_args(argv).device in ("cpu", None)  # None: bb/series train (resume keeps its own)
 
 
 def test_device_forms():
@@ -100,6 +100,18 @@ def test_cli_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path
     line = _one_line_error(capsys, [*argv, "--device", "cuda", "--out", str(out)])
     assert "--device cuda" in line and ("no CUDA device" in line or "cpu only" in line)
     assert not out.exists()
+
+
+def test_resume_keeps_the_saved_device_unless_given(tmp_path, no_cuda):
+    from attnlab.bb.cli import train_config
+
+    out = tmp_path / "run"
+    assert main(["bb", "train", *TINY_BB, "--device", "auto", "--out", str(out)]) == 0
+    parse = build_parser().parse_args
+    resumed = parse(["bb", "train", "--resume", "--out", str(out), "--steps", "8"])
+    assert train_config(resumed, "resume").device == "auto"
+    args = parse(["bb", "train", "--resume", "--out", str(out), "--device", "cpu"])
+    assert train_config(args, "resume").device == "cpu"
 
 
 def test_bad_device_text_names_the_field(capsys, tmp_path):
