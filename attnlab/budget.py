@@ -81,3 +81,17 @@ def transformer_step_flops(vocab: int, d_model: int, n_layers: int, seq_len: int
     D, L, T = d_model, n_layers, seq_len
     weights = L * (4 * D * D + 2 * D * d_mlp) + vocab * D
     return 6.0 * batch * T * (weights + 2 * L * T * D)
+
+
+def check_device_memory(estimate: float, what: str, device: object, fix: str = "choose smaller sizes") -> None:
+    """On a GPU: raise InputError when `estimate` bytes exceed 90% of its free memory (`attnlab.device`). On the
+    CPU the configs have already checked the RAM limit, so nothing is done here."""
+    from attnlab.device import memory_bytes
+    from attnlab.errors import InputError
+
+    cap = memory_bytes(device)
+    if cap is not None and not estimate <= cap:
+        raise InputError(
+            f"{what} would need about {estimate / 2**30:.3g} GiB on {device} (limit {cap / 2**30:.3g} GiB, 90% of "
+            f"its free memory); {fix}"
+        )

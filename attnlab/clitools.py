@@ -140,3 +140,11 @@ def run_mode(args: argparse.Namespace) -> str:
     if resume and overwrite:
         raise InputError("--resume and --overwrite exclude each other")
     return "resume" if resume else "overwrite" if overwrite else "new"
+
+
+def add_device_arg(p: argparse.ArgumentParser, precision: str = "", default: str | None = "cpu") -> None:
+    """Add `--device` to a command's parser; `precision` says what the command computes in. `default=None` for
+    resumable commands: a resumed run keeps its saved device unless --device is given."""
+    from attnlab.device import DEVICE_HELP
+
+    p.add_argument("--device", default=default, help=DEVICE_HELP + (f"; {precision}" if precision else ""))

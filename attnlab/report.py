@@ -23,6 +23,7 @@ import numpy as np
 from attnlab.runs import to_jsonable, write_bytes, write_text
 
 PLOTLY_ASSET = "plotly.min.js"
+PLOTLY_MISSING = "/* plotly was not installed where this report was written: no interactive views */\n"
 ASSET_SEARCH_LEVELS = 3  # a report may use the plotly.min.js of an enclosing folder this many levels up
 
 STYLE = (
@@ -266,7 +267,10 @@ def plotly_asset(folder: Path) -> str:
     for level, parent in enumerate([folder, *folder.parents][: ASSET_SEARCH_LEVELS + 1]):
         if (parent / PLOTLY_ASSET).is_file():
             return "../" * level + PLOTLY_ASSET
-    from plotly.offline import get_plotlyjs
-
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:  # a machine without plotly (the GPU machine): the page opens without its interactive views
+        write_bytes(folder / PLOTLY_ASSET, PLOTLY_MISSING.encode("utf-8"))
+        return PLOTLY_ASSET
     write_bytes(folder / PLOTLY_ASSET, get_plotlyjs().encode("utf-8"))
     return PLOTLY_ASSET

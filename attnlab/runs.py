@@ -532,13 +532,26 @@ def _orphan_message(target: Path, backup: Path, pid: int) -> str:
     )
 
 
-def _write_provenance(run: RunDir, command: str, config: Any, seed: int | None, argv: list[str] | None) -> None:
+def device_info(config: Any) -> dict:
+    """The manifest's record of the device a config computes on ({} for a config without one). Resolving it
+    refuses, in one line, `cuda` without CUDA and `cuda` for a command that computes on the cpu only."""
+    if not isinstance(getattr(config, "device", None), str):
+        return {}
+    from attnlab.device import describe, resolve
+
+    return describe(resolve(config.device, gpu=getattr(config, "CPU_ONLY", None)))
+
+
+def _write_provenance(
+    run: RunDir, command: str, config: Any, seed: int | None, argv: list[str] | None, device: dict
+) -> None:
     run.write_config(config)
     provenance = {
         "command": command,
         "argv": argv if argv is not None else sys.argv[1:],
         "config_hash": config_hash(config),
         "seed": seed,
+        **device,
     }
     write_json(run.path / "manifest.json", {**provenance, **environment_manifest()})
 
@@ -562,6 +575,7 @@ def open_run(
     Writes `config.json` and `manifest.json` (command, argv, config hash, seed, versions) unless resuming. If
     the body raises before anything but bookkeeping was written, a folder that this call created is removed.
     """
+    device = device_info(config)  # before the folder: a missing GPU is one line and leaves nothing behind
     path = Path(out) if out is not None else default_run_dir(prefix or command.replace(" ", "-"))
     check_out_folder(path, mode, command)
     backup = _set_aside(path) if mode == "overwrite" else None
@@ -579,7 +593,7 @@ def open_run(
     run.replacing = backup is not None
     try:
         if mode != "resume":
-            _write_provenance(run, command, config, seed, argv)
+            _write_provenance(run, command, config, seed, argv, device)
         yield run
     except BaseException:
         if backup is not None:

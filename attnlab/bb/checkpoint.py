@@ -40,7 +40,9 @@ def load_optimizer_tensors(model: torch.nn.Module, opt: torch.optim.Optimizer, t
             raise InputError(f"checkpoint has optimiser state for unknown parameter {pname!r}")
         p = params[pname]
         if isinstance(value, float):
-            value = torch.tensor(value)  # e.g. Adam's step counter (a 0-d tensor in torch)
+            value = torch.tensor(value)  # e.g. Adam's step counter (a 0-d tensor in torch, kept on the cpu)
+        else:
+            value = value.to(p.device)  # moments beside their parameter (a no-op on the cpu)
         state.setdefault(p, {})[slot] = value
     opt.state.clear()
     opt.state.update(state)

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from attnlab.bb import config as C
-from attnlab.clitools import add_run_args, count, run_mode, threads
+from attnlab.clitools import add_device_arg, add_run_args, count, run_mode, threads
 from attnlab.errors import InputError
 
 # `bb train` flag -> TrainConfig field
@@ -33,8 +33,10 @@ TRAIN_FLAGS = {
     "vocab_chars": "vocab_chars",
     "triggers": "n_triggers",
     "log": "log",
+    "device": "device",
+    "precision": "precision",
 }
-RESUMABLE = {"steps", "ckpt_every", "log"}  # flags a resumed run may change
+RESUMABLE = {"steps", "ckpt_every", "log", "device"}  # flags a resumed run may change
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -61,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "interventions.json and report.html into a new run folder.",
     )
     p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
+    add_device_arg(p, "float32 forward passes (cpu only so far: cuda is refused)")
     add_run_args(p, seed=False)
     p.set_defaults(func=cmd_intervene)
     _register_subspace(cmds)
@@ -165,6 +168,14 @@ def _register_train(cmds: argparse._SubParsersAction) -> None:
         default=None,
         help="also log the metrics for TensorBoard (RUN/tensorboard) or MLflow (RUN/mlruns); repeatable; offline",
     )
+    add_device_arg(p, "training is float32 (see --precision); snapshot metrics are computed on the cpu", None)
+    p.add_argument(
+        "--precision",
+        choices=C.PRECISIONS,
+        default=None,
+        help="fp32 (default: float32 everywhere), tf32 (TF32 matmuls on CUDA) or bf16 (bf16 autocast on CUDA); "
+        "tf32/bf16 need a CUDA --device",
+    )
     _task_args(p)
     add_run_args(p, seed=False, resume=True)
     p.set_defaults(func=cmd_train, make_config=lambda args: train_config(args, "new"))
@@ -244,7 +255,8 @@ def cmd_intervene(args: argparse.Namespace) -> int:
     from attnlab.bb.run import intervene
 
     with threads(args.threads):
-        result = intervene(C.InterveneConfig(str(args.run_dir)), args.out, mode=run_mode(args))
+        cfg = C.InterveneConfig(str(args.run_dir), device=args.device or "cpu")
+        result = intervene(cfg, args.out, mode=run_mode(args))
     for r in result.tables["interventions"].to_dict("records"):
         print(f"{r['intervention']:<45} backcopy risk {r['risk_backcopy']:.4g}   bigram risk {r['risk_bigram']:.4g}")
     return _done(result.path)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from attnlab import budget
+from attnlab.device import check_device
 from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int
 
 OPTIMIZERS = ("adam", "sgd")
 ATTENTION_KINDS = ("softmax", "relu")
 BLOCKS = ("sequential", "parallel")  # x += Attn(LN₁x); x += MLP(LN₂x)  |  x += Attn(LN x) + MLP(LN x)
+PRECISIONS = ("fp32", "tf32", "bf16")  # float32 | float32 with TF32 matmuls on CUDA | bf16 autocast on CUDA
 DEFAULT_CORPUS = "pydoc_data"
 T_MAX_LIMIT = 1e15  # `bb theory`: LSODA's step count grows with log t_max; 1e15 still runs in seconds
 
@@ -134,9 +137,21 @@ class TrainConfig:
     ckpt_every: int = 500
     keep_last: int = 2
     log: tuple[str, ...] = ()  # experiment trackers mirroring metrics.jsonl: "tensorboard", "mlflow"
+    # device and precision (issue 22): left out of config.json at their defaults (cpu, fp32), so CPU runs keep
+    # their files and hashes; the resolved device is in manifest.json. The device is not hashed: a run may resume
+    # on another device (results then agree within the stated tolerance, not bit for bit)
+    device: str = field(default="cpu", metadata={"omit_if_default": True})
+    precision: str = field(default="fp32", metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
         from attnlab.tracking import check_trackers
+
+        check_device(self.device)
+        check_choice(self.precision, PRECISIONS, "precision")
+        check(
+            self.precision == "fp32" or self.device != "cpu",
+            f"precision {self.precision} is a CUDA mode (TF32 matmuls / bf16 autocast); on the cpu use fp32",
+        )
 
         object.__setattr__(self, "log", check_trackers(self.log))
         check_choice(self.preset, tuple(PRESETS), "preset")
@@ -189,8 +204,9 @@ class TrainConfig:
         d = dataclasses.asdict(self)
         for name in ("no_attn", "no_mlp", "linear_mlp", "betas", "log"):
             d[name] = list(d[name])
-        if self.block == "sequential":
-            del d["block"]
+        for name, default in (("block", "sequential"), ("device", "cpu"), ("precision", "fp32")):
+            if d[name] == default:
+                del d[name]
         return d
 
 
@@ -219,7 +235,7 @@ def train_seconds(cfg: TrainConfig) -> float:
     return budget.min_seconds(cfg.steps, flops)
 
 
-TRAIN_HASH_SKIP = ("steps", "ckpt_every", "keep_last", "log")  # log: trackers change no result
+TRAIN_HASH_SKIP = ("steps", "ckpt_every", "keep_last", "log", "device")  # log: trackers change no result
 
 
 def train_hash(cfg: TrainConfig) -> str:
@@ -245,9 +261,12 @@ class InterveneConfig:
     """`bb intervene`: risks of the final model of the `bb train` run in `run_dir` under each intervention."""
 
     run_dir: str
+    device: str = field(default="cpu", metadata={"omit_if_default": True})
+    CPU_ONLY: ClassVar[str] = "bb intervene"  # evaluation only (seconds): --device cuda is refused in one line
 
     def __post_init__(self) -> None:
         check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")
+        check_device(self.device)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ arrays the report needs from the final model, and reloading a finished run (for 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -56,17 +57,31 @@ def attention_layers(model: ToyTransformer) -> list[int]:
 
 
 class Evaluator:
-    """The §6 metrics on the fixed evaluation batch `seqs` [N, T+1]; with `snapshots`, per-step arrays too."""
+    """The §6 metrics on the fixed evaluation batch `seqs` [N, T+1]; with `snapshots`, per-step arrays too.
+
+    The metrics are computed on the cpu (float32 forward, float64 statistics). When the trained model lives on a
+    GPU, `self.model` is a cpu copy whose weights are refreshed from it at each snapshot: one device-to-host copy
+    of the weights per snapshot, none between snapshots."""
 
     def __init__(self, model: ToyTransformer, task: BBTask, seqs: np.ndarray, snapshots: Path | None = None):
-        self.model, self.task, self.seqs, self.snapshots = model, task, seqs, snapshots
+        self.trained = model
+        on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+        self.model = model if on_cpu else copy.deepcopy(model).cpu()
+        self.task, self.seqs, self.snapshots = task, seqs, snapshots
         self.inputs = torch.as_tensor(seqs[:, :-1])
         self.attn_layers = attention_layers(model)
+
+    def cpu_model(self) -> ToyTransformer:
+        """The evaluated model with the trained weights (the trained model itself when it is on the cpu)."""
+        if self.model is not self.trained:
+            self.model.load_state_dict(self.trained.state_dict())
+        return self.model
 
     def trace(self, interventions: tuple = (), chunk: int = 256) -> tuple[Trace, torch.Tensor]:
         return trace_toy(self.model, self.inputs, self.task.V, interventions=interventions, chunk=chunk)
 
     def __call__(self, step: int) -> dict:
+        self.cpu_model()
         trace, logits = self.trace()
         metrics = bb_metrics(trace, logits, self.seqs, self.task, self.attn_layers)
         if self.snapshots is not None:

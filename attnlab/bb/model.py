@@ -33,6 +33,7 @@ BLOCKS = ("sequential", "parallel")
 # the pattern: it skips the masked half and never stores [B,H,T,T] (at the paper's T = 256, batch 512: 134 MB per
 # tensor). Shorter sequences (the cpu preset's T = 64, the demo) keep the explicit path, whose results are
 # bit-identical with earlier versions; the fused kernel sums in another order (within 1e-5, tests/bb/test_fused.py).
+# On CUDA every unhooked softmax step is fused, whatever T (training steps; snapshots run hooked, on the cpu).
 FUSED_MIN_LEN = 128
 
 
@@ -150,7 +151,7 @@ class Attention(nn.Module):
         hook = model.hook
         q, k, v = self.qkv(x).view(B, T, 3, self.H, self.dh).unbind(2)  # each [B,T,H,d]
         v = hook(self.prefix + "v", v)
-        fused = self.kind == "softmax" and T >= FUSED_MIN_LEN
+        fused = self.kind == "softmax" and (T >= FUSED_MIN_LEN or x.is_cuda)  # CUDA: fused at every length
         if fused and not model.hooked(self.prefix + "scores", self.prefix + "pattern"):
             z = self._fused(q, k, v)
         else:

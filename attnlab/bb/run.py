@@ -38,6 +38,8 @@ from attnlab.bb.experiment import (
 from attnlab.bb.metrics import PER_HEAD, PER_LAYER, metric, record_shape
 from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.bb.training import Trainer, config_diff, first_nonfinite
+from attnlab.budget import check_device_memory
+from attnlab.device import on_device, resolve
 from attnlab.errors import InputError, NumericalError
 from attnlab.runs import RunDir, RunResult, frame, open_run, write_bytes
 
@@ -107,19 +109,21 @@ def _check_resume(run: RunDir, config: TrainConfig) -> None:
 def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
     """Train a toy transformer on BB: metrics.jsonl on the snapshot schedule, snapshots/, checkpoints/,
     final/ (the arrays of the report), train_summary.json and report.html. `mode="resume"` continues `out`
-    from its newest checkpoint (same config; `steps` may grow)."""
+    from its newest checkpoint (same config; `steps` may grow). On a CUDA `config.device` the updates run there
+    (batches are drawn on the cpu and copied); snapshots evaluate a cpu copy of the weights (`Evaluator`)."""
+    device = _train_device(config)
     task = task_for(config)
     with open_run(out, "bb train", config, mode=mode, seed=config.seed, prefix="bb") as run:
         if mode == "resume":
             _check_resume(run, config)
             if _finished(run, config.steps):
                 return _unchanged(run, config)
-        model = build_model(config, task)
+        model = build_model(config, task).to(device)
         seqs = task.eval_batch(config.eval_batch, config.seq_len, config.eval_seed)
         evaluator = Evaluator(model, task, seqs, run.path / "snapshots")
 
         def batch_fn(step: int) -> tuple[torch.Tensor, torch.Tensor]:
-            x = torch.as_tensor(task.train_batch(config.batch, config.seq_len, config.seed, step))
+            x = torch.as_tensor(task.train_batch(config.batch, config.seq_len, config.seed, step)).to(device)
             return x[:, :-1], x[:, 1:]
 
         t0 = time.perf_counter()
@@ -127,14 +131,26 @@ def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "ne
         if mode == "resume":
             trainer.resume()
             run.write_config(config)  # steps may have grown
-        result = trainer.run_loop()
+        with on_device(device):
+            result = trainer.run_loop()
         result["wall_seconds"] = round(time.perf_counter() - t0, 2)
         run.write_json("train_summary.json", result)
-        save_report_arrays(run, report_arrays(config, task, model, seqs), trainer.step, task, seqs)
+        cpu_model = evaluator.cpu_model()
+        save_report_arrays(run, report_arrays(config, task, cpu_model, seqs), trainer.step, task, seqs)
         report.write_report(report.train_report(run.path), run)
         records = run.metrics()
     summary = {k: metric(records[-1], k) for k in report.SUMMARY_KEYS} if records else {}
     return RunResult(run.path, config, {"step": trainer.step, **summary}, _tables(metrics=metrics_table(records)))
+
+
+def _train_device(config: TrainConfig) -> torch.device:
+    """The resolved device of a training run, after refusing (one line) a GPU it would not fit on."""
+    from attnlab.bb.config import train_memory
+
+    device = resolve(config.device)
+    what = f"bb train --d-model {config.d_model} --seq-len {config.seq_len} --batch {config.batch}"
+    check_device_memory(train_memory(config), what, device, "lower --batch, --seq-len or the model sizes")
+    return device
 
 
 def _finished(run: RunDir, steps: int) -> bool:
@@ -169,6 +185,7 @@ def intervene(config: InterveneConfig, out: str | Path | None = None, *, mode: s
     from attnlab.bb.intervention_risks import evaluate_interventions
 
     _separate_out(out, config.run_dir)
+    resolve(config.device, gpu=config.CPU_ONLY)  # the risks are evaluated on the cpu: cuda is refused, in one line
     cfg, task, model, state = load_run(config.run_dir)
     rows = evaluate_interventions(cfg, task, model, int(state["step"]))
     with open_run(out, "bb intervene", config, mode=mode, seed=cfg.seed, prefix="bb-intervene") as run:

@@ -62,6 +62,30 @@ def _norms_finite(tensors: list[torch.Tensor]) -> bool:
 
 
 @contextmanager
+def _autocast(precision: str, device: torch.device) -> Iterator[None]:
+    """bf16 autocast of the forward pass on CUDA for precision "bf16"; float32 otherwise (the loss is float32)."""
+    if precision != "bf16" or device.type != "cuda":
+        yield
+        return
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        yield
+
+
+@contextmanager
+def _tf32(enabled: bool) -> Iterator[None]:
+    """TF32 matmuls and convolutions on CUDA while training (precision "tf32"), restored afterwards."""
+    if not enabled:
+        yield
+        return
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+@contextmanager
 def signals_deferred() -> Iterator[None]:
     """Hold SIGINT/SIGTERM until the block ends, so an interrupt never splits an optimiser update from the step
     counter (a checkpoint taken then would resume one update off). The handlers are swapped for ones that only note
@@ -169,7 +193,7 @@ class Trainer:
             mininterval=1.0,
         )
         try:
-            with self.tracker:
+            with self.tracker, _tf32(self.cfg.precision == "tf32"):
                 self._steps(bar)
         except KeyboardInterrupt:
             bar.close()
@@ -193,25 +217,20 @@ class Trainer:
 
     def _steps(self, bar: tqdm) -> None:
         """Updates until `cfg.steps`. The NaN guard reads one norm per tensor list (a single foreach kernel) for the
-        gradients and for the updated parameters; only when a norm is not finite does it look for the tensor by
-        name (a norm can overflow for huge finite values: then training goes on)."""
+        loss and gradients, and for the updated parameters; only when a norm is not finite does it look for the
+        tensor by name (a norm can overflow for huge finite values: then training goes on). On a GPU those two
+        booleans are the only values read back between snapshots (the loss is read at snapshots only)."""
         params: list[torch.Tensor] = list(self.model.parameters())
         last_finite = [p.detach().clone() for p in params]  # restored if an update makes a parameter non-finite
         while self.step < self.cfg.steps:
             inputs, targets = self.batch_fn(self.step)
-            logits = self.model(inputs)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-            loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                self._diverged(
-                    bar, loss_value, f"the loss (first non-finite parameter: {first_nonfinite(self.model) or 'none'})"
-                )
+            with _autocast(self.cfg.precision, inputs.device):
+                logits = self.model(inputs)
+            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
-            if not _norms_finite([p.grad for p in params if p.grad is not None]):
-                bad = first_nonfinite(self.model, grads=True)
-                if bad is not None:
-                    self._diverged(bar, loss_value, f"the gradient of parameter {bad}")
+            if not _norms_finite([loss.detach(), *(p.grad for p in params if p.grad is not None)]):
+                self._check_loss_and_grads(bar, loss)
             with signals_deferred():  # update and step count change together (SIGTERM/Ctrl-C land after)
                 with torch.no_grad():
                     torch._foreach_copy_(last_finite, [p.detach() for p in params])
@@ -221,13 +240,24 @@ class Trainer:
                     if bad is not None:
                         with torch.no_grad():
                             torch._foreach_copy_(params, last_finite)
-                        self._diverged(bar, loss_value, f"parameter {bad} after the update")
+                        self._diverged(bar, loss.item(), f"parameter {bad} after the update")
                 self.step += 1
             bar.update(1)
             if self.step in self.snaps:
-                self.snapshot(loss_value, bar)
+                self.snapshot(loss.item(), bar)
             if self.step % self.cfg.ckpt_every == 0 and self.step < self.cfg.steps:
                 self.checkpoint(self.step)
+
+    def _check_loss_and_grads(self, bar: tqdm, loss: torch.Tensor) -> None:
+        """After a non-finite norm of the loss or gradients: name what is not finite (or go on after an overflow)."""
+        loss_value = loss.item()
+        if not math.isfinite(loss_value):
+            self._diverged(
+                bar, loss_value, f"the loss (first non-finite parameter: {first_nonfinite(self.model) or 'none'})"
+            )
+        bad = first_nonfinite(self.model, grads=True)
+        if bad is not None:
+            self._diverged(bar, loss_value, f"the gradient of parameter {bad}")
 
     def _diverged(self, bar: tqdm, loss: float, what: str) -> None:
         """Save the last finite state and raise a `NumericalError` printed on its own line."""

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import add_run_args, count, loopback_ray, run_mode, threads
+from attnlab.clitools import add_device_arg, add_run_args, count, loopback_ray, run_mode, threads
 
 
 def _from_args(cls: type, args: argparse.Namespace) -> Any:
@@ -72,6 +72,7 @@ def _model_config(args: argparse.Namespace) -> Any:
         depth_view=not args.no_depth_view,
         cache_dir=None if args.cache_dir is None else str(args.cache_dir),
         seed=args.seed,
+        device=args.device,
     )
 
 
@@ -126,6 +127,7 @@ def _simulate_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--h", type=float, default=0.1, help="step size / tau of the maps (default 0.1)")
     s.add_argument("--integrator", default="rk4", help="rk4, euler, exp_euler, postnorm or prenorm (default rk4)")
     s.add_argument("--record-every", type=count, default=10, help="store states every this many steps (default 10)")
+    add_device_arg(s, "float64 (cpu only so far: cuda is refused)")
     add_run_args(s, threads_default=1)
     s.set_defaults(func=_simulate, make_config=_simulate_config)
 
@@ -158,6 +160,10 @@ def _phase_parser(sub: argparse._SubParsersAction) -> None:
         help="run the beta chunks as Ray tasks on a local instance of this many CPUs (default 0: in process)",
     )
     p.add_argument("--address", default=None, help="run the beta chunks on this Ray cluster")
+    add_device_arg(
+        p,
+        "float64 unless --float32; on CUDA every start runs to t_max (no retirement) and the fractions stay on the GPU",
+    )
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_phase, make_config=_phase_config)
 
@@ -188,6 +194,7 @@ def _model_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--feedback-final-norm", action="store_true", help="apply the final norm between passes")
     m.add_argument("--no-depth-view", action="store_true", help="skip the next-token depth view")
     m.add_argument("--cache-dir", type=Path, default=None, help="model cache folder for the shared loader")
+    add_device_arg(m, "the real model runs in float32 (cpu only so far: cuda is refused)")
     add_run_args(m, threads_default=1)
     m.set_defaults(func=_model, make_config=_model_config)
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from attnlab.consensus.dynamics import KINDS, MASKS
 from attnlab.consensus.integrators import METHODS
 from attnlab.consensus.realmodel import VARIANTS
 from attnlab.consensus.schedules import ENSEMBLES, SCHEDULES
+from attnlab.device import check_device
 from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int
 
 MAX_STEPS = 1_000_000
@@ -119,8 +121,11 @@ class SimulateConfig:
     integrator: str = "rk4"
     record_every: int = 10
     seed: int = 0
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    CPU_ONLY: ClassVar[str] = "consensus simulate"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         check_int(self.n, 2, "n (tokens)")
         check_int(self.d, 2, "d (dimension)")
         check_int(self.batch, 1, "batch (starts)")
@@ -184,8 +189,10 @@ class PhaseConfig:
     seed: int = 0
     workers: int = 0  # > 0: beta chunks as Ray tasks on a local instance of this many CPUs
     address: str | None = None  # or on this Ray cluster
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         check_int(self.n, 2, "n (tokens)")
         check_int(self.d, 2, "d (dimension)")
         check_int(self.starts, 1, "starts")
@@ -230,8 +237,11 @@ class ModelConfig:
     depth_view: bool = True
     cache_dir: str | None = None
     seed: int = 0
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    CPU_ONLY: ClassVar[str] = "consensus model"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         check(isinstance(self.model, str) and self.model.strip() != "", "model must be a name or a folder path")
         check(len(self.schedules) > 0, "schedules must name at least one of " + ", ".join(VARIANTS))
         for name in self.schedules:

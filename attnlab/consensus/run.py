@@ -33,7 +33,7 @@ from attnlab.consensus.schedules import Schedule, make_schedule, roughness, sche
 from attnlab.consensus.stats import log_band, timeseries_rows
 from attnlab.consensus.sweeps import PhaseDiagram, phase_diagram
 from attnlab.consensus.theory import fit_log_slope, tail_slope
-from attnlab.errors import InputError, NumericalError
+from attnlab.errors import InputError, NumericalError, check
 from attnlab.runs import RunDir, RunResult, check_out_folder, frame, open_run
 
 
@@ -185,6 +185,7 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
     """The (t, beta) phase diagram of clustering; table `betas`: beta, t50, t_eq and their relative gap."""
     _refuse_resume(mode, "consensus phase")
     cfg = config
+    device = _phase_device(cfg)
     if cfg.address:  # an address where nothing listens is one line, not a hang in ray.init
         from attnlab.parallel import check_address
 
@@ -205,6 +206,7 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
             dtype=torch.float32 if cfg.float32 else torch.float64,
             progress=progress,
             map_chunks=_chunk_mapper(cfg),
+            device=device,
         )
         metrics = phase_metrics(pdg, time.perf_counter() - t0)
         run.save_npy("frac.npy", pdg.frac)
@@ -220,6 +222,22 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
         ]
     )
     return RunResult(run.path, config, metrics, {"betas": table})
+
+
+def _phase_device(cfg: PhaseConfig) -> torch.device:
+    """The resolved device of a phase diagram; a GPU run refuses Ray workers and sizes over its memory (one line)."""
+    from attnlab.budget import check_device_memory
+    from attnlab.consensus.sweeps import GPU_CHUNK_BYTES
+    from attnlab.device import resolve
+
+    device = resolve(cfg.device)
+    if device.type == "cuda":
+        check(not (cfg.workers or cfg.address), "--workers/--address run the beta chunks on cpus; drop them for cuda")
+        steps = int(round(cfg.t_max / cfg.h))
+        gram = min(GPU_CHUNK_BYTES, cfg.num_betas * cfg.starts * cfg.n**2 * 8)
+        need = 6 * gram + cfg.num_betas * (steps + 1) * 8  # Gram/weights and their temporaries, and the fractions
+        check_device_memory(need, f"consensus phase --starts {cfg.starts} --n {cfg.n}", device)
+    return device
 
 
 # --- model ---------------------------------------------------------------------------------------------------

@@ -106,6 +106,35 @@ def _sweep_chunk(
     return frac
 
 
+def sweep_chunk_resident(
+    X0: torch.Tensor, bs: np.ndarray, steps: int, h: float, method: str, kind: str, theta: float
+) -> np.ndarray:
+    """`_sweep_chunk` for a GPU: the same fractions `[len(bs), steps+1]`, with every start integrated to the end (no
+    retirement: it would read a mask back each step; by the hemisphere theorem a retired start's fraction is 1 either
+    way), the fractions kept on X0's device and read back once, and the finiteness check deferred to the end (the
+    first non-finite step is still named). Runs on any device; the GPU path of `phase_diagram`."""
+    starts, nb, dev = X0.shape[0], len(bs), X0.device
+    X = X0.repeat(nb, 1, 1)
+    beta = torch.tensor(bs, dtype=X0.dtype, device=dev).repeat_interleave(starts)
+    frac = torch.empty(nb, steps + 1, dtype=torch.float64, device=dev)
+    finite = torch.ones((), dtype=torch.bool, device=dev)
+    first_bad = torch.full((), steps, dtype=torch.long, device=dev)
+    for k in range(steps + 1):
+        F, G = _field_identity(X, beta, kind)
+        frac[:, k] = M.clustered_fraction_from_gram(G, theta).view(nb, starts).mean(1)
+        if k == steps:
+            break
+        Y = _step(X, F, beta, h, method, kind)
+        norm = Y.norm(dim=-1, keepdim=True)
+        ok = torch.isfinite(norm.sum())
+        first_bad = torch.where(finite & ~ok, torch.full_like(first_bad, k), first_bad)
+        finite = finite & ok
+        X = Y / norm
+    if not bool(finite):
+        raise NumericalError(f"phase diagram: non-finite state at t={int(first_bad) * h:.4g}, h={h:g}; lower h")
+    return frac.cpu().numpy()
+
+
 def _record(frac: np.ndarray, k: int, owner: torch.Tensor, cf: torch.Tensor, done: np.ndarray, starts: int) -> None:
     """frac[:, k] = (sum of the clustered fractions `cf` [active] per beta + retired starts) / starts."""
     sums = np.bincount(owner.numpy(), weights=cf.double().numpy(), minlength=frac.shape[0])
@@ -209,6 +238,24 @@ def _euler_chunk(
                     break
 
 
+GPU_CHUNK_BYTES = 2 << 30  # Gram matrices of one GPU chunk (its temporaries take a few times more)
+
+
+def _phase_on(
+    X0: torch.Tensor, betas: np.ndarray, steps: int, h: float, method: str, kind: str, theta: float, n: int
+) -> PhaseDiagram:
+    """`phase_diagram` on X0's (GPU) device: large beta chunks by `sweep_chunk_resident`."""
+    chunk = max(1, int(GPU_CHUNK_BYTES // (X0.shape[0] * n * n * X0.element_size())))
+    frac = np.concatenate(
+        [sweep_chunk_resident(X0, betas[c0 : c0 + chunk], steps, h, method, kind, theta)
+         for c0 in range(0, betas.size, chunk)]
+    )  # fmt: skip
+    t = np.arange(steps + 1) * h
+    t50 = np.array([first_crossing(t, f) for f in frac])
+    t_eq = np.array([t_equiangular(float(b), n, kind) for b in betas])
+    return PhaseDiagram(betas=betas, t=t, frac=frac, t50=t50, t_eq=t_eq)
+
+
 def _inside_cap(X: torch.Tensor, cap: float) -> torch.Tensor:
     """Starts `[batch]` whose tokens all lie in the cap <w, x_i> >= cap around their mean direction w."""
     w = X.mean(1)
@@ -232,6 +279,7 @@ def phase_diagram(
     retire: bool = True,
     progress: bool = False,
     map_chunks: Callable[[Callable[..., np.ndarray], list[tuple]], list[np.ndarray]] | None = None,
+    device: torch.device | None = None,
 ) -> PhaseDiagram:
     """Mean clustered fraction over `starts` uniform starts on S^{d-1}, for each beta and time step.
 
@@ -240,11 +288,15 @@ def phase_diagram(
     projected Euler with h <= 1, tested in R2a) they stay in that cap, so every pair keeps cosine >= theta and the
     start's clustered fraction is 1 from then on. This changes no value of `frac`; it only skips work.
     `map_chunks(fn, [args...])`, when given, runs the beta chunks elsewhere (e.g. `attnlab.parallel`'s Ray tasks).
+    A CUDA `device` integrates there with `sweep_chunk_resident` (the starts are drawn on the cpu, as always, so
+    both devices start from the same points) in chunks of up to `GPU_CHUNK_BYTES` of Gram matrices.
     """
     betas = _check_sweep(betas, t_max, h, method, kind)
     g = torch.Generator().manual_seed(seed)
     X0 = check_tokens(torch.randn(starts, n, d, generator=g, dtype=torch.float64)).to(dtype)
     steps = int(round(t_max / h))
+    if device is not None and device.type != "cpu":
+        return _phase_on(X0.to(device), betas, steps, h, method, kind, theta, n)
     chunk = max(1, int(max_bytes // (starts * n * n * 8)))
     frac = np.zeros((betas.size, steps + 1))
     chunks: Iterable[int] = range(0, betas.size, chunk)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnlab.clitools import add_run_args, count, run_mode, threads
+from attnlab.clitools import add_device_arg, add_run_args, count, run_mode, threads
 
 COMMON = ("task", "variant", "heads", "layers", "P", "n_test", "temperature", "entropy_form", "memory_budget",
           "seed", "method")  # fmt: skip
@@ -19,27 +19,41 @@ def _solve_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import SolveConfig
 
     return SolveConfig(
-        **_fields(args, COMMON + ("N", "tol", "allow_unconverged", "renorm", "outputs", "attention", "from_run"))
+        **_fields(
+            args, COMMON + ("N", "tol", "allow_unconverged", "renorm", "outputs", "attention", "from_run", "device")
+        )
     )
 
 
 def _sweep_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import SweepConfig
 
-    return SweepConfig(Ns=tuple(args.Ns), **_fields(args, COMMON + ("tol", "allow_unconverged")))
+    return SweepConfig(Ns=tuple(args.Ns), **_fields(args, COMMON + ("tol", "allow_unconverged", "device")))
 
 
 def _sample_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import SampleConfig
 
-    names = ("N", "sampler", "target", "chains", "warmup", "draws", "leapfrog", "thin", "predict_every", "outputs")
+    names = (
+        "N",
+        "sampler",
+        "target",
+        "chains",
+        "warmup",
+        "draws",
+        "leapfrog",
+        "thin",
+        "predict_every",
+        "outputs",
+        "device",
+    )
     return SampleConfig(**_fields(args, COMMON + names))
 
 
 def _prune_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import PruneConfig
 
-    names = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed")
+    names = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed", "device")
     return PruneConfig(Ns=tuple(args.Ns), temperatures=tuple(args.temperatures), **_fields(args, names))
 
 
@@ -215,6 +229,7 @@ def _solve_parser(sub: argparse._SubParsersAction) -> None:
         help="task (the task's own heads, default) or precomputed (a trained network's maps, with --from; S10)",
     )
     p.add_argument("--from", dest="from_run", default=None, help="`paths prune` run folder whose gd_model to plug in")
+    add_device_arg(p, "float64 (cpu only so far: cuda is refused)")
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_solve, make_config=_solve_config)
 
@@ -238,12 +253,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _task_args(p, N=False)
     p.add_argument("--Ns", type=float, nargs="+", default=list(DEFAULT_NS), help="widths (default 10 30 ... 1000)")
     _solver_args(p)
+    add_device_arg(p, "float64 (cpu only so far: cuda is refused)")
     add_run_args(p, threads_default=1, resume=True)
     p.set_defaults(func=_sweep, make_config=_sweep_config)
     p = sub.add_parser("sample", help="HMC/MALA posterior sampling: sampled U and predictor vs theory")
     _task_args(p)
     _sampler_args(p)
     _outputs_arg(p)
+    add_device_arg(p, "float64 (cpu only so far: cuda is refused)")
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_sample, make_config=_sample_config)
     p = sub.add_parser(
@@ -261,6 +278,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_ensemble, make_config=_ensemble_config)
     p = sub.add_parser("prune", help="head scores from U vs pruning drops of a gradient-descent-trained network")
     _prune_args(p)
+    add_device_arg(p, "float32 training, float64 theory (cpu only so far: cuda is refused)")
     add_run_args(p, seed=False, threads_default=1)
     p.set_defaults(func=_prune, make_config=_prune_config)
     grp.set_defaults(func=lambda a: (grp.print_help(), 1)[1])

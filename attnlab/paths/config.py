@@ -9,10 +9,12 @@ task's shapes, is checked by the run functions before anything is drawn (`attnla
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from attnlab import budget
+from attnlab.device import check_device
 from attnlab.errors import check, check_choice, check_count, check_finite, check_int
 
 TASKS = ("markov", "digits")
@@ -113,8 +115,11 @@ class SolveConfig(_Common):
     outputs: int = 1
     attention: str = "task"
     from_run: str | None = None
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    CPU_ONLY: ClassVar[str] = "paths solve"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         self._check_common()
         _check_width(self.N, "--N")
         check(0 < check_finite(self.tol, "--tol") <= 1, f"--tol must be in (0, 1], got {self.tol}")
@@ -136,8 +141,11 @@ class SweepConfig(_Common):
     Ns: tuple[float, ...] = DEFAULT_NS
     tol: float = 1e-8
     allow_unconverged: bool = False
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    CPU_ONLY: ClassVar[str] = "paths sweep"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         self._check_common()
         check(len(self.Ns) >= 1, "--Ns: give at least one width")
         for N in self.Ns:
@@ -160,8 +168,11 @@ class SampleConfig(_Common):
     thin: int = 1
     predict_every: int = 5
     outputs: int = 1
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    CPU_ONLY: ClassVar[str] = "paths sample"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         self._check_common()
         check(
             math.isfinite(self.N) and self.N >= 1 and float(self.N).is_integer(),
@@ -216,8 +227,11 @@ class PruneConfig:
     temperatures: tuple[float, ...] = (0.1, 1.0)
     pool: int = 4000
     seed: int = 42
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    CPU_ONLY: ClassVar[str] = "paths prune"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         limits = {"steps": MAX_ITERATIONS, "layers": 64, "width": 2**40, "d_qk": 2**40}
         for name, hi in limits.items():
             check_count(getattr(self, name), 1, f"--{name.replace('_', '-')}", hi)

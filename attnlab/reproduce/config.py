@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from attnlab.device import check_device
 from attnlab.errors import check, check_choice, check_int
 
 STUDIES = ("bb", "real", "consensus", "paths")
@@ -21,8 +22,14 @@ class ReproduceConfig:
     studies: tuple[str, ...] = STUDIES
     profile: str = "quick"
     seed: int = 0
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    # only these target ids of the chosen studies (empty: all), e.g. the long targets run on a GPU machine
+    targets: tuple[str, ...] = field(default=(), metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
+        check_device(self.device)
+        object.__setattr__(self, "targets", tuple(str(t) for t in self.targets))
+        check(all(t.strip() for t in self.targets), f"targets: {list(self.targets)} has an empty id")
         object.__setattr__(self, "studies", tuple(self.studies) or STUDIES)
         for s in self.studies:
             check_choice(s, STUDIES, "study")

@@ -392,7 +392,8 @@ def cons_phase(folder: Path, seed: int, size: dict, done: dict) -> Any:
     from attnlab.consensus import PhaseConfig, phase
 
     cfg = PhaseConfig(n=32, d=size["d"], starts=size["starts"], beta_min=0.5, beta_max=5.0,
-                      num_betas=size["num_betas"], t_max=size["t_max"], seed=seed)  # fmt: skip
+                      num_betas=size["num_betas"], t_max=size["t_max"], seed=seed,
+                      device=size.get("device", "cpu"))  # fmt: skip
     return phase(cfg, folder, progress=False)
 
 
@@ -571,5 +572,14 @@ EXPERIMENTS: dict[str, Callable[[Path, int, dict, dict], Any]] = {
     "paths_prune_long": paths_prune_long,
     "paths_plugin": paths_plugin,
 }
+
+
 # experiments that need another one first
+def sized(name: str, profile: str, device: str) -> dict:
+    """The size settings of experiment `name` at `profile`, with `device` for the runs that compute on a GPU."""
+    size = SIZES[profile][name]
+    gpu = (bb_smoke, bb_softmax, bb_relu, bb_train_as_sized, bb_variants, bb_stability, cons_phase)
+    return {**size, "device": device} if device != "cpu" and EXPERIMENTS[name] in gpu else size
+
+
 NEEDS = {"bb_intervene": "bb_softmax", "paths_plugin": "paths_prune_long"}

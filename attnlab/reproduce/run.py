@@ -25,7 +25,7 @@ from typing import Any
 from attnlab.errors import AttnlabError, InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
-from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
+from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES, sized
 from attnlab.reproduce.targets import TARGETS, Target
 from attnlab.reproduce.verdict import NOT_RUN, verdict
 from attnlab.runs import RunResult, open_run
@@ -33,7 +33,10 @@ from attnlab.runs import RunResult, open_run
 
 def plan(config: ReproduceConfig) -> tuple[list[Target], list[str]]:
     """(the targets of the chosen studies, the experiments to run for them at this profile, in run order)."""
-    targets = [t for t in TARGETS if t.study in config.studies]
+    targets = [t for t in TARGETS if t.study in config.studies and (not config.targets or t.id in config.targets)]
+    unknown = sorted(set(config.targets) - {t.id for t in targets})
+    if unknown:
+        raise InputError(f"--targets: no target {', '.join(unknown)} in the studies {', '.join(config.studies)}")
     sizes = SIZES[config.profile]
     wanted = {e for t in targets if t.needs and all(n in sizes for n in t.needs) for e in t.needs}
     wanted |= {NEEDS[e] for e in wanted if e in NEEDS}
@@ -50,7 +53,7 @@ def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> 
             continue
         t0 = time.perf_counter()
         try:
-            done[name] = EXPERIMENTS[name](folder / name, config.seed, SIZES[config.profile][name], done)
+            done[name] = EXPERIMENTS[name](folder / name, config.seed, sized(name, config.profile, config.device), done)
             log[name] = {"seconds": round(time.perf_counter() - t0, 2), "error": None}
         except Exception as exc:  # noqa: BLE001 - one failed study run must not lose the others' verdicts
             if isinstance(exc, AttnlabError) and exc.exit_code == 130:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnlab.clitools import add_run_args, count, run_mode, threads
+from attnlab.clitools import add_device_arg, add_run_args, count, run_mode, threads
 from attnlab.errors import InputError
 
 # flag -> SeriesTrainConfig field
@@ -23,6 +23,7 @@ FLAGS = {
     "vocab_chars": "vocab_chars",
     "triggers": "n_triggers",
     "corpus": "corpus",
+    "device": "device",
 }
 
 
@@ -87,5 +88,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--vocab-chars", type=count, default=None, help="BB characters (default 64)")
     p.add_argument("--triggers", type=count, default=None, help="BB trigger characters (default 3)")
     p.add_argument("--corpus", default=None, help="UTF-8 text file for the BB statistics (default: pydoc topics)")
+    add_device_arg(p, "float32 (cpu only so far: cuda is refused)", None)
     add_run_args(p, threads_default=1, resume=True)
     p.set_defaults(func=cmd_train, make_config=train_config)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from attnlab import budget
+from attnlab.device import check_device
 from attnlab.errors import check, check_choice, check_count, check_finite, check_int
 
 ARCHS = ("gpt2", "llama")
@@ -49,8 +51,11 @@ class SeriesTrainConfig:
     steps: int = 800
     save_every: int = 20
     eval_batch: int = 64
+    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    CPU_ONLY: ClassVar[str] = "series train"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         for name, hi in LIMITS.items():
             check_count(getattr(self, name), 0 if name == "seed" else 1, name, hi)
         check_int(self.seq_len, 4, "seq_len", 4096)

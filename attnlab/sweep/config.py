@@ -102,12 +102,20 @@ class SweepConfig:
         gpus = check_finite(self.gpus_per_trial, "--gpus-per-trial")
         check(gpus >= 0, f"--gpus-per-trial must be >= 0, got {self.gpus_per_trial}")
         check(gpus <= 1 or gpus.is_integer(), f"--gpus-per-trial above 1 must be whole (Ray's rule), got {gpus:g}")
+        if gpus == 0 and wants_gpu(self.spec):  # trials with device = "cuda" each reserve a GPU through Ray
+            object.__setattr__(self, "gpus_per_trial", 1.0)
         if self.cpus is not None:
             check(
                 self.threads_per_trial <= self.cpus,
                 f"--threads-per-trial {self.threads_per_trial} is more than --cpus {self.cpus}: no trial could start",
             )
         check_trial_count(self.spec.count(), self.yes)
+
+
+def wants_gpu(spec: SweepSpec) -> bool:
+    """Whether a trial of `spec` sets device = "cuda" or "cuda:N" (base, grid or [[list]])."""
+    values = [spec.base.get("device"), *spec.grid.get("device", ()), *(t.get("device") for t in spec.trials)]
+    return any(isinstance(v, str) and v.startswith("cuda") for v in values)
 
 
 def check_trial_count(n: int, yes: bool) -> None:

@@ -72,10 +72,13 @@ def preflight(config: SweepConfig) -> None:
     if config.gpus_per_trial > 0:
         import torch
 
-        found = torch.cuda.device_count()
+        from attnlab.sweep.config import wants_gpu
+
+        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        why = " (its trials set device = cuda)" if wants_gpu(config.spec) else ""
         check(
             found >= math.ceil(config.gpus_per_trial),
-            f"--gpus-per-trial {config.gpus_per_trial:g}: this machine has {found} GPU(s) that Ray could give a "
+            f"--gpus-per-trial {config.gpus_per_trial:g}{why}: this machine has {found} GPU(s) that Ray could give a "
             "trial, so no trial could start",
         )
 

@@ -1,0 +1,127 @@
+"""Issue 22: the same code on a GPU and on the CPU, side by side in one process (run by benchmarks/gpu_check.sh).
+
+  PYTHONPATH=. python benchmarks/bench_gpu.py --device cuda --out timings.json      # the GPU machine
+  PYTHONPATH=. python benchmarks/bench_gpu.py --device cpu --tiny --out t.json      # the dry run (CPU, tiny sizes)
+
+Rows: the BB training step at the paper preset (d 256, T 256, batch 512; the update of `Trainer._steps`, NaN guard
+included, float32), the phase diagram at the reference size of benchmarks/RESULTS.md B2 (n 32, d 8, 90 betas,
+256 starts, t <= 30, h 0.1, Euler, float64) and a `paths solve` (cpu only so far: timed on the cpu alone). Each row
+gives the median seconds of `--repeats` runs on each device; CUDA timings synchronise before reading the clock.
+The CPU side uses every core torch is given (`--threads`, default all), so the ratio is against this machine's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_seconds(fn: Callable[[], None], device: torch.device, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bb_step(device: torch.device, tiny: bool, steps: int) -> Callable[[], None]:
+    """`steps` BB updates at the paper preset (tiny: d 16, T 16, batch 4) on `device`, as `Trainer._steps` does."""
+    from attnlab.bb.config import resolve_config
+    from attnlab.bb.experiment import build_model, task_for
+    from attnlab.bb.training import _norms_finite, make_optimizer
+
+    sizes = dict(d_model=16, d_mlp=32, seq_len=16, batch=4, eval_batch=8) if tiny else {}
+    cfg = resolve_config("cpu" if tiny else "paper", steps=steps, **sizes)  # type: ignore[arg-type]
+    task = task_for(cfg)
+    model = build_model(cfg, task).to(device)
+    opt = make_optimizer(model, cfg)
+    params = list(model.parameters())
+    batches = [torch.as_tensor(task.train_batch(cfg.batch, cfg.seq_len, cfg.seed, k)).to(device) for k in range(2)]
+
+    def run() -> None:
+        for k in range(steps):
+            x = batches[k % 2]
+            logits = model(x[:, :-1])
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            assert _norms_finite([loss.detach(), *(p.grad for p in params if p.grad is not None)])
+            opt.step()
+            assert _norms_finite(params)
+
+    run()  # warm-up (CUDA kernels, allocator)
+    return run
+
+
+def phase(device: torch.device, tiny: bool) -> Callable[[], None]:
+    from attnlab.consensus.sweeps import phase_diagram
+
+    betas = np.linspace(0.1, 9.0, 4 if tiny else 90)
+    size = dict(n=8, d=3, starts=8, t_max=2.0) if tiny else dict(n=32, d=8, starts=256, t_max=30.0)
+    return lambda: None if phase_diagram(betas, h=0.1, device=device, **size) is None else None  # type: ignore[arg-type]
+
+
+def paths_solve(tiny: bool) -> Callable[[], None]:
+    from attnlab.paths.config import SolveConfig
+
+    def run() -> None:
+        import tempfile
+
+        from attnlab.paths.run import solve
+
+        with tempfile.TemporaryDirectory() as tmp:
+            solve(SolveConfig(P=20 if tiny else 100, n_test=20 if tiny else 1000), Path(tmp) / "run")
+
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tiny", action="store_true", help="tiny sizes (the dry run)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    from attnlab.device import describe, resolve
+
+    device, cpu = resolve(args.device), torch.device("cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rows: dict = {"device": describe(device), "cpu_threads": torch.get_num_threads(), "tiny": args.tiny,
+                  "load_1min": os.getloadavg()[0]}  # fmt: skip
+    gpu_steps, cpu_steps = (3, 3) if args.tiny else (20, 2)
+    rows["bb_step_s"] = {
+        "device": _median_seconds(bb_step(device, args.tiny, gpu_steps), device, args.repeats) / gpu_steps,
+        "cpu": _median_seconds(bb_step(cpu, args.tiny, cpu_steps), cpu, args.repeats) / cpu_steps,
+    }
+    rows["bb_10000_steps_estimate_s"] = {k: 10000 * v for k, v in rows["bb_step_s"].items()}
+    rows["phase_diagram_s"] = {"device": _median_seconds(phase(device, args.tiny), device, 1)}
+    rows["phase_diagram_s"]["cpu"] = _median_seconds(phase(cpu, args.tiny), cpu, 1)
+    rows["paths_solve_s"] = {"cpu": _median_seconds(paths_solve(args.tiny), cpu, 1), "note": "cpu only so far"}
+    args.out.write_text(json.dumps(rows, indent=2))
+    print(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# benchmarks/gpu_check.sh [--dry-run]: issue 22's checks on the GPU machine, in one go (under 8 minutes there).
+#
+# Everything goes under $OUT (a temporary folder when unset): gpu_check.log, env.json, gpu_tests.txt/.xml (the
+# tests marked `gpu`: CUDA vs CPU agreement, determinism, memory refusal), timings.json (benchmarks/bench_gpu.py:
+# BB step, phase diagram, paths solve, GPU beside CPU) and runs/reproduce/ (the long reproduction targets R9, R10,
+# R11, R19-R22 on the GPU, with their run folders and reproduction.json).
+#
+# attnlab runs from PYTHONPATH=. under the machine's own torch. ray, plotly and gguf are not needed: nothing here
+# imports them (sweeps and Ray-parallel runs are skipped); without plotly the reports are written with a stub
+# plotly.min.js (attnlab.report: they open without their interactive views). Small wheels that the machine lacks
+# (e.g. matplotlib) are installed from benchmarks/wheels/ with --no-index when that folder is there.
+#
+# --dry-run: the same steps on the CPU at tiny sizes (tiny profile, R3 and R4: bb training runs), in about a minute; the
+# tests marked `gpu` skip there. tests/core/test_gpu_check.py runs it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DRY=0
+[[ "${1:-}" == "--dry-run" ]] && DRY=1
+OUT=${OUT:-$(mktemp -d)}
+PY=${PYTHON:-python3}
+export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} MPLBACKEND=Agg TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
+mkdir -p "$OUT/runs"
+STATUS=0
+log() { echo "[gpu_check $(date +%H:%M:%S)] $*" | tee -a "$OUT/gpu_check.log"; }
+step() {  # step NAME SECONDS CMD...: run with a time limit, log the exit status, keep going
+  local name=$1 limit=$2; shift 2
+  log "start $name (limit ${limit}s)"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  log "end $name: exit $rc after $((SECONDS - t0))s"
+  [[ $rc -ne 0 ]] && STATUS=1
+  return 0
+}
+
+missing=$($PY -c 'import importlib.util as u; print(" ".join(m for m in ("matplotlib", "safetensors", "tqdm",
+"sklearn", "threadpoolctl", "pandas", "scipy", "transformers", "pytest", "plotly", "ray", "gguf")
+if u.find_spec(m) is None))')
+log "modules missing here: ${missing:-none}"
+if [[ -d benchmarks/wheels ]]; then
+  for m in $missing; do
+    case $m in ray | gguf | plotly) ;;  # not needed: skipped / stubbed
+    *) $PY -m pip install -q --no-index --no-deps --find-links benchmarks/wheels "$m" >>"$OUT/gpu_check.log" 2>&1 \
+         || log "could not install $m from benchmarks/wheels" ;;
+    esac
+  done
+fi
+$PY - >"$OUT/env.json" <<'PYEOF'
+import json, os, torch
+info = {"torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "cpu_count": os.cpu_count(),
+        "load_1min": os.getloadavg()[0]}
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    info |= {"gpu": p.name, "gpu_memory_gib": round(p.total_memory / 2**30, 1), "cuda": torch.version.cuda}
+print(json.dumps(info, indent=2))
+PYEOF
+log "environment: $(tr -d '\n' <"$OUT/env.json")"
+
+# limits (s): tests, timings, the short targets, R11 (the paper-scale run: 10,000 steps); 450 s in all on the GPU
+if [[ $DRY -eq 1 ]]; then
+  DEVICE=cpu PROFILE=tiny SHORT=R3 LONG=R4 TINY=--tiny LIMITS=(120 180 300 300)  # R9-R22 are full-profile only
+else
+  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(60 90 150 150)
+fi
+
+step gpu_tests "${LIMITS[0]}" $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$OUT/gpu_tests.xml"
+step timings "${LIMITS[1]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --out "$OUT/timings.json"
+# two reproduce runs, so that a time limit hit by R11 keeps the short targets' reproduction.json
+step reproduce_short "${LIMITS[2]}" $PY -m attnlab reproduce bb --profile "$PROFILE" --targets "$SHORT" \
+  --device "$DEVICE" --threads 0 --out "$OUT/runs/reproduce/short"
+step reproduce_long "${LIMITS[3]}" $PY -m attnlab reproduce bb --profile "$PROFILE" --targets "$LONG" \
+  --device "$DEVICE" --threads 0 --out "$OUT/runs/reproduce/long"
+log "done: status $STATUS (0: every step exited 0); results in $OUT"
+exit $STATUS

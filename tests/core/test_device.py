@@ -1,0 +1,225 @@
+"""Issue 22 on the CPU: the `device` field of every computing command, its one-line refusals (no CUDA, a command
+that computes on the cpu only, a size over the GPU's memory), the manifest record, the sweep's GPU reservation,
+and the phase diagram's GPU loop agreeing with the CPU loop (run here on the CPU)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab import budget
+from attnlab import device as D
+from attnlab.cli import build_parser, main
+from attnlab.errors import InputError
+
+COMMANDS = [
+    ["bb", "train"],
+    ["bb", "intervene", "RUN"],
+    ["series", "train"],
+    ["consensus", "simulate"],
+    ["consensus", "phase"],
+    ["consensus", "model"],
+    ["paths", "solve"],
+    ["paths", "sweep"],
+    ["paths", "sample"],
+    ["paths", "prune"],
+    ["reproduce"],
+]
+TINY_BB = ["--steps", "4", "--d-model", "16", "--d-mlp", "32", "--seq-len", "16", "--batch", "4",
+           "--eval-batch", "8", "--ckpt-every", "4", "--threads", "1"]  # fmt: skip
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    """A machine without CUDA, whatever this one has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+def _one_line_error(capsys, argv) -> str:
+    assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    errors = [line for line in err if line.startswith("attnlab: error:")]
+    assert len(errors) == 1 and "Traceback" not in "\n".join(err), err
+    return errors[0]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(c[:2]) for c in COMMANDS])
+def test_every_computing_command_takes_device(argv):
+    args = build_parser().parse_args([*argv, "--device", "cuda:1"])
+    assert args.device == "cuda:1"
+    assert build_parser().parse_args(argv).device in ("cpu", None)  # None: bb/series train (resume keeps its own)
+
+
+def test_device_forms():
+    for ok in ("cpu", "cuda", "cuda:0", "cuda:12", "auto"):
+        assert D.check_device(ok) == ok
+    for bad in ("gpu", "cuda:", "cuda:x", "CUDA", "", 0, None):
+        with pytest.raises(InputError, match="device must be one of cpu, cuda, cuda:N, auto"):
+            D.check_device(bad)
+
+
+def test_resolve_refuses_cuda_without_it_and_auto_falls_back(no_cuda):
+    with pytest.raises(InputError, match="no CUDA device") as exc:
+        D.resolve("cuda")
+    assert "\n" not in str(exc.value)
+    with pytest.raises(InputError, match="no CUDA device"):
+        D.resolve("cuda:3")
+    assert D.resolve("auto") == torch.device("cpu")
+    assert D.resolve("cpu") == torch.device("cpu")
+
+
+def test_resolve_counts_gpus(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert D.resolve("cuda:1") == torch.device("cuda", 1)
+    assert D.resolve("auto") == torch.device("cuda")
+    with pytest.raises(InputError, match="has 2 CUDA device"):
+        D.resolve("cuda:2")
+
+
+def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(InputError, match="paths solve computes on the cpu only"):
+        D.resolve("cuda", gpu="paths solve")
+    assert D.resolve("auto", gpu="paths solve") == torch.device("cpu")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["bb", "train", *TINY_BB], ["consensus", "phase", "--num-betas", "2", "--starts", "2", "--t-max", "1"],
+     ["consensus", "simulate", "--batch", "2", "--t-max", "1"], ["paths", "solve", "--P", "20", "--n-test", "20"]],
+    ids=["bb train", "consensus phase", "consensus simulate", "paths solve"],
+)  # fmt: skip
+def test_cli_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path, no_cuda, argv):
+    out = tmp_path / "run"
+    line = _one_line_error(capsys, [*argv, "--device", "cuda", "--out", str(out)])
+    assert "--device cuda" in line and ("no CUDA device" in line or "cpu only" in line)
+    assert not out.exists()
+
+
+def test_resume_keeps_the_saved_device_unless_given(tmp_path, no_cuda):
+    from attnlab.bb.cli import train_config
+
+    out = tmp_path / "run"
+    assert main(["bb", "train", *TINY_BB, "--device", "auto", "--out", str(out)]) == 0
+    parse = build_parser().parse_args
+    resumed = parse(["bb", "train", "--resume", "--out", str(out), "--steps", "8"])
+    assert train_config(resumed, "resume").device == "auto"
+    args = parse(["bb", "train", "--resume", "--out", str(out), "--device", "cpu"])
+    assert train_config(args, "resume").device == "cpu"
+
+
+def test_bad_device_text_names_the_field(capsys, tmp_path):
+    line = _one_line_error(capsys, ["bb", "train", *TINY_BB, "--device", "gpu", "--out", str(tmp_path / "r")])
+    assert "device must be one of" in line
+
+
+def test_precision_needs_a_cuda_device():
+    from attnlab.bb.config import resolve_config
+
+    with pytest.raises(InputError, match="precision bf16 is a CUDA mode"):
+        resolve_config("cpu", steps=4, precision="bf16")
+    assert resolve_config("cpu", steps=4, precision="tf32", device="auto").precision == "tf32"
+
+
+def test_config_and_manifest_record_the_device(tmp_path, no_cuda):
+    """cpu (the default) is left out of config.json, so CPU runs keep their files and hashes; any other value is
+    written; manifest.json always names the resolved device."""
+    assert main(["bb", "train", *TINY_BB, "--out", str(tmp_path / "cpu")]) == 0
+    assert "device" not in json.loads((tmp_path / "cpu" / "config.json").read_text())
+    assert json.loads((tmp_path / "cpu" / "manifest.json").read_text())["device"] == "cpu"
+    assert main(["bb", "train", *TINY_BB, "--device", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert json.loads((tmp_path / "auto" / "config.json").read_text())["device"] == "auto"
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["device"] == "cpu"
+    for name in ("metrics.jsonl",):  # auto on a CPU-only machine is the cpu run, bit for bit
+        assert (tmp_path / "cpu" / name).read_bytes() == (tmp_path / "auto" / name).read_bytes()
+
+
+def test_gpu_memory_refusal(monkeypatch):
+    monkeypatch.setattr(D, "memory_bytes", lambda device: 2**30)
+    with pytest.raises(InputError, match=r"about 4 GiB on cuda \(limit 1 GiB, 90% of its free memory\)"):
+        budget.check_device_memory(4 * 2**30, "this run", "cuda")
+    budget.check_device_memory(2**29, "this run", "cuda")  # fits
+
+
+def test_gpu_memory_is_not_checked_on_the_cpu():
+    assert D.memory_bytes(torch.device("cpu")) is None
+    budget.check_device_memory(1e30, "this run", torch.device("cpu"))  # the configs check the RAM instead
+
+
+def test_bb_train_refuses_a_size_over_the_gpu_memory(monkeypatch):
+    from attnlab.bb import run as bb_run
+    from attnlab.bb.config import resolve_config, train_memory
+
+    cfg = resolve_config("paper", steps=10)
+    monkeypatch.setattr(bb_run, "resolve", lambda device: torch.device("cpu"))
+    monkeypatch.setattr(D, "memory_bytes", lambda device: int(train_memory(cfg) / 2))
+    with pytest.raises(InputError, match="bb train --d-model 256 --seq-len 256 --batch 512 would need about"):
+        bb_run._train_device(cfg)
+
+
+@pytest.mark.parametrize("method", ["euler", "rk4"])
+def test_phase_gpu_loop_agrees_with_the_cpu_loop(method):
+    """`sweep_chunk_resident` (the GPU path: no retirement, fractions kept on the device) against `_sweep_chunk`
+    (retirement, fractions read back each step), both on the CPU: the same fractions to float64 rounding."""
+    from attnlab.consensus import sweeps
+    from attnlab.consensus.dynamics import check_tokens
+
+    g = torch.Generator().manual_seed(3)
+    X0 = check_tokens(torch.randn(16, 8, 3, generator=g, dtype=torch.float64))
+    bs = np.array([0.5, 2.0, 6.0])
+    cpu = sweeps._sweep_chunk(X0, bs, 120, 0.1, method, "SA", 0.999, retire=method == "euler")
+    resident = sweeps.sweep_chunk_resident(X0, bs, 120, 0.1, method, "SA", 0.999)
+    assert cpu.shape == resident.shape == (3, 121)
+    assert np.abs(cpu - resident).max() <= 1e-12
+    assert (resident[:, -1] == 1).any() and (resident[:, -1] < 1).any()  # some betas cluster (retire), some not
+
+
+def test_phase_resident_names_the_first_non_finite_step():
+    from attnlab.consensus import sweeps
+    from attnlab.errors import NumericalError
+
+    X0 = torch.full((2, 4, 3), float("nan"), dtype=torch.float64)
+    with pytest.raises(NumericalError, match=r"non-finite state at t=0, h=0.1"):
+        sweeps.sweep_chunk_resident(X0, np.array([1.0]), 5, 0.1, "euler", "SA", 0.999)
+
+
+def test_sweep_with_cuda_trials_reserves_a_gpu_and_is_refused_without_one(no_cuda):
+    from attnlab.sweep.config import SweepConfig, SweepSpec
+    from attnlab.sweep.engine import preflight
+
+    spec = SweepSpec(command="bb train", base={"steps": 4, "device": "cuda"}, grid={"seed": [0, 1]})
+    config = SweepConfig(spec=spec)
+    assert config.gpus_per_trial == 1.0
+    with pytest.raises(InputError, match=r"\(its trials set device = cuda\): this machine has 0 GPU"):
+        preflight(config)
+    cpu = SweepSpec(command="bb train", base={"device": "cpu"}, grid={"seed": [0]})
+    assert SweepConfig(spec=cpu).gpus_per_trial == 0.0
+    grid = SweepSpec(command="bb train", grid={"device": ["cpu", "cuda:0"]})
+    assert SweepConfig(spec=grid).gpus_per_trial == 1.0
+
+
+def test_reproduce_passes_the_device_to_the_gpu_runs_only():
+    from attnlab.reproduce.experiments import SIZES, sized
+
+    full = SIZES["full"]
+    assert sized("cons_phase", "full", "cuda")["device"] == "cuda"
+    assert "device" not in sized("cons_phase", "full", "cpu")
+    gpu = [n for n in full if "device" in sized(n, "full", "cuda")]
+    assert "bb_paper" in gpu and not any(n.startswith(("paths_", "real_", "series_")) for n in gpu)
+
+
+def test_a_report_written_without_plotly_gets_a_stub(tmp_path, monkeypatch):
+    """The GPU machine has no plotly: a report's plotly.min.js is then a stub, and the page is still written."""
+    import sys
+
+    from attnlab import report
+
+    monkeypatch.setitem(sys.modules, "plotly.offline", None)  # `from plotly.offline import ...` raises ImportError
+    assert report.plotly_asset(tmp_path) == report.PLOTLY_ASSET
+    assert (tmp_path / report.PLOTLY_ASSET).read_text() == report.PLOTLY_MISSING
