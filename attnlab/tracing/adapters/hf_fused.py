@@ -187,20 +187,24 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
     rec.fused_rows(layer, key0, entropy=entropy, col_sum=cols)
     if mass is not None:
         rec.learned_sink(layer, 0, mass)
-    _record_key_sets(rec, layer, query, k, lse, bool_mask, scale)
+    _record_key_sets(rec, layer, (query, k, lse, bool_mask, cols), scale)
     rec.logits(layer, s0, rest)
     rec.value_norms(layer, _value_norms(value, sess.gram(layer)).transpose(1, 2))
     return out.transpose(1, 2).contiguous()
 
 
-def _record_key_sets(rec: Any, layer: int, q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor,
-                     bool_mask: torch.Tensor | None, scale: float) -> None:  # fmt: skip
-    """Column sums Σ_i A_ij on the key set each extra asks for (`ExtraStatistic.key_set`)."""
+def _record_key_sets(rec: Any, layer: int, tensors: tuple, scale: float) -> None:
+    """Column sums Σ_i A_ij on the key set each extra asks for (`ExtraStatistic.key_set`). tensors: q, k
+    [B,H,T,d], lse [B,H,T], the boolean mask or None, and every column sum [B,H,T] when `stats="full"` (else None)."""
+    q, k, lse, bool_mask, cols = tensors
     for extra in rec.extras.values():
         if not needs_attention(extra):
             continue
         keys = extra.key_set(layer).to(q.device)
         if keys.numel() == 0:
+            continue
+        if cols is not None:
+            extra.attention_columns(layer, keys.cpu(), cols[..., keys])
             continue
         vis = None if bool_mask is None else bool_mask[..., :, keys]
         extra.attention_columns(layer, keys.cpu(), key_columns(q, k, lse, keys, vis, scale).sum(2))
