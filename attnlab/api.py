@@ -236,7 +236,8 @@ def trace(
     `keep_patterns` [(layer, head)] keeps those full patterns `.patterns[(l, h)]` [N, query, key]; `logits=True`
     keeps `.logits` [N, T, V] (float32). `stats` (transformers models): "fast" takes every statistic that needs a few
     keys per row from the fused kernel's log-sum-exp (row entropy and ᾱ_j for j ≥ 1 NaN), "full" adds those, "chunked"
-    runs the exact eager chunks; `.attention_paths` says which path each layer took. The model's state, hooks and attention implementation are as before after.
+    runs the exact eager chunks; `.attention_paths` says which path each layer took. The model's state, hooks and
+    attention implementation are as before after.
 
     Example: `attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 0)]).heads`
     """

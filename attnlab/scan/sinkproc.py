@@ -74,7 +74,7 @@ class ColumnSums(ExtraStatistic):
         assert self._bnorm is not None
         if self.ratio is None:
             return torch.arange(self._bnorm.shape[-1])
-        cand = candidates(self._bnorm[:, layer].float().numpy(), self.ratio).any(0)
+        cand = np.asarray(candidates(self._bnorm[:, layer].float().numpy(), self.ratio).any(0))
         cand[0] = True
         return torch.from_numpy(np.flatnonzero(cand))
 

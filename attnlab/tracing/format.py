@@ -21,7 +21,7 @@ were not grouped), N = number of sequences.
 | massive | list of dicts | residual entries with |x| > 100 and > 1000 × median (layer, sample, pos, dim, value) |
 | patterns | {"l.h": [N,T,T]} | full attention patterns, only for heads asked for |
 | learned_sink_by_query | [L,H,T] or None | mean mass on the learned sink logit per query (gpt-oss `sinks`) |
-| attention_paths | [L] str | the path each layer's attention took: "fused" (the fused kernel and its log-sum-exp), "chunked" (exact eager chunks), "mixed", "" (toy models) |
+| attention_paths | [L] str | each layer's path: "fused" (kernel + log-sum-exp), "chunked" (eager), "mixed", "" (toy) |
 
 On the default fused path (`stats="fast"`) the row entropy and ᾱ_j for keys j ≥ 1 are not computed: they are NaN
 in the layers that took it (`stats="full"` computes them; docs/real-models.md).

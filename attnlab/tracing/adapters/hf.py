@@ -355,7 +355,12 @@ def traced(
         )
     switch = recorder is not None or plan.switches_attention
     sess = TraceSession(
-        model=model, arch=arch, recorder=recorder, plan=plan, chunk_elements=chunk_elements, switched=switch,
+        model=model,
+        arch=arch,
+        recorder=recorder,
+        plan=plan,
+        chunk_elements=chunk_elements,
+        switched=switch,
         stats=stats,
     )
     previous = model.config._attn_implementation

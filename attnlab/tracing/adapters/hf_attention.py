@@ -292,4 +292,3 @@ def _attend_chunk(
         if sink_mass is not None:
             rec.learned_sink(layer, q0, sink_mass)
     return w
-
