@@ -117,22 +117,25 @@ def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
         yield ids[b0 : b0 + batch_size]
 
 
-def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool):
-    """(Trace or None, logits [N,T,V] on the CPU) of an HF model through the HF adapter."""
+def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool,
+            stats: str = "fast"):  # fmt: skip
+    """(Trace or None, logits [N,T,V] on the CPU) of an HF model through the HF adapter (`stats`: `traced`'s)."""
     import torch
 
     from attnlab.tracing.adapters.hf import new_recorder, traced
 
     rec = new_recorder(model, ids.shape[1], keep_patterns=keep) if record else None
     logits = []
-    with torch.no_grad(), traced(model, rec, ivs, hooks=hooks) as sess:
+    with torch.no_grad(), traced(model, rec, ivs, hooks=hooks, stats=stats) as sess:
         for batch in _batches(ids, batch_size):
             logits.append(sess.forward(batch).float().cpu())
     return (rec.result() if rec is not None else None), torch.cat(logits)
 
 
-def _run_toy(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool):
-    """(Trace, logits [N,T,V] on the CPU) of a toy model through the toy adapter."""
+def _run_toy(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool,
+             stats: str = "fast"):  # fmt: skip
+    """(Trace, logits [N,T,V] on the CPU) of a toy model through the toy adapter (every statistic: `stats` is
+    moot, its patterns are whole)."""
     from attnlab.tracing.adapters.toy import trace_toy
 
     device = next(model.parameters()).device
@@ -224,18 +227,25 @@ def trace(
     keep_patterns: Iterable[tuple[int, int]] = (),
     logits: bool = False,
     batch_size: int = 8,
+    stats: str = "fast",
 ) -> Trace:
     """Trace `model` on `inputs` in memory and return the `Trace` (spec extreme-tokens §5).
 
     `hooks` {point: fn(tensor, point)} run at named points (`hook_points(model)`); a returned tensor replaces the
     activation. `interventions` are `ZeroHead`, `ZeroMLP`, `ZeroLayer`, `ZeroDims`, `MoveToSink` and `MeanAblate`.
     `keep_patterns` [(layer, head)] keeps those full patterns `.patterns[(l, h)]` [N, query, key]; `logits=True`
-    keeps `.logits` [N, T, V] (float32). The model's state, hooks and attention implementation are as before after.
+    keeps `.logits` [N, T, V] (float32). `stats` (transformers models): "fast" takes every statistic that needs a few
+    keys per row from the fused kernel's log-sum-exp (row entropy and ᾱ_j for j ≥ 1 NaN), "full" adds those, "chunked"
+    runs the exact eager chunks; `.attention_paths` says which path each layer took. The model's state, hooks and
+    attention implementation are as before after.
 
     Example: `attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 0)]).heads`
     """
     module, tok = _resolve_model(model, tokenizer)
     check_int(batch_size, 1, "batch_size")
+    from attnlab.errors import check_choice
+
+    check_choice(stats, ("fast", "full", "chunked"), "stats")
     ids = resolve_inputs(inputs, module, tok)
     run = _run_toy if _is_toy(module) else _run_hf
     for point in hooks or {}:
@@ -243,7 +253,7 @@ def trace(
     ivs, merged = _compile_mean_ablations(module, tok, list(interventions), dict(hooks or {}), run, batch_size,
                                           ids.shape[1])  # fmt: skip
     keep = [(int(l), int(h)) for l, h in keep_patterns]
-    tr, out = run(module, ids, ivs, merged, keep, batch_size, True)
+    tr, out = run(module, ids, ivs, merged, keep, batch_size, True, stats)
     if logits:
         tr.logits = out.numpy()
     return tr

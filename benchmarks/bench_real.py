@@ -186,14 +186,15 @@ def smollm2_interleaved(tokens: list[int], repeats: int, threads: int, windows: 
                 for w in range(ids.shape[0]):
                     model(input_ids=ids[w : w + 1], use_cache=False)
 
-        def scan(ids: torch.Tensor = ids) -> None:
-            trace_windows(model, ids, batch_size=1)
+        def scan(ids: torch.Tensor = ids, stats: str = "fast") -> None:
+            trace_windows(model, ids, batch_size=1, stats=stats)
 
-        wall: dict[str, list[float]] = {"sdpa": [], "scan": []}
-        cpu: dict[str, list[float]] = {"sdpa": [], "scan": []}
+        fns = {"sdpa": sdpa, "scan": scan, "full": lambda: scan(stats="full"), "chunked": lambda: scan(stats="chunked")}
+        wall: dict[str, list[float]] = {k: [] for k in fns}
+        cpu: dict[str, list[float]] = {k: [] for k in fns}
         load0 = os.getloadavg()[0]
         for i in range(repeats + 1):
-            for name, fn in (("sdpa", sdpa), ("scan", scan)):
+            for name, fn in fns.items():
                 t, c = time.perf_counter(), time.process_time()
                 fn()
                 if i:  # the first pair warms up
@@ -204,6 +205,7 @@ def smollm2_interleaved(tokens: list[int], repeats: int, threads: int, windows: 
         rows.append({"tokens": T, "threads": threads, "windows": windows, "sdpa_s": round(w["sdpa"], 3),
                      "scan_s": round(w["scan"], 3),
                      "wall_ratio": round(w["scan"] / w["sdpa"], 3), "cpu_ratio": round(c["scan"] / c["sdpa"], 3),
+                     "full_ratio": round(w["full"] / w["sdpa"], 3), "chunked_ratio": round(w["chunked"] / w["sdpa"], 3),
                      "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows

@@ -27,6 +27,7 @@ def scan_config(args: argparse.Namespace) -> Any:
         checkpoints=series,
         sink_ratio=args.sink_ratio,
         sink_threshold=args.sink_threshold,
+        stats=args.stats,
     )
 
 
@@ -92,6 +93,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=0.3,
         help="... and a head has a sink on a candidate when its mean attention score on it (over the queries at "
         "or after it) is at least this (default 0.3)",
+    )
+    p.add_argument(
+        "--stats",
+        choices=("fast", "full", "chunked"),
+        default="fast",
+        help="fast (default): statistics from the fused kernel's log-sum-exp, about a plain forward's cost, row "
+        "entropy not computed (NaN); full: also the row entropy and every column mean (two more fused calls); "
+        "chunked: the exact eager chunked attention of earlier versions",
     )
     add_run_args(p, threads_default=1)
     p.set_defaults(func=cmd_scan, make_config=scan_config)

@@ -113,7 +113,7 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
     proc: dict[str, list[dict[str, Any]]] = {}
     for d in cfg.domains:
         traces[d], nll[d], cols, norms = sinkproc.trace_windows_columns(
-            lm.model, ids[d], cfg.batch_size, desc=f"scan {d}"
+            lm.model, ids[d], cfg.batch_size, desc=f"scan {d}", stats=cfg.stats, ratio=cfg.sink_ratio
         )
         for name, rows in sink_procedure_rows(d, traces[d], cols, norms, cfg, ids[d], lm.tokenizer).items():
             proc[name] = proc.get(name, []) + rows

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attnlab.errors import check, check_count
+from attnlab.errors import check, check_choice, check_count
 from attnlab.hf.settings import WindowSettings, check_head_pairs
 
 
@@ -29,6 +29,7 @@ class ScanConfig(WindowSettings):
     # earlier scans keep their config hash)
     sink_ratio: float = field(default=10.0, metadata={"omit_if_default": True})
     sink_threshold: float = field(default=0.3, metadata={"omit_if_default": True})
+    stats: str = field(default="fast", metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -45,4 +46,5 @@ class ScanConfig(WindowSettings):
             isinstance(self.sink_threshold, (int, float)) and 0.0 < float(self.sink_threshold) <= 1.0,
             f"sink_threshold must be in (0, 1] (a mean attention score), got {self.sink_threshold!r}",
         )
+        check_choice(self.stats, ("fast", "full", "chunked"), "stats")
         check(len(set(self.checkpoints)) == len(self.checkpoints), f"checkpoints: {self.checkpoints} repeats one")

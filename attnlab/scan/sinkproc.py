@@ -38,9 +38,14 @@ class ColumnSums(ExtraStatistic):
 
     `result()`: (cols [N,L,H,T] float32, Σ over queries j of A_{j,i}; norms [N,R,T] float32, ‖x^r_t‖ of residual
     stream r), over every batch recorded.
+
+    With `ratio` the statistic asks the fused path only for the keys the procedure reads (`key_set`): key 0 and
+    the candidates ‖x^l_i‖ > ratio × median of any window of the batch, exactly as `candidates` finds them; the
+    column sums of other keys stay NaN. Without it, every key (from the column sums of `stats="full"`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ratio: float | None = None) -> None:
+        self.ratio = ratio
         self.cols: list[torch.Tensor] = []
         self.norms: list[torch.Tensor] = []
         self._bcol: torch.Tensor | None = None
@@ -50,6 +55,8 @@ class ColumnSums(ExtraStatistic):
         """Fresh float64 accumulators [B,L,H,T] and [B,R,T] for the batch."""
         f64 = torch.float64
         self._bcol = torch.zeros(shape.batch, shape.layers, shape.heads, shape.seq_len, dtype=f64)
+        if self.ratio is not None:
+            self._bcol.fill_(float("nan"))
         self._bnorm = torch.zeros(shape.batch, shape.streams, shape.seq_len, dtype=f64)
 
     @torch.no_grad()
@@ -57,7 +64,24 @@ class ColumnSums(ExtraStatistic):
         """Add Σ over the chunk's queries of rows [B,H,C,K] (the chunk's visible keys; later keys have no weight)."""
         assert self._bcol is not None
         K = rows.shape[-1]
+        if q0 == 0:  # this layer took the chunked path: every column is computed
+            self._bcol[:, layer] = 0.0
         self._bcol[:, layer, :, :K] += rows.float().sum(2).double().cpu()  # [B,H,K]
+
+    def key_set(self, layer: int) -> torch.Tensor | None:
+        """Key 0 and the candidate tokens of layer `layer`'s input stream in any window of the batch (every key
+        without a ratio)."""
+        assert self._bnorm is not None
+        if self.ratio is None:
+            return torch.arange(self._bnorm.shape[-1])
+        cand = np.asarray(candidates(self._bnorm[:, layer].float().numpy(), self.ratio).any(0))
+        cand[0] = True
+        return torch.from_numpy(np.flatnonzero(cand))
+
+    def attention_columns(self, layer: int, keys: torch.Tensor, sums: torch.Tensor) -> None:
+        """sums [B,H,J] = Σ_i A[:, :, i, keys] (fused path)."""
+        assert self._bcol is not None
+        self._bcol[:, layer][..., keys] = sums.double().cpu()
 
     @torch.no_grad()
     def residual(self, index: int, hidden: torch.Tensor) -> None:
@@ -78,13 +102,17 @@ class ColumnSums(ExtraStatistic):
 
 
 def trace_windows_columns(
-    model: Any, ids: torch.Tensor, batch_size: int = 1, desc: str = "scan"
-) -> tuple[Trace, np.ndarray, np.ndarray, np.ndarray]:
-    """As `trace_windows` (ids [N,T]), plus the per-window column sums [N,L,H,T] and residual norms [N,R,T]."""
+    model: Any, ids: torch.Tensor, batch_size: int = 1, desc: str = "scan", stats: str = "fast",
+    ratio: float | None = RATIO,
+) -> tuple[Trace, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """As `trace_windows` (ids [N,T]), plus the per-window column sums [N,L,H,T] and residual norms [N,R,T].
+
+    With `ratio` (the procedure's) and stats "fast", only key 0 and the candidates' columns are computed (the rest
+    NaN); with stats "full" or "chunked" every column."""
     from attnlab.tracing.adapters.hf import trace_windows
 
-    columns = ColumnSums()
-    trace, nll = trace_windows(model, ids, batch_size, desc=desc, extras={"columns": columns})
+    columns = ColumnSums(ratio if stats == "fast" else None)
+    trace, nll = trace_windows(model, ids, batch_size, desc=desc, extras={"columns": columns}, stats=stats)
     cols, norms = columns.result()
     return trace, nll, cols, norms
 

@@ -9,6 +9,11 @@ statistics, with the same tensors, and `TraceRecorder.extra_results()` hands bac
     attention_rows(layer, q0, rows)          rows [B,H,C,K] = A[:, :, q0:q0+C, :K] (query, key), fp32, causal,
                                              on the layer's device; per query chunk in order (real models), or the
                                              whole pattern at once with q0 = 0, C = K = T (toy models)
+    key_set(layer) -> keys [J] | None        on the fused path (`attnlab.tracing.adapters.hf_fused`): the few keys
+                                             whose column sums the statistic needs from this layer; None (the
+                                             default for a statistic that overrides attention_rows): whole rows,
+                                             and the layer runs through the exact chunked path instead
+    attention_columns(layer, keys, sums)     sums [B,H,J] = Σ_i A[:, :, i, keys] over every query (fused path)
     residual(index, hidden)                  hidden [B,T,d] as the model holds it (device, dtype); index 0 = after
                                              the embedding, l+1 = after block l
     end_batch()                              the batch is complete (called before the next batch and by `result()`)
@@ -51,6 +56,14 @@ class ExtraStatistic:
 
     def attention_rows(self, layer: int, q0: int, rows: torch.Tensor) -> None:
         """Rows q0..q0+C−1 of layer `layer`'s pattern, rows [B,H,C,K] fp32 (keys beyond K have no weight)."""
+
+    def key_set(self, layer: int) -> torch.Tensor | None:
+        """The keys [J] (long) whose column sums this statistic needs from layer `layer` on the fused path, or
+        None: it needs whole rows (`attention_rows`), so the layer takes the chunked path."""
+        return None
+
+    def attention_columns(self, layer: int, keys: torch.Tensor, sums: torch.Tensor) -> None:
+        """sums [B,H,J] fp32: Σ over every query i of A[:, :, i, keys] (the fused path's answer to `key_set`)."""
 
     def residual(self, index: int, hidden: torch.Tensor) -> None:
         """Residual stream `index` (0 = embedding output, l+1 = after block l), hidden [B,T,d]."""

@@ -21,6 +21,10 @@ were not grouped), N = number of sequences.
 | massive | list of dicts | residual entries with |x| > 100 and > 1000 × median (layer, sample, pos, dim, value) |
 | patterns | {"l.h": [N,T,T]} | full attention patterns, only for heads asked for |
 | learned_sink_by_query | [L,H,T] or None | mean mass on the learned sink logit per query (gpt-oss `sinks`) |
+| attention_paths | [L] str | each layer's path: "fused" (kernel + log-sum-exp), "chunked" (eager), "mixed", "" (toy) |
+
+On the default fused path (`stats="fast"`) the row entropy and ᾱ_j for keys j ≥ 1 are not computed: they are NaN
+in the layers that took it (`stats="full"` computes them; docs/real-models.md).
 
 Under a sliding window of W keys, A_i0 = 0 for queries i ≥ W: the sink score and ᾱ_0 keep their definitions (means
 over every query, so a windowed head's key-0 statistics are bounded by the share of queries that can still see key
@@ -105,6 +109,7 @@ class Trace:
     patterns: dict = field(default_factory=dict)
     learned_sink_by_query: np.ndarray | None = None
     logits: np.ndarray | None = None  # [N,T,V] float32, only when `attnlab.trace(..., logits=True)`
+    attention_paths: list = field(default_factory=list)  # [L] "fused" / "chunked" / "mixed" per layer
 
     def __post_init__(self) -> None:
         if not isinstance(self.patterns, Patterns):
@@ -213,7 +218,8 @@ class Trace:
         if self.logits is not None:
             tensors["logits"] = np.ascontiguousarray(self.logits, dtype=np.float32)
         write_bytes(path.with_suffix(".safetensors"), save(tensors))
-        write_text(path.with_suffix(".json"), json.dumps({"massive": self.massive}, indent=1))
+        meta = {"massive": self.massive, "attention_paths": list(self.attention_paths)}
+        write_text(path.with_suffix(".json"), json.dumps(meta, indent=1))
         return path.with_suffix(".safetensors")
 
     @classmethod
@@ -238,4 +244,5 @@ class Trace:
             patterns=patterns,
             learned_sink_by_query=arrays.get("learned_sink_by_query"),
             logits=arrays.get("logits"),
+            attention_paths=list(meta.get("attention_paths", [])),
         )

@@ -122,6 +122,8 @@ class TraceRecorder:
         self._rows = torch.empty(0)  # per-row buffers of the layer being recorded by chunks (`_start_rows`)
         self._lse_rows = True
         self.extras: dict[str, ExtraStatistic] = dict(extras or {})
+        self.paths: list[str] = [""] * L  # the attention path each layer took ("fused" / "chunked"; "" = unknown)
+        self.partial_rows = torch.zeros(L, dtype=torch.bool)  # a batch went fused without full-row statistics
 
     # ------------------------------------------------------------------------------------------------------
     def begin_batch(self, tokens: torch.Tensor | None, batch_size: int | None = None) -> None:
@@ -257,6 +259,38 @@ class TraceRecorder:
             self._end_rows(layer)
         for extra in self.extras.values():
             extra.attention_rows(layer, q0, A)
+
+    def attention_path(self, layer: int, path: str) -> None:
+        """Note the path layer `layer` took: "fused" or "chunked" ("mixed" once it has taken both)."""
+        old = self.paths[layer]
+        self.paths[layer] = path if old in ("", path) else "mixed"
+
+    @torch.no_grad()
+    def fused_rows(
+        self, layer: int, key0: torch.Tensor, entropy: torch.Tensor | None = None, col_sum: torch.Tensor | None = None
+    ) -> None:
+        """One layer of a batch from the fused path: key0 [B,H,T] = A_i0; entropy [B,H,T] = H_i of the key
+        distribution (renormalised under a learned sink) and col_sum [B,H,T] = Σ_i A_ij, both or neither
+        (`stats="full"`). Without them the layer's row entropy and column means of keys ≥ 1 come out NaN."""
+        B, H, T = key0.shape
+        self._check_rows(layer, 0, (B, H, T, T))
+        assert self._batch_sink is not None and self._batch_col0 is not None
+        self.attn_batches[layer] += 1
+        k0 = key0.detach().double().cpu()
+        self.key0_sum[layer] += k0.sum(0)
+        self._batch_sink[:, layer] = k0[..., 1:].sum(-1) / max(T - 1, 1)
+        self._batch_col0[:, layer] = k0.sum(-1) / T
+        if self._tokens is not None and self.V:
+            self._key0_by_token(layer, self._tokens, k0)
+        if col_sum is None or entropy is None:
+            self.col_sum[layer, :, 0] += k0.sum(dim=(0, 2))
+            self.partial_rows[layer] = True
+        else:
+            self.col_sum[layer] += col_sum.detach().double().cpu().sum(0)
+            if T > 1:
+                ent = entropy.detach().double().cpu()[..., 1:] / torch.log(self._i[1:] + 1.0)
+                self.ent_sum[layer] += ent.sum(dim=(0, 2))
+                self.ent_count[layer] += B * (T - 1)
 
     def _start_rows(self, A: torch.Tensor) -> None:
         """The per-row buffers of one layer, [6, B, H, T] fp32 on A's device: A_i0, and for the entropy a_i, s_i
@@ -420,6 +454,7 @@ class TraceRecorder:
             raise AttnlabError("the trace recorded no sequences")
         n = float(self.n_seq)
         col_count = (self.T - self._i) * n  # queries that see key j
+        partial = self.partial_rows.numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
             tok_c = self.tok_count.numpy()
             dl_c = self.dlogit_count.numpy()
@@ -446,7 +481,10 @@ class TraceRecorder:
                 massive=[r for rows in self.massive for r in rows],
                 patterns={k: np.concatenate(v) for k, v in self.patterns.items() if v},
                 learned_sink_by_query=None if self.lsink_sum is None else (self.lsink_sum / n).numpy(),
+                attention_paths=list(self.paths),
             )
+        trace.attn_col_mean[partial, :, 1:] = np.nan  # not computed on the fast fused path
+        trace.row_entropy[partial] = np.nan
         if not self.V:
             trace.attn_key0_by_token = np.zeros((self.L, self.H, 0))
             trace.dlogit_by_token = np.zeros((self.L, self.H, 0))

@@ -16,11 +16,21 @@ from tests.real.conftest import save_tiny_hf_folder, tiny_llama
 T = 12
 
 
+@pytest.mark.parametrize("stats", ["fast", "full", "chunked"])
 @pytest.mark.parametrize("length", [T, 200])  # 200: several query chunks, each over its visible keys
-def test_mean_attention_score_equals_the_full_matrix(length):
+def test_mean_attention_score_equals_the_full_matrix(length, stats):
+    """Every column (full, chunked) or key 0 and every candidate (fast: the fused path's key set, the rest NaN)."""
     model = tiny_llama(n_heads=4, n_kv=2, max_positions=256)
     ids = torch.randint(0, 64, (3, length), generator=torch.Generator().manual_seed(1))
-    _, _, cols, norms = sinkproc.trace_windows_columns(model, ids, batch_size=2)
+    ratio = 1.02  # low, so that the tiny random model has candidates beyond key 0
+    _, _, cols, norms = sinkproc.trace_windows_columns(model, ids, batch_size=2, stats=stats, ratio=ratio)
+    L = cols.shape[1]
+    cand = sinkproc.candidates(norms[:, :L], ratio)  # [N,L,T]
+    if stats == "fast":
+        assert np.all(np.isfinite(cols[:, :, :, 0])) and np.all(np.isfinite(cols.transpose(0, 1, 3, 2)[cand]))
+        assert cand[..., 1:].any() and np.isnan(cols).any()
+    else:
+        assert np.all(np.isfinite(cols))
     model.set_attn_implementation("eager")
     with torch.no_grad():
         out = model(input_ids=ids, output_attentions=True, output_hidden_states=True, use_cache=False)
@@ -28,7 +38,9 @@ def test_mean_attention_score_equals_the_full_matrix(length):
     direct = np.zeros(A.shape[:-1])
     for i in range(length):  # (1/(T−i)) Σ_{j≥i} A[h,j,i], written out
         direct[..., i] = A[:, :, :, i:, i].sum(-1) / (length - i)
-    np.testing.assert_allclose(sinkproc.mean_attention_score(cols), direct, atol=1e-5)
+    got = sinkproc.mean_attention_score(cols)
+    seen = np.isfinite(got)
+    np.testing.assert_allclose(got[seen], direct[seen], atol=1e-5)
     assert direct[..., 0] == pytest.approx(A[..., 0].mean(-1))  # key 0 is seen by every query
     hidden = torch.stack(out.hidden_states[:-1], 1).norm(dim=-1).numpy()  # [N,L,T] the layers' inputs
     np.testing.assert_allclose(norms[:, : hidden.shape[1]], hidden, rtol=1e-5)

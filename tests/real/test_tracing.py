@@ -58,7 +58,7 @@ def test_streamed_trace_equals_full_eager_weights(name, chunk):
     ids = _ids()
     keep = [(1, 1)]
     rec = new_recorder(model, T, keep_patterns=keep, vocab_size=64)
-    with traced(model, rec, chunk_elements=chunk) as session:
+    with traced(model, rec, chunk_elements=chunk, stats="chunked") as session:
         logits = session.forward(ids)
     tr = rec.result()
     ref = _eager(model, ids)

@@ -3,8 +3,10 @@
 `traced(model, recorder, interventions)` is a context manager that yields a `TraceSession` bound to that block
 (nothing is kept at module level). Inside it:
   - attention runs through the function "attnlab" registered with transformers' `AttentionInterface`
-    (`attnlab.tracing.adapters.hf_attention`: eager, chunked, every weight handed to the recorder) and a forward
-    pre-hook on every attention module hands the session to it as the keyword `attnlab_session`;
+    (`attnlab.tracing.adapters.hf_fused`: torch's fused kernel and statistics from its log-sum-exp, by default;
+    the exact chunked function of `hf_attention`, every weight handed to the recorder, for the layers and
+    `stats="chunked"` the fused kernel cannot do) and a forward pre-hook on every attention module hands the
+    session to it as the keyword `attnlab_session`;
   - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
     every block record it after each block (before the final norm);
   - the intervention values of `attnlab.tracing.interventions` are compiled into hooks: `ZeroHead` zeroes the slice
@@ -30,12 +32,8 @@ from torch import nn
 
 from attnlab.errors import InputError
 from attnlab.tracing.adapters.arch import Arch, get_arch
-from attnlab.tracing.adapters.hf_attention import (
-    ATTN_NAME,
-    CHUNK_ELEMENTS,
-    additive_causal_mask,
-    register_attention,
-)
+from attnlab.tracing.adapters.hf_attention import ATTN_NAME, CHUNK_ELEMENTS, additive_causal_mask
+from attnlab.tracing.adapters.hf_fused import check_stats, register_attention
 from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
 from attnlab.tracing.extras import ExtraStatistic
 from attnlab.tracing.format import Trace
@@ -112,7 +110,8 @@ class TraceSession:
     masks: dict[tuple[int, int, int, int], torch.Tensor] = field(default_factory=dict)
     grams: dict[int, torch.Tensor] = field(default_factory=dict)
     scratch_buffers: dict[tuple[str, torch.device], torch.Tensor] = field(default_factory=dict)
-    switched: bool = False  # attention runs through `attnlab_attention`
+    switched: bool = False  # attention runs through the "attnlab" function
+    stats: str = "fast"  # "fast" (fused, few-key statistics), "full" (fused, full-row too) or "chunked"
     layers_seen: set[int] = field(default_factory=set)  # layers whose attention ran in the current forward
 
     def layer_of(self, module: nn.Module) -> int:
@@ -335,11 +334,17 @@ def traced(
     interventions: Iterable[Intervention] = (),
     chunk_elements: int = CHUNK_ELEMENTS,
     hooks: dict[str, UserHook] | None = None,
+    stats: str = "fast",
 ) -> Iterator[TraceSession]:
     """Within the block, forwards of `model` fill `recorder` and apply `interventions`; yields the session.
 
+    `stats`: "fast" records every statistic that needs a few keys per row from the fused kernel's log-sum-exp
+    (row entropy and the column means of keys ≥ 1 are NaN), "full" adds those by two more fused calls, "chunked"
+    runs every layer through the exact chunked function (`attnlab.tracing.adapters.hf_fused`).
+
     `hooks` {point: fn(tensor, point)} (points from `hf_hook_points`) run first at their points, then the
     interventions, then the recording; a tensor a hook returns replaces the activation."""
+    check_stats(stats)
     arch = get_arch(model)
     plan = compile_plan(interventions, arch.shape)
     for name in hooks or {}:
@@ -350,7 +355,13 @@ def traced(
         )
     switch = recorder is not None or plan.switches_attention
     sess = TraceSession(
-        model=model, arch=arch, recorder=recorder, plan=plan, chunk_elements=chunk_elements, switched=switch
+        model=model,
+        arch=arch,
+        recorder=recorder,
+        plan=plan,
+        chunk_elements=chunk_elements,
+        switched=switch,
+        stats=stats,
     )
     previous = model.config._attn_implementation
     if switch and previous == ATTN_NAME:
@@ -425,15 +436,17 @@ def trace_windows(
     keep_patterns: Iterable[tuple[int, int]] = (),
     desc: str = "scan",
     extras: Mapping[str, ExtraStatistic] | None = None,
+    stats: str = "fast",
 ) -> tuple[Trace, np.ndarray]:
     """Stream windows `ids` [N,T] through the model in batches; returns their Trace and per-window NLL [N].
+    `stats`: as `traced`'s.
 
     `extras` {name: `ExtraStatistic`} see every batch beside the recorder; read them with their own `result()`."""
     from tqdm import tqdm
 
     rec = new_recorder(model, ids.shape[1], keep_patterns=keep_patterns, extras=extras)
     nll = []
-    with traced(model, rec) as sess:
+    with traced(model, rec, stats=stats) as sess:
         for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
             batch = ids[b0 : b0 + batch_size]
             nll.append(next_token_nll(sess.forward(batch), batch))

@@ -292,14 +292,3 @@ def _attend_chunk(
         if sink_mass is not None:
             rec.learned_sink(layer, q0, sink_mass)
     return w
-
-
-def register_attention() -> None:
-    """Register "attnlab" with transformers' AttentionInterface (idempotent; the function holds no state)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(ATTN_NAME, attnlab_attention)
-    # transformers builds no mask for an attention name it does not know; sdpa's boolean mask (True = visible)
-    # carries padding, sliding windows and chunks (None when plain causal attention needs none)
-    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)

@@ -1,0 +1,228 @@
+"""The fused attention path of the trace adapter (issue 23): attention statistics at the cost of a plain forward.
+
+The attention registered as "attnlab" (`attention`) runs each layer through torch's fused kernel, which returns the
+output O and each row's log-sum-exp lse_i = log Σ_j exp(s_ij) beside it (CPU:
+`aten._scaled_dot_product_flash_attention_for_cpu`; CUDA: the flash or memory-efficient kernel). Every statistic
+that needs only a few keys per row follows exactly, with no [T,T] block:
+
+    A_i0 = exp(s·q_i·k_0 − lse_i)                 (0 where a window hides key 0): the sink score and ᾱ_0
+    Σ_i A_ij for a small key set J               O(T·|J|·d_h): the authors' sink procedure (`ExtraStatistic.key_set`)
+    s_i0 and mean_{1≤j≤i−1} s_ij                 from q and a running sum of k (`_logit_stats`)
+    learned sinks (gpt-oss): lse'_i = logaddexp(lse_i, sink_h), O ← O·exp(lse_i − lse'_i), mass exp(sink_h − lse'_i)
+
+With `stats="full"` two more fused calls give the full-row statistics exactly: the row entropy H_i = lse_i − s·q_i·
+(P K)_i from a second forward with K as the values (P = softmax over the keys), and the column sums Σ_i A_ij of every
+key from the kernel's backward with a one-hot output gradient (∂L/∂v_j = Σ_i A_ij g_i).
+
+A layer the kernel cannot do exactly runs through the exact chunked function (`hf_attention.attnlab_attention`):
+soft-capping, a sliding window transformers did not turn into a mask, a float (additive) mask, `MoveToSink`
+interventions, heads whose full patterns are kept, extras that need whole rows, `stats="chunked"`. The recorder
+notes the path each layer took (`Trace.attention_paths`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from attnlab.errors import InputError
+from attnlab.tracing.adapters.hf_attention import ATTN_NAME, _logit_stats, _value_norms, attnlab_attention
+
+if TYPE_CHECKING:
+    from attnlab.tracing.adapters.hf import TraceSession
+
+STATS = ("fast", "full", "chunked")
+
+
+def fused_kernel(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(O [B,H,T,d_v], lse [B,H,T] fp32) of softmax(q kᵀ·scale + mask) v, causal when `mask` is None (else the
+    additive mask [B|1,1|H,T,Tk] in q's dtype). q, k, v: [B,H,T,d] with as many KV heads as query heads."""
+    if q.device.type == "cuda":  # pragma: no cover - no GPU in the test environment (prepared, untested)
+        if mask is None and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
+            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
+            return out[0], out[1][..., : q.shape[2]].float()
+        out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, mask, True, 0.0, mask is None,
+                                                                     scale=scale)  # fmt: skip
+        return out[0], out[1][..., : q.shape[2]].float()
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, 0.0, mask is None, attn_mask=mask, scale=scale
+    )
+    return out, lse.float()
+
+
+def column_sums(
+    q: torch.Tensor, k: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, mask: torch.Tensor | None,
+    scale: float, weight: torch.Tensor,
+) -> torch.Tensor:  # fmt: skip
+    """[B,H,Tk] Σ_i weight_i·P_ij over all queries, P = softmax(q kᵀ·scale + mask) of the kernel call that gave
+    `out` and `lse`, through the kernel's backward with the output gradient g_i = weight_i·e_0 (∂/∂v_j = Σ_i P_ij g_i).
+    On CUDA (no exposed backward op here) by autograd through sdpa."""
+    g = torch.zeros_like(out)
+    g[..., 0] = weight.to(g.dtype)
+    v = torch.zeros_like(out)
+    if q.device.type == "cuda":  # pragma: no cover - prepared, untested (no GPU here)
+        with torch.enable_grad():
+            vv = v.requires_grad_(True)
+            o = nn.functional.scaled_dot_product_attention(q, k, vv, attn_mask=mask, is_causal=mask is None,
+                                                           scale=scale)  # fmt: skip
+            (gv,) = torch.autograd.grad(o, vv, g)
+        return gv[..., 0].float()
+    _, _, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        g, q, k, v, out, lse.to(torch.float32), 0.0, mask is None, attn_mask=mask, scale=scale
+    )
+    return gv[..., 0].float()
+
+
+def key_columns(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, keys: torch.Tensor, visible: torch.Tensor | None,
+    scale: float,
+) -> torch.Tensor:  # fmt: skip
+    """[B,H,T,|J|] A_ij = exp(s·q_i·k_j − lse_i) for the keys j in `keys` [|J|] (0 where j > i or hidden), fp32.
+    q [B,H,T,d], k [B,H,Tk,d] (expanded to the query heads); visible [B|1,1,T,|J|] bool or None (causal)."""
+    T = q.shape[2]
+    s = torch.matmul(q.float(), k[:, :, keys].float().transpose(-1, -2)) * scale
+    a = torch.exp(s - lse.unsqueeze(-1))
+    causal = keys.view(1, -1) <= torch.arange(T, device=q.device).view(-1, 1)
+    keep = causal if visible is None else causal & visible
+    return torch.where(keep, a, torch.zeros((), device=a.device))
+
+
+def _expand(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    groups = n_heads // x.shape[1]
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
+def chunked_reason(sess: TraceSession, layer: int, attention_mask: Any, T: int, Tk: int, kw: dict) -> str | None:
+    """Why layer `layer` must take the exact chunked path (None: the fused kernel computes it exactly)."""
+    rec = sess.recorder
+    if rec is None or sess.stats == "chunked":
+        return "stats=chunked" if rec is not None else "no recorder"
+    if Tk != T:
+        return "KV cache"
+    if kw.get("softcap") is not None:
+        return "soft-capping"
+    window = kw.get("sliding_window")
+    if attention_mask is None and window is not None and window < Tk:
+        return "sliding window without a mask"
+    if attention_mask is not None and attention_mask.dtype != torch.bool:
+        return "additive mask"
+    if sess.plan.sink.get(layer):
+        return "MoveToSink"
+    if any(l == layer for l, _ in rec.keep):
+        return "kept pattern"
+    if any(e.key_set(layer) is None for e in rec.extras.values() if needs_attention(e)):
+        return "extra statistic needs whole rows"
+    return None
+
+
+def needs_attention(extra: Any) -> bool:
+    """Whether an `ExtraStatistic` reads attention at all (it overrides `attention_rows`)."""
+    from attnlab.tracing.extras import ExtraStatistic
+
+    return type(extra).attention_rows is not ExtraStatistic.attention_rows
+
+
+def attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    attnlab_session: TraceSession | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """The function registered as "attnlab": fused where exact (module docstring), else the chunked one."""
+    sess = attnlab_session
+    T, Tk = query.shape[2], key.shape[2]
+    if sess is None:
+        return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
+    layer = sess.layer_of(module)
+    reason = chunked_reason(sess, layer, attention_mask, T, Tk, kwargs)
+    if sess.recorder is not None:
+        sess.recorder.attention_path(layer, "chunked" if reason else "fused")
+    if reason is not None:
+        return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout,
+                                 attnlab_session=sess, **kwargs)  # fmt: skip
+    sess.layers_seen.add(layer)
+    scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
+    return _fused_layer(sess, layer, query, key, value, attention_mask, scale, kwargs.get("s_aux")), None
+
+
+def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 bool_mask: torch.Tensor | None, scale: float, sinks: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+    """Output [B,T,H,d_h] of one layer through the fused kernel, its statistics recorded (module docstring)."""
+    rec = sess.recorder
+    assert rec is not None
+    B, H, T, _ = query.shape
+    k, v = _expand(key, H), _expand(value, H)
+    add = None
+    if bool_mask is not None:  # the kernel takes an additive mask in q's dtype
+        add = torch.zeros(bool_mask.shape, dtype=query.dtype, device=query.device)
+        add.masked_fill_(~bool_mask, float("-inf"))
+    out, lse = fused_kernel(query, k, v, add, scale)
+    lse_keys = lse
+    mass = None
+    if sinks is not None:  # fold the learned sink logit into the softmax: one more term in the normaliser
+        sk = sinks.float().view(1, H, 1)
+        lse = torch.logaddexp(lse_keys, sk)
+        out = out * torch.exp(lse_keys - lse).unsqueeze(-1).to(out.dtype)
+        mass = torch.exp(sk - lse)
+    s0, rest = _logit_stats(query, key, scale)
+    vis0 = None if bool_mask is None else bool_mask[..., :T, :1].expand(-1, H, -1, -1)[..., 0]  # [B|1,H,T]
+    key0 = torch.exp(s0 - lse)
+    if vis0 is not None:
+        key0 = torch.where(vis0, key0, torch.zeros((), device=key0.device))
+    entropy = cols = None
+    if sess.stats == "full":
+        kv_out, _ = fused_kernel(query, k, k, add, scale)  # (P K)_i with P the softmax over the keys
+        entropy = lse_keys - (query.float() * kv_out.float()).sum(-1) * scale
+        cols = column_sums(query, k, out if sinks is None else out / torch.exp(lse_keys - lse).unsqueeze(-1).to(
+            out.dtype), lse_keys, add, scale, torch.exp(lse_keys - lse))  # fmt: skip
+    rec.fused_rows(layer, key0, entropy=entropy, col_sum=cols)
+    if mass is not None:
+        rec.learned_sink(layer, 0, mass)
+    _record_key_sets(rec, layer, (query, k, lse, bool_mask, cols), scale)
+    rec.logits(layer, s0, rest)
+    rec.value_norms(layer, _value_norms(value, sess.gram(layer)).transpose(1, 2))
+    return out.transpose(1, 2).contiguous()
+
+
+def _record_key_sets(rec: Any, layer: int, tensors: tuple, scale: float) -> None:
+    """Column sums Σ_i A_ij on the key set each extra asks for (`ExtraStatistic.key_set`). tensors: q, k
+    [B,H,T,d], lse [B,H,T], the boolean mask or None, and every column sum [B,H,T] when `stats="full"` (else None)."""
+    q, k, lse, bool_mask, cols = tensors
+    for extra in rec.extras.values():
+        if not needs_attention(extra):
+            continue
+        keys = extra.key_set(layer).to(q.device)
+        if keys.numel() == 0:
+            continue
+        if cols is not None:
+            extra.attention_columns(layer, keys.cpu(), cols[..., keys])
+            continue
+        vis = None if bool_mask is None else bool_mask[..., :, keys]
+        extra.attention_columns(layer, keys.cpu(), key_columns(q, k, lse, keys, vis, scale).sum(2))
+
+
+def register_attention() -> None:
+    """Register "attnlab" with transformers' AttentionInterface (idempotent; the function holds no state)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTN_NAME, attention)
+    # transformers builds no mask for an attention name it does not know; sdpa's boolean mask (True = visible)
+    # carries padding, sliding windows and chunks (None when plain causal attention needs none)
+    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
+
+
+def check_stats(stats: str) -> str:
+    """`stats` one of STATS, else a one-line InputError."""
+    if stats not in STATS:
+        raise InputError(f"stats must be one of {', '.join(STATS)}, got {stats!r}")
+    return stats
