@@ -74,13 +74,13 @@ def subspace_measure(attn: np.ndarray, mlp: np.ndarray, energy: float = ENERGY) 
 
 def block_outputs(model, inputs: torch.Tensor, layer: int) -> tuple[np.ndarray, np.ndarray]:
     """(attention outputs, MLP outputs) of block `layer` on `inputs` [B,T], each [B·T, D] float64."""
+    from attnlab.tracing.adapters.toy import run_with_hooks
+
     got: dict[str, torch.Tensor] = {}
 
     def grab(x: torch.Tensor, name: str) -> None:
         got[name] = x.detach().reshape(-1, x.shape[-1]).double()
 
-    p = f"blocks.{layer}."
-    model.eval()
-    with torch.no_grad(), model.hooks({p + "attn.out": grab, p + "mlp.out": grab}):
-        model(inputs)
-    return got[p + "attn.out"].numpy(), got[p + "mlp.out"].numpy()
+    attn, mlp = f"blocks.{layer}.hook_attn_out", f"blocks.{layer}.hook_mlp_out"
+    run_with_hooks(model, inputs, {attn: grab, mlp: grab})
+    return got[attn].numpy(), got[mlp].numpy()

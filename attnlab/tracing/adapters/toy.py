@@ -181,6 +181,19 @@ def toy_user_hooks(model: ToyTransformer, hooks: dict[str, HookFn] | None) -> di
 
 
 @torch.no_grad()
+def run_with_hooks(model: ToyTransformer, tokens: torch.Tensor, hooks: dict[str, HookFn]) -> torch.Tensor:
+    """Logits [B,T,V] of one eval-mode forward of `tokens` [B,T] with only the user's `hooks` (TransformerLens
+    names) installed: no recorder, so attention keeps the model's own (fused, where it applies) path."""
+    was_training = model.training
+    model.eval()
+    try:
+        with model.hooks(toy_user_hooks(model, hooks)):
+            return model(tokens)
+    finally:
+        model.train(was_training)
+
+
+@torch.no_grad()
 def trace_toy(
     model: ToyTransformer,
     tokens: torch.Tensor,
