@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from attnlab.errors import AttnlabError, InputError, check_int
+from attnlab.errors import AttnlabError, InputError, check_int, names
 from attnlab.runs import RunDir, RunResult, frame, open_run
 
 # demo section -> the module with its `run_demo(out, seed) -> Report`; the order of the demo report.
@@ -35,7 +35,7 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         check_int(self.seed, 0, "--seed", MAX_SEED)
-        object.__setattr__(self, "only", tuple(self.only))
+        object.__setattr__(self, "only", names(self.only, "--only"))
         for study in self.only:
             if study not in DEMOS:
                 raise InputError(f"--only {study}: unknown study; choose from {', '.join(DEMOS)}")

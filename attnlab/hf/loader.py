@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -192,13 +193,22 @@ def resolve_model_folder(model: str, cache_dir: str | Path | None = None) -> Pat
         raise InputError(f"{path} is a file, not a model folder; pass a local Hugging Face folder")
     raise InputError(
         f"unknown model {model!r}: no such folder; use one of {sorted(MODEL_ALIASES)}, a local "
-        f"Hugging Face folder or a hub id org/name"
+        f"Hugging Face folder or a hub id (name or org/name)"
     )
 
 
+_HUB_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?")
+
+
 def is_hub_id(model: str) -> bool:
-    """True for `org/name` that is not a local path (resolved through the Hugging Face cache)."""
-    return model.count("/") == 1 and not model.startswith((".", "/", "~")) and not Path(model).expanduser().exists()
+    """True for a hub id, `name` (as `gpt2`) or `org/name`, that is not an alias or a local path (resolved
+    through the Hugging Face cache). Each part is the hub's: letters, digits, `-`, `_`, `.`, at most 96, no
+    `--` or `..`, starting with a letter or digit and not ending with `-` or `.`."""
+    if not isinstance(model, str) or model in MODEL_ALIASES or model.count("/") > 1:
+        return False
+    parts = model.split("/")
+    shaped = all(_HUB_PART.fullmatch(p) and "--" not in p and ".." not in p for p in parts)
+    return bool(shaped) and not Path(model).expanduser().exists()
 
 
 def hub_snapshot(model: str, revision: str | None) -> Path:
@@ -212,9 +222,10 @@ def hub_snapshot(model: str, revision: str | None) -> Path:
         folder = snapshot_download(model, revision=revision, allow_patterns=HUB_FILES)
     except Exception as exc:  # noqa: BLE001  (offline cache miss, unknown repo or revision, network error)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        local = "" if "/" in model else f"; local names: {', '.join(sorted(MODEL_ALIASES))}"
         raise InputError(
-            f"model {model!r}{rev}: no such local folder, not in the Hugging Face cache and could not be fetched "
-            f"({type(exc).__name__}: {first[:160]})"
+            f"unknown model {model!r}{rev}: no such local folder, not in the Hugging Face cache and could not be "
+            f"fetched ({type(exc).__name__}: {first[:160]}){local}"
         ) from None
     if not (Path(folder) / "config.json").is_file():
         raise InputError(f"model {model!r}{rev} has no config.json in the Hugging Face cache ({folder})")
@@ -317,9 +328,9 @@ def model_path(model: str, cache_dir: str | Path | None, revision: str | None, p
     if place.device not in DEVICES and not place.device.startswith("cuda:"):
         raise InputError(f"device must be one of {', '.join(DEVICES)}; got {place.device!r}")
     cache_root(cache_dir)  # a --cache-dir that is a file is refused even when a local folder is loaded
-    hub = isinstance(model, str) and is_hub_id(model) and model not in MODEL_ALIASES
+    hub = is_hub_id(model)
     if revision is not None and not hub:
-        raise InputError(f"--revision {revision} applies to hub models org/name; {model!r} is not one")
+        raise InputError(f"--revision {revision} applies to hub models (name or org/name); {model!r} is not one")
     return hub_snapshot(model, revision) if hub else resolve_model_folder(model, cache_dir)
 
 
@@ -375,6 +386,6 @@ def load_causal_lm(
     lm.eval()
     if device is not None:
         lm.to(device)
-    hub = isinstance(model, str) and is_hub_id(model) and model not in MODEL_ALIASES
+    hub = is_hub_id(model)
     name = model if (model in MODEL_ALIASES or hub) else path.name
     return LoadedModel(model=lm, tokenizer=tokenizer, name=name, path=path, revision=revision)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab.errors import check, check_choice, check_int
+from attnlab.errors import check, check_choice, check_int, names
 
 STUDIES = ("bb", "real", "consensus", "paths")
 PROFILES = ("tiny", "quick", "full")
@@ -23,7 +23,7 @@ class ReproduceConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "studies", tuple(self.studies) or STUDIES)
+        object.__setattr__(self, "studies", names(self.studies, "studies") or STUDIES)
         for s in self.studies:
             check_choice(s, STUDIES, "study")
         check(len(set(self.studies)) == len(self.studies), f"studies: {list(self.studies)} repeats a study")
