@@ -24,10 +24,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from attnlab.consensus.dynamics import KINDS, MASKS
-from attnlab.consensus.integrators import METHODS
-from attnlab.consensus.realmodel import VARIANTS
-from attnlab.consensus.schedules import ENSEMBLES, SCHEDULES
+from attnlab.consensus.names import ENSEMBLES, KINDS, MASKS, METHODS, SCHEDULES, VARIANTS
 from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int, names
 
 MAX_STEPS = 1_000_000
