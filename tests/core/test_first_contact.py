@@ -96,3 +96,42 @@ def test_bad_input_is_refused_before_heavy_imports(tmp_path, argv, message):
     assert result["rc"] in (1, 2) and len(errors) == 1 and message in errors[0], proc.stderr
     assert result["heavy"] == [], f"{argv}: refused only after importing {result['heavy']}"
     assert not out.exists()
+
+
+def _fake_study(monkeypatch, name, run_demo):
+    import types
+
+    from attnlab import demo
+
+    module = types.ModuleType(f"tests_fake_demo_{name}")
+    module.run_demo = run_demo  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(demo.DEMOS, name, module.__name__)
+
+
+@pytest.mark.parametrize("code, why", [(130, "demo interrupted;"), (2, "demo stopped: diverged at step 3;")])
+def test_a_stopped_demo_names_what_finished_and_never_suggests_resume(tmp_path, monkeypatch, code, why):
+    """`attnlab demo` has no --resume: a study's own "continue with --resume" must not reach the user."""
+    from attnlab import demo
+    from attnlab.errors import AttnlabError
+    from attnlab.report import Report
+
+    def finishes(out, seed):
+        Path(out).mkdir(parents=True)
+        return Report("first")
+
+    def stops(out, seed):
+        Path(out).mkdir(parents=True)
+        message = "interrupted at step 3" if code == 130 else "diverged at step 3"
+        raise AttnlabError(f"{message}; checkpoint saved in {out}; continue with --resume", code)
+
+    monkeypatch.setattr(demo, "DEMOS", {})
+    _fake_study(monkeypatch, "first", finishes)
+    _fake_study(monkeypatch, "second", stops)
+    with pytest.raises(AttnlabError) as info:
+        demo.run_demo(demo.DemoConfig(), tmp_path / "demo")
+    message = str(info.value)
+    assert info.value.exit_code == code and "--resume" not in message
+    assert message.startswith(why) and message.endswith(
+        f"the studies it finished (first) are in {tmp_path / 'demo'}; run it again with --overwrite"
+    )
