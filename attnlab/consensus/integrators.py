@@ -28,7 +28,6 @@ from attnlab.consensus.schedules import Schedule, check_schedule_step
 from attnlab.errors import InputError, NumericalError, check_choice
 
 
-
 @dataclass
 class Trajectory:
     """Result of `integrate`: times `t` [steps+1], measures name -> `[batch, steps+1]` numpy arrays,

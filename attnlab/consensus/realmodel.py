@@ -42,7 +42,6 @@ from attnlab.tracing.adapters.blockwise import (
 )
 
 
-
 @dataclass
 class StackRun:
     """Per-layer-step curves `[batch, steps+1]` (step 0 = embeddings) and the depth view `[batch, grid]`."""

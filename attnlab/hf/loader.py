@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,17 +127,58 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+CONVERT_STAGES = (
+    "read and dequantise the GGUF file",
+    "read the tokenizer",
+    "save the fp32 weights",
+    "save the tokenizer",
+)
+
+
 def _convert_smollm2(target: Path) -> None:
-    """Dequantise the GGUF file to fp32 and save it (model, config, tokenizer, attnlab.json) into `target`."""
+    """Dequantise the GGUF file to fp32 and save it (model, config, tokenizer, attnlab.json) into `target`, with a
+    message and a progress bar over the stages on stderr: this happens once and takes about a minute on a CPU."""
+    from tqdm.auto import tqdm
+
+    gguf = smollm2_gguf_path()
+    _require_gguf_deps()
+    tqdm.write(
+        f"attnlab: converting SmolLM2 from {gguf.name} to an fp32 folder in {target} "
+        "(once; about a minute on a CPU, later runs load the folder)",
+        file=sys.stderr,
+    )
+    with tqdm(total=len(CONVERT_STAGES), desc="converting SmolLM2", unit="stage", file=sys.stderr) as bar:
+        tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:  # a failure (a full disk) leaves no half-written folder behind
+            _convert_stages(gguf, tmp, bar)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    if target.exists():  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    tmp.rename(target)
+
+
+def _convert_stages(gguf: Path, tmp: Path, bar: Any) -> None:
+    """The conversion into `tmp`, one `bar` step per stage of CONVERT_STAGES (its postfix names the stage)."""
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = smollm2_gguf_path()
-    _require_gguf_deps()
+    stages = iter(CONVERT_STAGES)
+
+    def advance(first: bool = False) -> None:
+        if not first:
+            bar.update(1)
+        bar.set_postfix_str(next(stages, "done"))
+
+    advance(first=True)
     model: Any = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
     )
+    advance()
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
     # The weights are already dequantised fp32; drop the quantiser marker so that saving is allowed.
     if hasattr(model.config, "quantization_config"):
@@ -150,24 +192,18 @@ def _convert_smollm2(target: Path) -> None:
         "transformers": transformers.__version__,
         "note": "Q4_1 weights dequantised to fp32 (not the bf16 release)",
     }
-    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:  # a failure (a full disk) leaves no half-written folder behind
-        tmp.mkdir(parents=True)
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        tokenizer.save_pretrained(str(tmp))
-        (tmp / "attnlab.json").write_text(json.dumps(meta, indent=2) + "\n")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if target.exists():  # another process finished first
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    tmp.rename(target)
+    advance()
+    tmp.mkdir(parents=True)
+    model.save_pretrained(str(tmp), safe_serialization=True)
+    advance()
+    tokenizer.save_pretrained(str(tmp))
+    (tmp / "attnlab.json").write_text(json.dumps(meta, indent=2) + "\n")
+    advance()
 
 
 def smollm2_folder(cache_dir: str | Path | None = None) -> Path:
-    """The fp32 safetensors folder of SmolLM2, converting the GGUF file on a cache miss (20-50 s, once)."""
+    """The fp32 safetensors folder of SmolLM2, converting the GGUF file on a cache miss (about a minute, once; a
+    message and a progress bar on stderr say so)."""
     target = cache_root(cache_dir) / "models" / SMOLLM2_CACHE_NAME
     if not ((target / "attnlab.json").is_file() and (target / "model.safetensors").is_file()):
         smollm2_gguf_path()  # clear error before any work

@@ -4,6 +4,7 @@ read from a Hugging Face cache built by the test, and a bare id missing from it 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,40 @@ def test_bare_hub_id_missing_offline_is_one_line(tmp_path, monkeypatch):
     assert "\n" not in message
     assert message.startswith("unknown model 'gpt2': no such local folder, not in the Hugging Face cache")
     assert message.endswith("local names: smollm2")
+
+
+def test_smollm2_conversion_says_so_and_shows_a_progress_bar(tmp_path, monkeypatch, capsys):
+    """The first SmolLM2 load converts the GGUF file (about a minute): a message and a bar over its stages on
+    stderr. transformers' readers are stood in for by fakes that save a file each (no GGUF is read here)."""
+    import transformers
+
+    from attnlab.hf import loader
+
+    gguf = tmp_path / "pkg" / loader.SMOLLM2_GGUF
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+
+    class Saved:
+        config = type("Config", (), {})()
+
+        def __init__(self, name):
+            self.name = name
+
+        def save_pretrained(self, folder, **kwargs):
+            (Path(folder) / self.name).write_text("x")
+
+    fake = type("Auto", (), {})
+    monkeypatch.setattr(loader, "smollm2_gguf_path", lambda: gguf)
+    monkeypatch.setattr(loader, "_require_gguf_deps", lambda: None)
+    monkeypatch.setattr(transformers, "AutoModelForCausalLM", fake, raising=False)
+    monkeypatch.setattr(transformers, "AutoTokenizer", fake, raising=False)
+    calls = iter([Saved("model.safetensors"), Saved("tokenizer.json")])
+    fake.from_pretrained = staticmethod(lambda *a, **k: next(calls))
+    folder = loader.smollm2_folder(tmp_path / "cache")
+    assert {p.name for p in folder.iterdir()} == {"model.safetensors", "tokenizer.json", "attnlab.json"}
+    err = capsys.readouterr().err
+    assert f"attnlab: converting SmolLM2 from {gguf.name} to an fp32 folder in {folder} (once;" in err
+    n = len(loader.CONVERT_STAGES)
+    assert "converting SmolLM2: 100%" in err and f"{n}/{n}" in err
+    assert loader.smollm2_folder(tmp_path / "cache") == folder  # converted once: the second call says nothing
+    assert capsys.readouterr().err == ""
