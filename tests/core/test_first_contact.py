@@ -60,8 +60,8 @@ try:
     rc = main(sys.argv[1:])
 except SystemExit as exc:
     rc = exc.code
-print(json.dumps({"rc": rc, "heavy": [m for m in %r if m in sys.modules]}))
-""" % (HEAVY,)
+print(json.dumps({"rc": rc, "heavy": [m for m in HEAVY if m in sys.modules]}))
+""".replace("HEAVY", repr(HEAVY))
 
 
 @pytest.mark.parametrize(
