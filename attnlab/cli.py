@@ -195,9 +195,9 @@ def validate_first(args: argparse.Namespace) -> None:
     """Build the command's config once before its function runs, so that a bad choice or range is refused in a
     fraction of a second: the command functions import their run modules (torch, transformers) before building
     the config themselves. Configs import no torch, and building one does no work. A `--resume` reads the saved
-    config instead, so its flags are left to the command."""
+    config instead, so its flags are left to the command, as are those of a parser with `prevalidate=False`."""
     make_config = getattr(args, "make_config", None)
-    if make_config is not None and not getattr(args, "resume", False):
+    if make_config is not None and getattr(args, "prevalidate", True) and not getattr(args, "resume", False):
         make_config(args)
 
 

@@ -76,16 +76,39 @@ def metric_columns(runs: list[RunInfo], limit: int | None = MAX_METRIC_COLUMNS) 
     return sorted((k for k in counts if k in keep), key=lambda k: "[" in k)
 
 
+def result_columns(runs: list[RunInfo], fields: list[str], limit: int | None = MAX_METRIC_COLUMNS) -> dict[str, str]:
+    """Final-metric name -> its column title. A metric named like a config field (`N`, `P`, `tokens`) is left
+    out when it equals the config value in every run (it repeats the setting) and is titled `final <name>`
+    otherwise, so that no two columns share a title."""
+    out: dict[str, str] = {}
+    for k in metric_columns(runs, limit):
+        if k not in fields and k != "status":
+            out[k] = k
+        elif any(k in r.final and _differs(r.final[k], r.config.get(k)) for r in runs):
+            out[k] = f"final {k}"
+    return out
+
+
+def _differs(final: Any, setting: Any) -> bool:
+    try:
+        return float(final) != float(setting)
+    except (TypeError, ValueError):
+        return str(final) != str(setting)
+
+
 def runs_table(rep: Report, runs: list[RunInfo], page_dir: Path, table_id: str) -> None:
-    """One sortable table for runs of one command: run (link), key config fields, final metrics."""
-    fields, metrics = key_fields(runs), metric_columns(runs)
-    head = ["run", *fields, *metrics]
+    """One sortable table for runs of one command: run (link), status, key config fields, final metrics."""
+    fields = key_fields(runs)
+    metrics = result_columns(runs, fields)
+    head = ["run", "status", *fields, *metrics.values()]
     rows = []
     for r in runs:
         name = html.escape(relative(r.path, page_dir))
         link = f'<a href="{name}/report.html">{name}</a>' if r.has_report else name
         cells = (
-            [link] + [cell(shown(r.config.get(k, ""))) for k in fields] + [cell(r.final.get(k, "")) for k in metrics]
+            [link, cell(r.status)]
+            + [cell(shown(r.config.get(k, ""))) for k in fields]
+            + [cell(r.final.get(k, "")) for k in metrics]
         )
         rows.append("<tr>" + "".join(c if c.startswith("<td") else f'<td class="t">{c}</td>' for c in cells) + "</tr>")
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
