@@ -106,6 +106,11 @@ def contents_list(blocks: list[str]) -> tuple[list[str], str]:
     return out, nav
 
 
+def _demoted(block: str) -> str:
+    m = _HEADING.fullmatch(block)
+    return f"<h{int(m.group(1)) + 1}>{m.group(2)}</h{int(m.group(1)) + 1}>" if m else block
+
+
 def element_id(run_path: str | Path, name: str) -> str:
     """An HTML id unique within a combined page (the demo's): the run folder's last two names, then `name`."""
     parts = Path(run_path).resolve().parts[-2:]
@@ -129,7 +134,12 @@ def heatmap(z: Any, title: str, x: Any = None, y: Any = None, **trace: Any) -> d
         data["y"] = list(y)
     return {
         "data": [data],
-        "layout": {"title": {"text": title}, "yaxis": {"autorange": "reversed"}, "margin": {"t": 50}},
+        "layout": {
+            "title": {"text": title},
+            "yaxis": {"autorange": "reversed", "automargin": True},  # long row labels are never clipped
+            "xaxis": {"automargin": True},
+            "margin": {"t": 50},
+        },
     }
 
 
@@ -312,9 +322,10 @@ class Report:
         return self
 
     def extend(self, other: Report, level: int = 2) -> Report:
-        """Append another report's blocks and scripts under a heading with its title."""
+        """Append another report's blocks and scripts under a heading with its title; its own section headings
+        move one level down (h2 -> h3), below that title."""
         self.heading(other.title, level)
-        self.blocks.extend(other.blocks)
+        self.blocks.extend(_demoted(b) for b in other.blocks)
         self.scripts.extend(other.scripts)
         self.uses_plotly = self.uses_plotly or other.uses_plotly
         return self

@@ -601,7 +601,7 @@ RUN_STATUSES = ("finished", "interrupted", "failed")
 
 
 def _stop_status(exc: BaseException) -> str:
-    """"interrupted" for Ctrl-C / SIGTERM (exit code 130), "failed" for anything else."""
+    """ "interrupted" for Ctrl-C / SIGTERM (exit code 130), "failed" for anything else."""
     interrupted = isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130
     return "interrupted" if interrupted else "failed"
 

@@ -209,7 +209,7 @@ def write_series_report(path: str | Path, title: str = "Checkpoint series scan")
             f"Sink heads of the last checkpoint ({dyn[0]['sink_heads']}): Attn⟨s⟩, value-norm and residual-norm "
             "ratios of token 0 against the step; dashed: onsets (half of each change)",
         )
-    rep.table(table.to_dict("records"), caption="series.csv")
+    rep.table(table.to_dict("records"), caption="Every checkpoint and domain, one row each (series.csv)")
     links = sorted(p.name for p in run.file("checkpoints").iterdir() if (p / "report.html").is_file())
     rep.raw("<p>Checkpoints: " + " · ".join(f'<a href="checkpoints/{n}/report.html">{n}</a>' for n in links) + "</p>")
     rep.write(run.file("report.html"))
@@ -222,6 +222,7 @@ def add_sink_procedure(rep: Report, run: RunDir, s: dict) -> None:
     if "sink_procedure" not in s or not run.file("sink_heads_authors.csv").is_file():
         return
     proc = s["sink_procedure"]
+    rep.heading("The authors' sink-head procedure")
     rep.paragraph(
         f"The authors' sink-head procedure: candidate sink tokens have a residual norm (at the layer's input) above "
         f"{proc[0]['ratio']:g} × the window's median; head h has a sink on candidate i when its mean attention score "
@@ -253,6 +254,7 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     traces = {d: Trace.load(run.file("traces") / d) for d in domains}
     sink = {d: tr.sink_score() for d, tr in traces.items()}
     rep = Report(title)
+    rep.heading("Summary")
     rep.paragraph(
         f"Model {s['model']}, T = {s['tokens']} tokens, prefix {s['prefix']}. A head is dormant on a domain if "
         f"its sink score (mean attention of queries 1..T−1 on key 0) is ≥ {DORMANT}, active if < {ACTIVE}; "
@@ -265,8 +267,10 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     for key, val in s.items():
         if key.startswith("dormant_on_") and val:
             rep.table(val[:12], caption=f"Heads {key.replace('_', ' ')} (largest shift first, up to 12)")
+    rep.heading("Layer × head explorer")
     add_head_explorer(rep, run, sink, read_table(run.file("classes.csv")).to_dict("records"))
     figures.sink_heatmaps(sink, run.figure_path("sink_heatmaps"))  # the PNG for documents; the page has the grid
+    rep.heading("Residual and value norms")
     rep.figure(
         figures.residual_norms(traces, run.figure_path("residual_norms")),
         "Residual norm of token 0 vs the median other token (log scale)",
@@ -279,6 +283,7 @@ def write_report(path: str | Path, title: str = "Real model scan") -> Report:
     add_sink_procedure(rep, run, s)
     layers = read_table(run.file("layers.csv"))
     if len(layers):
+        rep.heading("Massive activations")
         big = layers[layers["n_massive"] > 0]
         cols = ["domain", "layer", "max_abs", "max_pos", "max_dim", "median_abs", "resid_norm_ratio", "massive_top"]
         rep.table(
