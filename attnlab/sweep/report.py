@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from attnlab.report import Report
@@ -31,4 +32,11 @@ def write_report(folder: str | Path) -> Path:
         if fig is not None:
             rep.figure(fig, f"{metric} against {' × '.join(swept)}")
     rep.table(table.to_dict("records"), caption="Trials (sweep.csv)")
+    links = [
+        f'<a href="trials/{html.escape(t)}/report.html">{html.escape(t)}</a>'
+        for t in map(str, table["trial"])
+        if (run.path / "trials" / t / "report.html").is_file()
+    ]
+    if links:
+        rep.raw("<p>Each trial's report: " + " · ".join(links) + "</p>")
     return rep.write(run.path / "report.html")

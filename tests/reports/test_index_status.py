@@ -55,7 +55,12 @@ def test_index_shows_how_each_run_ended(tmp_path):
     _run(tmp_path / "d-killed", _finished, seed=3)
     (tmp_path / "d-killed" / ".attnlab.lock").write_text("999999999")  # a kill -9 leaves its lock: pid is dead
     statuses = {p.name: run_status(p) for p in sorted(tmp_path.iterdir())}
-    assert statuses == {"a-done": "finished", "b-stopped": "interrupted", "c-broken": "failed", "d-killed": "interrupted"}
+    assert statuses == {
+        "a-done": "finished",
+        "b-stopped": "interrupted",
+        "c-broken": "failed",
+        "d-killed": "interrupted",
+    }
     assert json.loads((tmp_path / "a-done" / "manifest.json").read_text())["status"] == "finished"
     head, rows = _table(write_index(tmp_path).read_text())
     assert head[:2] == ["run", "status"]

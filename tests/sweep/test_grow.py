@@ -85,3 +85,12 @@ def test_a_spec_of_another_command_is_still_refused(tmp_path, ran):
     other.write_text('command = "paths solve"\n[grid]\nN = [10.0]\n')
     with pytest.raises(InputError, match="not empty|--overwrite"):
         sweep(SweepConfig(spec=load_spec(other), cpus=1), out)
+
+
+def test_the_sweep_page_links_each_trials_report(tmp_path, ran):
+    out = tmp_path / "sweep"
+    result = sweep(_config(tmp_path, "[0]"), out)
+    page = (out / "report.html").read_text()
+    for trial in result.tables["trials"]["trial"]:
+        assert f'<a href="trials/{trial}/report.html">' in page and (out / "trials" / trial / "report.html").is_file()
+    assert [p.relative_to(out).as_posix() for p in out.rglob("plotly.min.js")] == ["plotly.min.js"]  # once per tree
