@@ -52,12 +52,12 @@ def names(value: object, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     try:
-        items = tuple(value)  # type: ignore[call-overload]
+        items: tuple[object, ...] = tuple(value)  # type: ignore[arg-type]
     except TypeError:
         raise InputError(f"{what} must be a name or a list of names, got {value!r}") from None
     for item in items:
         check(isinstance(item, str), f"{what} must be a name or a list of names, got {value!r}")
-    return items
+    return tuple(str(item) for item in items)
 
 
 def folders(value: object) -> tuple[str, ...]:

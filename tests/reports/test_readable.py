@@ -61,8 +61,8 @@ def test_plotly_is_stored_once_per_tree_of_runs(tmp_path):
 
 
 def test_wide_table_scrolls_with_a_sticky_first_column(browse, tmp_path):
-    rep = Report("wide").table([{"name": f"row{i}", **{f"column {j}": i * j + 0.5 for j in range(40)}} for i in range(3)],
-                               caption="wide", table_id="w")  # fmt: skip
+    rows = [{"name": f"row{i}", **{f"column {j}": i * j + 0.5 for j in range(40)}} for i in range(3)]
+    rep = Report("wide").table(rows, caption="wide", table_id="w")
     with browse(rep.write(tmp_path / "run" / "report.html"), tmp_path / "wide.png") as (page, errors):
         box = page.locator(".scroll")
         assert page.evaluate(
