@@ -70,7 +70,8 @@ def kernel_figure(path: Path, names: list[str], U: np.ndarray) -> dict | None:
     fig["layout"]["updatemenus"] = [
         {
             "buttons": [
-                {"label": k, "method": "update", "args": [{"z": [rounded(m)]}, {"title": k}]} for k, m in mats.items()
+                {"label": k, "method": "update", "args": [{"z": [rounded(m)]}, {"title.text": k}]}
+                for k, m in mats.items()
             ],
             "x": 0,
             "y": 1.15,

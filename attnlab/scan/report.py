@@ -57,10 +57,14 @@ PATTERN_JS = """
         return 'query ' + esc(lab(i)) + '<br>key ' + esc(lab(j)); }); });
       var div = document.createElement('div'); div.className = 'plot'; div.id = cfg.view + '-' + k;
       view.appendChild(div);
-      Plotly.newPlot(div, [{type: 'heatmap', z: A, text: text, colorscale: 'Magma', zmin: 0, zmax: 1,
-        hovertemplate: '%{text}<br>weight %{z:.4f}<extra></extra>'}],
+      var labels = A.map(function (_, i) { return lab(i); });  // the tokens on both axes (unique: with the index)
+      var tick = {family: 'monospace', size: 9};
+      Plotly.newPlot(div, [{type: 'heatmap', z: A, x: labels, y: labels, text: text, colorscale: 'Magma',
+        zmin: 0, zmax: 1, hovertemplate: '%{text}<br>weight %{z:.4f}<extra></extra>'}],
         {title: {text: 'L' + l + 'H' + h + ' on ' + d + ' (first window)'}, yaxis: {autorange: 'reversed',
-         title: {text: 'query position'}}, xaxis: {title: {text: 'key position'}}, margin: {t: 50}},
+         type: 'category', tickfont: tick, automargin: true, title: {text: 'query token'}},
+         xaxis: {type: 'category', tickfont: tick, automargin: true, title: {text: 'key token'}},
+         margin: {t: 50}, height: Math.min(900, 360 + 12 * A.length)},
         {responsive: true});
       var box = document.createElement('div'); box.className = 'tokens';
       box.innerHTML = tok.map(function (t, i) { return '<span data-i="' + i + '">' + esc(t) + '</span>'; }).join('');
@@ -111,9 +115,36 @@ def read_tokens(run: RunDir, domains: list[str]) -> dict[str, list[str]]:
     return {d: run.read_json(f"patterns/{d}/tokens.json") for d, f in files.items() if f.is_file()}
 
 
-def grid_figure(sink: dict[str, np.ndarray], classes: list[dict]) -> dict:
-    """The layer × head grid: a menu switches between sink score per domain, head class and the difference of
-    the second domain minus the first; hover gives every value of the head."""
+# Per-head statistics of heads.csv the grid can be coloured by (besides the sink score), with their names.
+GRID_STATISTICS = {
+    "row_entropy": "row entropy",
+    "value_norm_ratio": "value-norm ratio",
+    "mean_attn_score_key0": "mean attention on key 0",
+    "dlogit_mean": "key-0 logit gap",
+    "learned_sink_mass": "learned sink mass",
+}
+
+
+def statistic_grids(heads: pd.DataFrame, L: int, H: int) -> list[tuple[str, np.ndarray]]:
+    """(name, [L, H] values) for each statistic of GRID_STATISTICS in heads.csv, per domain."""
+    out = []
+    if heads.empty:
+        return out
+    for col, name in GRID_STATISTICS.items():
+        if col not in heads:
+            continue
+        for d, g in heads.groupby("domain", sort=False):
+            z = np.full((L, H), np.nan)
+            z[g["layer"].astype(int), g["head"].astype(int)] = pd.to_numeric(g[col], errors="coerce")
+            if np.isfinite(z).any():
+                out.append((f"{name}: {d}", z))
+    return out
+
+
+def grid_figure(sink: dict[str, np.ndarray], classes: list[dict], heads: pd.DataFrame | None = None) -> dict:
+    """The layer × head grid: a menu switches between sink score per domain, the difference of the second domain
+    minus the first, head class and every per-head statistic of heads.csv per domain (row entropy, value-norm
+    ratio ...); hover gives every value of the head."""
     ds = list(sink)
     L, H = sink[ds[0]].shape
     cls = np.zeros((L, H))
@@ -128,6 +159,9 @@ def grid_figure(sink: dict[str, np.ndarray], classes: list[dict]) -> dict:
     if len(ds) >= 2:
         views.append((f"difference {ds[1]} − {ds[0]}", sink[ds[1]] - sink[ds[0]], "RdBu", -1.0, 1.0))
     views.append(("class (blue active-all, grey mixed, orange active-dormant, red sink-all)", cls, CLASS_SCALE, 0, 3))
+    for name, z in statistic_grids(heads if heads is not None else pd.DataFrame(), L, H):
+        finite = z[np.isfinite(z)]
+        views.append((name, z, "Cividis", float(finite.min()), float(finite.max()) or 1.0))
     base = {"type": "heatmap", "x": list(range(H)), "y": list(range(L)), "text": text, "xgap": 1, "ygap": 1}
     hover = "layer %{y}, head %{x}<br>value %{z:.3f}<br>%{text}<extra></extra>"
     name, z, scale, lo, hi = views[0]
@@ -135,7 +169,10 @@ def grid_figure(sink: dict[str, np.ndarray], classes: list[dict]) -> dict:
         {
             "label": v[0].split(" (")[0],
             "method": "update",
-            "args": [{"z": [rounded(v[1])], "colorscale": [v[2]], "zmin": [v[3]], "zmax": [v[4]]}, {"title": v[0]}],
+            "args": [
+                {"z": [rounded(v[1])], "colorscale": [v[2]], "zmin": [v[3]], "zmax": [v[4]]},
+                {"title.text": v[0]},
+            ],
         }
         for v in views
     ]
@@ -155,7 +192,11 @@ def add_head_explorer(rep: Report, run: RunDir, sink: dict[str, np.ndarray], cla
     """The clickable grid and the pattern view it drives (patterns of the heads kept by the scan)."""
     domains = list(sink)
     grid, view = element_id(run.path, "grid"), element_id(run.path, "pattern")
-    rep.plotly(grid_figure(sink, classes), grid, "Layer × head grid: click a head to see its attention pattern")
+    rep.plotly(
+        grid_figure(sink, classes, read_table(run.file("heads.csv"))),
+        grid,
+        "Layer × head grid (menu: the statistic that colours it): click a head to see its attention pattern",
+    )
     patterns = read_patterns(run, domains)
     keys = list(dict.fromkeys(k for d in domains for k in patterns[d]))
     saved = {k: {d: rounded(patterns[d][k]) for d in domains if k in patterns[d]} for k in keys}
