@@ -585,8 +585,9 @@ def open_run(
         if backup is not None:
             _put_back(backup, path)
         else:
-            if not (created and _only_bookkeeping(path)):
-                _record_status(run, _stop_status(exc))
+            status = _stop_status(exc)
+            if status is not None and not (created and _only_bookkeeping(path)):
+                _record_status(run, status)
             lock.unlink(missing_ok=True)
             if created and _only_bookkeeping(path):
                 _remove_created(created)
@@ -600,10 +601,12 @@ def open_run(
 RUN_STATUSES = ("finished", "interrupted", "failed")
 
 
-def _stop_status(exc: BaseException) -> str:
-    """ "interrupted" for Ctrl-C / SIGTERM (exit code 130), "failed" for anything else."""
-    interrupted = isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130
-    return "interrupted" if interrupted else "failed"
+def _stop_status(exc: BaseException) -> str | None:
+    """ "interrupted" for Ctrl-C / SIGTERM (exit code 130), None for refused input (an `InputError`: the run did
+    no work, and a refused `--resume` must leave its folder as it was), "failed" for anything else."""
+    if isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130:
+        return "interrupted"
+    return None if isinstance(exc, InputError) else "failed"
 
 
 def _record_status(run: RunDir, status: str) -> None:
