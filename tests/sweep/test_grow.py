@@ -89,8 +89,10 @@ def test_a_spec_of_another_command_is_still_refused(tmp_path, ran):
 
 def test_the_sweep_page_links_each_trials_report(tmp_path, ran):
     out = tmp_path / "sweep"
-    result = sweep(_config(tmp_path, "[0]"), out)
+    result = sweep(_config(tmp_path, "[0, 1]"), out)
     page = (out / "report.html").read_text()
+    assert "mean over seeds with its 95 % interval" in page  # seed averaged over, beta the only axis
+    assert "against beta (mean over seeds, bars: 95 % interval)" in page and "Plotly.newPlot" in page
     for trial in result.tables["trials"]["trial"]:
         assert f'<a href="trials/{trial}/report.html">' in page and (out / "trials" / trial / "report.html").is_file()
     assert [p.relative_to(out).as_posix() for p in out.rglob("plotly.min.js")] == ["plotly.min.js"]  # once per tree
