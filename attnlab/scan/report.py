@@ -127,7 +127,7 @@ GRID_STATISTICS = {
 
 def statistic_grids(heads: pd.DataFrame, L: int, H: int) -> list[tuple[str, np.ndarray]]:
     """(name, [L, H] values) for each statistic of GRID_STATISTICS in heads.csv, per domain."""
-    out = []
+    out: list[tuple[str, np.ndarray]] = []
     if heads.empty:
         return out
     for col, name in GRID_STATISTICS.items():
