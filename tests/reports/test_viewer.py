@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from attnlab.report import element_id
@@ -32,3 +33,36 @@ def test_grid_switches_statistic_and_patterns_show_tokens(runs, browse, tmp_path
         assert data["x"] == data["y"] == [f"{i} {json.dumps(t)}" for i, t in enumerate(tokens)]
         assert page.locator(f"#{view}-0 .xtick").count() > 0
         assert errors == []
+
+
+def test_served_view_computes_any_window(runs):
+    """`attnlab view` computes a head on any saved window: window 1's tokens are the second window of
+    samples.jsonl, its pattern is causal with rows summing to one and differs from window 0's; a window the scan
+    did not save is one line naming the range."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from attnlab.view.server import make_server
+
+    run = runs["scan"]
+    server = make_server(run, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/api/pattern?layer=0&head=1&domain=prose"
+    try:
+        with urllib.request.urlopen(base + "&window=1", timeout=60) as r:
+            res = json.loads(r.read())
+        with urllib.request.urlopen(base, timeout=60) as r:
+            first = json.loads(r.read())
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(base + "&window=2", timeout=60)
+        assert json.loads(exc.value.read())["error"] == "window must be in [0, 1] (the scan saved 2), got 2"
+    finally:
+        server.shutdown()
+        server.server_close()
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    prose = [s["token_ids"] for s in samples if s["domain"] == "prose"]
+    A, A0 = np.array(res["patterns"]["prose"]), np.array(first["patterns"]["prose"])
+    assert res["window"] == 1 and len(res["tokens"]["prose"]) == len(prose[1]) == A.shape[0]
+    assert np.allclose(A.sum(1), 1, atol=1e-4) and np.allclose(np.triu(A, 1), 0)
+    assert prose[0] != prose[1] and not np.allclose(A, A0)
