@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from attnlab.report import element_id
 
