@@ -45,6 +45,8 @@ STYLE = (
     ".tokens{font-family:monospace;white-space:pre-wrap;line-height:1.7;border:1px solid #ddd;padding:6px;"
     "max-height:240px;overflow-y:auto}.tokens span{border-radius:2px;cursor:default}"
     "button.head{margin:2px;font-family:monospace}"
+    ".multiples figure.multiple{display:inline-block;margin:4px;text-align:center}"
+    ".multiples canvas{width:120px;height:120px;image-rendering:pixelated;border:1px solid #ccc;cursor:pointer}"
 )
 
 # Click a header to sort by that column (numbers numerically, then text); click again to reverse.

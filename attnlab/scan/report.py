@@ -27,20 +27,39 @@ PATTERN_JS = """
 (function (cfg) {
   var grid = document.getElementById(cfg.grid), view = document.getElementById(cfg.view);
   var title = document.getElementById(cfg.view + '-title');
+  var served = location.protocol.indexOf('http') === 0, win = 0, cache = {}, wtokens = {};
   function esc(t) { return t.replace(/[&<>]/g, function (c) { return {'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c]; }); }
-  function show(key) {
-    var parts = key.split('.'), l = +parts[0], h = +parts[1], saved = cfg.patterns[key];
-    view.dataset.head = key; view.innerHTML = '';
-    title.textContent = 'Layer ' + l + ', head ' + h + ': ' + cfg.domains.map(function (d) {
-      return d + ' sink ' + cfg.sink[d][l][h].toFixed(3); }).join(', ');
-    if (!saved && location.protocol.indexOf('http') === 0) {  // served by `attnlab view`: compute it
-      view.innerHTML = '<p class="note">Computing the pattern of this head with the model of the run...</p>';
-      fetch('api/pattern?layer=' + l + '&head=' + h).then(function (r) { return r.json(); }).then(function (res) {
-        if (res.error) { view.innerHTML = '<p class="note">' + esc(res.error) + '</p>'; return; }
+  function patternsOf(key) { return win === 0 ? cfg.patterns[key] : cache[key + '@' + win]; }
+  function tokensOf(d) { return win === 0 ? cfg.tokens[d] : (wtokens[win] || {})[d]; }
+  function fetchHead(key, w) {  // served by `attnlab view`: the model of the run computes the head on window w
+    var p = key.split('.');
+    return fetch('api/pattern?layer=' + p[0] + '&head=' + p[1] + '&window=' + w).then(function (r) {
+      return r.json(); }).then(function (res) {
+      if (res.error) return res;
+      if (w === 0) {
         cfg.patterns[key] = res.patterns;
         Object.keys(res.tokens).forEach(function (d) { cfg.tokens[d] = cfg.tokens[d] || res.tokens[d]; });
-        if (view.dataset.head === key) show(key);
+      } else { cache[key + '@' + w] = res.patterns; wtokens[w] = res.tokens; }
+      return res;
+    });
+  }
+  function show(key) {
+    var parts = key.split('.'), l = +parts[0], h = +parts[1], saved = patternsOf(key);
+    view.dataset.head = key; view.dataset.window = win; view.innerHTML = '';
+    title.textContent = 'Layer ' + l + ', head ' + h + ': ' + cfg.domains.map(function (d) {
+      return d + ' sink ' + cfg.sink[d][l][h].toFixed(3); }).join(', ') + ' (window ' + win + ')';
+    if (!saved && served) {
+      view.innerHTML = '<p class="note">Computing the pattern of this head with the model of the run...</p>';
+      var w = win;
+      fetchHead(key, w).then(function (res) {
+        if (res.error) { view.innerHTML = '<p class="note">' + esc(res.error) + '</p>'; return; }
+        if (view.dataset.head === key && win === w) show(key);
       });
+      return;
+    }
+    if (!saved && win > 0) {
+      view.innerHTML = '<p class="note">The scan saved patterns of its first window only (window 0); open the ' +
+        'run with `attnlab view RUN_DIR` to compute any head on any window.</p>';
       return;
     }
     if (!saved) {
@@ -50,7 +69,7 @@ PATTERN_JS = """
       return;
     }
     cfg.domains.forEach(function (d, k) {
-      var A = saved[d], tok = cfg.tokens[d] || [];
+      var A = saved[d], tok = tokensOf(d) || [];
       if (!A) return;
       var lab = function (i) { return i + ' ' + JSON.stringify(tok[i] === undefined ? '?' : tok[i]); };
       var text = A.map(function (row, i) { return row.map(function (_, j) {
@@ -61,7 +80,7 @@ PATTERN_JS = """
       var tick = {family: 'monospace', size: 9};
       Plotly.newPlot(div, [{type: 'heatmap', z: A, x: labels, y: labels, text: text, colorscale: 'Magma',
         zmin: 0, zmax: 1, hovertemplate: '%{text}<br>weight %{z:.4f}<extra></extra>'}],
-        {title: {text: 'L' + l + 'H' + h + ' on ' + d + ' (first window)'}, yaxis: {autorange: 'reversed',
+        {title: {text: 'L' + l + 'H' + h + ' on ' + d + ' (window ' + win + ')'}, yaxis: {autorange: 'reversed',
          type: 'category', tickfont: tick, automargin: true, title: {text: 'query token'}},
          xaxis: {type: 'category', tickfont: tick, automargin: true, title: {text: 'key token'}},
          margin: {t: 50}, height: Math.min(900, 360 + 12 * A.length)},
@@ -79,6 +98,41 @@ PATTERN_JS = """
       view.appendChild(cap); view.appendChild(box);
     });
   }
+  // all heads of a layer as small multiples on canvases (fast at any length), click one to enlarge it
+  function draw(canvas, A) {
+    var n = A.length, ctx = canvas.getContext('2d'); canvas.width = n; canvas.height = n;
+    var img = ctx.createImageData(n, n);
+    for (var i = 0; i < n; i++) for (var j = 0; j < n; j++) {
+      var v = Math.sqrt(Math.max(0, Math.min(1, A[i][j] || 0))), o = 4 * (i * n + j);
+      img.data[o] = 255 * v; img.data[o + 1] = 255 * v * v * 0.8; img.data[o + 2] = 80 * (1 - v) + 60 * v;
+      img.data[o + 3] = 255;
+    }
+    ctx.putImageData(img, 0, 0); canvas.dataset.drawn = '1';
+  }
+  function layerView(l) {
+    var box = document.getElementById(cfg.view + '-layer-view'), d = cfg.domains[0], chain = Promise.resolve();
+    box.innerHTML = '<p class="note">Layer ' + l + ', every head on ' + esc(d) + ' (window ' + win +
+      '); click one to enlarge it.</p>';
+    for (var h = 0; h < cfg.heads; h++) (function (key) {
+      var fig = document.createElement('figure'); fig.className = 'multiple';
+      var c = document.createElement('canvas'); c.dataset.head = key; c.title = 'L' + key.replace('.', 'H');
+      var cap = document.createElement('figcaption'); cap.textContent = 'head ' + key.split('.')[1];
+      fig.appendChild(c); fig.appendChild(cap); box.appendChild(fig);
+      c.addEventListener('click', function () { show(key); view.scrollIntoView(); });
+      var have = patternsOf(key);
+      if (have && have[d]) { draw(c, have[d]); return; }
+      if (!served) { cap.textContent += ' (not saved)'; return; }
+      var w = win;
+      chain = chain.then(function () { return fetchHead(key, w).then(function (res) {
+        if (!res.error && res.patterns[d]) draw(c, res.patterns[d]); }); });
+    })(l + '.' + h);
+  }
+  document.getElementById(cfg.view + '-layer').addEventListener('click', function () {
+    layerView(+(view.dataset.head || '0.0').split('.')[0]); });
+  document.getElementById(cfg.view + '-window').addEventListener('change', function (e) {
+    win = Math.max(0, Math.min(cfg.windows - 1, parseInt(e.target.value, 10) || 0)); e.target.value = win;
+    if (view.dataset.head) show(view.dataset.head);
+  });
   grid.on('plotly_click', function (ev) { var p = ev.points[0]; show(p.y + '.' + p.x); });
   document.querySelectorAll('button[data-grid="' + cfg.grid + '"]').forEach(function (b) {
     b.addEventListener('click', function () { show(b.dataset.head); }); });
@@ -203,8 +257,16 @@ def add_head_explorer(rep: Report, run: RunDir, sink: dict[str, np.ndarray], cla
     buttons = "".join(
         f'<button class="head" data-grid="{grid}" data-head="{k}">L{k.replace(".", "H")}</button>' for k in keys
     )
+    L, H = next(iter(sink.values())).shape
+    windows = min(int(d.get("samples", 1)) for d in run.read_json("summary.json")["domains"])
+    controls = (
+        f'<p class="note"><label>window <input type="number" id="{view}-window" min="0" max="{windows - 1}" '
+        f'value="0" style="width:5em"></label> (0 to {windows - 1}; beyond 0 computed when served by '
+        f'`attnlab view`) <button id="{view}-layer">all heads of this layer</button></p>'
+        f'<div id="{view}-layer-view" class="multiples"></div>'
+    )
     rep.raw(
-        f'<p class="note">Heads with saved patterns: {buttons or "none"}</p>'
+        f'<p class="note">Heads with saved patterns: {buttons or "none"}</p>{controls}'
         f'<h4 id="{view}-title">Click a head in the grid</h4><div id="{view}"></div>',
         PATTERN_JS.replace(
             "__CFG__",
@@ -216,6 +278,9 @@ def add_head_explorer(rep: Report, run: RunDir, sink: dict[str, np.ndarray], cla
                     "sink": {d: rounded(sink[d]) for d in domains},
                     "patterns": saved,
                     "tokens": read_tokens(run, domains),
+                    "layers": L,
+                    "heads": H,
+                    "windows": windows,
                 }
             ),
         ),

@@ -66,3 +66,64 @@ def test_served_view_computes_any_window(runs):
     assert res["window"] == 1 and len(res["tokens"]["prose"]) == len(prose[1]) == A.shape[0]
     assert np.allclose(A.sum(1), 1, atol=1e-4) and np.allclose(np.triu(A, 1), 0)
     assert prose[0] != prose[1] and not np.allclose(A, A0)
+
+
+def test_layer_view_draws_every_head_and_enlarges_one(runs, browse, tmp_path):
+    """Offline: the layer's heads as canvases (the saved ones drawn), a click enlarges one; a later window says
+    it needs `attnlab view`."""
+    run = runs["scan"]
+    view = element_id(run, "pattern")
+    kept = json.loads((run / "summary.json").read_text())["pattern_heads"]
+    layer = int(kept[0].split(".")[0])
+    with browse(run / "report.html", tmp_path / "layer.png") as (page, errors):
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{kept[0]}'")
+        page.locator(f"#{view}-layer").click()
+        canvases = page.locator(f"#{view}-layer-view canvas")
+        assert canvases.count() == 4  # every head of the layer
+        drawn = [c.get_attribute("data-drawn") == "1" for c in canvases.all()]
+        assert drawn == [f"{layer}.{h}" in kept for h in range(4)]
+        lit = page.evaluate(
+            f"""() => {{ var c = document.querySelector('#{view}-layer-view canvas[data-head="{kept[0]}"]');
+                 var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, s = 0;
+                 for (var i = 0; i < d.length; i += 4) s += d[i]; return [c.width, s]; }}"""
+        )
+        assert lit[0] == 16 and lit[1] > 0  # one pixel per (query, key) of the 16-token window, not blank
+        other = next(f"{layer}.{h}" for h in range(4) if f"{layer}.{h}" not in kept)
+        page.locator(f'#{view}-layer-view canvas[data-head="{other}"]').click()
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{other}'")
+        page.locator(f"#{view}-window").fill("1")
+        page.locator(f"#{view}-window").dispatch_event("change")
+        page.wait_for_function(f"document.getElementById('{view}').dataset.window === '1'")
+        assert "attnlab view RUN_DIR" in page.locator(f"#{view}").inner_text()
+        assert errors == []
+
+
+def test_served_window_selector_shows_a_later_window(runs, browser):
+    import threading
+
+    from attnlab.view.server import make_server
+
+    run = runs["scan"]
+    view = element_id(run, "pattern")
+    kept = json.loads((run / "summary.json").read_text())["pattern_heads"]
+    server = make_server(run, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{kept[0]}'")
+        page.locator(f"#{view}-window").fill("1")
+        page.locator(f"#{view}-window").dispatch_event("change")
+        page.wait_for_selector(f"#{view}-0 .heatmaplayer", timeout=60_000)
+        page.wait_for_function(f"document.getElementById('{view}-0').layout.title.text.indexOf('(window 1)') > 0")
+        samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+        second = [s["token_ids"] for s in samples if s["domain"] == "prose"][1]
+        labels = page.evaluate(f"document.getElementById('{view}-0').data[0].x")
+        assert len(labels) == len(second) and "(window 1)" in page.locator(f"#{view}-title").inner_text()
+        assert errors == []
+    finally:
+        page.close()
+        server.shutdown()
+        server.server_close()
