@@ -96,6 +96,7 @@ def test_layer_view_draws_every_head_and_enlarges_one(runs, browse, tmp_path):
         page.wait_for_function(f"document.getElementById('{view}').dataset.window === '1'")
         assert "attnlab view RUN_DIR" in page.locator(f"#{view}").inner_text()
         assert errors == []
+        page.locator(f"#{view}-layer-view").evaluate("e => e.scrollIntoView({block: 'start'})")  # for the shot
 
 
 def test_served_window_selector_shows_a_later_window(runs, browser):
