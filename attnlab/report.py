@@ -46,6 +46,7 @@ STYLE = (
     "max-height:240px;overflow-y:auto}.tokens span{border-radius:2px;cursor:default}"
     "button.head{margin:2px;font-family:monospace}"
     ".multiples figure.multiple{display:inline-block;margin:4px;text-align:center}"
+    ".big canvas{width:min(100%,900px);aspect-ratio:1;image-rendering:pixelated;border:1px solid #ccc}"
     ".multiples canvas{width:120px;height:120px;image-rendering:pixelated;border:1px solid #ccc;cursor:pointer}"
 )
 

@@ -14,6 +14,7 @@ from attnlab.runs import RunDir
 from attnlab.scan import figures
 from attnlab.tracing.format import Trace
 
+CANVAS_FROM = 256  # patterns of longer windows are drawn on a canvas (responsive at 2,048 tokens), not a heat map
 TABLES = ("heads", "layers", "massive", "classes", "sink_candidates", "sink_layers", "sink_heads_authors")
 CLASS_CODES = {"active-all": 0, "mixed": 1, "active-dormant": 2, "sink-all": 3}
 CLASS_SCALE = (
@@ -72,6 +73,8 @@ PATTERN_JS = """
       var A = saved[d], tok = tokensOf(d) || [];
       if (!A) return;
       var lab = function (i) { return i + ' ' + JSON.stringify(tok[i] === undefined ? '?' : tok[i]); };
+      if (A.length > cfg.canvas_from) bigPattern(A, lab, 'L' + l + 'H' + h + ' on ' + d + ' (window ' + win + ')', k);
+      else {
       var text = A.map(function (row, i) { return row.map(function (_, j) {
         return 'query ' + esc(lab(i)) + '<br>key ' + esc(lab(j)); }); });
       var div = document.createElement('div'); div.className = 'plot'; div.id = cfg.view + '-' + k;
@@ -85,6 +88,7 @@ PATTERN_JS = """
          xaxis: {type: 'category', tickfont: tick, automargin: true, title: {text: 'key token'}},
          margin: {t: 50}, height: Math.min(900, 360 + 12 * A.length)},
         {responsive: true});
+      }
       var box = document.createElement('div'); box.className = 'tokens';
       box.innerHTML = tok.map(function (t, i) { return '<span data-i="' + i + '">' + esc(t) + '</span>'; }).join('');
       box.addEventListener('mouseover', function (e) {
@@ -96,6 +100,21 @@ PATTERN_JS = """
       var cap = document.createElement('p'); cap.className = 'note';
       cap.textContent = d + ': hover a token (the query) to shade the tokens it attends to.';
       view.appendChild(cap); view.appendChild(box);
+    });
+  }
+  // a long window (more than cfg.canvas_from tokens) on a canvas, one pixel per (query, key): a heat map with a
+  // hover text per cell would hold T^2 strings; here a hover line names the query and key tokens and the weight
+  function bigPattern(A, lab, name, k) {
+    var n = A.length, wrap = document.createElement('div'); wrap.id = cfg.view + '-' + k; wrap.className = 'big';
+    var head = document.createElement('p'); head.className = 'note';
+    head.textContent = name + ': ' + n + ' tokens, one pixel per query (row) and key (column); hover a pixel.';
+    var c = document.createElement('canvas'), tip = document.createElement('p'); tip.className = 'note tip';
+    wrap.appendChild(head); wrap.appendChild(c); wrap.appendChild(tip); view.appendChild(wrap); draw(c, A);
+    c.addEventListener('mousemove', function (e) {
+      var r = c.getBoundingClientRect(), j = Math.floor((e.clientX - r.left) / r.width * n);
+      var i = Math.floor((e.clientY - r.top) / r.height * n);
+      if (i < 0 || j < 0 || i >= n || j >= n) return;
+      tip.textContent = 'query ' + lab(i) + ', key ' + lab(j) + ': weight ' + (A[i][j] || 0).toFixed(4);
     });
   }
   // all heads of a layer as small multiples on canvases (fast at any length), click one to enlarge it
@@ -281,6 +300,7 @@ def add_head_explorer(rep: Report, run: RunDir, sink: dict[str, np.ndarray], cla
                     "layers": L,
                     "heads": H,
                     "windows": windows,
+                    "canvas_from": CANVAS_FROM,
                 }
             ),
         ),

@@ -128,3 +128,31 @@ def test_served_window_selector_shows_a_later_window(runs, browser):
         page.close()
         server.shutdown()
         server.server_close()
+
+
+def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_path, monkeypatch):
+    """Past CANVAS_FROM tokens the pattern is a canvas (one pixel per query and key), its hover line naming both
+    tokens and the weight: the 16-token scan is redrawn with the threshold at 8 (the report reads the folder)."""
+    import shutil
+
+    from attnlab.scan import report as scan_report
+
+    run = tmp_path / "scan"
+    shutil.copytree(runs["scan"], run)
+    monkeypatch.setattr(scan_report, "CANVAS_FROM", 8)
+    scan_report.write_report(run)
+    view = element_id(run, "pattern")
+    kept = json.loads((run / "summary.json").read_text())["pattern_heads"][0]
+    A = np.load(run / "patterns" / "prose" / f"{kept}.npy")
+    tokens = json.loads((run / "patterns" / "prose" / "tokens.json").read_text())
+    with browse(run / "report.html", tmp_path / "canvas.png") as (page, errors):
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{kept}'")
+        canvas = page.locator(f"#{view}-0 canvas")
+        assert canvas.get_attribute("width") == "16" and page.locator(f"#{view} .heatmaplayer").count() == 0
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        i, j = 9, 4
+        page.mouse.move(box["x"] + (j + 0.5) * box["width"] / 16, box["y"] + (i + 0.5) * box["height"] / 16)
+        tip = page.locator(f"#{view}-0 .tip").inner_text()
+        assert tip == f"query {i} {json.dumps(tokens[i])}, key {j} {json.dumps(tokens[j])}: weight {A[i, j]:.4f}"
+        assert errors == []
