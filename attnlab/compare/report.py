@@ -14,6 +14,7 @@ from typing import Any
 
 from attnlab.compare.collect import RunInfo
 from attnlab.compare.figures import curves_figure, relative
+from attnlab.compare.grids import scan_pair_figure
 from attnlab.report import Report, cell, element_id
 
 MAX_METRIC_COLUMNS = 20  # final-metric columns per table (the most common first)
@@ -131,6 +132,11 @@ def comparison(runs: list[RunInfo], page_dir: Path, title: str, curves: bool = T
     )
     for i, group in enumerate(groups.values()):
         runs_table(rep, group, page_dir, element_id(page_dir, f"runs{i}"))
+    scans = groups.get("scan", [])
+    pair = scan_pair_figure(scans[0], scans[1], page_dir) if curves and len(scans) >= 2 else None
+    if pair is not None:
+        rep.plotly(pair, element_id(page_dir, "scan-pair"),
+                   "The first two scans side by side and their difference (menu: statistic and domain)")  # fmt: skip
     fig = curves_figure(runs, page_dir) if curves else None
     if fig is not None:
         rep.plotly(fig, element_id(page_dir, "curves"), "Metrics over steps, one line per run (menu: metric)")

@@ -156,3 +156,36 @@ def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_p
         tip = page.locator(f"#{view}-0 .tip").inner_text()
         assert tip == f"query {i} {json.dumps(tokens[i])}, key {j} {json.dumps(tokens[j])}: weight {A[i, j]:.4f}"
         assert errors == []
+
+
+def test_compare_two_scans_side_by_side(runs, browse, tmp_path):
+    """`attnlab compare` of two scans draws both grids and second − first (from each folder's heads.csv); the
+    menu switches statistic and domain. The second scan is the first with its sink scores halved."""
+    import shutil
+
+    from attnlab.compare import CompareConfig, compare
+
+    first, second = runs["scan"], tmp_path / "scan-b"
+    shutil.copytree(first, second)
+    heads = pd.read_csv(second / "heads.csv")
+    heads["sink_score"] = heads["sink_score"] * 0.5
+    heads.to_csv(second / "heads.csv", index=False)
+    out = compare(CompareConfig(run_dirs=(str(first), str(second))), tmp_path / "cmp").path
+    div = element_id(out, "scan-pair")
+    a = pd.read_csv(first / "heads.csv")
+    with browse(out / "report.html", tmp_path / "compare-scans.png") as (page, errors):
+        page.wait_for_selector(f"#{div} .main-svg")
+        data = page.evaluate(f"document.getElementById('{div}').data")
+        assert len(data) == 3
+        prose = a[a["domain"] == "prose"]
+        want = np.zeros((2, 4))
+        want[prose["layer"], prose["head"]] = prose["sink_score"]
+        assert np.allclose(data[0]["z"], want, rtol=1e-3) and np.allclose(data[1]["z"], want / 2, rtol=1e-3)
+        assert np.allclose(data[2]["z"], -want / 2, rtol=1e-3, atol=1e-6)  # second − first
+        labels = page.evaluate(f"document.getElementById('{div}').layout.updatemenus[0].buttons.map(b => b.label)")
+        page.locator(f"#{div} .updatemenu-header-group").click()
+        page.locator(f"#{div} .updatemenu-dropdown-button").nth(labels.index("row entropy: code")).click()
+        page.wait_for_function(f"document.getElementById('{div}')._fullLayout.title.text === 'row entropy: code'")
+        diff = np.array(page.evaluate(f"document.getElementById('{div}').data[2].z"), dtype=float)
+        assert np.allclose(diff, 0, atol=1e-9)  # the entropies were left as they were
+        assert errors == []
