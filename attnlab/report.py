@@ -72,6 +72,8 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 # does nothing keeps the page's scripts free of errors, and a note says how to see the interactive views.
 MISSING_PLOTLY_JS = """
 function attnlabNoPlotly() {
+  if (window.attnlabPlotlyMissing) return;
+  window.attnlabPlotlyMissing = true;
   var noop = function () { return Promise.resolve(); };
   window.Plotly = new Proxy({}, { get: function () { return noop; } });
   document.addEventListener('DOMContentLoaded', function () {
@@ -340,7 +342,10 @@ class Report:
         head_js = ""
         if plotly_src:
             head_js = f'<script src="{html.escape(plotly_src)}" onerror="attnlabNoPlotly()"></script>'
-            head_js = f"<script>{MISSING_PLOTLY_JS}</script>" + head_js
+            # a file that loaded but defined no Plotly (a stand-in written where plotly was not installed) too
+            head_js = (
+                f"<script>{MISSING_PLOTLY_JS}</script>{head_js}<script>window.Plotly || attnlabNoPlotly()</script>"
+            )
         blocks, contents = contents_list(self.blocks)
         body_js = "".join(f"<script>{s}</script>" for s in [SORT_JS, *self.scripts])
         return (

@@ -90,3 +90,12 @@ def test_a_folder_copied_out_of_its_tree_opens_and_says_how_to_see_the_figures(b
         assert note.is_visible() and "attnlab view" in note.inner_text()
         assert page.locator("#t td").first.inner_text() == "1"
         assert [e for e in errors if "ERR_FILE_NOT_FOUND" not in e and "Failed to load resource" not in e] == []
+
+
+def test_a_plotly_file_that_defines_no_plotly_gets_the_note(browse, tmp_path):
+    """A stand-in plotly.min.js (written where plotly was not installed) loads but defines nothing: same note."""
+    folder = _run(tmp_path / "run")
+    (folder / PLOTLY_ASSET).write_text("/* no plotly here */\n")
+    page_path = _plot_report(folder)
+    with browse(page_path, tmp_path / "stub.png") as (page, errors):
+        assert page.locator("#plotly-missing").count() == 1 and errors == []
