@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from attnlab.report import Report, element_id, rounded, words
+from attnlab.report import Report, element_id, heatmap, rounded, words
 from attnlab.runs import RunDir
 from attnlab.sweep.aggregate import SEED, axes_without_seed, seed_summary
 from attnlab.sweep.figures import metric_figure, pick_metric, swept_fields
@@ -28,6 +28,9 @@ def add_metric_views(rep: Report, run: RunDir, table: Any, metric: str, swept: l
     if len(axes) == 1:
         rep.plotly(line_view(table, metric, axes[0], summary), element_id(run.path, "metric"),
                    "Interactive: hover a point for its value (and its interval over seeds)")  # fmt: skip
+    elif len(axes) >= 2:
+        rep.plotly(grid_view(table, metric, axes[:2]), element_id(run.path, "metric"),
+                   f"Interactive: {words(metric)} (mean over the other fields and seeds); hover a cell")  # fmt: skip
 
 
 def line_view(table: Any, metric: str, axis: str, summary: Any) -> dict:
@@ -45,6 +48,19 @@ def line_view(table: Any, metric: str, axis: str, summary: Any) -> dict:
     layout = {"xaxis": {"title": {"text": axis}, "type": "category"}, "yaxis": {"title": {"text": words(metric)}},
               "margin": {"t": 30}, "height": 380}  # fmt: skip
     return {"data": [trace], "layout": layout}
+
+
+def grid_view(table: Any, metric: str, axes: list[str]) -> dict:
+    """A plotly heat map of `metric` over two swept fields (mean over the rest), values as given on the axes."""
+    done = table[table["status"] == "done"]
+    grid = done.pivot_table(index=axes[0], columns=axes[1], values=metric, aggfunc="mean")
+    hover = f"{axes[0]} %{{y}}<br>{axes[1]} %{{x}}<br>{words(metric)} %{{z:.4g}}<extra></extra>"
+    x, y = [str(v) for v in grid.columns], [str(v) for v in grid.index]
+    fig = heatmap(grid.to_numpy(dtype=float), words(metric), x, y, hovertemplate=hover)
+    fig["layout"]["xaxis"] = {"title": {"text": axes[1]}, "type": "category", "automargin": True}
+    fig["layout"]["yaxis"] = {"title": {"text": axes[0]}, "type": "category", "autorange": "reversed"}
+    fig["layout"]["height"] = 420
+    return fig
 
 
 def write_report(folder: str | Path) -> Path:

@@ -96,3 +96,11 @@ def test_the_sweep_page_links_each_trials_report(tmp_path, ran):
     for trial in result.tables["trials"]["trial"]:
         assert f'<a href="trials/{trial}/report.html">' in page and (out / "trials" / trial / "report.html").is_file()
     assert [p.relative_to(out).as_posix() for p in out.rglob("plotly.min.js")] == ["plotly.min.js"]  # once per tree
+
+
+def test_two_swept_fields_give_an_interactive_heat_map(tmp_path, ran):
+    path = tmp_path / "spec.toml"
+    path.write_text(SPEC.format(seeds="[0]").replace("[grid]", "[grid]\nn = [5, 6]").replace("n = 6\n", "", 1))
+    result = sweep(SweepConfig(spec=load_spec(path), cpus=1), tmp_path / "sweep")
+    page = (result.path / "report.html").read_text()
+    assert len(result.tables["trials"]) == 4 and '"type": "heatmap"' in page and "mean over the other fields" in page
