@@ -191,6 +191,16 @@ def _report(message: str, after_progress: bool, debug: bool) -> None:
     print(f"\nattnlab: error: {line}" if after_progress else f"attnlab: error: {line}", file=sys.stderr)
 
 
+def validate_first(args: argparse.Namespace) -> None:
+    """Build the command's config once before its function runs, so that a bad choice or range is refused in a
+    fraction of a second: the command functions import their run modules (torch, transformers) before building
+    the config themselves. Configs import no torch, and building one does no work. A `--resume` reads the saved
+    config instead, so its flags are left to the command, as are those of a parser with `prevalidate=False`."""
+    make_config = getattr(args, "make_config", None)
+    if make_config is not None and getattr(args, "prevalidate", True) and not getattr(args, "resume", False):
+        make_config(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     from attnlab.clitools import process_settings
 
@@ -205,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     with process_settings():
         try:
+            validate_first(args)
             return int(args.func(args) or 0)
         except AttnlabError as exc:
             _report(str(exc), getattr(exc, "after_progress", False), args.debug)

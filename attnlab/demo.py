@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from attnlab.errors import AttnlabError, InputError, check_int
+from attnlab.errors import AttnlabError, InputError, check_int, names
 from attnlab.runs import RunDir, RunResult, frame, open_run
 
 # demo section -> the module with its `run_demo(out, seed) -> Report`; the order of the demo report.
@@ -35,7 +35,7 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         check_int(self.seed, 0, "--seed", MAX_SEED)
-        object.__setattr__(self, "only", tuple(self.only))
+        object.__setattr__(self, "only", names(self.only, "--only"))
         for study in self.only:
             if study not in DEMOS:
                 raise InputError(f"--only {study}: unknown study; choose from {', '.join(DEMOS)}")
@@ -56,19 +56,21 @@ def run_demo(
     out = Path(out)
     earlier = mode == "overwrite" and out.is_dir() and any(out.iterdir())
     opened = False
+    timings: list[dict] = []
     try:
         with open_run(out, "demo", config, mode=mode, seed=config.seed) as run:
             opened = True
-            timings = _write_sections(run, config, echo or (lambda line: None))
+            _write_sections(run, config, echo or (lambda line: None), timings)
     except (AttnlabError, KeyboardInterrupt) as exc:
         if not opened:
             raise
-        raise _stopped(exc, out, earlier) from None
+        raise _stopped(exc, out, earlier, [t["study"] for t in timings]) from None
     return RunResult(run.path, config, {"studies": [t["study"] for t in timings]}, {"timings": frame(timings)})
 
 
-def _write_sections(run: RunDir, config: DemoConfig, echo: Callable[[str], None]) -> list[dict]:
-    """The studies' demos into `run`, the combined report after each (a partial report if a later one fails)."""
+def _write_sections(run: RunDir, config: DemoConfig, echo: Callable[[str], None], timings: list[dict]) -> None:
+    """The studies' demos into `run`, the combined report after each (a partial report if a later one fails);
+    `timings` gets one row per finished study."""
     from attnlab.report import PLOTLY_ASSET, Report, plotly_asset
 
     plotly_asset(run.path)  # one copy of plotly.js that every report of the demo refers to
@@ -77,7 +79,6 @@ def _write_sections(run: RunDir, config: DemoConfig, echo: Callable[[str], None]
         "Each section below is one study's demo, run on embedded defaults; its own run folder "
         "(with config.json, metrics and figures) is named in the section."
     )
-    timings: list[dict] = []
     try:
         for name in config.studies():
             t0 = time.perf_counter()
@@ -91,17 +92,18 @@ def _write_sections(run: RunDir, config: DemoConfig, echo: Callable[[str], None]
         raise
     report.table(timings, caption="Demo timings")
     report.write(run.file("report.html"))
-    return timings
 
 
-def _stopped(exc: BaseException, out: Path, earlier: bool) -> AttnlabError:
-    """The one line for a demo that stopped: why, and what is now in `out`."""
+def _stopped(exc: BaseException, out: Path, earlier: bool, finished: list[str]) -> AttnlabError:
+    """The one line for a demo that stopped: why, and what is now in `out`. A study's own hint (a training's
+    "continue with --resume") is dropped: `attnlab demo` has no --resume, it runs again with --overwrite."""
     code = exc.exit_code if isinstance(exc, AttnlabError) else 130
-    why = "interrupted" if code == 130 else f"stopped: {exc}"
+    why = "interrupted" if code == 130 else f"stopped: {str(exc).split('; continue with --resume')[0]}"
     if earlier:
         where = f"the earlier run in {out} is back in place"
     elif out.exists():
-        where = f"the studies it finished are in {out}; run it again with --overwrite"
+        done = f"the studies it finished ({', '.join(finished)}) are in" if finished else "no study finished; see"
+        where = f"{done} {out}; run it again with --overwrite"
     else:
         where = "it left no folder"
     return AttnlabError(f"demo {why}; {where}", exit_code=code)

@@ -47,6 +47,28 @@ def check_choice(value: str, allowed: Sequence[str], what: str) -> str:
     raise InputError(f"unknown {what} '{value}'; valid: {', '.join(allowed)}{hint}")
 
 
+def names(value: object, what: str) -> tuple[str, ...]:
+    """`value` as a tuple of names: one string is one name (`domains="prose"` is `("prose",)`, never its letters)."""
+    if isinstance(value, str):
+        return (value,)
+    try:
+        items: tuple[object, ...] = tuple(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InputError(f"{what} must be a name or a list of names, got {value!r}") from None
+    for item in items:
+        check(isinstance(item, str), f"{what} must be a name or a list of names, got {value!r}")
+    return tuple(str(item) for item in items)
+
+
+def folders(value: object) -> tuple[str, ...]:
+    """`value` as a tuple of folder names: one string or path is one folder (never its letters)."""
+    import os
+
+    if isinstance(value, (str, os.PathLike)):
+        return (os.fspath(value),)
+    return tuple(os.fspath(v) if isinstance(v, os.PathLike) else str(v) for v in value)  # type: ignore[attr-defined]
+
+
 def check_int(value: object, minimum: int, what: str, maximum: int | None = None) -> int:
     """Return `value` as an int if it is an integer in [minimum, maximum], else raise naming `what`."""
     ok = isinstance(value, int) or (isinstance(value, float) and value.is_integer())

@@ -595,17 +595,65 @@ def open_run(
         if mode != "resume":
             _write_provenance(run, command, config, seed, argv, device)
         yield run
-    except BaseException:
+    except BaseException as exc:
         if backup is not None:
             _put_back(backup, path)
         else:
+            status = _stop_status(exc)
+            if status is not None and not (created and _only_bookkeeping(path)):
+                _record_status(run, status)
             lock.unlink(missing_ok=True)
             if created and _only_bookkeeping(path):
                 _remove_created(created)
         raise
+    _record_status(run, "finished")
     if backup is not None:
         _discard(backup)
     lock.unlink(missing_ok=True)
+
+
+RUN_STATUSES = ("finished", "interrupted", "failed")
+
+
+def _stop_status(exc: BaseException) -> str | None:
+    """ "interrupted" for Ctrl-C / SIGTERM (exit code 130), None for refused input (an `InputError`: the run did
+    no work, and a refused `--resume` must leave its folder as it was), "failed" for anything else."""
+    if isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130:
+        return "interrupted"
+    return None if isinstance(exc, InputError) else "failed"
+
+
+def _record_status(run: RunDir, status: str) -> None:
+    """Note in manifest.json how the command ended (`run_status` reads it); a failed write changes nothing else."""
+    manifest = run.path / "manifest.json"
+    try:
+        old = read_json(manifest, "run manifest") if manifest.is_file() else None
+        if isinstance(old, dict) and old.get("status") != status:  # unchanged: no file is rewritten
+            write_json(manifest, {**old, "status": status})
+    except (OSError, ValueError):
+        pass  # a full disk, or a corrupt manifest: the run's own error (if any) is the one the user sees
+
+
+def run_status(path: str | Path) -> str:
+    """How a run folder's command ended: "running" (its lock's process is alive), "interrupted" (killed: a lock
+    with a dead pid, or Ctrl-C / SIGTERM), "failed", "finished"; for runs written before the status was
+    recorded, "finished" when it has a report.html, else "unknown"."""
+    path = Path(path)
+    lock = path / LOCK_NAME
+    if lock.is_file():
+        try:
+            pid = int(lock.read_text().strip() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        return "running" if pid and pid != os.getpid() and _alive(pid) else "interrupted"
+    try:
+        manifest = read_json(path / "manifest.json", "run manifest")
+        status = manifest.get("status") if isinstance(manifest, dict) else None
+    except (OSError, ValueError):
+        status = None
+    if status in RUN_STATUSES:
+        return str(status)
+    return "finished" if (path / "report.html").is_file() else "unknown"
 
 
 def _missing_folders(path: Path) -> list[Path]:

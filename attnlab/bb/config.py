@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from attnlab import budget
 from attnlab.device import check_device
-from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int
+from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int, folders
 
 OPTIMIZERS = ("adam", "sgd")
 ATTENTION_KINDS = ("softmax", "relu")
@@ -311,7 +311,7 @@ class CompareConfig:
     title: str = "BB runs compared"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "run_dirs", tuple(str(d) for d in self.run_dirs))
+        object.__setattr__(self, "run_dirs", folders(self.run_dirs))
         check(len(self.run_dirs) >= 1, "run_dirs: name at least one `bb train` run folder")
         seen: dict[str, str] = {}
         for d in self.run_dirs:

@@ -59,7 +59,11 @@ def curves_figure(rows: list[dict], lin_until: int) -> dict:
         for i, n in enumerate(names)
     ]
     pick = [
-        {"label": n, "method": "update", "args": [{"visible": [j == i for j in range(len(names))]}, {"title": n}]}
+        {
+            "label": n,
+            "method": "update",
+            "args": [{"visible": [j == i for j in range(len(names))]}, {"title.text": n, "yaxis.title.text": n}],
+        }
         for i, n in enumerate(names)
     ]
     axis = [{"label": t, "method": "relayout", "args": [{"xaxis.type": t}]} for t in ("linear", "log")]
@@ -68,6 +72,7 @@ def curves_figure(rows: list[dict], lin_until: int) -> dict:
         "layout": {
             "title": {"text": names[0] if names else ""},
             "xaxis": {"title": {"text": f"step (snapshots every few steps up to {lin_until}, then log-spaced)"}},
+            "yaxis": {"title": {"text": names[0] if names else ""}, "automargin": True},
             "updatemenus": [
                 {"buttons": pick, "x": 0, "y": 1.18, "xanchor": "left", "direction": "down"},
                 {"buttons": axis, "x": 0.45, "y": 1.18, "xanchor": "left", "type": "buttons", "direction": "right"},
@@ -100,7 +105,8 @@ def snapshots_figure(snaps: list[tuple[int, dict[str, np.ndarray]]], labels: lis
     def traces(a: dict[str, np.ndarray]) -> list[dict]:
         return [
             {"type": "heatmap", "z": rounded(a["attn_block16"][0]), "x": pos, "y": pos, "zmin": 0, "zmax": 1,
-             "colorscale": "Viridis", "hovertemplate": hover, "colorbar": {"x": 0.45, "len": 1}},
+             "colorscale": "Viridis", "hovertemplate": hover,
+             "colorbar": {"x": 0.43, "xanchor": "left", "len": 1, "thickness": 12, "title": {"text": "weight"}}},
             {"type": "bar", "x": pos, "y": rounded(a["value_norm"][layer, 0, :n]), "xaxis": "x2", "yaxis": "y2",
              "name": "‖W_O v_i‖", "marker": {"color": ["#d62728"] + ["#1f77b4"] * (n - 1)}},
             {"type": "bar", "x": pos, "y": rounded(a["resid_norm"][layer + 1, :n]), "xaxis": "x3", "yaxis": "y3",
@@ -109,11 +115,28 @@ def snapshots_figure(snaps: list[tuple[int, dict[str, np.ndarray]]], labels: lis
 
     layout = {
         "height": 560,
-        "xaxis": {"domain": [0, 0.42], "type": "category", "tickfont": {"family": "monospace", "size": 9}},
-        "yaxis": {"autorange": "reversed", "type": "category", "tickfont": {"family": "monospace", "size": 9}},
-        "xaxis2": {"domain": [0.55, 1], "anchor": "y2", "type": "category", "showticklabels": False},
+        # the colour bar sits in the gap after the heat map; the bars' y titles start past it (no overlap)
+        "xaxis": {
+            "domain": [0, 0.42],
+            "type": "category",
+            "tickfont": {"family": "monospace", "size": 9},
+            "title": {"text": "key (position, token)"},
+        },
+        "yaxis": {
+            "autorange": "reversed",
+            "type": "category",
+            "tickfont": {"family": "monospace", "size": 9},
+            "title": {"text": "query"},
+        },
+        "xaxis2": {"domain": [0.62, 1], "anchor": "y2", "type": "category", "showticklabels": False},
         "yaxis2": {"domain": [0.56, 1], "anchor": "x2", "title": {"text": "‖W_O v_i‖"}},
-        "xaxis3": {"domain": [0.55, 1], "anchor": "y3", "type": "category", "tickfont": {"size": 9}},
+        "xaxis3": {
+            "domain": [0.62, 1],
+            "anchor": "y3",
+            "type": "category",
+            "tickfont": {"size": 9},
+            "title": {"text": "position, token"},
+        },
         "yaxis3": {"domain": [0, 0.44], "anchor": "x3", "title": {"text": "‖x_i‖"}},
         "showlegend": False,
         "margin": {"t": 30},

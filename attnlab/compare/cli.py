@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="Run comparison", help="page title")
     p.add_argument("--out", type=Path, default=None, help="comparison folder (default runs/compare-<time>)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier comparison in --out")
-    p.set_defaults(func=cmd_compare, make_config=make_config)
+    p.set_defaults(func=cmd_compare, make_config=make_config, prevalidate=False)  # --index takes no config
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import AttnlabError, InputError
-from attnlab.runs import RunDir
+from attnlab.runs import RunDir, run_status
 
 MAX_DEPTH = 4  # how deep `find_runs` looks below the root
 MAX_LIST = 8  # number lists longer than this are left out of the final metrics
@@ -29,6 +29,7 @@ class RunInfo:
     config: dict[str, Any]
     final: dict[str, float | str]
     curves: list[dict[str, float | str]]
+    status: str = "unknown"  # finished, interrupted, failed, running or unknown (`attnlab.runs.run_status`)
 
     @property
     def has_report(self) -> bool:
@@ -106,4 +107,4 @@ def read_run(path: str | Path) -> RunInfo:
         raise InputError(f"{path}: {exc}") from None
     curves = [flatten(r) for r in records if isinstance(r.get("step"), (int, float))]
     return RunInfo(path, command, config if isinstance(config, dict) else {}, final_metrics(run, records),
-                   curves if len(curves) >= 2 else [])  # fmt: skip
+                   curves if len(curves) >= 2 else [], run_status(path))  # fmt: skip

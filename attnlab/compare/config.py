@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab.errors import check
+from attnlab.errors import check, folders
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,6 @@ class CompareConfig:
     title: str = "Run comparison"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "run_dirs", tuple(str(d) for d in self.run_dirs))
+        object.__setattr__(self, "run_dirs", folders(self.run_dirs))
         check(len(self.run_dirs) >= 2, f"run_dirs: compare needs two or more run folders, got {len(self.run_dirs)}")
         check(len(set(self.run_dirs)) == len(self.run_dirs), "run_dirs: a run folder is listed twice")

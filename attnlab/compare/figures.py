@@ -33,7 +33,7 @@ def curves_figure(runs: list[RunInfo], page_dir: Path) -> dict | None:
                              "x": rounded(x), "y": rounded(y), "visible": i == 0})  # fmt: skip
                 owner.append(i)
     buttons = [
-        {"label": n, "method": "update", "args": [{"visible": [o == i for o in owner]}, {"title": n}]}
+        {"label": n, "method": "update", "args": [{"visible": [o == i for o in owner]}, {"title.text": n}]}
         for i, n in enumerate(names)
     ]
     return {

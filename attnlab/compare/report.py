@@ -14,6 +14,7 @@ from typing import Any
 
 from attnlab.compare.collect import RunInfo
 from attnlab.compare.figures import curves_figure, relative
+from attnlab.compare.grids import scan_pair_figure
 from attnlab.report import Report, cell, element_id
 
 MAX_METRIC_COLUMNS = 20  # final-metric columns per table (the most common first)
@@ -76,16 +77,39 @@ def metric_columns(runs: list[RunInfo], limit: int | None = MAX_METRIC_COLUMNS) 
     return sorted((k for k in counts if k in keep), key=lambda k: "[" in k)
 
 
+def result_columns(runs: list[RunInfo], fields: list[str], limit: int | None = MAX_METRIC_COLUMNS) -> dict[str, str]:
+    """Final-metric name -> its column title. A metric named like a config field (`N`, `P`, `tokens`) is left
+    out when it equals the config value in every run (it repeats the setting) and is titled `final <name>`
+    otherwise, so that no two columns share a title."""
+    out: dict[str, str] = {}
+    for k in metric_columns(runs, limit):
+        if k not in fields and k != "status":
+            out[k] = k
+        elif any(k in r.final and _differs(r.final[k], r.config.get(k)) for r in runs):
+            out[k] = f"final {k}"
+    return out
+
+
+def _differs(final: Any, setting: Any) -> bool:
+    try:
+        return float(final) != float(setting)
+    except (TypeError, ValueError):
+        return str(final) != str(setting)
+
+
 def runs_table(rep: Report, runs: list[RunInfo], page_dir: Path, table_id: str) -> None:
-    """One sortable table for runs of one command: run (link), key config fields, final metrics."""
-    fields, metrics = key_fields(runs), metric_columns(runs)
-    head = ["run", *fields, *metrics]
+    """One sortable table for runs of one command: run (link), status, key config fields, final metrics."""
+    fields = key_fields(runs)
+    metrics = result_columns(runs, fields)
+    head = ["run", "status", *fields, *metrics.values()]
     rows = []
     for r in runs:
         name = html.escape(relative(r.path, page_dir))
         link = f'<a href="{name}/report.html">{name}</a>' if r.has_report else name
         cells = (
-            [link] + [cell(shown(r.config.get(k, ""))) for k in fields] + [cell(r.final.get(k, "")) for k in metrics]
+            [link, cell(r.status)]
+            + [cell(shown(r.config.get(k, ""))) for k in fields]
+            + [cell(r.final.get(k, "")) for k in metrics]
         )
         rows.append("<tr>" + "".join(c if c.startswith("<td") else f'<td class="t">{c}</td>' for c in cells) + "</tr>")
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
@@ -108,6 +132,11 @@ def comparison(runs: list[RunInfo], page_dir: Path, title: str, curves: bool = T
     )
     for i, group in enumerate(groups.values()):
         runs_table(rep, group, page_dir, element_id(page_dir, f"runs{i}"))
+    scans = groups.get("scan", [])
+    pair = scan_pair_figure(scans[0], scans[1], page_dir) if curves and len(scans) >= 2 else None
+    if pair is not None:
+        rep.plotly(pair, element_id(page_dir, "scan-pair"),
+                   "The first two scans side by side and their difference (menu: statistic and domain)")  # fmt: skip
     fig = curves_figure(runs, page_dir) if curves else None
     if fig is not None:
         rep.plotly(fig, element_id(page_dir, "curves"), "Metrics over steps, one line per run (menu: metric)")

@@ -8,7 +8,7 @@ from typing import Any
 
 from attnlab.compare.collect import RunInfo, find_runs, read_run
 from attnlab.compare.config import CompareConfig
-from attnlab.compare.report import comparison, key_fields, metric_columns, relative, shown
+from attnlab.compare.report import comparison, key_fields, relative, result_columns, shown
 from attnlab.errors import InputError
 from attnlab.runs import RunResult, open_run
 
@@ -20,9 +20,10 @@ def _table(runs: list[RunInfo], page_dir: Path) -> Any:
     rows = []
     for r in runs:
         same = [x for x in runs if x.command == r.command]
-        row: dict[str, Any] = {"run": relative(r.path, page_dir), "command": r.command}
-        row.update({k: shown(r.config.get(k)) for k in key_fields(same)})
-        row.update({k: r.final.get(k) for k in metric_columns(same, limit=None)})
+        row: dict[str, Any] = {"run": relative(r.path, page_dir), "command": r.command, "status": r.status}
+        fields = key_fields(same)
+        row.update({k: shown(r.config.get(k)) for k in fields})
+        row.update({title: r.final.get(k) for k, title in result_columns(same, fields, limit=None).items()})
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -25,12 +25,9 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from attnlab.consensus.dynamics import KINDS, MASKS
-from attnlab.consensus.integrators import METHODS
-from attnlab.consensus.realmodel import VARIANTS
-from attnlab.consensus.schedules import ENSEMBLES, SCHEDULES
+from attnlab.consensus.names import ENSEMBLES, KINDS, MASKS, METHODS, SCHEDULES, VARIANTS
 from attnlab.device import check_device
-from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int
+from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int, names
 
 MAX_STEPS = 1_000_000
 MAX_WORK = 2e12
@@ -243,6 +240,8 @@ class ModelConfig:
     def __post_init__(self) -> None:
         check_device(self.device)
         check(isinstance(self.model, str) and self.model.strip() != "", "model must be a name or a folder path")
+        object.__setattr__(self, "schedules", names(self.schedules, "schedules"))
+        object.__setattr__(self, "domains", names(self.domains, "domains"))
         check(len(self.schedules) > 0, "schedules must name at least one of " + ", ".join(VARIANTS))
         for name in self.schedules:
             check_choice(name, VARIANTS, "schedule")
@@ -292,6 +291,7 @@ class NormConfig:
 
     def __post_init__(self) -> None:
         check(isinstance(self.model, str) and self.model.strip() != "", "model must be a name or a folder path")
+        object.__setattr__(self, "domains", names(self.domains, "domains"))
         check(len(self.domains) > 0, "domains must name at least one of " + ", ".join(DOMAINS))
         for dom in self.domains:
             check_choice(dom, DOMAINS, "domain")

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from attnlab.consensus.names import KINDS, MASKS
 from attnlab.errors import InputError, check_choice
 
-KINDS = ("SA", "USA")
-MASKS = ("full", "causal")
 Weights = "torch.Tensor | None"
 
 

@@ -23,10 +23,9 @@ import torch
 
 from attnlab.consensus import measures as M
 from attnlab.consensus.dynamics import AttentionSpec, check_tokens, check_usa_overflow, check_weights, drive, tangent
+from attnlab.consensus.names import METHODS
 from attnlab.consensus.schedules import Schedule, check_schedule_step
 from attnlab.errors import InputError, NumericalError, check_choice
-
-METHODS = ("rk4", "euler", "exp_euler", "postnorm", "prenorm")
 
 
 @dataclass

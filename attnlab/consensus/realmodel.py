@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from attnlab.consensus import measures as M
+from attnlab.consensus.names import VARIANTS
 from attnlab.errors import InputError, NumericalError, check_choice, check_int
 from attnlab.tracing.adapters.blockwise import (
     BlockCalls,
@@ -39,8 +40,6 @@ from attnlab.tracing.adapters.blockwise import (
     capture_block_calls,
     run_block,
 )
-
-VARIANTS = ("constant", "periodic", "random")
 
 
 @dataclass

@@ -14,7 +14,7 @@ import numpy as np
 from attnlab.configs import config_from_dict
 from attnlab.consensus.config import PhaseConfig, SimulateConfig
 from attnlab.consensus.figures import depth_series, floats, phase_title, simulate_title
-from attnlab.report import Report, element_id, rounded, with_slider
+from attnlab.report import Report, element_id, flat_rows, rounded, with_slider
 from attnlab.runs import RunDir
 
 MAX_COLUMNS = 400  # time columns kept in the interactive phase diagram (every k-th), to keep pages small
@@ -119,10 +119,7 @@ def simulate_report(path: Path) -> Report:
         element_id(run.path, "sphere"),
         "Tokens of start 0 over t (slider or play; drag to rotate or zoom); grey lines: their trajectories",
     )
-    rep.table(
-        [{"measure": k, "value": v if not isinstance(v, dict) else str(v)} for k, v in metrics.items()],
-        caption="metrics.json",
-    )
+    rep.table(flat_rows(metrics), caption="Measures of the simulation (metrics.json; nested ones as a.b)")
     rep.paragraph(f"run folder: {run.path.name}")
     return rep
 

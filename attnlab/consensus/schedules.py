@@ -24,10 +24,9 @@ from typing import cast
 import numpy as np
 import torch
 
+from attnlab.consensus.names import ENSEMBLES, SCHEDULES
 from attnlab.errors import InputError, check_choice
 
-SCHEDULES = ("constant", "periodic", "cycle", "random")
-ENSEMBLES = ("identity", "gaussian", "goe", "zero")
 VALUE_KINDS = ("identity", "random", "rotation")
 
 Pair = tuple["torch.Tensor | None", "torch.Tensor | None"]

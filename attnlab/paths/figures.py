@@ -144,7 +144,7 @@ def solve_figures(path: Path) -> list[Path]:
     m, names = run.read_json("metrics.json"), run.read_json("paths.json")["path_names"]
     trace = run.read_json("saddle_point.json")["trace"]
     out = [u_heatmaps(run.figure_path(f"U_heatmap_N{fmt_N(m['N'])}"), np.load(run.file("U.npy")), names,
-                      title=f"U at N={m['N']}")]  # fmt: skip
+                      title=f"U at N = {fmt_N(m['N'])}")]  # fmt: skip
     if trace:
         out.append(solver_trace(run.figure_path("solver_trace"), trace))
     out.append(kernel_alignment(run.figure_path("kernel_alignment"), _alignment(run)))
@@ -159,9 +159,9 @@ def sweep_figures(path: Path) -> list[tuple[Path, str]]:
     return [
         (accuracy_vs_alpha(run.figure_path("accuracy_vs_alpha"), recs), "accuracy vs alpha"),
         (u_heatmaps(run.figure_path(f"U_heatmap_N{fmt_N(last['N'])}"), np.asarray(last["U"]), names),
-         f"U at N = {last['N']}"),
+         f"U at N = {fmt_N(last['N'])}"),
         (kernel_alignment(run.figure_path("kernel_alignment"), _alignment(run)),
-         f"kernel-task alignment at N = {last['N']}"),
+         f"kernel-task alignment at N = {fmt_N(last['N'])}"),
     ]  # fmt: skip
 
 
@@ -171,7 +171,7 @@ def sample_figures(path: Path) -> list[Path]:
     m, names, config = run.read_json("metrics.json"), run.read_json("paths.json")["path_names"], run.read_config()
     N = fmt_N(m["N"])
     U, U_hat = np.load(run.file("U.npy")), np.load(run.file("U_hat.npy"))
-    title = f"{config['entropy_form']} theory vs sampled, N={N}"
+    title = f"{config['entropy_form']} theory vs sampled, N = {N}"
     return [u_heatmaps(run.figure_path(f"U_heatmap_N{N}"), U, names, U_hat, title)]
 
 

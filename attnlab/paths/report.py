@@ -70,7 +70,8 @@ def kernel_figure(path: Path, names: list[str], U: np.ndarray) -> dict | None:
     fig["layout"]["updatemenus"] = [
         {
             "buttons": [
-                {"label": k, "method": "update", "args": [{"z": [rounded(m)]}, {"title": k}]} for k, m in mats.items()
+                {"label": k, "method": "update", "args": [{"z": [rounded(m)]}, {"title.text": k}]}
+                for k, m in mats.items()
             ],
             "x": 0,
             "y": 1.15,
@@ -81,11 +82,18 @@ def kernel_figure(path: Path, names: list[str], U: np.ndarray) -> dict | None:
     return fig
 
 
+FIGURE_CAPTIONS = {
+    "solver_trace": "The solver's progress: the largest gradient |dS/dU| at each iteration, per phase",
+    "kernel_alignment": "How well each path kernel aligns with the task (kernel-task alignment)",
+}
+
+
 def solve_report(path: Path) -> Report:
     """`paths solve`: the point's metrics, U heatmap, solver trace and kernel alignment."""
     run = RunDir(path)
     m, config = run.read_json("metrics.json"), run.read_config()
-    rep = Report(f"attention paths: solve ({config['task']}, N={config['N']}, T={config['temperature']})")
+    width, temp = figures.fmt_N(config["N"]), config["temperature"]
+    rep = Report(f"attention paths: solve ({config['task']}, N = {width}, T = {temp:g})")
     rep.table([{k: m[k] for k in SOLVE_COLUMNS}])
     names, U = run.read_json("paths.json")["path_names"], np.load(run.file("U.npy"))
     rep.plotly(u_figure(U, names, f"U at N = {figures.fmt_N(m['N'])}"), element_id(run.path, "U"), "Order parameter U")
@@ -94,7 +102,7 @@ def solve_report(path: Path) -> Report:
         rep.plotly(kernels, element_id(run.path, "kernels"), "Path kernels on the training points (menu: kernel)")
     for f in figures.solve_figures(run.path):
         if not f.stem.startswith("U_heatmap"):
-            rep.figure(f)
+            rep.figure(f, FIGURE_CAPTIONS.get(f.stem, ""))
     rep.write(run.file("report.html"))
     return rep
 
@@ -124,7 +132,7 @@ def sample_report(path: Path) -> Report:
     """`paths sample`: sampler diagnostics and gates, sampled vs theory accuracy, U heatmaps."""
     run = RunDir(path)
     m, config = run.read_json("metrics.json"), run.read_config()
-    rep = Report(f"attention paths: sample (N={figures.fmt_N(m['N'])}, T={config['temperature']})")
+    rep = Report(f"attention paths: sample (N = {figures.fmt_N(m['N'])}, T = {config['temperature']:g})")
     row = {k: _not_available(m[k]) for k in SAMPLE_COLUMNS} | {"theory_accuracy": m["theory"]["accuracy"]}
     rep.table([row])
     if not m["converged"]:

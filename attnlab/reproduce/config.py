@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from attnlab.device import check_device
-from attnlab.errors import check, check_choice, check_int
+from attnlab.errors import check, check_choice, check_int, names
 
 STUDIES = ("bb", "real", "consensus", "paths")
 PROFILES = ("tiny", "quick", "full")
@@ -30,7 +30,7 @@ class ReproduceConfig:
         check_device(self.device)
         object.__setattr__(self, "targets", tuple(str(t) for t in self.targets))
         check(all(t.strip() for t in self.targets), f"targets: {list(self.targets)} has an empty id")
-        object.__setattr__(self, "studies", tuple(self.studies) or STUDIES)
+        object.__setattr__(self, "studies", names(self.studies, "studies") or STUDIES)
         for s in self.studies:
             check_choice(s, STUDIES, "study")
         check(len(set(self.studies)) == len(self.studies), f"studies: {list(self.studies)} repeats a study")

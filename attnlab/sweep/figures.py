@@ -32,8 +32,9 @@ def pick_metric(table: Any, command: str, fields: list[str]) -> str | None:
     return numeric[0] if numeric else None
 
 
-def metric_figure(table: Any, metric: str, swept: list[str], path: Path) -> Path | None:
-    """A heat map of `metric` (mean over other fields) for two swept fields, else lines against the first."""
+def metric_figure(table: Any, metric: str, swept: list[str], path: Path, seeds: Any = None) -> Path | None:
+    """A heat map of `metric` (mean over other fields) for two swept fields, else lines against the first; with
+    `seeds` (`aggregate.seed_summary` over `swept`), the line has the 95 % interval over seeds as error bars."""
     done = table[table["status"] == "done"]
     if done.empty or not swept:
         return None
@@ -49,8 +50,14 @@ def metric_figure(table: Any, metric: str, swept: list[str], path: Path) -> Path
         fig.colorbar(im, ax=ax, label=f"{metric} (mean over other fields)")
         return save_figure(fig, path)
     fig, axes = new_figure(width=5.5, height=4.0)
-    mean = done.groupby(swept[0])[metric].mean()
-    axes[0, 0].plot([str(v) for v in mean.index], mean.to_numpy(dtype=float), "o-")
+    if seeds is not None and len(swept) == 1:
+        x = [str(v) for v in seeds[swept[0]]]
+        y, err = seeds[f"{metric} mean"].to_numpy(dtype=float), seeds["± (95%)"].to_numpy(dtype=float)
+        axes[0, 0].errorbar(x, y, yerr=np.nan_to_num(err), fmt="o-", capsize=3)
+        axes[0, 0].set_ylabel(f"{metric} (mean over seeds ± 95 % interval)")
+    else:
+        mean = done.groupby(swept[0])[metric].mean()
+        axes[0, 0].plot([str(v) for v in mean.index], mean.to_numpy(dtype=float), "o-")
+        axes[0, 0].set_ylabel(metric)
     axes[0, 0].set_xlabel(swept[0])
-    axes[0, 0].set_ylabel(metric)
     return save_figure(fig, path)

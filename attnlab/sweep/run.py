@@ -1,7 +1,10 @@
 """`attnlab sweep`: run a spec's trials on Ray into `DIR/trials/<id>/` and aggregate them (issue 10).
 
-Rerunning the same spec into the same folder skips finished trials (by id, the hash of the trial's config) and
-runs the rest; a different spec in that folder is refused unless `--overwrite`.
+Rerunning a spec of the same command into the same folder skips finished trials (by id, the hash of the trial's
+config) and runs the rest: a spec grown by a value or a seed runs only the new trials, with no `--overwrite`. The
+folder's config.json then holds the new spec; trials of the earlier spec that the new one lacks stay on disk
+(listed in trials.json as `other_ids`) and out of sweep.csv. A spec of another command is refused unless
+`--overwrite`.
 """
 
 from __future__ import annotations
@@ -21,12 +24,19 @@ COMMAND = "sweep"
 
 
 def _mode_for(out: Path | None, config: SweepConfig, mode: str) -> str:
-    """ "resume" when `out` already holds a sweep of the same spec (rerunning it adds the missing trials)."""
+    """ "resume" when `out` already holds a sweep of a spec of the same command (the same spec, or one grown by
+    values or seeds: rerunning it adds the missing trials)."""
     if mode != "new" or out is None or not (Path(out) / "manifest.json").is_file():
         return mode
     manifest = read_json(Path(out) / "manifest.json", "run manifest")
-    same = manifest.get("command") == COMMAND and manifest.get("spec_hash") == config_hash(config.spec)
-    return "resume" if same else mode
+    if manifest.get("command") != COMMAND:
+        return mode
+    if manifest.get("spec_hash") == config_hash(config.spec):
+        return "resume"
+    saved = read_json(Path(out) / "config.json", "run config")
+    spec = saved.get("spec") if isinstance(saved, dict) else None
+    same_command = isinstance(spec, dict) and spec.get("command") == config.spec.command
+    return "resume" if same_command else mode
 
 
 def sweep(
@@ -40,7 +50,9 @@ def sweep(
     out = Path(out) if out is not None else None
     with open_run(out, COMMAND, config, mode=_mode_for(out, config, mode)) as run:
         manifest = run.read_manifest()
-        write_json(run.path / "manifest.json", {**manifest, "spec_hash": config_hash(config.spec)})
+        if manifest.get("spec_hash") != config_hash(config.spec):  # a new or grown spec: the folder now holds it
+            run.write_config(config)
+            write_json(run.path / "manifest.json", {**manifest, "spec_hash": config_hash(config.spec)})
         todo = [t for t in trials if (trial_state(run.path / "trials" / t.id) or {}).get("status") != "done"]
         bar = tqdm(total=len(trials), initial=len(trials) - len(todo), desc="sweep", unit="trial")
 
@@ -80,9 +92,11 @@ def aggregate(trials: list[Trial], root: Path) -> Any:
             }
         )
     table = pd.DataFrame(rows)
-    write_json(
-        root / "trials.json", {"fields": sorted({k for t in trials for k in t.fields}), "ids": [t.id for t in trials]}
-    )
+    ids = [t.id for t in trials]
+    folder = root / "trials"
+    other = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in set(ids)) if folder.is_dir() else []
+    fields = sorted({k for t in trials for k in t.fields})
+    write_json(root / "trials.json", {"fields": fields, "ids": ids, **({"other_ids": other} if other else {})})
     write_text(root / "sweep.csv", table.to_csv(index=False))
     return table
 

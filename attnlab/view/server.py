@@ -29,8 +29,8 @@ HOST = "127.0.0.1"  # never another interface: the server has no authentication
 
 
 ALLOWED_HOSTS = ("127.0.0.1", "localhost", "[::1]")  # the Host names a request may use (DNS rebinding guard)
-PATTERN_PARAMS = ("layer", "head", "domain")
-PATTERN_USAGE = "ask /api/pattern?layer=L&head=H (optionally &domain=D)"
+PATTERN_PARAMS = ("layer", "head", "domain", "window")
+PATTERN_USAGE = "ask /api/pattern?layer=L&head=H (optionally &domain=D&window=W, W counted from 0)"
 
 
 def host_allowed(host: str | None, port: int) -> bool:
@@ -43,20 +43,20 @@ def host_allowed(host: str | None, port: int) -> bool:
     return name in ALLOWED_HOSTS and port_text in ("", str(port))
 
 
-def parse_pattern_query(query: dict[str, list[str]]) -> tuple[int, int, str | None]:
-    """(layer, head, domain) of a pattern request, or an InputError naming the parameter that is wrong."""
+def parse_pattern_query(query: dict[str, list[str]]) -> tuple[int, int, str | None, int]:
+    """(layer, head, domain, window) of a pattern request, or an InputError naming the parameter that is wrong."""
     unknown = sorted(set(query) - set(PATTERN_PARAMS))
     if unknown:
         raise InputError(f"unknown parameter '{unknown[0]}'; {PATTERN_USAGE}")
     for name, values in query.items():
         check(len(values) == 1, f"parameter '{name}' is given {len(values)} times; give it once")
     numbers = []
-    for name in ("layer", "head"):
-        check(name in query, f"missing parameter '{name}'; {PATTERN_USAGE}")
-        text = query[name][0]
+    for name in ("layer", "head", "window"):
+        check(name in query or name == "window", f"missing parameter '{name}'; {PATTERN_USAGE}")
+        text = query.get(name, ["0"])[0]
         check(re.fullmatch(r"-?[0-9]{1,9}", text) is not None, f"{name} must be an integer, got {text!r}")
         numbers.append(int(text))
-    return numbers[0], numbers[1], query.get("domain", [None])[0]
+    return numbers[0], numbers[1], query.get("domain", [None])[0], numbers[2]
 
 
 class PatternSource:
@@ -67,23 +67,26 @@ class PatternSource:
         self._lm: Any = None
         self._lock = threading.Lock()
 
-    def windows(self, domain: str | None = None) -> dict[str, list[int]]:
-        """domain -> token ids of its first saved window (only `domain`'s when given)."""
+    def windows(self, domain: str | None = None, window: int = 0) -> dict[str, list[int]]:
+        """domain -> token ids of its saved window number `window` (from 0; only `domain`'s when given)."""
         from attnlab.runs import read_jsonl
 
-        first: dict[str, list[int]] = {}
+        every: dict[str, list[list[int]]] = {}
         for r in read_jsonl(self.run_dir / "samples.jsonl"):
             check(
                 isinstance(r, dict) and "domain" in r and "token_ids" in r, f"{self.run_dir}/samples.jsonl is corrupt"
             )
-            first.setdefault(r["domain"], r["token_ids"])
-        check(bool(first), f"{self.run_dir} saved no windows (samples.jsonl is missing or empty); rerun the scan")
-        if domain is None:
-            return first
-        return {check_choice(domain, sorted(first), "domain"): first[domain]}
+            every.setdefault(r["domain"], []).append(r["token_ids"])
+        check(bool(every), f"{self.run_dir} saved no windows (samples.jsonl is missing or empty); rerun the scan")
+        if domain is not None:
+            every = {check_choice(domain, sorted(every), "domain"): every[domain]}
+        fewest = min(len(w) for w in every.values())
+        check(0 <= window < fewest, f"window must be in [0, {fewest - 1}] (the scan saved {fewest}), got {window}")
+        return {d: w[window] for d, w in every.items()}
 
-    def pattern(self, layer: int, head: int, domain: str | None = None) -> dict[str, Any]:
-        """{"key", "patterns": {domain: [T][T]}, "tokens": {domain: [T]}} for (layer, head) on first windows."""
+    def pattern(self, layer: int, head: int, domain: str | None = None, window: int = 0) -> dict[str, Any]:
+        """{"key", "window", "patterns": {domain: [T][T]}, "tokens": {domain: [T]}} for (layer, head) on window
+        number `window` of each domain (0: the first, whose patterns the scan saves)."""
         import torch
 
         from attnlab.configs import config_from_dict
@@ -94,11 +97,11 @@ class PatternSource:
         from attnlab.tracing.adapters.hf import trace_windows
 
         cfg = config_from_dict(ScanConfig, RunDir(self.run_dir).read_config())
-        windows = self.windows(domain)  # a bad run folder or domain is refused before the model loads
+        windows = self.windows(domain, window)  # a bad run folder, domain or window is refused before loading
         with self._lock:  # one forward at a time; the model is loaded once
             self._lm = self._lm or load_checked(cfg)
             get_arch(self._lm.model).shape.check_head(layer, head)
-            out: dict[str, Any] = {"key": f"{layer}.{head}", "patterns": {}, "tokens": {}}
+            out: dict[str, Any] = {"key": f"{layer}.{head}", "window": window, "patterns": {}, "tokens": {}}
             for d, ids in windows.items():
                 tr, _ = trace_windows(self._lm.model, torch.tensor([ids]), 1, keep_patterns=[(layer, head)], desc="")
                 out["patterns"][d] = tr.patterns[f"{layer}.{head}"][0].round(5).tolist()

@@ -183,7 +183,7 @@ def _check_mlp_dnll_by_hand(out, rows):
             ["scan", "--model", "someone/some-model"],
             "model 'someone/some-model': no such local folder, not in the Hugging Face cache",
         ),
-        (["scan", "--revision", "step2"], "--revision step2 applies to hub models org/name"),
+        (["scan", "--revision", "step2"], "--revision step2 applies to hub models"),
         (["scan", "--device", "tpu"], "device must be one of cpu, cuda, auto or cuda:N, got 'tpu'"),
         (["scan", "--tokens", "65"], "longer than the model's context (max_position_embeddings = 64)"),
         (["ablate", "--head", "1.9"], "head 9 is out of range; the model has heads 0..3"),

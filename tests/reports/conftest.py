@@ -1,11 +1,13 @@
 """Small runs of every study, built once per session through the Python API, and one shared headless Chromium.
 
 `browse(path, shot)` opens a report in a new page of the shared browser and yields (page, console_errors); the
-screenshot goes into the test's tmp folder. Without Chromium the browser tests skip (fail under CI).
+screenshot goes into the test's tmp folder (and, with ATTNLAB_SCREENSHOTS=FOLDER, its first screen into FOLDER: how
+docs/figures/reports/ is made). Without Chromium the browser tests skip (fail under CI).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,6 +72,10 @@ def browse(browser):
         try:
             yield page, errors
         finally:
+            docs = os.environ.get("ATTNLAB_SCREENSHOTS")  # e.g. docs/figures/reports: the pages as last seen
+            if docs:  # before the full-page shot, which moves the page back to its top
+                Path(docs).mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(Path(docs) / shot.name))  # the screen as the test left it: small files
             page.screenshot(path=str(shot), full_page=True)
             page.close()
 

@@ -14,9 +14,11 @@ def _plot_ready(page, div_id: str) -> None:
 
 
 def _grid_cell_xy(page, grid: str, layer: int, head: int) -> tuple[float, float]:
-    """Page coordinates of a heat map cell (plotly's own axis conversion)."""
+    """Page coordinates of a heat map cell (plotly's own axis conversion), the grid scrolled into view first (the
+    contents list and section headings above it can push it below the first screen)."""
     return page.evaluate(
-        """([id, l, h]) => { var gd = document.getElementById(id), fl = gd._fullLayout, r = gd.getBoundingClientRect();
+        """([id, l, h]) => { var gd = document.getElementById(id); gd.scrollIntoView({block: 'center'});
+           var fl = gd._fullLayout, r = gd.getBoundingClientRect();
            return [r.left + window.scrollX + fl._size.l + fl.xaxis.l2p(h),
                    r.top + window.scrollY + fl._size.t + fl.yaxis.l2p(l)]; }""",
         [grid, layer, head],

@@ -1,0 +1,191 @@
+"""The scan's attention view (issue 21, first steps): the layer × head grid coloured by any per-head statistic of
+heads.csv (menu), and the pattern's axes labelled with the window's tokens."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlab.report import element_id
+
+
+def test_grid_switches_statistic_and_patterns_show_tokens(runs, browse, tmp_path):
+    run = runs["scan"]
+    grid, view = element_id(run, "grid"), element_id(run, "pattern")
+    heads = pd.read_csv(run / "heads.csv")
+    with browse(run / "report.html", tmp_path / "viewer.png") as (page, errors):
+        page.wait_for_selector(f"#{grid} .main-svg")
+        page.locator(f"#{grid} .updatemenu-header-group").click()
+        labels = page.evaluate(f"document.getElementById('{grid}').layout.updatemenus[0].buttons.map(b => b.label)")
+        page.locator(f"#{grid} .updatemenu-dropdown-button").nth(labels.index("row entropy: code")).click()
+        page.wait_for_function(f"document.getElementById('{grid}')._fullLayout.title.text === 'row entropy: code'")
+        z = np.array(page.evaluate(f"document.getElementById('{grid}').data[0].z"), dtype=float)
+        code = heads[heads["domain"] == "code"]
+        want = np.zeros_like(z)
+        want[code["layer"], code["head"]] = code["row_entropy"]
+        assert np.allclose(z, want, rtol=1e-3, atol=1e-6)  # the grid shows heads.csv's entropy of that domain
+        tokens = json.loads((run / "patterns" / "prose" / "tokens.json").read_text())
+        page.wait_for_selector(f"#{view}-0 .main-svg")
+        data = page.evaluate(f"document.getElementById('{view}-0').data[0]")
+        assert data["x"] == data["y"] == [f"{i} {json.dumps(t)}" for i, t in enumerate(tokens)]
+        assert page.locator(f"#{view}-0 .xtick").count() > 0
+        assert errors == []
+
+
+def test_served_view_computes_any_window(runs):
+    """`attnlab view` computes a head on any saved window: window 1's tokens are the second window of
+    samples.jsonl, its pattern is causal with rows summing to one and differs from window 0's; a window the scan
+    did not save is one line naming the range."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from attnlab.view.server import make_server
+
+    run = runs["scan"]
+    server = make_server(run, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/api/pattern?layer=0&head=1&domain=prose"
+    try:
+        with urllib.request.urlopen(base + "&window=1", timeout=60) as r:
+            res = json.loads(r.read())
+        with urllib.request.urlopen(base, timeout=60) as r:
+            first = json.loads(r.read())
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(base + "&window=2", timeout=60)
+        assert json.loads(exc.value.read())["error"] == "window must be in [0, 1] (the scan saved 2), got 2"
+    finally:
+        server.shutdown()
+        server.server_close()
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    prose = [s["token_ids"] for s in samples if s["domain"] == "prose"]
+    A, A0 = np.array(res["patterns"]["prose"]), np.array(first["patterns"]["prose"])
+    assert res["window"] == 1 and len(res["tokens"]["prose"]) == len(prose[1]) == A.shape[0]
+    assert np.allclose(A.sum(1), 1, atol=1e-4) and np.allclose(np.triu(A, 1), 0)
+    assert prose[0] != prose[1] and not np.allclose(A, A0)
+
+
+def test_layer_view_draws_every_head_and_enlarges_one(runs, browse, tmp_path):
+    """Offline: the layer's heads as canvases (the saved ones drawn), a click enlarges one; a later window says
+    it needs `attnlab view`."""
+    run = runs["scan"]
+    view = element_id(run, "pattern")
+    kept = json.loads((run / "summary.json").read_text())["pattern_heads"]
+    layer = int(kept[0].split(".")[0])
+    with browse(run / "report.html", tmp_path / "layer.png") as (page, errors):
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{kept[0]}'")
+        page.locator(f"#{view}-layer").click()
+        canvases = page.locator(f"#{view}-layer-view canvas")
+        assert canvases.count() == 4  # every head of the layer
+        drawn = [c.get_attribute("data-drawn") == "1" for c in canvases.all()]
+        assert drawn == [f"{layer}.{h}" in kept for h in range(4)]
+        lit = page.evaluate(
+            f"""() => {{ var c = document.querySelector('#{view}-layer-view canvas[data-head="{kept[0]}"]');
+                 var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, s = 0;
+                 for (var i = 0; i < d.length; i += 4) s += d[i]; return [c.width, s]; }}"""
+        )
+        assert lit[0] == 16 and lit[1] > 0  # one pixel per (query, key) of the 16-token window, not blank
+        other = next(f"{layer}.{h}" for h in range(4) if f"{layer}.{h}" not in kept)
+        page.locator(f'#{view}-layer-view canvas[data-head="{other}"]').click()
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{other}'")
+        page.locator(f"#{view}-window").fill("1")
+        page.locator(f"#{view}-window").dispatch_event("change")
+        page.wait_for_function(f"document.getElementById('{view}').dataset.window === '1'")
+        assert "attnlab view RUN_DIR" in page.locator(f"#{view}").inner_text()
+        assert errors == []
+        page.locator(f"#{view}-layer-view").evaluate("e => e.scrollIntoView({block: 'start'})")  # for the shot
+
+
+def test_served_window_selector_shows_a_later_window(runs, browser):
+    import threading
+
+    from attnlab.view.server import make_server
+
+    run = runs["scan"]
+    view = element_id(run, "pattern")
+    kept = json.loads((run / "summary.json").read_text())["pattern_heads"]
+    server = make_server(run, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{kept[0]}'")
+        page.locator(f"#{view}-window").fill("1")
+        page.locator(f"#{view}-window").dispatch_event("change")
+        page.wait_for_selector(f"#{view}-0 .heatmaplayer", timeout=60_000)
+        page.wait_for_function(f"document.getElementById('{view}-0').layout.title.text.indexOf('(window 1)') > 0")
+        samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+        second = [s["token_ids"] for s in samples if s["domain"] == "prose"][1]
+        labels = page.evaluate(f"document.getElementById('{view}-0').data[0].x")
+        assert len(labels) == len(second) and "(window 1)" in page.locator(f"#{view}-title").inner_text()
+        assert errors == []
+    finally:
+        page.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_path, monkeypatch):
+    """Past CANVAS_FROM tokens the pattern is a canvas (one pixel per query and key), its hover line naming both
+    tokens and the weight: the 16-token scan is redrawn with the threshold at 8 (the report reads the folder)."""
+    import shutil
+
+    from attnlab.scan import report as scan_report
+
+    run = tmp_path / "scan"
+    shutil.copytree(runs["scan"], run)
+    monkeypatch.setattr(scan_report, "CANVAS_FROM", 8)
+    scan_report.write_report(run)
+    view = element_id(run, "pattern")
+    kept = json.loads((run / "summary.json").read_text())["pattern_heads"][0]
+    A = np.load(run / "patterns" / "prose" / f"{kept}.npy")
+    tokens = json.loads((run / "patterns" / "prose" / "tokens.json").read_text())
+    with browse(run / "report.html", tmp_path / "canvas.png") as (page, errors):
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{kept}'")
+        canvas = page.locator(f"#{view}-0 canvas")
+        assert canvas.get_attribute("width") == "16" and page.locator(f"#{view} .heatmaplayer").count() == 0
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        i, j = 9, 4
+        page.mouse.move(box["x"] + (j + 0.5) * box["width"] / 16, box["y"] + (i + 0.5) * box["height"] / 16)
+        tip = page.locator(f"#{view}-0 .tip").inner_text()
+        assert tip == f"query {i} {json.dumps(tokens[i])}, key {j} {json.dumps(tokens[j])}: weight {A[i, j]:.4f}"
+        assert errors == []
+
+
+def test_compare_two_scans_side_by_side(runs, browse, tmp_path):
+    """`attnlab compare` of two scans draws both grids and second − first (from each folder's heads.csv); the
+    menu switches statistic and domain. The second scan is the first with its sink scores halved."""
+    import shutil
+
+    from attnlab.compare import CompareConfig, compare
+
+    first, second = runs["scan"], tmp_path / "scan-b"
+    shutil.copytree(first, second)
+    heads = pd.read_csv(second / "heads.csv")
+    heads["sink_score"] = heads["sink_score"] * 0.5
+    heads.to_csv(second / "heads.csv", index=False)
+    out = compare(CompareConfig(run_dirs=(str(first), str(second))), tmp_path / "cmp").path
+    div = element_id(out, "scan-pair")
+    a = pd.read_csv(first / "heads.csv")
+    with browse(out / "report.html", tmp_path / "compare-scans.png") as (page, errors):
+        page.wait_for_selector(f"#{div} .main-svg")
+        data = page.evaluate(f"document.getElementById('{div}').data")
+        assert len(data) == 3
+        prose = a[a["domain"] == "prose"]
+        want = np.zeros((2, 4))
+        want[prose["layer"], prose["head"]] = prose["sink_score"]
+        assert np.allclose(data[0]["z"], want, rtol=1e-3) and np.allclose(data[1]["z"], want / 2, rtol=1e-3)
+        assert np.allclose(data[2]["z"], -want / 2, rtol=1e-3, atol=1e-6)  # second − first
+        labels = page.evaluate(f"document.getElementById('{div}').layout.updatemenus[0].buttons.map(b => b.label)")
+        page.locator(f"#{div} .updatemenu-header-group").click()
+        page.locator(f"#{div} .updatemenu-dropdown-button").nth(labels.index("row entropy: code")).click()
+        page.wait_for_function(f"document.getElementById('{div}')._fullLayout.title.text === 'row entropy: code'")
+        diff = np.array(page.evaluate(f"document.getElementById('{div}').data[2].z"), dtype=float)
+        assert np.allclose(diff, 0, atol=1e-9)  # the entropies were left as they were
+        assert errors == []
