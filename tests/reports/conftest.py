@@ -47,7 +47,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         ).path
         cfg = ScanConfig(
             model=str(model), domains=("prose", "code"), tokens=16, samples=2, n_auto_pattern_heads=1,
-            pattern_heads=((1, 3),),
+            pattern_heads=((1, 3),), stats="full",  # every per-head column (the row entropy too) for the views
         )  # fmt: skip
         out["scan"] = scan(cfg, root / "scan").path
     return out
