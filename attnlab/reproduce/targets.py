@@ -35,6 +35,26 @@ class Target:
     not_run: str = ""  # why, when there is no measure
     note: str = ""  # how the threshold is read, definition differences, scale
     figure: str = ""  # the figure to link, relative to the folder of the first run in `needs`
+    recorded: Recorded | None = None  # a run made by hand, judged when this profile does not measure the row
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Numbers of a run made by hand and written up in the docs: judged by the target's checks when reproduce does
+    not measure the row at its profile, so a known miss shows as missed (with where and how it was measured)."""
+
+    numbers: tuple[tuple[str, float], ...]
+    where: str  # the doc section and the scale it was measured at
+    command: str  # the command that made it
+
+    def as_dict(self) -> dict[str, float]:
+        """The recorded numbers by name."""
+        return dict(self.numbers)
+
+
+def _rec(where: str, command: str, **numbers: float) -> Recorded:
+    """A `Recorded` from keyword numbers."""
+    return Recorded(tuple(numbers.items()), where, command)
 
 
 def _t(
@@ -50,12 +70,17 @@ def _t(
     not_run: str = "",
     note: str = "",
     figure: str = "",
+    recorded: Recorded | None = None,
 ) -> Target:
     """A registry row (lists for checks/needs are fine: they become tuples)."""
-    return Target(tid, study, spec, claim, threshold, tuple(checks), tuple(needs), measure, not_run, note, figure)
+    return Target(
+        tid, study, spec, claim, threshold, tuple(checks), tuple(needs), measure, not_run, note, figure, recorded
+    )
 
 
 _ET, _ET14 = "extreme-tokens §11", "extreme-tokens §14"
+_VARIANTS = "attnlab sweep docs/specs/bb-layer-variants.toml --out runs/variants"
+_SMOL = "attnlab consensus model --model smollm2 --prompts 3 --seq-len 32"
 # fmt: off
 BB = [
     _t("R1", "bb", _ET, "BB data, default corpus",
@@ -82,10 +107,11 @@ BB = [
        figure="figures/dynamics.png"),
     _t("R5", "bb", _ET, "value drain",
        "final ‖W_O v⟨s⟩‖ ≤ 0.5 × its peak, and the smallest of the first 10 positions",
-       checks=[C("final_over_peak", "<=", 0.5), C("bos_over_others_mean", "<", 1.0)],
+       checks=[C("final_over_peak", "<=", 0.5), C("bos_over_min_positions1_9", "<=", 1.0)],
        needs=["bb_softmax"], measure=m.r5,
-       note="second clause measured against the mean over positions ≥ 1 (no per-position norms are saved), "
-            "a weaker reading than 'smallest of the first 10'",
+       note="second clause as the spec words it: position 0's final ‖W_O v‖ over the smallest of positions 1–9 "
+            "(final/value_norms.npy, layer 0 head 0); bos_over_others_mean is our earlier, weaker reading (below "
+            "the mean of positions ≥ 1), shown, not judged",
        figure="figures/value_norms.png"),
     _t("R6", "bb", _ET, "logit growth", "mean Δlogit rises from the sink step to the end, about linearly in log t",
        checks=[C("rise", ">", 0), C("r2_vs_log_step", ">=", 0.9)], needs=["bb_softmax"], measure=m.r6,
@@ -98,10 +124,17 @@ BB = [
        figure="figures/attention_map.png"),
     _t("R8", "bb", _ET, "ReLU, cpu scale",
        "Attn⟨s⟩ < 0.05 at every snapshot; final backcopy risk < 0.01; ‖W_O v⟨s⟩‖ ends above its start",
+       checks=[C("max_attn_sink_with_query0", "<", 0.05), C("final_backcopy_excess_risk", "<", 0.01),
+               C("value_norm_end_over_start", ">", 1.0)], needs=["bb_relu"], measure=m.r8,
+       note="spec note: the verdict uses the spec's Attn⟨s⟩ (query 0 included), which under ReLU counts A_00 = "
+            "ReLU(s_00), not a probability, so the spec's bar is hard to meet by construction "
+            "(docs/extreme-tokens.md); attnlab's definition (without query 0) is row R8 (ours)",
+       figure="figures/dynamics.png"),
+    _t("R8 (ours)", "bb", _ET, "ReLU, cpu scale, Attn⟨s⟩ without query 0 (attnlab's definition)",
+       "Attn⟨s⟩ < 0.05 at every snapshot; final backcopy risk < 0.01; ‖W_O v⟨s⟩‖ ends above its start",
        checks=[C("max_attn_sink", "<", 0.05), C("final_backcopy_excess_risk", "<", 0.01),
                C("value_norm_end_over_start", ">", 1.0)], needs=["bb_relu"], measure=m.r8,
-       note="the verdict uses Attn⟨s⟩ without query 0 (attnlab's definition); max_attn_sink_with_query0 is the "
-            "spec's, which under ReLU counts A_00 = ReLU(s_00), not a probability (docs/extreme-tokens.md)",
+       note="attnlab's reading, shown beside the spec's (row R8): Attn⟨s⟩ averaged over queries 1..T−1",
        figure="figures/dynamics.png"),
     _t("R9", "bb", _ET, "3 layers, Adam vs SGD, cpu scale",
        "growth of ‖Res⟨s⟩‖ after block 0: SGD < 1.5×, Adam > 2× (≈ 3,000 steps; 1.7× vs 1.16× at 2,000)",
@@ -113,7 +146,13 @@ BB = [
        checks=[C("peak_fall", ">=", 10), C("layer1_delta_logit_fall", ">=", 3), C("layer1_value_norm_rise", ">=", 3)],
        needs=["bb_ablate3", "bb_ablate3_nomlp0"], measure=m.r10,
        note="ablation = a matched run trained with layer 0's MLP removed; peak = ‖Res⟨s⟩‖/others after block 0",
-       figure="figures/dynamics.png"),
+       figure="figures/dynamics.png",
+       recorded=_rec("docs/extreme-tokens.md (R21/R10, longer runs): the 3-layer variant at 1,500 steps, layer 0's "
+                     "MLP zeroed at evaluation time (not the spec's retraining); peak statistic 27.6 → 25.1, "
+                     "Δlogit 14.8 → 1.7, value norm 1.34 → 1.62",
+                     _VARIANTS + "; then `attnlab bb train --resume --steps 1500` of the 3-layer run and "
+                     "`claims.verdict_R10('runs/variants')`",
+                     peak_fall=1.1, layer1_delta_logit_fall=8.8, layer1_value_norm_rise=1.2)),
     _t("R11", "bb", _ET, "paper scale, 1 layer",
        "Attn⟨s⟩ 0.22 / 0.63 / 0.78 / 0.81 (± 0.07) at 200 / 400 / 1k / 10k steps; ‖W_O v⟨s⟩‖ 5.2 → 8.7 → 1.4; "
        "Δlogit 9.1 → 15.4 (1k → 10k), per token +15..+23 vs ≈ −12 for triggers",
@@ -141,7 +180,12 @@ BB = [
        checks=[C("attn_energy_in_mlp_subspace", "<", 0.1), C("d_excess_backcopy", "<=", 0.02),
                C("d_excess_bigram", "<=", 0.02), C("d_attn_sink", "<=", 0.05)],
        needs=["bb_variants"], measure=m.b_r19, note=CLAIMS_NOTE.format("bb", "R19") + "; 1-layer runs, layer 0",
-       figure="1-layer-parallel-block/figures/dynamics.png"),
+       figure="1-layer-parallel-block/figures/dynamics.png",
+       recorded=_rec("docs/extreme-tokens.md (R19): 1-layer cpu-preset runs at 500 steps, evaluation batch 128; "
+                     "excess backcopy 0.0064 vs 0.0075, bigram 0.0271 vs 0.0285, Attn⟨s⟩ 0.922 vs 0.933",
+                     _VARIANTS + "; `attnlab bb subspace RUN --layer 0 --out DIR`",
+                     attn_energy_in_mlp_subspace=0.259, d_excess_backcopy=0.0011, d_excess_bigram=0.0014,
+                     d_attn_sink=0.011)),
     _t("R20", "bb", _ET14, "where the residual peak needs depth",
        "no peak in the 4 shallow variants; a peak in 3 layers under Adam",
        checks=[C("peak_ratio_3_layers", ">", 1.5), C("max_peak_ratio_shallow", "<=", 1.5)],
@@ -155,7 +199,14 @@ BB = [
        needs=["bb_variants"], measure=m.b_r21,
        note=CLAIMS_NOTE.format("bb", "R21") + "; layer 0's MLP zeroed at evaluation time in the trained 3-layer "
             "model; gone: Attn⟨s⟩ below the 1-layer model's or value ratio not below it",
-       figure="r20_peak_by_layout.png"),
+       figure="r20_peak_by_layout.png",
+       recorded=_rec("docs/extreme-tokens.md (R21, longer runs): 1- and 3-layer runs at 1,500 steps; Attn⟨s⟩ "
+                     "0.993 vs 0.948, value ratio 0.101 vs 0.130, ρ_0 2.54 → 2.59 with layer 0's MLP zeroed, "
+                     "sink 0.993 → 0.117",
+                     _VARIANTS + "; then `attnlab bb train --resume --steps 1500` of the 1- and 3-layer runs and "
+                     "`claims.verdict_R21('runs/variants')`",
+                     attn_sink_3_minus_1=0.045, value_ratio_3_minus_1=-0.029, peak_ratio_0_mlp0_zeroed=2.59,
+                     strengthening_gone_mlp0_zeroed=1)),
     _t("R22", "bb", _ET14, "softmax vs ReLU attention, stability",
        "≥ 3 seeds × 4 lrs per form: diverged runs and final risks",
        checks=[C("diverged_relu_minus_softmax", "<=", 0), C("runs_softmax", ">=", 12), C("runs_relu", ">=", 12),
@@ -170,7 +221,12 @@ BB = [
        note=CLAIMS_NOTE.format("scan", "R25") + "; a 3-layer GPT-2 (d 64) trained 1,500 steps on Bigram-Backcopy "
             "with <s> at position 0 (`attnlab series train`), its 61 checkpoints scanned; onset = first checkpoint "
             "with half of the metric's change",
-       figure="figures/sink_dynamics.png"),
+       figure="figures/sink_dynamics.png",
+       recorded=_rec("docs/real-models.md (R25): GPT-2 series, seed 0, 61 checkpoints; Attn⟨s⟩ 0.06 → 0.57, "
+                     "onsets value drain 100, sink 450, residual 625 (seed 1: the same order)",
+                     "attnlab series train --steps 1500 --save-every 25 --out runs/r25; then the series scan "
+                     "(docs/real-models.md) and `verdict_R25`",
+                     sink_rise=0.51, value_minus_sink_onset=-350, resid_minus_value_onset=525)),
 ]
 # fmt: on
 
@@ -281,14 +337,35 @@ CONSENSUS = [
        not_run="slow test: tests/consensus/test_realmodel.py::test_random_llama_stack_collapses, not re-measured"),
     _t("R9", "consensus", _CS, "trained SmolLM2 cycled (periodic), MLP on and off",
        "pre-registered: mean log10 E_first falls by ≥ 1 from pass 1 to 100, 95% CI excluding 0; Spearman ≤ −0.9",
-       not_run="not implemented in reproduce: 100 passes of SmolLM2 per group (bench)"),
+       checks=[C("min_fall_decades", ">=", 1), C("min_fall_ci_low", ">", 0), C("max_spearman", "<=", -0.9)],
+       not_run="not implemented in reproduce: 100 passes of SmolLM2 per group (bench)",
+       note="smallest fall / CI low end and largest Spearman over MLP on and off; recorded at 30 passes, not the "
+            "pre-registered 100 (MLP off: fall 1.14 [1.03, 1.25], Spearman −1.00, met early)",
+       recorded=_rec("docs/consensus.md (30 passes, `periodic`, runs/consensus-smollm2-p30): MLP on fall −0.05 "
+                     "[−0.11, −0.00], Spearman −0.75",
+                     _SMOL + " --schedule periodic --both-mlp --passes 30 --no-depth-view "
+                     "--out runs/consensus-smollm2-p30",
+                     min_fall_decades=-0.05, min_fall_ci_low=-0.11, max_spearman=-0.75)),
     _t("R10", "consensus", _CS, "RST ordering: constant < periodic < random",
        "pre-registered: at the final depth, mean log10 E ordered with disjoint 95% CIs",
-       not_run="not implemented in reproduce (bench)"),
+       checks=[C("ci_gap_off_constant_periodic", ">", 0), C("ci_gap_off_periodic_random", ">", 0),
+               C("mean_gap_on_constant_periodic", ">", 0), C("mean_gap_on_periodic_random", ">", 0)],
+       not_run="not implemented in reproduce (bench)",
+       note="ci_gap = lower CI end of the later variant minus upper CI end of the earlier (disjoint and ordered "
+            "when > 0); MLP on only the means are recorded, and ordered means are necessary for disjoint CIs",
+       recorded=_rec("docs/consensus.md (10 passes, runs/consensus-smollm2-p10-v2): MLP off constant −2.78 "
+                     "[−3.19, −2.36], periodic −2.17 [−2.41, −1.95], random −1.28 [−1.36, −1.21]; MLP on "
+                     "constant −1.99, random −0.86, periodic −0.22",
+                     _SMOL + " --passes 10 --schedule constant --schedule periodic --schedule random --both-mlp "
+                     "--out runs/consensus-smollm2-p10-v2",
+                     ci_gap_off_constant_periodic=-0.05, ci_gap_off_periodic_random=0.59,
+                     mean_gap_on_constant_periodic=1.77, mean_gap_on_periodic_random=-0.64)),
     _t("R11", "consensus", _CS, "optimal depth",
         "C(0) = 0; KL_model(30) ≤ 1e-5; interior peak with C(final) ≤ 0.5·C(peak)",
        not_run="toy version: tests/consensus/test_invariants.py::test_toy_optimal_depth_context_influence; model "
-               "version not implemented in reproduce"),
+               "version not implemented in reproduce. Not met by the hand run either: its KL_model(30) = 0 holds by "
+               "construction (the layer-by-layer pass compared with itself), so that clause was not tested "
+               "(docs/consensus.md)"),
     *[_t(i, "consensus", "consensus §7, further CI-fast checks", c, t,
          not_run=f"unit check: {f} (make test), not re-measured here") for i, c, t, f in (
         ("C-order", "convergence order", "RK4 in [3.7, 4.3]; Euler, exp-Euler [0.9, 1.1]; post-norm [0.8, 1.2]",
@@ -402,12 +479,21 @@ PATHS = [
     _t("B3", "paths", _PT, "theory against sampling on the Markov task at N = 10",
        "collapsed < 3 min, full < 20 min (4 chains); suggested: relative Frobenius error < 20%, "
        "accuracy within 2 points",
-       checks=[C("collapsed_seconds", "<", 180), C("rel_frob_err", "<", 0.2), C("accuracy_gap_points", "<=", 2)],
+       checks=[C("collapsed_seconds", "<", 180), C("full_seconds", "<", 1200), C("rel_frob_err", "<", 0.2),
+               C("accuracy_gap_points", "<=", 2)],
        needs=["paths_sample"], measure=m.p_b3,
-       note="collapsed HMC only (the full-weight sampler is not run), 4 chains of 1000 warmup + 2000 draws; "
-            "time on this machine",
+       note="the full-weight sampler is not run, so its clause (full < 20 min) has no number and the row misses; "
+            "collapsed HMC, 4 chains of 1000 warmup + 2000 draws; times on this machine depend on its load",
        figure="figures/U_heatmap_N10.png"),
     _t("B4", "paths", _PT, "the §10 adjudication", "§10.8 verdict with the R̂/ESS gates and the s ≥ 0.10 filter",
+       checks=[C("points_failing_rhat_1.01", "<=", 0), C("points_failing_ess_400", "<=", 0),
+               C("gate1_full_vs_collapsed_run", ">=", 1)],
+       recorded=_rec("docs/attention-paths.md (§10 adjudication): 25 points, 300 warmup + 600 draws (shorter than "
+                     "§10 asks); R̂ 1.012–1.034 at the failing points, bulk ESS 337–390",
+                     "python benchmarks/bench_paths_entropy.py --out runs/paths-entropy --paper-point; then "
+                     "`... --out runs/paths-entropy --Ns 64 --configs C3 C2 C1 --alphas 4 1`",
+                     **{"points_failing_rhat_1.01": 8, "points_failing_ess_400": 7,
+                        "gate1_full_vs_collapsed_run": 0}),
        not_run="not run by reproduce (about 30 points of collapsed HMC: benchmarks/bench_paths_entropy.py); in "
                "the last recorded run the R̂ ≤ 1.01 gate failed at 8 of 25 points and ESS at 7, the s ≥ 0.10 filter "
                "is not applied by paths/adjudicate.py, and gate 1 (full vs collapsed) was not run: missed as "
@@ -416,7 +502,11 @@ PATHS = [
        "GD training < 5 min, (N, T) grid chosen on validation, head scores vs single-head drops, pruning; "
        "GD test accuracy ≥ 70% (§15.4)",
        checks=[C("gd_test_accuracy", ">=", 0.70), C("gd_seconds", "<", 300)], needs=["paths_prune"],
-       measure=m.p_b5, note="gd_seconds covers the whole prune pipeline, not only training; full profile"),
+       measure=m.p_b5, note="gd_seconds covers the whole prune pipeline, not only training; full profile",
+       recorded=_rec("docs/attention-paths.md (head scores and pruning, short-training run): 300 GD steps, the "
+                     "steps reproduce uses; no time recorded",
+                     "attnlab paths prune --steps 300 --pool 4000 --P 200 --n-test 500",
+                     gd_test_accuracy=0.586)),
     _t("S6", "paths", _PT16, "deeper networks (L = 3, H = 2)",
        "U near diagonal at small α, cross-path structure at large α",
        checks=[C("sampled_vs_theory_err", "<=", 0.1), C("offdiag_small_alpha", "<", 0.1),
@@ -428,15 +518,19 @@ PATHS = [
     _t("S7", "paths", _PT16, "U from gradient-descent ensembles", "U_GD vs theory and sampled U",
        checks=[C("rel_frob_err_gd", "<=", 0.3)], needs=["paths_ensemble"], measure=m.p_s7,
        note=CLAIMS_NOTE.format("paths", "S7") + "; 16 runs of 10,000 full-batch Adam steps",
-       figure="figures/U_theory_vs_gd.png"),
+       figure="figures/U_theory_vs_gd.png",
+       recorded=_rec("docs/attention-paths.md (S7): 16 GD runs of 10,000 steps, run-to-run s.e. 0.006",
+                     "attnlab paths ensemble --N 10 --runs 16 --steps 10000 --sampled SAMPLE_RUN",
+                     rel_frob_err_gd=1.00)),
     _t("S8", "paths", _PT16, "multiple outputs", "theory vs sampling at one point with Y ∈ R^{P×M}",
        checks=[C("rel_frob_err", "<=", 0.2), C("sampler_converged", ">=", 1)], needs=["paths_outputs"],
        measure=m.p_s8, note=CLAIMS_NOTE.format("paths", "S8") + "; M = 2 Markov targets, collapsed HMC"),
     _t("S9", "paths", _PT16, "scalar vs matrix renormalisation", "scalar: predictions equal the GP's to 1e-8",
-       checks=[C("scalar_vs_gp_matched_T", "<", 1e-8), C("matrix_minus_gp_accuracy", ">", 0)],
+       checks=[C("scalar_vs_gp_same_T", "<", 1e-8), C("matrix_minus_gp_accuracy", ">", 0)],
        needs=["paths_renorm"], measure=m.p_s9,
-       note=CLAIMS_NOTE.format("paths", "S9") + "; the scalar predictor equals the GP's at T/u_1 (relative RMS), "
-            "not at the same T (docs/attention-paths.md)",
+       note="spec note: the spec compares at its own temperature T, where the scalar predictor is the GP's at T/u₁, "
+            "not at T, so it cannot meet 1e-8 (the gap shrinks linearly in T; docs/attention-paths.md); "
+            "scalar_vs_gp_matched_T checks the identity at T/u₁, which holds by construction, shown, not judged",
        figure="figures/kernel_alignment.png"),
     _t("S10", "paths", _PT16, "plug in a trained transformer's attention", "accuracy against the GP and the network",
        checks=[C("theory_minus_gp_accuracy", ">", 0)], needs=["paths_prune_long", "paths_plugin"],
