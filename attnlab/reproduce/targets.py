@@ -530,7 +530,8 @@ PATHS = [
        needs=["paths_renorm"], measure=m.p_s9,
        note="spec note: the spec compares at its own temperature T, where the scalar predictor is the GP's at T/u₁, "
             "not at T, so it cannot meet 1e-8 (the gap shrinks linearly in T; docs/attention-paths.md); "
-            "scalar_vs_gp_matched_T checks the identity at T/u₁, which holds by construction, shown, not judged",
+            "scalar_vs_gp_matched_T checks the identity at T/u₁, which holds by construction, shown, not judged "
+            "(claims_met, from verdict_S9, still judges that identity)",
        figure="figures/kernel_alignment.png"),
     _t("S10", "paths", _PT16, "plug in a trained transformer's attention", "accuracy against the GP and the network",
        checks=[C("theory_minus_gp_accuracy", ">", 0)], needs=["paths_prune_long", "paths_plugin"],
