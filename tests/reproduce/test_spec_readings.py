@@ -128,3 +128,19 @@ def test_docs_show_the_readings_the_code_gives() -> None:
         assert rows[key][4] == f"**{MISSED}**", key
     assert rows[("bb", "R8 (ours)")][4] == f"**{MET}**"
     assert "R11 met" not in (ROOT / "docs" / "consensus.md").read_text()
+
+
+def test_docs_headline_counts_are_the_rows_verdicts() -> None:
+    md = (ROOT / "docs" / "reproduction.md").read_text()
+    section, seen, counted = "", set(), {}
+    for line in md.splitlines():
+        if line.startswith("## "):
+            section = next((s for s, title in report.STUDY_TITLES.items() if title == line[3:]), "")
+        elif section and line.startswith("| ") and "**" in line:
+            cells = line.split(" | ")
+            assert (section, cells[0]) not in seen, cells[0]  # no row twice
+            seen.add((section, cells[0]))
+            v = cells[4].strip("* ")
+            counted.setdefault(section, {MET: 0, MISSED: 0, NOT_RUN: 0})[v] += 1
+    for study, c in counted.items():
+        assert f"| {study} | {c[MET]} | {c[MISSED]} | {c[NOT_RUN]} |" in md, study
