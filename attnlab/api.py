@@ -167,17 +167,14 @@ def _mean_hook(iv: MeanAblate, mean: torch.Tensor) -> HookFn:
         if iv.over == "batch" and T > mean.shape[0]:
             raise InputError(f"MeanAblate at {name}: the reference has {mean.shape[0]} positions, the inputs {T}")
         m = (mean[:T] if iv.over == "batch" else mean.expand(T, *mean.shape)).to(x.device, x.dtype)
-        keep = torch.ones(x.shape[1:], dtype=torch.bool, device=x.device)
-        if iv.positions is not None:
-            keep[list(iv.positions)] = False
-        sel = torch.zeros_like(keep)
-        idx: list[Any] = [slice(None)] * keep.dim()
-        if iv.heads is not None:
-            idx[-2] = list(iv.heads)
-        if iv.dims is not None:
-            idx[-1] = list(iv.dims)
-        sel[tuple(idx)] = True
-        write = sel & ~keep if iv.positions is not None else sel
+        write = torch.zeros(x.shape[1:], dtype=torch.bool, device=x.device)  # [pos, ...feature]
+        idx: list[Any] = [slice(None)] * write.dim()
+        for axis, chosen in ((0, iv.positions), (-2, iv.heads), (-1, iv.dims)):
+            if chosen is not None:
+                idx[axis] = torch.tensor(chosen, device=x.device).view(  # an outer product of the chosen indices
+                    [-1 if a == axis % write.dim() else 1 for a in range(write.dim())]
+                )
+        write[tuple(idx)] = True
         return torch.where(write, m.expand_as(x), x)
 
     return fn
@@ -195,9 +192,15 @@ def chain_hooks(first: HookFn, second: HookFn) -> HookFn:
     return both
 
 
-def _check_point(point: str, model: Any) -> None:
-    if point not in hook_points(model, linear_inputs=not _is_toy(model)):
-        raise InputError(f"unknown hook point {point!r}; attnlab.hook_points(model) lists the valid ones")
+def _check_points(points: Iterable[str], model: Any) -> None:
+    """One-line InputError for the first name in `points` that is not a hook point of `model`."""
+    points = list(points)
+    if not points:
+        return
+    valid = set(hook_points(model, linear_inputs=not _is_toy(model)))  # discovered once for every name
+    for point in points:
+        if point not in valid:
+            raise InputError(f"unknown hook point {point!r}; attnlab.hook_points(model) lists the valid ones")
 
 
 def _compile_mean_ablations(
@@ -209,7 +212,7 @@ def _compile_mean_ablations(
         if not isinstance(iv, MeanAblate):
             rest.append(iv)
             continue
-        _check_point(iv.point, model)
+        _check_points([iv.point], model)
         if iv.positions is not None and any(not 0 <= int(p) < T for p in iv.positions):
             raise InputError(f"MeanAblate at {iv.point}: positions must lie in 0..{T - 1}, got {list(iv.positions)}")
         fn = _mean_hook(iv, _reference_mean(model, tokenizer, iv, run, batch_size))
@@ -248,8 +251,7 @@ def trace(
     check_choice(stats, ("fast", "full", "chunked"), "stats")
     ids = resolve_inputs(inputs, module, tok)
     run = _run_toy if _is_toy(module) else _run_hf
-    for point in hooks or {}:
-        _check_point(point, module)
+    _check_points(hooks or {}, module)
     ivs, merged = _compile_mean_ablations(module, tok, list(interventions), dict(hooks or {}), run, batch_size,
                                           ids.shape[1])  # fmt: skip
     keep = [(int(l), int(h)) for l, h in keep_patterns]
