@@ -121,12 +121,22 @@ def execute(
             ): t
             for t in trials
         }
-        _collect(ray, refs, on_done)
+        _collect(ray, refs, on_done, cancel_on_interrupt=bool(config.address))
     finally:
         ray.shutdown()
 
 
-def _collect(ray: Any, refs: dict[Any, Trial], on_done: Callable[[Trial, dict[str, Any]], None]) -> None:
+def _collect(
+    ray: Any,
+    refs: dict[Any, Trial],
+    on_done: Callable[[Trial, dict[str, Any]], None],
+    *,
+    cancel_on_interrupt: bool,
+) -> None:
+    """Wait for `refs` in the order they finish. On Ctrl-C / SIGTERM a cluster's pending tasks are cancelled;
+    a local instance's are not: `ray.shutdown` (in `execute`) kills its workers, and `ray.cancel` racing a task
+    that is just finishing aborts the driver inside Ray's core worker (Ray 2.60: "Tried to complete task that
+    was not pending"), which would lose the exit code 130 and the finished trials' records."""
     pending = list(refs)
     try:
         while pending:
@@ -138,6 +148,6 @@ def _collect(ray: Any, refs: dict[Any, Trial], on_done: Callable[[Trial, dict[st
                 record = {"status": "failed", "error": f"{type(exc).__name__}: worker lost ({exc})"[:500]}
             on_done(trial, record)
     except KeyboardInterrupt:
-        for ref in pending:
+        for ref in pending if cancel_on_interrupt else ():
             ray.cancel(ref, force=True)
         raise
