@@ -337,9 +337,9 @@ def train_figures(run: RunDir, cfg: dict) -> dict[str, Path]:
     metrics = run.metrics()
     label = f"{cfg['n_layers']}-layer {cfg['attention']}, {cfg['optimizer']} lr {cfg['lr']:g}"
     figs = {}
-    for layer in range(cfg["n_layers"]):
-        name = "dynamics" if layer == 0 else f"dynamics_layer{layer}"
-        figs[name] = dynamics(metrics, run.figure_path(name), cfg["lin_until"], layer, title=f"{label}: layer {layer}")
+    for l in range(cfg["n_layers"]):
+        name = "dynamics" if l == 0 else f"dynamics_layer{l}"
+        figs[name] = dynamics(metrics, run.figure_path(name), cfg["lin_until"], l, title=f"{label}: layer {l}")
     layer = attention_layer(cfg)
     if not (run.path / "final" / "attention_map.npy").exists() or layer is None:
         return figs
