@@ -12,8 +12,10 @@ from pathlib import Path
 
 from attnlab.ablate.compute import ablate_domain, build_conditions, by_state, scan_sink_scores
 from attnlab.ablate.config import AblateConfig
-from attnlab.ablate.report import read_rows, write_report
+from attnlab.ablate.report import write_report
+from attnlab.ablate.tables import read_rows
 from attnlab.errors import InputError
+from attnlab.hf.analysis import ACTIVE, DORMANT
 from attnlab.hf.loader import LoadedModel
 from attnlab.hf.settings import config_windows, load_checked
 from attnlab.hf.texts import source_manifest
@@ -48,9 +50,10 @@ def ablate(
             model_path=str(lm.path),
             texts=source_manifest(),
             conditions=[c.name for c in conds],
+            thresholds={"dormant": DORMANT, "active": ACTIVE},  # the head states of ablation.csv (sink score)
         )
         run.append_metrics({"seconds": time.perf_counter() - t0})
-        write_report(run.path)
+        write_report(run)
     return RunResult(path=run.path, config=config, summary=summary, tables={"ablation": read_rows(run.path)})
 
 

@@ -178,3 +178,99 @@ def test_hooks_are_installed_only_by_the_trace_adapters():
         if isinstance(n, ast.Attribute) and n.attr.startswith("register_forward")
     ]
     assert not found, found
+
+
+# Rooms whose report.py and figures.py have the one shape of issue 20; a room joins the list once it has it.
+REPORT_ROOMS = ("bb", "series", "scan", "ablate")
+DRAWING_CALLS = {"save_figure", "savefig", "new_figure", "make_subplots", "Figure", "heatmap", "lines", "with_slider"}
+DRAWING_LIBRARIES = ("matplotlib", "plotly")
+
+
+def _drawing(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, what) of every drawing in a module: a figure built or saved (matplotlib's Figure/savefig, plotting's
+    new_figure/save_figure, plotly's go.Figure, px.*, make_subplots, attnlab.report's plotly-dict builders), a
+    plotly figure written as a dict ({"data": ..., "layout": ...}), or an import of matplotlib or plotly."""
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            func = n.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+            if name in DRAWING_CALLS or owner == "px":
+                found.append((n.lineno, ast.unparse(func)))
+        elif isinstance(n, ast.Dict):
+            keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
+            if {"data", "layout"} <= keys:
+                found.append((n.lineno, "a plotly figure dict"))
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            modules = [n.module or ""] if isinstance(n, ast.ImportFrom) else [a.name for a in n.names]
+            found += [(n.lineno, f"import {m}") for m in modules if m.split(".")[0] in DRAWING_LIBRARIES]
+    return found
+
+
+def test_drawing_check_sees_each_kind_of_figure():
+    """The check below flags each way of drawing, and not the calls that lay out a page."""
+    code = (
+        "import plotly.graph_objects as go\nfig = go.Figure()\npx.line(df)\nsave_figure(f, p)\nfig.savefig(b)\n"
+        "spec = {'data': [], 'layout': {}}\nwith_slider(spec, [], [], '')\nrep.figure(path)\nrep.plotly(spec, 'x')\n"
+    )
+    assert [line for line, _ in _drawing(ast.parse(code))] == [1, 2, 3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("room", REPORT_ROOMS)
+def test_rooms_draw_only_in_figures(room):
+    """Issue 20: every figure of a room, PNG or interactive, is drawn in its figures.py (from saved arrays): no
+    run.py, report.py, computation or claims module builds or saves one. attnlab/plotting.py and the report
+    builder attnlab/report.py hold the shared primitives. Only report.py calls figures.py: a run writes its
+    arrays and its report, and the report has its figures drawn."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {what}"
+        for path in sorted((PACKAGE / room).rglob("*.py"))
+        if path.name != "figures.py"
+        for line, what in _drawing(ast.parse(path.read_text()))
+    ]
+    found += [
+        f"{path.relative_to(ROOT)} imports attnlab.{room}.figures"
+        for path in sorted((PACKAGE / room).rglob("*.py"))
+        if path.name not in ("figures.py", "report.py")
+        and f"attnlab.{room}.figures" in _imported_names(ast.parse(path.read_text()))
+    ]
+    assert not found, found
+
+
+def _public_entries(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+    return [
+        n
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not n.name.startswith("_")
+    ]
+
+
+@pytest.mark.parametrize("room", REPORT_ROOMS)
+def test_rooms_have_one_report_entry(room):
+    """Issue 20: a room's report.py defines one public function, `write_report(run: RunDir) -> Path`, and neither it
+    nor figures.py imports the room's run.py (the run calls the report, never the other way)."""
+    tree = ast.parse((PACKAGE / room / "report.py").read_text())
+    entries = _public_entries(tree)
+    assert [n.name for n in entries] == ["write_report"], [n.name for n in entries]
+    fn = entries[0]
+    assert isinstance(fn, ast.FunctionDef)
+    args = fn.args
+    assert [a.arg for a in args.posonlyargs + args.args] == ["run"] and not (
+        args.vararg or args.kwonlyargs or args.kwarg or args.defaults
+    ), ast.unparse(args)
+    assert ast.unparse(args.args[0].annotation) == "RunDir" and ast.unparse(fn.returns) == "Path"  # type: ignore[arg-type]
+    for name in ("report.py", "figures.py"):
+        imported = _imported_names(ast.parse((PACKAGE / room / name).read_text()))
+        assert f"attnlab.{room}.run" not in imported, f"attnlab/{room}/{name} imports attnlab.{room}.run"
+
+
+def _imported_names(tree: ast.Module) -> set[str]:
+    """Every module a file imports, and each `from M import x` as M.x too (x may be a module)."""
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            names |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            names |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
+    return names
