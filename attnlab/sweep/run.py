@@ -68,9 +68,11 @@ def sweep(
             bar.close()
         table = aggregate(trials, run.path)
         log_trials(todo, run.path, log)
+        from attnlab.sweep.figures import sweep_figures
         from attnlab.sweep.report import write_report
 
-        write_report(run.path)
+        sweep_figures(run.path)
+        write_report(run)
     return RunResult(run.path, config, summary={**_summary(table), "ran": len(todo)}, tables={"trials": table})
 
 
