@@ -27,7 +27,8 @@ def _pair(run: RunDir, names: list[str] | None) -> dict | None:
 
     if not names or not all(run.file(name).is_file() for name in PAIR_FILES):
         return None
-    return scan_pair_figure(*(pd.read_csv(run.file(name)) for name in PAIR_FILES), names)
+    first, second = (pd.read_csv(run.file(name)) for name in PAIR_FILES)
+    return scan_pair_figure(first, second, names)
 
 
 def write_report(run: RunDir) -> Path:

@@ -25,7 +25,7 @@ def _simulate_report(run: RunDir) -> Report:
     rep = Report("Consensus: simulation")
     rep.paragraph(simulate_title(cfg))
     rep.figure(
-        run.figure_path("E_vs_time"),
+        run.path / "figures" / "E_vs_time.png",
         "E_first and E_pair against time: median over starts, band = 95% bootstrap CI of mean log10 E",
     )
     states = np.load(run.file("states.npy"), mmap_mode="r")[0]
@@ -71,7 +71,7 @@ def _model_report(run: RunDir) -> Report:
     rep = Report(f"Consensus: iterated {info['name']}")
     rep.paragraph(metrics["caveat"])
     rep.figure(
-        run.figure_path("E_vs_depth"),
+        run.path / "figures" / "E_vs_depth.png",
         "E_first of the final-normed state per layer step (median over "
         "prompts; band: 95% bootstrap CI of mean log10 E); right: log-log",
     )
@@ -106,7 +106,7 @@ def _decode_section(rep: Report, run: RunDir) -> None:
     groups = run.read_json("decode.json")["groups"]
     rep.heading("R14: do all tokens become one token?", level=3)
     rep.figure(
-        run.figure_path("decode_share"),
+        run.path / "figures" / "decode_share.png",
         "Share of a prompt's positions whose top-1 token (final norm + LM head) is its most common one, against "
         "passes (mean over prompts; band down to the smallest; dashed: positions >= 1); right: distinct tokens",
     )

@@ -178,3 +178,75 @@ def test_hooks_are_installed_only_by_the_trace_adapters():
         if isinstance(n, ast.Attribute) and n.attr.startswith("register_forward")
     ]
     assert not found, found
+
+
+# --- issue 20: every figure in the room's figures.py, one report entry per room (rooms consensus ... view) -------
+ROOMS_B = ("consensus", "sweep", "compare", "deploy", "view")
+REPORT_ROOMS_B = ("consensus", "sweep", "compare", "deploy")  # view serves the run's own report and writes none
+DRAWING_CALLS = {"save_figure", "savefig", "new_figure", "make_subplots", "Figure"}  # matplotlib and plotly
+PLOTLY_JSON_BUILDERS = {"heatmap", "lines", "with_slider"}  # attnlab.report's helpers that build plotly JSON
+DRAWING_MODULES = ("matplotlib", "plotly.express", "plotly.graph_objects", "plotly.subplots")  # not plotly.offline (js)
+
+
+def _drawing(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of every figure drawn or built in a module: a drawing call, `px.*`, an import of matplotlib,
+    plotly.express, graph_objects or subplots, or a plotly figure written as a dict literal with "data" and
+    "layout"."""
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            owner = getattr(f.value, "id", "") if isinstance(f, ast.Attribute) else ""
+            if name in DRAWING_CALLS or name in PLOTLY_JSON_BUILDERS or owner == "px":
+                found.append((n.lineno, f"{owner + '.' if owner else ''}{name}()"))
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+            found += [(n.lineno, f"import {m}") for m in mods if m.startswith(DRAWING_MODULES)]
+        elif isinstance(n, ast.Dict):
+            keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
+            if {"data", "layout"} <= keys:
+                found.append((n.lineno, "a plotly figure dict"))
+    return found
+
+
+@pytest.mark.parametrize("room", ROOMS_B)
+def test_rooms_b_draw_only_in_figures(room: str):
+    """No module of the room but its figures.py draws a PNG or builds an interactive figure (issue 20)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {what}"
+        for path in sorted((PACKAGE / room).rglob("*.py"))
+        if path.name != "figures.py"
+        for line, what in _drawing(ast.parse(path.read_text()))
+    ]
+    assert not found, found
+
+
+def _is_report_entry(node: ast.FunctionDef) -> bool:
+    """`def write_report(run: RunDir) -> Path`."""
+    args = node.args
+    plain = not (args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults)
+    ann = [getattr(a.annotation, "id", None) for a in args.args]
+    return (
+        plain
+        and [a.arg for a in args.args] == ["run"]
+        and ann == ["RunDir"]
+        and getattr(node.returns, "id", "") == "Path"
+    )
+
+
+@pytest.mark.parametrize("room", REPORT_ROOMS_B)
+def test_rooms_b_have_one_report_entry(room: str):
+    """The room's report.py defines one public function, `write_report(run: RunDir) -> Path`, and draws nothing
+    through figures.py either (it embeds the PNGs the run drew); only run.py calls it, each run function at most
+    once (issue 20)."""
+    tree = ast.parse((PACKAGE / room / "report.py").read_text())
+    public = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
+    assert [n.name for n in public] == ["write_report"], [n.name for n in public]
+    assert _is_report_entry(public[0]), ast.unparse(public[0].args)  # type: ignore[arg-type]
+    draws = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "figure_path"]
+    assert not draws, f"report.py:{draws} makes a figure's path to draw it: figures.py draws, the run calls it"
+    for path in sorted((PACKAGE / room).rglob("*.py")):
+        for fn in (n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)):
+            calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "write_report"]
+            assert len(calls) <= (1 if path.name == "run.py" else 0), f"{path.relative_to(ROOT)}: {fn.name}"
