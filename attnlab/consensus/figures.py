@@ -106,7 +106,7 @@ def model_figures(path: Path) -> dict[str, Path]:
             steps / L,
             curves,
             ylabel="E_first (final-normed)",
-            xlabel="depth (passes of 30 layers)",
+            xlabel=f"depth (passes of {L} layers)",
             title=model_title(cfg, info["name"]),
             loglog=True,
             marks=marks if cfg.passes <= 30 else None,
@@ -116,7 +116,7 @@ def model_figures(path: Path) -> dict[str, Path]:
     if cfg.depth_view:
         key, grid, series = depth_series(run)
         k_star = metrics["groups"][key].get("context_influence", {}).get("k_star_passes")
-        out["depth_view"] = plot_depth_view(run.figure_path("depth_view"), grid / L, series, k_star=k_star, title=key)
+        out["depth_view"] = plot_depth_view(run.figure_path("depth_view"), grid / L, series, k_star, key, L)
     if run.file("decode.json").exists():
         groups = run.read_json("decode.json")["groups"]
         out["decode_share"] = plot_decode_share(run.figure_path("decode_share"), groups, model_title(cfg, info["name"]))
@@ -208,9 +208,15 @@ def plot_sphere(path: Path, states: np.ndarray, title: str = "") -> Path:
 
 
 def plot_depth_view(
-    path: Path, depth: np.ndarray, series: dict[str, np.ndarray], k_star: float | None = None, title: str = ""
+    path: Path,
+    depth: np.ndarray,
+    series: dict[str, np.ndarray],
+    k_star: float | None = None,
+    title: str = "",
+    layers: int = 30,
 ) -> Path:
-    """Panels of depth-view series (`[prompt, depth]` each, mean and min..max shown) against layer steps / 30."""
+    """Panels of depth-view series (`[prompt, depth]` each, mean and min..max shown) against passes (layer steps /
+    `layers`, the model's depth)."""
     fig, axes = new_figure(len(series), 1, width=3.8)
     for ax, (name, Y) in zip(axes[0], series.items()):
         Y = np.asarray(Y, dtype=np.float64)
@@ -221,7 +227,7 @@ def plot_depth_view(
         ax.set_xscale("symlog", linthresh=1.0)
         if k_star is not None:
             ax.axvline(k_star, color="r", ls="--", lw=0.8)
-        ax.set_xlabel("depth (passes of 30 layers)")
+        ax.set_xlabel(f"depth (passes of {layers} layers)")
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3, lw=0.4)
     axes[0][0].set_ylabel(title, fontsize=8)

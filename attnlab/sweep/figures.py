@@ -70,28 +70,29 @@ def metric_figure(table: Any, metric: str, swept: list[str], path: Path, seeds: 
     return save_figure(fig, path)
 
 
-def read_sweep(run: RunDir) -> tuple[Any, str, list[str]]:
-    """(sweep.csv as a DataFrame, the spec's command, the trials' field names) of a sweep folder."""
+def read_sweep(run: RunDir) -> tuple[Any, str, str | None, list[str]]:
+    """(sweep.csv as a DataFrame, the spec's command, the metric the run chose to draw (view.json), the trials'
+    field names) of a sweep folder."""
     import pandas as pd
 
     table = pd.read_csv(run.path / "sweep.csv")
-    return table, run.read_config()["spec"]["command"], run.read_json("trials.json")["fields"]
+    command, metric = run.read_config()["spec"]["command"], run.read_json("view.json")["metric"]
+    return table, command, metric, run.read_json("trials.json")["fields"]
 
 
-def metric_view(table: Any, command: str, fields: list[str]) -> tuple[str | None, list[str], Any]:
-    """(the metric drawn, the swept fields other than the seed, the mean and 95 % interval over seeds or None)."""
-    metric = pick_metric(table, command, fields)
+def metric_view(table: Any, metric: str | None, fields: list[str]) -> tuple[list[str], Any]:
+    """(the swept fields other than the seed, the mean and 95 % interval of `metric` over seeds or None)."""
     swept = swept_fields(table, fields)
     axes = axes_without_seed(swept)
     summary = seed_summary(table, metric, axes) if metric is not None and SEED in swept else None
-    return metric, axes, summary
+    return axes, summary
 
 
 def sweep_figures(path: Path) -> dict[str, Path]:
     """`figures/sweep_<metric>.png`: the metric against the swept fields (the seed averaged over, never an axis)."""
     run = RunDir(path)
-    table, command, fields = read_sweep(run)
-    metric, axes, summary = metric_view(table, command, fields)
+    table, _, metric, fields = read_sweep(run)
+    axes, summary = metric_view(table, metric, fields)
     fig = metric_figure(table, metric, axes, run.figure_path(f"sweep_{metric}"), summary) if metric else None
     return {f"sweep_{metric}": fig} if fig is not None else {}
 

@@ -1,5 +1,5 @@
-"""The sweep's report.html, from the sweep folder only (sweep.csv, trials.json, config.json and the figure that
-`figures.sweep_figures` drew)."""
+"""The sweep's report.html, from the sweep folder only (sweep.csv, trials.json, config.json, view.json: the metric
+the run chose to draw, and the figure that `figures.sweep_figures` drew)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _metric_views(rep: Report, run: RunDir, table: Any, metric: str, axes: list[
 
 def write_report(run: RunDir) -> Path:
     """Write `report.html`: counts, the metric figure and the trial table (links to each trial's folder)."""
-    table, command, fields = read_sweep(run)
+    table, command, metric, fields = read_sweep(run)
     rep = Report(f"Sweep of attnlab {command}")
     counts = table["status"].value_counts().to_dict()
     rep.paragraph(
@@ -40,7 +40,7 @@ def write_report(run: RunDir) -> Path:
         + ", ".join(f"{n} {s}" for s, n in counts.items())
         + ". Each trial's run folder is trials/<trial>/."
     )
-    metric, axes, summary = metric_view(table, command, fields)
+    axes, summary = metric_view(table, metric, fields)
     if metric is not None:
         _metric_views(rep, run, table, metric, axes, summary)
     rep.table(table.to_dict("records"), caption="Trials (sweep.csv)")
