@@ -68,9 +68,12 @@ def sweep(
             bar.close()
         table = aggregate(trials, run.path)
         log_trials(todo, run.path, log)
+        from attnlab.sweep.figures import sweep_figures
         from attnlab.sweep.report import write_report
 
-        write_report(run.path)
+        save_view(run.path, table, config.spec.command, trials)
+        sweep_figures(run.path)
+        write_report(run)
     return RunResult(run.path, config, summary={**_summary(table), "ran": len(todo)}, tables={"trials": table})
 
 
@@ -99,6 +102,15 @@ def aggregate(trials: list[Trial], root: Path) -> Any:
     write_json(root / "trials.json", {"fields": fields, "ids": ids, **({"other_ids": other} if other else {})})
     write_text(root / "sweep.csv", table.to_csv(index=False))
     return table
+
+
+def save_view(root: Path, table: Any, command: str, trials: list[Trial]) -> None:
+    """`view.json`: the metric the sweep's figure and report draw (the command's primary one, else the first
+    numeric), saved so that the report reads the choice from the folder."""
+    from attnlab.sweep.figures import pick_metric
+
+    fields = sorted({k for t in trials for k in t.fields})
+    write_json(root / "view.json", {"metric": pick_metric(table, command, fields)})
 
 
 def log_trials(trials: list[Trial], root: Path, kinds: tuple[str, ...]) -> None:
