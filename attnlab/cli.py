@@ -60,10 +60,10 @@ def _register_demo(sub: argparse._SubParsersAction) -> None:
         "demo",
         help="run every study's short demo on embedded defaults and write one report",
         description="Runs each study's demo on embedded defaults (a few minutes on 2 cores) "
-        "and writes one combined report.html.",
+        "and writes one combined report.html that links the report of every run.",
     )
     demo.add_argument("--out", type=Path, default=Path("runs/demo"), help="run folder (default runs/demo)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--seed", type=int, default=None, help="random seed (default 0; a resume keeps its own)")
     demo.add_argument(
         "--only",
         action="append",
@@ -72,6 +72,11 @@ def _register_demo(sub: argparse._SubParsersAction) -> None:
         help=f"run only these studies (repeatable; one of {', '.join(DEMOS)})",
     )
     demo.add_argument("--overwrite", action="store_true", help="replace an earlier demo in --out")
+    demo.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a demo that stopped: keep the study parts it finished, run the others",
+    )
     demo.set_defaults(func=run_demo)
 
 
@@ -107,13 +112,19 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """`attnlab demo`: argparse -> `DemoConfig`; `attnlab.demo.run_demo` does the work."""
+    """`attnlab demo`: argparse -> `DemoConfig` (a `--resume` without --seed/--only: the saved one);
+    `attnlab.demo.run_demo` does the work."""
     from attnlab.clitools import run_mode
     from attnlab.demo import DemoConfig
     from attnlab.demo import run_demo as demo
 
-    config = DemoConfig(seed=args.seed, only=tuple(args.only or ()))
-    result = demo(config, args.out, mode=run_mode(args), echo=lambda line: print(line, flush=True))
+    mode = run_mode(args)
+    typed = args.seed is not None or args.only is not None
+    config = DemoConfig(seed=args.seed or 0, only=tuple(args.only or ())) if typed or mode != "resume" else None
+    result = demo(config, args.out, mode=mode, echo=lambda line: print(line, flush=True))
+    if result.summary.get("nothing_to_do"):
+        print(result.summary["nothing_to_do"])
+        return 0
     print(f"report: {result.path / 'report.html'}")
     print(f"run folder: {result.path}")
     return 0
