@@ -94,17 +94,24 @@ def _register_rerun(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
+    """`attnlab rerun RUN_DIR`: the folder's command and config are read, and `--out` checked, before the
+    command's run module (torch ...) is imported, so a bad folder is refused in a fraction of a second."""
     from attnlab.clitools import threads
     from attnlab.configs import config_from_dict
     from attnlab.registry import resolve
-    from attnlab.runs import RunDir
+    from attnlab.runs import RunDir, check_out_folder
 
     old = RunDir(args.run_dir)
     command = old.read_manifest().get("command")
-    if not command:
+    if not command or not isinstance(command, str):
         raise InputError(f"{args.run_dir}/manifest.json names no command; it was not written by this attnlab")
+    saved = old.read_config()
+    if args.out is not None:
+        if args.out.is_dir() and any(args.out.iterdir()):
+            raise InputError(f"--out {args.out} is not empty; rerun writes a new run folder: choose another --out")
+        check_out_folder(args.out, "new", command)
     config_cls, run = resolve(command)
-    config: object = config_from_dict(config_cls, old.read_config())
+    config: object = config_from_dict(config_cls, saved)
     with threads(args.threads):
         result = run(config, args.out)
     print(f"run folder: {result.path}")
@@ -207,6 +214,10 @@ def validate_first(args: argparse.Namespace) -> None:
     fraction of a second: the command functions import their run modules (torch, transformers) before building
     the config themselves. Configs import no torch, and building one does no work. A `--resume` reads the saved
     config instead, so its flags are left to the command, as are those of a parser with `prevalidate=False`."""
+    from attnlab.clitools import check_threads
+
+    if isinstance(getattr(args, "threads", None), int):
+        check_threads(args.threads)
     make_config = getattr(args, "make_config", None)
     if make_config is not None and getattr(args, "prevalidate", True) and not getattr(args, "resume", False):
         make_config(args)
