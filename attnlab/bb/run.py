@@ -138,6 +138,7 @@ def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "ne
         cpu_model = evaluator.cpu_model()
         save_report_arrays(run, report_arrays(config, task, cpu_model, seqs), trainer.step, task, seqs)
         report.write_report(report.train_report(run.path), run)
+        trainer.tracker.log_outputs(run.path)  # --log: the figures and the report, now that they exist
         records = run.metrics()
     summary = {k: metric(records[-1], k) for k in report.SUMMARY_KEYS} if records else {}
     return RunResult(run.path, config, {"step": trainer.step, **summary}, _tables(metrics=metrics_table(records)))
