@@ -21,7 +21,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from attnlab.errors import AttnlabError, InputError, check_int, names
 from attnlab.runs import RunDir, RunResult, frame, open_run, read_json, run_status
@@ -76,8 +76,7 @@ def run_demo(
     done: list[dict] = []
     try:
         with open_run(out, "demo", config, mode=mode, seed=config.seed if config else None) as run:
-            config = _resumed(run, config) if mode == "resume" else config
-            assert config is not None
+            config = _resumed(run, config) if mode == "resume" else cast(DemoConfig, config)
             done = _finished(run, config) if mode == "resume" else []
             if mode == "resume" and _nothing_to_do(run, config, done):
                 note = f"nothing to do: {out} holds every study part of the demo; no file changed"
