@@ -119,6 +119,7 @@ def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "ne
         cpu_model = evaluator.cpu_model()
         save_report_arrays(run, report_arrays(config, task, cpu_model, seqs), trainer.step, task, seqs)
         write_report(run)
+        trainer.tracker.log_outputs(run.path)  # --log: the figures and the report, now that they exist
         records = run.metrics()
     summary = final_summary(records)
     return RunResult(run.path, config, {"step": trainer.step, **summary}, _tables(metrics=metrics_table(records)))

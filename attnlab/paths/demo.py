@@ -11,14 +11,14 @@ TITLE = "Attention paths: Markov sweep (kernel renormalisation vs GP)"
 
 
 def run_demo(out: Path, seed: int) -> Report:
-    """Run the demo sweep into `out/paths-sweep` with one torch thread (restored afterwards); return its report."""
+    """Run the demo sweep into `out/paths-sweep` with one torch thread (restored afterwards); return the demo's
+    section (the sweep wrote its own report, linked from the demo's)."""
     from attnlab.clitools import threads
     from attnlab.paths.config import SweepConfig
-    from attnlab.paths.report import sweep_report
     from attnlab.paths.run import sweep
 
     with threads(1):
         result = sweep(SweepConfig(seed=seed), Path(out) / "paths-sweep", title=TITLE)
-    rep = sweep_report(result.path, TITLE)
-    rep.paragraph(f"Run folder: {result.path.name}")
+    rep = Report(TITLE)
+    rep.paragraph(f"Run folder: {result.path.name} (its report is linked below)")
     return rep

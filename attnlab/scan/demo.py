@@ -3,20 +3,10 @@ writes its own report; the demo's section links them (it never renders them agai
 
 from __future__ import annotations
 
-import html
 import importlib.util
 from pathlib import Path
 
 from attnlab.report import Report
-
-
-def _links(out: Path, runs: dict[str, str]) -> str:
-    """Links to out/<name>/report.html, {name: text}, relative to the folder holding `out` (the combined report's)."""
-    items = "".join(
-        f'<li><a href="{html.escape(f"{out.name}/{name}/report.html")}">{html.escape(text)}</a></li>'
-        for name, text in runs.items()
-    )
-    return f"<ul>{items}</ul>"
 
 
 def run_demo(out: Path, seed: int) -> Report:
@@ -36,6 +26,7 @@ def run_demo(out: Path, seed: int) -> Report:
     with threads(1):  # on a shared 2-core machine a second thread mostly waits at barriers
         lm = load_causal_lm("smollm2")
         res = scan(ScanConfig(samples=2, seed=seed, n_auto_pattern_heads=2), out / "scan", lm=lm)
+        rep.paragraph("scan: SmolLM2, 2 windows per domain, T = 128")
         heads = tuple((int(h.split(".")[0]), int(h.split(".")[1])) for h in res.summary["pattern_heads"][:1])
         acfg = AblateConfig(
             domains=("prose", "code"),
@@ -47,11 +38,5 @@ def run_demo(out: Path, seed: int) -> Report:
             sink_from=str(res.path),
         )
         ablate(acfg, out / "ablate", lm=lm)
-    rep.table(res.summary["domains"], caption="The scan per domain (2 windows per domain, T = 128)")
-    runs = {
-        "scan": "SmolLM2 scan (2 windows per domain, T = 128)",
-        "ablate": "SmolLM2 ablation (the head with the largest prose/code shift; layer-11 MLP)",
-    }
-    rep.raw(f"<p>The report of each run:</p>{_links(out, runs)}")
-    print(f"run folder: {out}")
+        rep.paragraph("ablate: the head with the largest prose/code shift, and the layer-11 MLP")
     return rep

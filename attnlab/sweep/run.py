@@ -114,13 +114,14 @@ def save_view(root: Path, table: Any, command: str, trials: list[Trial]) -> None
 
 
 def log_trials(trials: list[Trial], root: Path, kinds: tuple[str, ...]) -> None:
-    """One tracker run per finished trial (its fields as parameters, its summary numbers as metrics at step 0);
-    TensorBoard writes tensorboard/<trial id>/, MLflow the sweep's mlruns/ (see attnlab.tracking)."""
+    """One tracker run per finished trial (its fields as parameters, its summary numbers as metrics at step 0, its
+    figures and report); TensorBoard writes tensorboard/<trial id>/, MLflow the sweep's mlruns/ (attnlab.tracking)."""
     for t in trials if kinds else []:
         record = trial_state(root / "trials" / t.id) or {}
         if record.get("status") == "done":
             with Tracker(kinds, root, t.id, params=t.fields, sub=t.id) as tracker:
                 tracker.log(record.get("summary") or {}, 0)
+                tracker.log_outputs(root / "trials" / t.id)  # the trial's figures and report
 
 
 def _summary(table: Any) -> dict[str, Any]:
