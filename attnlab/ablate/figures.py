@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from attnlab.ablate.tables import read_rows
 from attnlab.plotting import new_figure, save_figure
+from attnlab.report import heatmap, rounded
 from attnlab.runs import RunDir
 
 
@@ -61,3 +63,42 @@ def ablation_scatter(rows: list[dict], path: Path) -> Path | None:
     ax.set_ylabel("Δ next-token NLL (nats)")
     ax.legend(fontsize=7)
     return save_figure(fig, path)
+
+
+# (heads.csv column, what it is) of the ΔNLL grid's views
+DNLL_VIEWS = (("dnll_mean", "ΔNLL, head zeroed"), ("dnll_sink_mean", "ΔNLL, attention moved onto key 0"))
+
+
+def dnll_grids(heads: pd.DataFrame, n_layers: int, n_heads: int) -> list[tuple[str, np.ndarray]]:
+    """(name, [layer, head] ΔNLL) per domain and view of DNLL_VIEWS; heads that were not ablated are NaN."""
+    out = []
+    for col, what in DNLL_VIEWS:
+        for d, g in heads.groupby("domain", sort=False):
+            z = np.full((n_layers, n_heads), np.nan)
+            z[g["layer"].astype(int), g["head"].astype(int)] = pd.to_numeric(g[col], errors="coerce")
+            if np.isfinite(z).any():
+                out.append((f"{what}: {d}", z))
+    return out
+
+
+def dnll_grid(run: RunDir) -> dict | None:
+    """The layer × head grid coloured by ablation ΔNLL (issue 21), a menu per domain and kind of ablation, on a
+    colour scale centred on 0 shared by every view; None when no head was ablated (or the run predates heads.csv)."""
+    shape = run.read_manifest().get("heads_shape")
+    if shape is None or not run.file("heads.csv").exists():
+        return None
+    grids = dnll_grids(pd.read_csv(run.file("heads.csv")), *shape)
+    if not grids:
+        return None
+    top = max(float(np.nanmax(np.abs(z))) for _, z in grids) or 1.0
+    scale = {"colorscale": "RdBu", "reversescale": True, "zmin": -top, "zmax": top}
+    fig = heatmap(grids[0][1], grids[0][0], x=range(shape[1]), y=range(shape[0]), **scale)
+    fig["data"][0]["hovertemplate"] = "layer %{y}, head %{x}<br>ΔNLL %{z:.4f} nats<extra></extra>"
+    fig["layout"]["yaxis"] = {"title": {"text": "layer"}, "autorange": "reversed"}
+    fig["layout"]["xaxis"] = {"title": {"text": "head"}}
+    buttons = [
+        {"label": name, "method": "update", "args": [{"z": [rounded(z)]}, {"title.text": name}]} for name, z in grids
+    ]
+    fig["layout"]["updatemenus"] = [{"buttons": buttons, "x": 0, "y": 1.15, "xanchor": "left", "direction": "down"}]
+    fig["layout"]["margin"] = {"t": 80}
+    return fig

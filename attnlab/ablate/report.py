@@ -38,4 +38,7 @@ def write_report(run: RunDir) -> Path:
     rep.figure(pngs["ablation_dnll"], "ΔNLL per condition and domain")
     if "ablation_vs_sink" in pngs:
         rep.figure(pngs["ablation_vs_sink"], "ΔNLL of a zeroed head against its sink score on the domain")
+    grid = figures.dnll_grid(run)
+    if grid is not None:
+        rep.plotly(grid, "dnll-grid", "ΔNLL of each ablated head on the layer × head grid (blank: not ablated)")
     return rep.write(run.file("report.html"))

@@ -31,7 +31,8 @@ def ablate(
     if mode == "resume":
         raise InputError("ablate has no --resume; use --overwrite or a new --out")
     lm = load_checked(config, lm)
-    conds = build_conditions(config, get_arch(lm.model).shape)
+    shape = get_arch(lm.model).shape
+    conds = build_conditions(config, shape)
     sinks = scan_sink_scores(config)
     ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}
     with open_run(out, "ablate", config, mode=mode, seed=config.seed) as run:
@@ -52,6 +53,7 @@ def ablate(
             model_path=str(lm.path),
             texts=source_manifest(),
             conditions=[c.name for c in conds],
+            heads_shape=[shape.n_layers, shape.n_heads],  # the [layer, head] grid of heads.csv
             thresholds={"dormant": DORMANT, "active": ACTIVE},  # the head states of ablation.csv (sink score)
         )
         run.append_metrics({"seconds": time.perf_counter() - t0})

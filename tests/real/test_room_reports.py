@@ -55,3 +55,27 @@ def test_the_head_state_thresholds_are_the_saved_ones(runs, tmp_path):
     assert "is ≥ 0.61, active if &lt; 0.17" in page and "(sink score ≥ 0.61)" in page
     page = ablate_report(RunDir(folders["ablate"])).read_text()
     assert "(dormant: sink ≥ 0.61; active: &lt; 0.17)" in page
+
+
+def test_the_dnll_grid_holds_each_ablated_heads_delta_and_nothing_else(runs):
+    """Issue 21: the ablation report's layer × head grid coloured by ΔNLL; each view's cell (layer 0, head 1) is
+    that condition's ΔNLL in ablation.csv, every other cell is empty, and the page embeds the grid."""
+    import numpy as np
+    import pandas as pd
+
+    from attnlab.ablate.figures import dnll_grid
+
+    folder = runs["ablate"][0]
+    rows = pd.read_csv(folder / "ablation.csv")
+    fig = dnll_grid(RunDir(folder))
+    views = {
+        b["label"]: np.array(b["args"][0]["z"][0], dtype=float) for b in fig["layout"]["updatemenus"][0]["buttons"]
+    }
+    zeroed = rows[rows["kind"] == "head"].set_index("domain")["dnll_mean"]
+    assert set(views) >= {f"ΔNLL, head zeroed: {d}" for d in ("prose", "code")}
+    for d in ("prose", "code"):
+        z = views[f"ΔNLL, head zeroed: {d}"]
+        assert list(z.shape) == RunDir(folder).read_manifest()["heads_shape"]
+        assert np.isclose(z[0, 1], zeroed[d], rtol=1e-3, atol=1e-6)
+        assert np.isnan(np.delete(z.ravel(), 1)).all()
+    assert 'id="dnll-grid"' in (folder / "report.html").read_text()
