@@ -5,6 +5,7 @@ page glue for the interactive views. `report.py` calls the entries that read a r
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -345,7 +346,18 @@ PATTERN_JS = """
   var title = document.getElementById(cfg.view + '-title');
   var served = location.protocol.indexOf('http') === 0, win = 0, cache = {}, wtokens = {};
   function esc(t) { return t.replace(/[&<>]/g, function (c) { return {'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c]; }); }
-  function patternsOf(key) { return win === 0 ? cfg.patterns[key] : cache[key + '@' + win]; }
+  function unpack(A) {  // a long pattern arrives as 16-bit fixed point in base64 (packed_pattern): Float32Array rows
+    if (!A || A.u16 === undefined) return A;
+    var bin = atob(A.u16), n = A.n, f = new Float32Array(n * n), rows = [];
+    for (var k = 0; k < n * n; k++) f[k] = (bin.charCodeAt(2 * k) | (bin.charCodeAt(2 * k + 1) << 8)) / 65535;
+    for (var i = 0; i < n; i++) rows.push(f.subarray(i * n, (i + 1) * n));
+    return rows;
+  }
+  function patternsOf(key) {
+    var p = win === 0 ? cfg.patterns[key] : cache[key + '@' + win];
+    if (p) Object.keys(p).forEach(function (d) { p[d] = unpack(p[d]); });
+    return p;
+  }
   function tokensOf(d) { return win === 0 ? cfg.tokens[d] : (wtokens[win] || {})[d]; }
   function fetchHead(key, w) {  // served by `attnlab view`: the model of the run computes the head on window w
     var p = key.split('.');
@@ -475,6 +487,20 @@ PATTERN_JS = """
 """
 
 
+def packed_pattern(a: np.ndarray) -> dict:
+    """A `[query, key]` pattern as 16-bit fixed point (step 1/65535, under the 4-decimal hover's half step) in
+    base64, for the page's script to unpack: 2.7 characters a weight instead of about 7 in JSON, and one string to
+    parse (a 2,048-token pattern is 11 MB of page, not 31 MB of nested lists)."""
+    q = np.round(np.clip(np.asarray(a, dtype=np.float64), 0.0, 1.0) * 65535).astype("<u2")
+    return {"n": int(q.shape[0]), "u16": base64.b64encode(q.tobytes()).decode("ascii")}
+
+
+def embedded_pattern(a: np.ndarray) -> Any:
+    """What the page holds of a saved pattern: nested lists up to CANVAS_FROM tokens (drawn as a plotly heat map),
+    packed past it (drawn on a canvas)."""
+    return packed_pattern(a) if a.shape[0] > CANVAS_FROM else rounded(a)
+
+
 def head_explorer(run: RunDir, sink: dict[str, np.ndarray], grid: str, view: str) -> tuple[dict, str, str]:
     """(grid figure, HTML block, script) of the clickable layer × head grid (plotly, in `<div id=grid>`) and the
     pattern view it drives (in `<div id=view>`: the patterns of the heads the scan kept, from classes.csv,
@@ -484,7 +510,7 @@ def head_explorer(run: RunDir, sink: dict[str, np.ndarray], grid: str, view: str
     figure = grid_figure(sink, classes, read_table(run.file("heads.csv")))
     patterns = read_patterns(run, domains)
     keys = list(dict.fromkeys(k for d in domains for k in patterns[d]))
-    saved = {k: {d: rounded(patterns[d][k]) for d in domains if k in patterns[d]} for k in keys}
+    saved = {k: {d: embedded_pattern(patterns[d][k]) for d in domains if k in patterns[d]} for k in keys}
     buttons = "".join(
         f'<button class="head" data-grid="{grid}" data-head="{k}">L{k.replace(".", "H")}</button>' for k in keys
     )

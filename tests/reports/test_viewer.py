@@ -156,7 +156,11 @@ def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_p
         i, j = 9, 4
         page.mouse.move(box["x"] + (j + 0.5) * box["width"] / 16, box["y"] + (i + 0.5) * box["height"] / 16)
         tip = page.locator(f"#{view}-0 .tip").inner_text()
-        assert tip == f"query {i} {json.dumps(tokens[i])}, key {j} {json.dumps(tokens[j])}: weight {A[i, j]:.4f}"
+        # the page holds the long pattern as 16-bit fixed point (step 1/65535): the weight shown is that value
+        weight = np.round(A[i, j] * 65535) / 65535
+        assert tip == f"query {i} {json.dumps(tokens[i])}, key {j} {json.dumps(tokens[j])}: weight {weight:.4f}"
+        assert abs(weight - A[i, j]) <= 0.5 / 65535 + 1e-9
+        assert '"u16": "' in (run / "report.html").read_text()
         assert errors == []
 
 
