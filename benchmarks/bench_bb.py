@@ -103,7 +103,7 @@ class PlainModel(nn.Module):
 
 def make_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, guard: bool):
     """One AdamW update as the Trainer does it (with `guard`: the Trainer's NaN guard and last-finite copy)."""
-    from attnlab.bb.training import _norms_finite
+    from attnlab.training import norms_finite as _norms_finite
 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4, betas=(0.9, 0.99))
     params = list(model.parameters())

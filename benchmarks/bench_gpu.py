@@ -47,7 +47,8 @@ def bb_step(device: torch.device, tiny: bool, steps: int) -> Callable[[], None]:
     """`steps` BB updates at the paper preset (tiny: d 16, T 16, batch 4) on `device`, as `Trainer._steps` does."""
     from attnlab.bb.config import resolve_config
     from attnlab.bb.experiment import build_model, task_for
-    from attnlab.bb.training import _norms_finite, make_optimizer
+    from attnlab.bb.training import make_optimizer
+    from attnlab.training import norms_finite as _norms_finite
 
     sizes = dict(d_model=16, d_mlp=32, seq_len=16, batch=4, eval_batch=8) if tiny else {}
     cfg = resolve_config("cpu" if tiny else "paper", steps=steps, **sizes)  # type: ignore[arg-type]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 from attnlab.bb import config as C
 from attnlab.clitools import add_device_arg, add_run_args, count, run_mode, threads
-from attnlab.errors import InputError
+from attnlab.resume import Resume
 
 # `bb train` flag -> TrainConfig field
 TRAIN_FLAGS = {
@@ -36,7 +35,6 @@ TRAIN_FLAGS = {
     "device": "device",
     "precision": "precision",
 }
-RESUMABLE = {"steps", "ckpt_every", "log", "device"}  # flags a resumed run may change
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -204,28 +202,13 @@ def cmd_sample(args: argparse.Namespace) -> int:
         return _done(sample(sample_config(args), args.out, mode=run_mode(args)).path)
 
 
-def train_config(args: argparse.Namespace, mode: str) -> C.TrainConfig:
-    """The config of `bb train`: from the preset and flags, or (resume) the saved config with --steps."""
+def train_config(args: argparse.Namespace, mode: str) -> C.TrainConfig | Resume:
+    """The config of `bb train`: from the preset and flags, or (resume) the flags given as changes to the saved
+    config, which the run function reads and checks."""
     given = {field: getattr(args, flag) for flag, field in TRAIN_FLAGS.items() if getattr(args, flag) is not None}
     if mode != "resume":
         return C.resolve_config(args.preset or "cpu", **given)
-    from attnlab.bb.experiment import read_train_config
-
-    if args.out is None:
-        raise InputError("--resume needs --out pointing at an existing `bb train` run folder")
-    saved = read_train_config(args.out)
-    conflicts = [
-        f"--{flag.replace('_', '-')} {given[field]!r} (saved: {getattr(saved, field)!r})"
-        for flag, field in TRAIN_FLAGS.items()
-        if field in given and field not in RESUMABLE and given[field] != getattr(saved, field)
-    ]
-    if args.preset is not None and args.preset != saved.preset:
-        conflicts.insert(0, f"--preset {args.preset} (saved: {saved.preset})")
-    if conflicts:
-        raise InputError(
-            f"--resume: {', '.join(conflicts)} conflict with the saved config; drop them or start a new run"
-        )
-    return dataclasses.replace(saved, **{k: v for k, v in given.items() if k in RESUMABLE})
+    return Resume(changes={**({"preset": args.preset} if args.preset is not None else {}), **given})
 
 
 def cmd_train(args: argparse.Namespace) -> int:

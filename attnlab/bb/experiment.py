@@ -10,11 +10,11 @@ import numpy as np
 import torch
 from safetensors.numpy import save as safetensors_bytes
 
-from attnlab.bb.checkpoint import latest_checkpoint, load_checkpoint
 from attnlab.bb.config import DEFAULT_CORPUS, TrainConfig, read_train_config
 from attnlab.bb.metrics import active_token_probe, bb_metrics
 from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.bb.task import BBTask, build_bb_task
+from attnlab.checkpoint import latest_checkpoint, load_checkpoint
 from attnlab.errors import InputError
 from attnlab.runs import RunDir, write_bytes
 from attnlab.tracing.adapters.toy import trace_toy

@@ -23,7 +23,6 @@ from attnlab.bb.config import (
     SubspaceConfig,
     TheoryConfig,
     TrainConfig,
-    train_hash,
 )
 from attnlab.bb.experiment import (
     Evaluator,
@@ -38,11 +37,13 @@ from attnlab.bb.metrics import metric
 from attnlab.bb.report import write_report
 from attnlab.bb.tables import final_summary, metrics_table
 from attnlab.bb.task import BBTask, build_bb_task
-from attnlab.bb.training import Trainer, config_diff, first_nonfinite
+from attnlab.bb.training import first_nonfinite, resumed, train_loop, train_tracker
 from attnlab.budget import check_device_memory
 from attnlab.device import on_device, resolve
 from attnlab.errors import InputError, NumericalError
+from attnlab.resume import Resume, not_a_config
 from attnlab.runs import RunDir, RunResult, frame, open_run, write_bytes
+from attnlab.training import nothing_to_do
 
 
 def _tables(**frames: Any) -> dict:
@@ -80,25 +81,23 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
 
 
 # --- bb train ----------------------------------------------------------------------------------------------------
-def _check_resume(run: RunDir, config: TrainConfig) -> None:
-    saved = read_train_config(run.path)
-    if train_hash(saved) != train_hash(config):
-        diff = config_diff(saved.to_dict(), config.to_dict())
-        raise InputError(f"--resume: the config differs from the saved one in {run.path}: {'; '.join(diff)}")
-
-
-def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "new", progress: bool = True) -> RunResult:
+def train(
+    config: TrainConfig | Resume, out: str | Path | None = None, *, mode: str = "new", progress: bool = True
+) -> RunResult:
     """Train a toy transformer on BB: metrics.jsonl on the snapshot schedule, snapshots/, checkpoints/,
     final/ (the arrays of the report), train_summary.json and report.html. `mode="resume"` continues `out`
-    from its newest checkpoint (same config; `steps` may grow). On a CUDA `config.device` the updates run there
-    (batches are drawn on the cpu and copied); snapshots evaluate a cpu copy of the weights (`Evaluator`)."""
+    from its newest checkpoint: `config` is the saved config's changes (`Resume(changes={"steps": 400})`) or a
+    full config that agrees with it but in `steps`, `ckpt_every`, `keep_last`, `log`, `device`. On a CUDA
+    `config.device` the updates run there (batches are drawn on the cpu and copied); snapshots evaluate a cpu
+    copy of the weights (`Evaluator`)."""
+    not_a_config(config, mode, "bb train")
+    config = resumed(config, out) if mode == "resume" else config
+    assert isinstance(config, TrainConfig)
     device = _train_device(config)
     task = task_for(config)
     with open_run(out, "bb train", config, mode=mode, seed=config.seed, prefix="bb") as run:
-        if mode == "resume":
-            _check_resume(run, config)
-            if _finished(run, config.steps):
-                return _unchanged(run, config)
+        if mode == "resume" and nothing_to_do(run, config.steps, "train_summary.json"):
+            return _unchanged(run, config)
         model = build_model(config, task).to(device)
         seqs = task.eval_batch(config.eval_batch, config.seq_len, config.eval_seed)
         evaluator = Evaluator(model, task, seqs, run.path / "snapshots")
@@ -107,22 +106,21 @@ def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "ne
             x = torch.as_tensor(task.train_batch(config.batch, config.seq_len, config.seed, step)).to(device)
             return x[:, :-1], x[:, 1:]
 
+        tracker = train_tracker(run, config)
         t0 = time.perf_counter()
-        trainer = Trainer(model, config, run, batch_fn, evaluator, progress=progress)
-        if mode == "resume":
-            trainer.resume()
-            run.write_config(config)  # steps may have grown
         with on_device(device):
-            result = trainer.run_loop()
+            result = train_loop(
+                run, model, config, batch_fn, evaluator, tracker, resume=mode == "resume", progress=progress
+            )
         result["wall_seconds"] = round(time.perf_counter() - t0, 2)
         run.write_json("train_summary.json", result)
         cpu_model = evaluator.cpu_model()
-        save_report_arrays(run, report_arrays(config, task, cpu_model, seqs), trainer.step, task, seqs)
+        save_report_arrays(run, report_arrays(config, task, cpu_model, seqs), result["step"], task, seqs)
         write_report(run)
-        trainer.tracker.log_outputs(run.path)  # --log: the figures and the report, now that they exist
+        tracker.log_outputs(run.path)  # --log: the figures and the report, now that they exist
         records = run.metrics()
     summary = final_summary(records)
-    return RunResult(run.path, config, {"step": trainer.step, **summary}, _tables(metrics=metrics_table(records)))
+    return RunResult(run.path, config, {"step": result["step"], **summary}, _tables(metrics=metrics_table(records)))
 
 
 def _train_device(config: TrainConfig) -> torch.device:
@@ -133,18 +131,6 @@ def _train_device(config: TrainConfig) -> torch.device:
     what = f"bb train --d-model {config.d_model} --seq-len {config.seq_len} --batch {config.batch}"
     check_device_memory(train_memory(config), what, device, "lower --batch, --seq-len or the model sizes")
     return device
-
-
-def _finished(run: RunDir, steps: int) -> bool:
-    """Whether the run in `run` already ended at `steps`: its last checkpoint, summary and report are there."""
-    from attnlab.bb.checkpoint import latest_checkpoint
-
-    ckpt = latest_checkpoint(run.path)
-    summary = run.file("train_summary.json")
-    if ckpt is None or ckpt.name != f"step_{steps}" or not summary.is_file() or not run.file("report.html").is_file():
-        return False
-    saved = run.read_json("train_summary.json")
-    return isinstance(saved, dict) and saved.get("step") == steps
 
 
 def _unchanged(run: RunDir, config: TrainConfig) -> RunResult:

@@ -1,28 +1,24 @@
-"""Training a small transformers GPT-2 or Llama on Bigram-Backcopy, saved as a HF checkpoint series (R25).
+"""The pieces of `series train`: a small transformers GPT-2 or Llama on Bigram-Backcopy, its character tokenizer,
+optimiser, batches and loss, and the HF folder each checkpoint is (R25). The loop is `attnlab.training`'s.
 
 Step s means s updates done; checkpoint `checkpoints/step_s/` holds the model after update s (s = 0: the initial
 model) as a HF folder (config.json, model.safetensors, the character tokenizer), plus optim.safetensors and
-trainer_state.json so a run resumes from its latest checkpoint. Update k uses the BB batch of (seed, index k), so
-a resumed run sees the batches it would have seen and, on one thread, reaches bit-identical weights.
+state.json (`attnlab.checkpoint`) so a run resumes from its latest checkpoint. Update k uses the BB batch of
+(seed, index k), so a resumed run sees the batches it would have seen and, on one thread, reaches bit-identical
+weights.
 """
 
 from __future__ import annotations
 
-import json
-import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
 
-from attnlab.bb.checkpoint import load_optimizer_tensors, optimizer_tensors
 from attnlab.bb.task import BBTask, build_bb_task
-from attnlab.errors import InputError, NumericalError
-from attnlab.runs import atomic_folder
+from attnlab.errors import InputError
 from attnlab.series.config import SeriesTrainConfig
-
-STATE = "trainer_state.json"
 
 
 def build_task(cfg: SeriesTrainConfig) -> BBTask:
@@ -84,43 +80,15 @@ def loss_of(model: Any, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Te
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def save_checkpoint(folder: Path, model: Any, tokenizer: Any, opt: torch.optim.Optimizer, state: dict) -> Path:
-    """A complete HF folder plus optimiser state, written into `folder`.tmp and renamed (never half a folder)."""
-    from attnlab.hf.loader import no_progress_bars
+def hf_writer(tokenizer: Any) -> Callable[[Any, Path], None]:
+    """The checkpoint's model writer (`attnlab.checkpoint.WriteModel`): a complete HF folder (config.json,
+    model.safetensors, the tokenizer), so `attnlab scan --model RUN/checkpoints` loads each step as a model."""
 
-    with atomic_folder(folder) as tmp:  # a failure (a full disk) leaves no step_N.tmp behind
+    def write(model: Any, folder: Path) -> None:
+        from attnlab.hf.loader import no_progress_bars
+
         with no_progress_bars():
-            model.save_pretrained(str(tmp), safe_serialization=True)
-        tokenizer.save_pretrained(str(tmp))
-        tensors, scalars = optimizer_tensors(model, opt)
-        save_file(tensors, str(tmp / "optim.safetensors"))
-        (tmp / STATE).write_text(json.dumps({**state, "optimizer_scalars": scalars}, indent=1))
-    return folder
+            model.save_pretrained(str(folder), safe_serialization=True)
+        tokenizer.save_pretrained(str(folder))
 
-
-def checkpoint_steps(root: Path) -> list[int]:
-    """Steps of the complete `step_N` folders under `root` (sorted)."""
-    steps = []
-    for d in root.glob("step_*") if root.is_dir() else []:
-        tail = d.name.split("_", 1)[1]
-        if tail.isdigit() and (d / STATE).is_file():
-            steps.append(int(tail))
-    return sorted(steps)
-
-
-def load_checkpoint(folder: Path, model: Any, opt: torch.optim.Optimizer) -> dict:
-    """Load weights and optimiser state from `folder`; returns its trainer state (one-line error if unreadable)."""
-    try:
-        state = json.loads((folder / STATE).read_text())
-        model.load_state_dict(load_file(str(folder / "model.safetensors")))
-        load_optimizer_tensors(model, opt, load_file(str(folder / "optim.safetensors")), state["optimizer_scalars"])
-    except Exception as exc:  # noqa: BLE001 - any failure here means the checkpoint is unusable
-        raise InputError(
-            f"unreadable checkpoint {folder}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-        ) from None
-    return state
-
-
-def check_finite_loss(value: float, step: int) -> None:
-    if not math.isfinite(value):
-        raise NumericalError(f"non-finite loss {value} at step {step}; lower --lr")
+    return write

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from attnlab.clitools import add_device_arg, add_run_args, count, run_mode, threads
-from attnlab.errors import InputError
 
 # flag -> SeriesTrainConfig field
 FLAGS = {
@@ -28,20 +27,15 @@ FLAGS = {
 
 
 def train_config(args: argparse.Namespace) -> Any:
-    """From the flags; with --resume, the saved config with the flags given (the run refuses frozen changes)."""
-    import dataclasses
-
-    from attnlab.configs import config_from_dict
-    from attnlab.runs import RunDir
+    """From the flags; with --resume, the flags given as changes to the saved config (the run function reads it and
+    refuses changes to fields a resumed run may not change)."""
+    from attnlab.resume import Resume
     from attnlab.series.config import SeriesTrainConfig
 
     values = {field: getattr(args, flag) for flag, field in FLAGS.items() if getattr(args, flag) is not None}
     if run_mode(args) != "resume":
         return SeriesTrainConfig(seed=args.seed, **values)
-    if args.out is None:
-        raise InputError("--resume needs --out pointing at an existing `series train` run folder")
-    saved = config_from_dict(SeriesTrainConfig, RunDir(args.out).read_config())
-    return dataclasses.replace(saved, **values)
+    return Resume(changes=values)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ LIMITS = {"seed": 2**63 - 1, "vocab_chars": 0x110000, "n_triggers": 0x110000, "b
           "save_every": 10**8}  # fmt: skip
 MAX_LR = 10.0
 
-RESUMABLE = ("steps", "save_every")  # fields a resumed run may change
+RESUMABLE = ("steps", "save_every")  # fields a resumed run may change (the rest is the checkpoints' config hash)
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,3 @@ class SeriesTrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-    def frozen_part(self) -> dict:
-        """The fields a resumed run may not change."""
-        return {k: v for k, v in self.to_dict().items() if k not in RESUMABLE}

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.bb import training
+from attnlab import training
 from attnlab.bb.model import FUSED_MIN_LEN, ToyConfig, ToyTransformer
 
 
@@ -86,9 +86,9 @@ def test_training_with_fused_attention_tracks_the_explicit_run() -> None:
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_norm_guard_sees_every_non_finite_value(bad: float) -> None:
     ts = [torch.ones(3, 4), torch.zeros(5)]
-    assert training._norms_finite(ts)
+    assert training.norms_finite(ts)
     ts[1][2] = bad
-    assert not training._norms_finite(ts)
+    assert not training.norms_finite(ts)
 
 
 def test_norm_guard_false_alarm_is_settled_by_name_lookup() -> None:
@@ -96,7 +96,7 @@ def test_norm_guard_false_alarm_is_settled_by_name_lookup() -> None:
     model = _model(8)
     with torch.no_grad():
         model.unembed.weight[0, 0] = 1e30
-    assert not training._norms_finite(list(model.parameters()))
+    assert not training.norms_finite(list(model.parameters()))
     assert training.first_nonfinite(model) is None
     with torch.no_grad():
         model.unembed.weight[0, 1] = float("nan")

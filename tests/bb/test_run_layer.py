@@ -46,8 +46,12 @@ def trained(tmp_path_factory) -> Path:
     "extra, message",
     [
         ([], "is not empty; pass --overwrite"),
-        (["--resume", "--lr", "0.01"], "--lr 0.01 (saved: 0.001)"),
-        (["--resume", "--d-model", "64", "--seed", "3"], "--seed 3 (saved: 0), --d-model 64 (saved: 32) conflict"),
+        (["--resume", "--lr", "0.01"], "the config differs from the saved one in {out}: lr: 0.001 -> 0.01"),
+        (
+            ["--resume", "--d-model", "64", "--seed", "3"],
+            "differs from the saved one in {out}: d_model: 32 -> 64; seed: 0 -> 3",
+        ),
+        (["--resume", "--preset", "paper"], "preset: 'cpu' -> 'paper'"),
         (["--resume", "--steps", "20"], "--steps 20 is below the run's current step 30"),
         (["--resume", "--overwrite"], "--resume and --overwrite exclude each other"),
         (["--threads", "-1"], "--threads must be >= 1"),
@@ -56,7 +60,7 @@ def trained(tmp_path_factory) -> Path:
 def test_train_refusals_leave_the_run_alone(trained, capsys, extra, message):
     before = _state(trained)
     argv = ["bb", "train", "--out", str(trained), *extra]
-    _fails(argv + (["--threads", "1"] if "--threads" not in extra else []), capsys, message)
+    _fails(argv + (["--threads", "1"] if "--threads" not in extra else []), capsys, message.format(out=trained))
     assert _state(trained) == before
 
 
@@ -228,7 +232,7 @@ def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path):
 
 def test_a_signal_sent_from_another_thread_waits_for_the_update_to_finish():
     # the kernel may hand a process signal to any thread; the deferral must hold it whichever thread receives it
-    from attnlab.bb.training import signals_deferred
+    from attnlab.training import signals_deferred
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt

@@ -10,11 +10,12 @@ import torch
 from safetensors.torch import load_file
 
 import attnlab.bb as bb
-from attnlab.bb import training
 from attnlab.bb.config import TrainConfig, resolve_config
 from attnlab.bb.schedule import snapshot_steps
+from attnlab.bb.task import BBTask
 from attnlab.cli import main
 from attnlab.errors import AttnlabError, InputError
+from attnlab.resume import Resume
 from attnlab.runs import RunResult
 
 TINY = dict(d_model=32, d_mlp=64, seq_len=32, batch=16, eval_batch=32, lin_every=5, lin_until=10, ckpt_every=5)
@@ -112,26 +113,25 @@ def test_nan_guard_stops_and_names_the_step(tmp_path, capsys):
     assert all(torch.isfinite(t).all() for t in w.values())  # the last finite state
 
 
+def _interrupt_batch(monkeypatch, at: int) -> None:
+    """Ctrl-C while update `at` draws its batch (before that update: the run has reached step `at`)."""
+    real = BBTask.train_batch
+
+    def flaky(self, batch, seq_len, seed, step):
+        if step == at:
+            raise KeyboardInterrupt
+        return real(self, batch, seq_len, seed, step)
+
+    monkeypatch.setattr(BBTask, "train_batch", flaky)
+
+
 def test_ctrl_c_saves_a_checkpoint_and_resume_matches(tmp_path, monkeypatch):
     """A KeyboardInterrupt mid-run leaves a complete checkpoint; resuming reaches the uninterrupted weights."""
     straight = _train(tmp_path / "straight", 12, ckpt_every=100)
-    real_steps = training.Trainer._steps
-
-    def interrupted(self, bar):
-        real_fn = self.batch_fn
-
-        def flaky(step):
-            if step == 7:
-                raise KeyboardInterrupt
-            return real_fn(step)
-
-        self.batch_fn = flaky
-        return real_steps(self, bar)
-
-    monkeypatch.setattr(training.Trainer, "_steps", interrupted)
-    with pytest.raises(AttnlabError, match="interrupted at step 7") as info:
-        _train(tmp_path / "cut", 12, ckpt_every=100)
-    monkeypatch.setattr(training.Trainer, "_steps", real_steps)
+    with monkeypatch.context() as m:
+        _interrupt_batch(m, 7)
+        with pytest.raises(AttnlabError, match="interrupted at step 7") as info:
+            _train(tmp_path / "cut", 12, ckpt_every=100)
     assert info.value.exit_code == 130
     assert (tmp_path / "cut" / "checkpoints" / "step_7" / "model.safetensors").exists()
     resumed = _train(tmp_path / "cut", 12, mode="resume", ckpt_every=100)
@@ -139,6 +139,37 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_matches(tmp_path, monkeypatch):
     wb = load_file(str(resumed.path / "checkpoints" / "step_12" / "model.safetensors"))
     for k in wa:
         assert torch.equal(wa[k], wb[k]), k
+    assert (straight.path / "metrics.jsonl").read_bytes() == (resumed.path / "metrics.jsonl").read_bytes()
+
+
+def test_resume_from_python_and_from_the_cli_say_the_same(tmp_path, capsys):
+    """The resume check lives in the run function: a notebook's full config and the CLI's flags get one message."""
+    run = _train(tmp_path / "r", 5).path
+    before = (run / "metrics.jsonl").read_bytes()
+    with pytest.raises(InputError) as api:
+        _train(run, 10, mode="resume", d_model=64, seed=3)
+    argv = ["bb", "train", "--resume", "--out", str(run), "--steps", "10", "--d-model", "64", "--seed", "3"]
+    assert main(argv) == 1
+    assert _errors(capsys) == [f"attnlab: error: {api.value}"]
+    assert (
+        str(api.value) == f"--resume: the config differs from the saved one in {run}: d_model: 32 -> 64; seed: 0 -> 3"
+    )
+    with pytest.raises(InputError) as none:
+        bb.train(Resume(changes={"steps": 10}), None, mode="resume")
+    assert main(["bb", "train", "--resume", "--steps", "10"]) == 1
+    assert _errors(capsys) == [f"attnlab: error: {none.value}"] and "needs --out" in str(none.value)
+    with pytest.raises(InputError, match="pass mode='resume'"):
+        bb.train(Resume(changes={"steps": 10}), tmp_path / "new")
+    assert (run / "metrics.jsonl").read_bytes() == before and not (tmp_path / "new").exists()
+
+
+def test_resume_of_changes_equals_resume_of_the_full_config(tmp_path):
+    _train(tmp_path / "a", 6)
+    _train(tmp_path / "b", 6)
+    full = _train(tmp_path / "a", 12, mode="resume")
+    changes = bb.train(Resume(changes={"steps": 12}), tmp_path / "b", mode="resume", progress=False)
+    assert changes.config == full.config
+    assert (tmp_path / "a" / "metrics.jsonl").read_bytes() == (tmp_path / "b" / "metrics.jsonl").read_bytes()
 
 
 def test_three_layer_run_with_options(tmp_path):

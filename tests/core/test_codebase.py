@@ -293,3 +293,30 @@ def _imported_names(tree: ast.Module) -> set[str]:
         elif isinstance(n, ast.ImportFrom) and n.module:
             names |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
     return names
+
+
+# run-folder readers: a study's cli.py parses argv into a config and calls the run function, which reads the folder
+RUN_FOLDER_MODULES = {"attnlab.runs", "attnlab.results", "attnlab.checkpoint", "attnlab.configs"}
+RUN_FOLDER_READERS = {"RunDir", "open_run", "read_json", "read_jsonl", "load_run", "read_config", "read_manifest",
+                      "read_train_config", "config_from_dict", "recover_replaced", "run_status", "check_out_folder",
+                      "load_checkpoint", "latest_checkpoint", "read_state", "resumed", "resumed_config"}  # fmt: skip
+
+
+def test_cli_modules_import_no_run_folder_reader():
+    """Issue 20: `--resume` (and any other reading of a run folder) is the run function's, so the CLI and a notebook
+    behave alike; no room's cli.py imports a run-folder module or reader, at module level or inside a function."""
+    found = []
+    for path in sorted(PACKAGE.glob("*/cli.py")):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.ImportFrom) and n.module:
+                names = {a.name for a in n.names}
+                if n.module in RUN_FOLDER_MODULES or names & RUN_FOLDER_READERS:
+                    found.append(
+                        f"{path.relative_to(ROOT)}:{n.lineno} from {n.module} import {', '.join(sorted(names))}"
+                    )
+            elif isinstance(n, ast.Import):
+                found += [f"{path.relative_to(ROOT)}:{n.lineno} import {a.name}" for a in n.names
+                          if a.name in RUN_FOLDER_MODULES]  # fmt: skip
+            elif isinstance(n, ast.Attribute) and n.attr in RUN_FOLDER_READERS:
+                found.append(f"{path.relative_to(ROOT)}:{n.lineno} .{n.attr}")
+    assert not found, found

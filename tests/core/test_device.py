@@ -104,14 +104,15 @@ def test_cli_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path
 
 def test_resume_keeps_the_saved_device_unless_given(tmp_path, no_cuda):
     from attnlab.bb.cli import train_config
+    from attnlab.bb.training import resumed
 
     out = tmp_path / "run"
     assert main(["bb", "train", *TINY_BB, "--device", "auto", "--out", str(out)]) == 0
     parse = build_parser().parse_args
-    resumed = parse(["bb", "train", "--resume", "--out", str(out), "--steps", "8"])
-    assert train_config(resumed, "resume").device == "auto"
+    args = parse(["bb", "train", "--resume", "--out", str(out), "--steps", "8"])
+    assert resumed(train_config(args, "resume"), out).device == "auto"
     args = parse(["bb", "train", "--resume", "--out", str(out), "--device", "cpu"])
-    assert train_config(args, "resume").device == "cpu"
+    assert resumed(train_config(args, "resume"), out).device == "cpu"
 
 
 def test_bad_device_text_names_the_field(capsys, tmp_path):

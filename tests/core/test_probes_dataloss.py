@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from attnlab import demo
+from attnlab.bb.task import BBTask
 from attnlab.cli import main
 from attnlab.runs import LOCK_NAME, open_run, write_json
 from tests.probes import refused, snapshot
@@ -21,6 +22,18 @@ BB_TINY = ["--d-model", "32", "--d-mlp", "64", "--seq-len", "16", "--batch", "8"
 BB = ["bb", "train", "--steps", "4", "--ckpt-every", "2", *BB_TINY, "--threads", "1"]
 SERIES = ["series", "train", "--steps", "4", "--layers", "1", "--heads", "2", "--d-model", "16", "--d-mlp", "32",
           "--seq-len", "12", "--batch", "4", "--save-every", "2", "--vocab-chars", "12", "--threads", "1"]  # fmt: skip
+
+
+def _interrupt_update(monkeypatch: pytest.MonkeyPatch, task: type, at: int) -> None:
+    """Ctrl-C while update `at` draws its batch (`BBTask.train_batch`, which bb and series train on)."""
+    real = task.train_batch
+
+    def flaky(self, batch, seq_len, seed, step):
+        if step == at:
+            raise KeyboardInterrupt
+        return real(self, batch, seq_len, seed, step)
+
+    monkeypatch.setattr(task, "train_batch", flaky)
 
 
 def _dead_pid() -> int:
@@ -165,17 +178,10 @@ def test_a_killed_overwrite_inside_a_folder_is_put_back_when_that_folder_is_used
 
 # --- interrupted --overwrite: the message says what is where --------------------------------------------------
 def test_an_interrupted_overwrite_says_the_earlier_run_is_back(bb_run, tmp_path, capsys, monkeypatch):
-    from attnlab.bb import training
-
     run = tmp_path / "R"
     shutil.copytree(bb_run, run)
     before = snapshot(run)
-
-    def interrupted(self, bar):
-        self.step = 1
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(training.Trainer, "_steps", interrupted)
+    _interrupt_update(monkeypatch, BBTask, 1)
     capsys.readouterr()
     assert main([*BB, "--overwrite", "--out", str(run)]) == 130
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("attnlab: error:")]
@@ -208,23 +214,14 @@ def test_paths_sweep_resume_with_nothing_to_do_changes_no_file(tmp_path, capsys)
 
 # --- an interrupted series holds the checkpoints an uninterrupted one would -----------------------------------
 def test_an_interrupted_series_keeps_its_checkpoint_outside_the_series(series_run, tmp_path, capsys, monkeypatch):
-    from attnlab.series import _train as T
-
-    real = T.check_finite_loss
-
-    def interrupt_at_3(value: float, step: int) -> None:
-        if step == 3:
-            raise KeyboardInterrupt
-        real(value, step)
-
     run = tmp_path / "cut"
-    monkeypatch.setattr(T, "check_finite_loss", interrupt_at_3)
-    capsys.readouterr()
-    assert main([*SERIES, "--out", str(run)]) == 130
+    with monkeypatch.context() as m:
+        _interrupt_update(m, BBTask, 3)
+        capsys.readouterr()
+        assert main([*SERIES, "--out", str(run)]) == 130
     err = capsys.readouterr().err
     assert f"checkpoint saved in {run / 'interrupted'}" in err and "--resume" in err
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_0", "step_2"]
-    monkeypatch.setattr(T, "check_finite_loss", real)
     assert main(["series", "train", "--resume", "--steps", "4", "--threads", "1", "--out", str(run)]) == 0
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_0", "step_2", "step_4"]
     assert not (run / "interrupted").exists()
