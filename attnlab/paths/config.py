@@ -54,7 +54,7 @@ def _check_examples(P: int, n_test: int) -> None:
 
 
 def _check_outputs(cfg: SolveConfig | SampleConfig) -> None:
-    """--outputs M: 1..4 Markov targets (attnlab.paths.outputs), chain or simple form, not fixed_point."""
+    """--outputs M: 1..4 Markov targets (attnlab.paths.sampling.outputs), chain or simple form, not fixed_point."""
     check_int(cfg.outputs, 1, "--outputs", maximum=4)
     if cfg.outputs > 1:
         check(cfg.task == "markov", f"--outputs {cfg.outputs}: multiple outputs are built on the Markov task only")

@@ -29,8 +29,8 @@ from attnlab.configs import config_to_dict
 from attnlab.errors import InputError, NumericalError
 from attnlab.paths import report
 from attnlab.paths.config import EnsembleConfig, PruneConfig, SampleConfig, SolveConfig, SweepConfig
-from attnlab.paths.data import PathData, build_data, check_sizes, task_shape
 from attnlab.paths.figures import fmt_N
+from attnlab.paths.tasks.data import PathData, build_data, check_sizes, task_shape
 from attnlab.runs import RunDir, RunResult, frame, open_run, read_jsonl, write_bytes, write_jsonl
 
 Config = SolveConfig | SweepConfig | SampleConfig | EnsembleConfig
@@ -75,7 +75,7 @@ def _write_paths(run: RunDir, data: PathData) -> None:
 # --- solve -----------------------------------------------------------------------------------------------------
 def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """The order parameter U at one (N, T) point, its test accuracy and the GP baselines (spec §5.6, §6)."""
-    from attnlab.paths.points import alignment_record, theory_point
+    from attnlab.paths.theory.points import alignment_record, theory_point
 
     if config.outputs > 1:
         return _solve_outputs(config, out, mode)
@@ -110,8 +110,8 @@ def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "ne
 def _scalar_renorm(data: PathData, config: SolveConfig, U_matrix: np.ndarray, rec: dict) -> dict:
     """`--renorm scalar` (spec §16, S9): the record of the scalar saddle point, with the matrix solve kept under
     `renorm_comparison` (accuracies and predictor gaps of scalar, matrix and GP)."""
-    from attnlab.paths.points import make_problem
-    from attnlab.paths.renorm import renorm_record, scalar_U
+    from attnlab.paths.theory.points import make_problem
+    from attnlab.paths.theory.renorm import renorm_record, scalar_U
 
     prob = make_problem(data, config.N, config.temperature, config.entropy_form)
     cmp = renorm_record(data, prob, U_matrix)
@@ -120,13 +120,13 @@ def _scalar_renorm(data: PathData, config: SolveConfig, U_matrix: np.ndarray, re
 
 
 def _multi_data(config: SolveConfig | SampleConfig) -> Any:
-    from attnlab.paths.outputs import build_multi
+    from attnlab.paths.sampling.outputs import build_multi
 
     return build_multi(config.P, config.n_test, config.variant, config.outputs, config.memory_budget)
 
 
 def _write_multi_paths(run: RunDir, md: Any) -> None:
-    from attnlab.paths.outputs import OUTPUT_NAMES
+    from attnlab.paths.sampling.outputs import OUTPUT_NAMES
 
     names = [f"{p}|{o}" for p in md.cfg.path_names() for o in OUTPUT_NAMES[: md.M]]
     run.write_json("paths.json", {"path_names": names, "heads": md.cfg.H, "outputs": md.M})
@@ -134,8 +134,8 @@ def _write_multi_paths(run: RunDir, md: Any) -> None:
 
 def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> RunResult:
     """`paths solve --outputs M` (spec §16, S8): U over (path, output) pairs on the Markov task's M targets."""
-    from attnlab.paths.outputs import multi_theory
-    from attnlab.paths.predictor import alignment
+    from attnlab.paths.sampling.outputs import multi_theory
+    from attnlab.paths.theory.predictor import alignment
 
     md = _multi_data(config)  # sizes are checked here, before the folder is opened
     with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
@@ -156,9 +156,9 @@ def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> Ru
 def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str) -> RunResult:
     """`paths solve --attention precomputed --from RUN` (spec §16, S10): the trained network's attention maps as
     precomputed heads; theory vs GP vs the network itself on the same test episodes."""
-    from attnlab.paths import plugin
-    from attnlab.paths.points import alignment_record, theory_point
+    from attnlab.paths.pruning import plugin
     from attnlab.paths.tasks.digits import digit_episodes
+    from attnlab.paths.theory.points import alignment_record, theory_point
 
     model = plugin.load_trained(str(config.from_run))
     data, net_acc = plugin.plugin_data(model, config.P, config.n_test, config.memory_budget)
@@ -182,7 +182,7 @@ def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str) -> Run
 
 def _sample_outputs(config: SampleConfig, out: str | Path | None, mode: str) -> RunResult:
     """`paths sample --outputs M`: HMC over the upper weights with readout A [M, N_a] against the theory's U."""
-    from attnlab.paths.outputs import multi_sample, multi_theory
+    from attnlab.paths.sampling.outputs import multi_sample, multi_theory
 
     md = _multi_data(config)
     with open_run(out, "paths sample", config, mode=mode, seed=config.seed, prefix="paths-sample") as run:
@@ -239,7 +239,7 @@ def sweep(
 ) -> RunResult:
     """Accuracy vs alpha over widths (large to small N, each warm-started), with the GP baselines and the two
     U ablations; one metrics line per width as it finishes."""
-    from attnlab.paths.points import ablations, alignment_record, sweep_points
+    from attnlab.paths.theory.points import ablations, alignment_record, sweep_points
 
     _precheck(config)
     order = sorted(config.Ns, reverse=True)
@@ -294,8 +294,9 @@ def _sweep_result(path: Path, config: SweepConfig, nothing_to_do: bool = False) 
 # --- sample ----------------------------------------------------------------------------------------------------
 def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """Posterior sampling at width N against the theory there: sampled U_hat vs U, predictor gap, gates."""
-    from attnlab.paths.points import sample_point, theory_point
-    from attnlab.paths.predictor import predict
+    from attnlab.paths.sampling.posterior import sample_point
+    from attnlab.paths.theory.points import theory_point
+    from attnlab.paths.theory.predictor import predict
 
     if config.outputs > 1:
         return _sample_outputs(config, out, mode)
@@ -326,8 +327,8 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
 def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """GD training on digit episodes -> hand-off of Q/K -> theory U ((N, T) chosen on validation episodes) ->
     head scores -> single-head and progressive pruning drops (spec §8, §9.3)."""
-    from attnlab.paths.gradient_descent import save_checkpoint
-    from attnlab.paths.pruning import prune_pipeline, train_network
+    from attnlab.paths.networks.gradient_descent import save_checkpoint
+    from attnlab.paths.pruning.pipeline import prune_pipeline, train_network
     from attnlab.paths.tasks.digits import N0, N_TOK
 
     check_sizes(config.P, config.n_test, N_TOK, N0, [config.heads] * config.layers)
@@ -350,8 +351,8 @@ def ensemble(config: EnsembleConfig, out: str | Path | None = None, *, mode: str
     against the theory's U at (N, T). Writes `U.npy` (theory), `U_gd.npy`, `U_runs.npy` [runs, n, n],
     `loss_curve.npy` [runs, records], `metrics.json`, `paths.json`, figures and `report.html`."""
     from attnlab.paths.claims_figures import ensemble_report
-    from attnlab.paths.gd_ensemble import gd_ensemble, rel_frob, run_spread
-    from attnlab.paths.points import theory_point
+    from attnlab.paths.sampling.gd_ensemble import gd_ensemble, rel_frob, run_spread
+    from attnlab.paths.theory.points import theory_point
 
     _precheck(config)
     with open_run(out, "paths ensemble", config, mode=mode, seed=config.seed, prefix="paths-ensemble") as run:
