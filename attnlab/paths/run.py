@@ -2,11 +2,12 @@
 
 Each is `fn(config, out=None, *, mode="new") -> RunResult` and writes one run folder (docs/attention-paths.md):
 
-- `solve`: `U.npy` [n_paths, n_paths], `kernels.npz`, `saddle_point.{safetensors,json}`, `metrics.json`,
-  `paths.json` (path names), `alignment.json`; an unconverged solve keeps the folder and raises `NumericalError`
-  (exit 2) unless `allow_unconverged`;
+- `solve`: `U.npy` [n_paths, n_paths], `kernels.npz`, `K_train.npy` (K(U) [P, P]), `saddle_point.{safetensors,json}`,
+  `metrics.json`, `paths.json` (path names), `alignment.json`; an unconverged solve keeps the folder and raises
+  `NumericalError` (exit 2) unless `allow_unconverged`;
 - `sweep`: `metrics.jsonl` (one line per width, written as each point finishes; `--resume` continues after the
-  last complete line from `checkpoints/`), `points.jsonl`, `metrics.json`, `paths.json`, `alignment.json`;
+  last complete line from `checkpoints/`), `points.jsonl`, `metrics.json`, `paths.json`, `alignment.json` (and
+  `report_title.json` when a `title` is given);
 - `sample`: `U.npy`, `U_hat.npy`, `metrics.json`, `paths.json`;
 - `prune`: `gd_model.{safetensors,json}`, `metrics.json`.
 
@@ -94,17 +95,25 @@ def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "ne
                  xit_train=data.gram.xit.numpy(), xit_test=data.xit_test.numpy(),
                  path_names=np.array(data.cfg.path_names()))  # fmt: skip
         write_bytes(run.file("kernels.npz"), buf.getvalue())
+        run.save_npy("K_train.npy", _renormalised_kernel(data, rec["U"]))
         sp.save(run.file("saddle_point"))
         run.write_json("metrics.json", rec)
         _write_paths(run, data)
         run.write_json("alignment.json", alignment_record(data, sp.U))
-        report.solve_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
     result = RunResult(run.path, config, summary, {"point": _frame([_scalars(rec)])})
     if not sp.converged and not config.allow_unconverged:
         raise NumericalError(f"solver did not converge (max|grad| = {sp.max_grad:.3g} >= tol {config.tol:g}); "
                              f"results kept in {run.path}; pass --allow-unconverged to accept them")  # fmt: skip
     return result
+
+
+def _renormalised_kernel(data: PathData, U: Any) -> np.ndarray:
+    """K(U) = sum U^{pi pi'} C^{pi pi'} on the training points [P, P] (spec K2), saved for the report's kernel view."""
+    import torch
+
+    return data.gram.kernel(torch.as_tensor(np.asarray(U), dtype=torch.float64)).numpy()
 
 
 def _scalar_renorm(data: PathData, config: SolveConfig, U_matrix: np.ndarray, rec: dict) -> dict:
@@ -146,7 +155,7 @@ def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> Ru
         run.write_json("metrics.json", rec)
         _write_multi_paths(run, md)
         run.write_json("alignment.json", {"renormalised": alignment(sp.U, md.gram, md.Y_train.reshape(-1))})
-        report.solve_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
     if not sp.converged and not config.allow_unconverged:
         raise NumericalError(f"solver did not converge (max|grad| = {sp.max_grad:.3g}); results kept in {run.path}")
@@ -172,7 +181,7 @@ def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str) -> Run
         run.write_json("metrics.json", rec)
         _write_paths(run, data)
         run.write_json("alignment.json", alignment_record(data, sp.U))
-        report.solve_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
     summary["network_accuracy"] = net_acc
     if not sp.converged and not config.allow_unconverged:
@@ -200,7 +209,7 @@ def _sample_outputs(config: SampleConfig, out: str | Path | None, mode: str) -> 
         run.save_npy("U_hat.npy", rec["U_hat"])
         run.write_json("metrics.json", rec)
         _write_multi_paths(run, md)
-        report.sample_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("rhat_max", "ess_bulk_min", "converged", "rel_frob_err", "sampled_accuracy")}
     summary["theory_accuracy"] = th["accuracy"]
     return RunResult(run.path, config, summary, {"sample": _frame([_scalars(rec)])})
@@ -265,7 +274,9 @@ def sweep(
         run.write_json("metrics.json", {"points": recs, "wall_s": time.perf_counter() - t0})
         _write_paths(run, data)
         run.write_json("alignment.json", alignment_record(data, np.asarray(recs[-1]["U"])))
-        report.sweep_report(run.path, title)
+        if title is not None:
+            run.write_json(report.TITLE_FILE, {"title": title})
+        report.write_report(run)
     return _sweep_result(run.path, config)
 
 
@@ -317,7 +328,7 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
         run.save_npy("U_hat.npy", rec["U_hat"])
         run.write_json("metrics.json", {k: v for k, v in rec.items() if k not in ("pred_mean", "pred_var")})
         _write_paths(run, data)
-        report.sample_report(run.path)
+        report.write_report(run)
     keys = ("rhat_max", "ess_bulk_min", "converged", "rel_frob_err", "sampled_accuracy")
     summary = {k: rec[k] for k in keys} | {"theory_accuracy": th["accuracy"]}
     return RunResult(run.path, config, summary, {"sample": _frame([_scalars(rec)])})
@@ -338,7 +349,7 @@ def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "ne
         save_checkpoint(model, run.file("gd_model"))
         rec = prune_pipeline(config, model, log)
         run.write_json("metrics.json", rec)
-        report.prune_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("gd_test_accuracy", "spearman_rho", "spearman_rho_theory", "chosen_N", "chosen_T")}
     heads = [{"head": h, "score": s, "acc_drop": d, "theory_acc_drop": t}
              for h, s, d, t in zip(rec["heads"], rec["score"], rec["acc_drop"], rec["theory_acc_drop"])]  # fmt: skip
@@ -350,7 +361,6 @@ def ensemble(config: EnsembleConfig, out: str | Path | None = None, *, mode: str
     """S7: U_GD from `runs` gradient-descent runs (frozen attention, values trained on the negative log posterior)
     against the theory's U at (N, T). Writes `U.npy` (theory), `U_gd.npy`, `U_runs.npy` [runs, n, n],
     `loss_curve.npy` [runs, records], `metrics.json`, `paths.json`, figures and `report.html`."""
-    from attnlab.paths.claims_figures import ensemble_report
     from attnlab.paths.sampling.gd_ensemble import gd_ensemble, rel_frob, run_spread
     from attnlab.paths.theory.points import theory_point
 
@@ -376,7 +386,7 @@ def ensemble(config: EnsembleConfig, out: str | Path | None = None, *, mode: str
             rec["rel_frob_err_sampled_vs_theory"] = rel_frob(U_hat, sp.U)
         run.write_json("metrics.json", rec)
         _write_paths(run, data)
-        ensemble_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("rel_frob_err_gd", "run_spread", "accuracy_U_gd")}
     summary["theory_accuracy"] = th["accuracy"]
     return RunResult(run.path, config, summary, {"ensemble": _frame([_scalars(rec)])})

@@ -178,3 +178,43 @@ def test_hooks_are_installed_only_by_the_trace_adapters():
         if isinstance(n, ast.Attribute) and n.attr.startswith("register_forward")
     ]
     assert not found, found
+
+
+# drawing primitives: matplotlib through attnlab.plotting, plotly figure dicts through attnlab.report's builders
+FIGURE_BUILDERS = {"attnlab.plotting": {"new_figure", "save_figure"},
+                   "attnlab.report": {"heatmap", "lines", "with_slider"}}  # fmt: skip
+FIGURE_CALLS = {"savefig", "save_figure", "new_figure", "make_subplots", "Figure"}
+
+
+def _drawing(tree: ast.Module) -> list[str]:
+    """What a module does that draws a figure: imports a drawing primitive or plotting library, or calls one."""
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module in FIGURE_BUILDERS:
+            found += [f"imports {a.name}" for a in n.names if a.name in FIGURE_BUILDERS[n.module]]
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in ("matplotlib", "plotly"):
+            found.append(f"imports {n.module}")
+        elif isinstance(n, ast.Import):
+            found += [f"imports {a.name}" for a in n.names if a.name.split(".")[0] in ("matplotlib", "plotly")]
+        elif isinstance(n, ast.Call):
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            found += [f"calls {name}"] if name in FIGURE_CALLS else []
+    return found
+
+
+def test_paths_room_draws_only_in_figures_and_has_one_report_entry():
+    """Issue 20: every figure of the paths room (PNG and interactive) is drawn in `paths/figures.py`, and
+    `paths/report.py` has one public entry, `write_report(run: RunDir) -> Path`."""
+    room = PACKAGE / "paths"
+    drawing = [f"{p.relative_to(ROOT)}: {what}" for p in sorted(room.rglob("*.py")) if p.name != "figures.py"
+               for what in _drawing(ast.parse(p.read_text()))]  # fmt: skip
+    assert not drawing, drawing
+    assert _drawing(ast.parse((room / "figures.py").read_text())), "the check must see figures.py draw"
+    tree = ast.parse((room / "report.py").read_text())
+    public = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
+    assert [n.name for n in public] == ["write_report"], [n.name for n in public]
+    entry = public[0]
+    assert isinstance(entry, ast.FunctionDef)
+    args = [(a.arg, ast.unparse(a.annotation) if a.annotation else None) for a in entry.args.args]
+    assert args == [("run", "RunDir")] and not entry.args.kwonlyargs and not entry.args.vararg, args
+    assert entry.returns is not None and ast.unparse(entry.returns) == "Path"

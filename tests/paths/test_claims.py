@@ -174,7 +174,7 @@ def test_bad_claims_inputs_one_line_nothing_changed(
 
 # --- S6 -----------------------------------------------------------------------------------------------------------
 def test_offdiag_fraction_on_constructed_matrices() -> None:
-    from attnlab.paths.claims_figures import offdiag_fraction
+    from attnlab.paths.claims import offdiag_fraction
 
     assert offdiag_fraction(np.diag([1.0, 2.0, 3.0])) == 0.0
     U = np.array([[3.0, 4.0], [4.0, 0.0]])
