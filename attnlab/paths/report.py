@@ -139,10 +139,12 @@ def _ensemble(run: RunDir) -> Report:
     return rep
 
 
-_SECTIONS: Mapping[str, Callable[[RunDir], Report]] = MappingProxyType({
-    "paths solve": _solve,
-    "paths sweep": _sweep,
-    "paths sample": _sample,
-    "paths prune": _prune,
-    "paths ensemble": _ensemble,
-})
+_SECTIONS: Mapping[str, Callable[[RunDir], Report]] = MappingProxyType(
+    {
+        "paths solve": _solve,
+        "paths sweep": _sweep,
+        "paths sample": _sample,
+        "paths prune": _prune,
+        "paths ensemble": _ensemble,
+    }
+)
