@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab.ablate import figures
-from attnlab.hf.analysis import ACTIVE, DORMANT
+from attnlab.hf.heads import ACTIVE, DORMANT
 from attnlab.report import Report
 from attnlab.runs import RunDir
 

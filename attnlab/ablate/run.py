@@ -14,9 +14,8 @@ from attnlab.ablate.compute import ablate_domain, build_conditions, by_state, sc
 from attnlab.ablate.config import AblateConfig
 from attnlab.ablate.report import read_rows, write_report
 from attnlab.errors import InputError
-from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import config_windows, load_checked
-from attnlab.hf.texts import source_manifest
+from attnlab.hf.loader import LoadedModel, load_checked
+from attnlab.hf.texts import config_windows, source_manifest
 from attnlab.runs import RunResult, open_run
 from attnlab.tracing.adapters.arch import get_arch
 

@@ -17,9 +17,8 @@ from attnlab.deploy.compute import check_full_attention, frequent_outliers, quan
 from attnlab.deploy.config import QuantizeConfig, SlidingWindowConfig
 from attnlab.deploy.report import read_table, slug, write_quant_report, write_window_report
 from attnlab.errors import InputError
-from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import config_windows, load_checked
-from attnlab.hf.texts import source_manifest
+from attnlab.hf.loader import LoadedModel, load_checked
+from attnlab.hf.texts import config_windows, source_manifest
 from attnlab.runs import RunResult, open_run, write_text
 from attnlab.tracing.adapters.arch import get_arch
 

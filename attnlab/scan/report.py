@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attnlab.hf.analysis import ACTIVE, DORMANT, SINK_EPS
 from attnlab.report import Report, element_id, js_json, rounded
 from attnlab.runs import RunDir
 from attnlab.scan import figures
+from attnlab.scan.analysis import ACTIVE, DORMANT, SINK_EPS
 from attnlab.tracing.format import Trace
 
 CANVAS_FROM = 256  # patterns of longer windows are drawn on a canvas (responsive at 2,048 tokens), not a heat map
