@@ -7,12 +7,13 @@ For notebooks: `attnlab.paths.solve(SolveConfig(...), out=...)` (and `sweep`, `s
 into a run folder and return a `RunResult` whose tables are pandas DataFrames. The room's contract files
 (config, run, figures, report, cli, demo, claims) sit here; the computation lives in five sub-rooms, imported
 lazily like everything here:
-- `networks/`: the attention network and its paths, the path kernels and Gram tensor, the gradient-descent network;
+- `networks/`: the attention network and its paths, the path kernels and Gram tensor;
 - `tasks/`: the Markov and digit tasks and the task -> paths -> Gram data (`tasks.data`);
 - `theory/`: the action, the saddle-point solver, the predictor, scalar renormalisation, theory points and sweeps;
 - `sampling/`: the posterior sampler and its diagnostics, sampled points, multiple outputs, the adjudication and
   gradient-descent ensembles;
-- `pruning/`: head scores and the pruning experiments, and the trained network's attention plugged in (S10).
+- `pruning/`: the gradient-descent network and its training, head scores and the pruning experiments, and the
+  trained network's attention plugged into the theory (S10).
 Sub-rooms import downward only: networks <- tasks <- theory <- sampling, pruning.
 """
 

@@ -33,7 +33,7 @@ MAX_EXAMPLES = 2**40  # left to the memory estimates (attnlab.paths.data.check_s
 MAX_SEED = 2**63 - 1
 MAX_TEMPERATURE = 1e6  # K + T I: far above any kernel's scale the posterior is the prior
 MAX_LR = 10.0
-GD_BATCH = 128  # attnlab.paths.gradient_descent.train_gd's batch
+GD_BATCH = 128  # attnlab.paths.pruning.gradient_descent.train_gd's batch
 
 
 def _check_width(N: float, what: str) -> None:

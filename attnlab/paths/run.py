@@ -338,7 +338,7 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
 def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """GD training on digit episodes -> hand-off of Q/K -> theory U ((N, T) chosen on validation episodes) ->
     head scores -> single-head and progressive pruning drops (spec §8, §9.3)."""
-    from attnlab.paths.networks.gradient_descent import save_checkpoint
+    from attnlab.paths.pruning.gradient_descent import save_checkpoint
     from attnlab.paths.pruning.pipeline import prune_pipeline, train_network
     from attnlab.paths.tasks.digits import N0, N_TOK
 

@@ -213,7 +213,7 @@ def test_gd_ensemble_reaches_the_same_posterior_mode_from_every_start() -> None:
 
 # --- S10 ----------------------------------------------------------------------------------------------------------
 def test_precomputed_maps_equal_the_qk_handoff_and_rows_sum_to_one() -> None:
-    from attnlab.paths.networks.gradient_descent import GDNetwork
+    from attnlab.paths.pruning.gradient_descent import GDNetwork
     from attnlab.paths.pruning.plugin import handoff_gap, precomputed_config, trained_maps
     from attnlab.paths.tasks.digits import N0, digit_episodes
 

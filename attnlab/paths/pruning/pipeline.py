@@ -14,8 +14,8 @@ import torch
 
 from attnlab.errors import check
 from attnlab.paths.networks.architecture import PathConfig, PathNetwork
-from attnlab.paths.networks.gradient_descent import GDNetwork, accuracy, train_gd
 from attnlab.paths.networks.kernels import scaled_paths
+from attnlab.paths.pruning.gradient_descent import GDNetwork, accuracy, train_gd
 from attnlab.paths.tasks.data import PathData, build_data
 from attnlab.paths.tasks.digits import digit_episodes
 from attnlab.paths.theory.points import theory_point

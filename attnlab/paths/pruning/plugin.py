@@ -16,8 +16,8 @@ import torch
 
 from attnlab.errors import InputError
 from attnlab.paths.networks.architecture import HeadSpec, PathConfig, PathNetwork
-from attnlab.paths.networks.gradient_descent import GDNetwork, accuracy, load_checkpoint
 from attnlab.paths.networks.kernels import PathGram, scaled_paths
+from attnlab.paths.pruning.gradient_descent import GDNetwork, accuracy, load_checkpoint
 from attnlab.paths.tasks.data import PathData, check_sizes
 
 
