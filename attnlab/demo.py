@@ -14,15 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from attnlab.errors import AttnlabError, InputError, check_int, names
+from attnlab.registry import demo_modules
 from attnlab.runs import RunDir, RunResult, frame, open_run
 
-# demo section -> the module with its `run_demo(out, seed) -> Report`; the order of the demo report.
-DEMOS = {
-    "bb": "attnlab.bb.demo",
-    "real": "attnlab.scan.demo",
-    "consensus": "attnlab.consensus.demo",
-    "paths": "attnlab.paths.demo",
-}
+# demo section (a spec study) -> the module with its `run_demo(out, seed) -> Report`; the order of the demo report.
+# From the one table in attnlab.registry.
+DEMOS = demo_modules()
 MAX_SEED = 2**32 - 1  # every study's generators accept it
 
 

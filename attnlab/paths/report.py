@@ -32,7 +32,7 @@ FIGURE_CAPTIONS = {
 
 def write_report(run: RunDir) -> Path:
     """Write `run`'s report.html from its folder (the command comes from manifest.json); returns its path."""
-    command = run.read_manifest().get("command")
+    command = str(run.read_manifest().get("command"))
     if command not in _SECTIONS:
         raise InputError(f"{run.path}: not a `paths` run (its manifest names {command!r}); no report written")
     rep = _SECTIONS[command](run)
