@@ -28,20 +28,7 @@ def u_heatmaps(
     mats = [("theory", U_theory)] + (
         [("sampled", U_sampled), ("sampled - theory", U_sampled - U_theory)] if U_sampled is not None else []
     )
-    vmax = max(float(np.abs(m).max()) for _, m in mats) or 1.0
-    fig, axes = new_figure(len(mats), 1, 4.2, 3.8)
-    for ax, (name, m) in zip(axes[0], mats):
-        im = ax.imshow(m, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-        ax.set_xticks(range(len(names)), names, rotation=60, fontsize=7)
-        ax.set_yticks(range(len(names)), names, fontsize=7)
-        ax.set_title(name)
-        for (i, j), v in np.ndenumerate(m):
-            if len(names) <= 6:
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
-    fig.colorbar(im, ax=axes[0, -1], shrink=0.8)
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, path)
+    return labelled_heatmaps(path, mats, names, title)
 
 
 def accuracy_vs_alpha(path: Path, records: list[dict], sampled: list[dict] | None = None) -> Path:
@@ -216,8 +203,9 @@ def loss_curves(path: Path, curves: np.ndarray, steps: int) -> Path:
     return save_figure(fig, path)
 
 
-def labelled_heatmaps(path: Path, mats: list[tuple[str, np.ndarray]], names: list[str], title: str) -> Path:
-    """Panels of U-like matrices on one symmetric colour scale, axes labelled with path names."""
+def labelled_heatmaps(path: Path, mats: list[tuple[str, np.ndarray]], names: list[str], title: str = "") -> Path:
+    """Panels of U-like matrices on one symmetric colour scale, axes labelled with path names (values written in
+    the cells for up to 6 paths)."""
     vmax = max(float(np.abs(m).max()) for _, m in mats) or 1.0
     fig, axes = new_figure(len(mats), 1, 4.2, 3.8)
     ims = []
@@ -230,7 +218,8 @@ def labelled_heatmaps(path: Path, mats: list[tuple[str, np.ndarray]], names: lis
             for (i, j), v in np.ndenumerate(m):
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
     fig.colorbar(ims[-1], ax=axes[0, -1], shrink=0.8)
-    fig.suptitle(title)
+    if title:
+        fig.suptitle(title)
     return save_figure(fig, path)
 
 
