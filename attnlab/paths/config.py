@@ -3,7 +3,7 @@
 Every field the user can type is checked in `__post_init__` against a finite range; a bad value raises a one-line
 `InputError` that names the option (`--temperature`, `--N`, ...). The sampler's and the GD network's memory and
 a lower bound on their run time are checked here too (`attnlab.budget`); the kernels' memory, which needs the
-task's shapes, is checked by the run functions before anything is drawn (`attnlab.paths.data.check_sizes`).
+task's shapes, is checked by the run functions before anything is drawn (`attnlab.paths.tasks.data.check_sizes`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ATTENTIONS = ("task", "precomputed")
 # Finite ranges: iteration counts (steps, warmup, draws) far above the spec's defaults (300-3000); examples (P,
 # n_test) and sizes are further held to the memory estimates.
 MAX_ITERATIONS = 10**8
-MAX_EXAMPLES = 2**40  # left to the memory estimates (attnlab.paths.data.check_sizes), which give both numbers
+MAX_EXAMPLES = 2**40  # left to the memory estimates (attnlab.paths.tasks.data.check_sizes), which give both numbers
 MAX_SEED = 2**63 - 1
 MAX_TEMPERATURE = 1e6  # K + T I: far above any kernel's scale the posterior is the prior
 MAX_LR = 10.0
