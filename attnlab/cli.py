@@ -61,10 +61,10 @@ def _register_demo(sub: argparse._SubParsersAction) -> None:
         "demo",
         help="run every study's short demo on embedded defaults and write one report",
         description="Runs each study's demo on embedded defaults (a few minutes on 2 cores) "
-        "and writes one combined report.html.",
+        "and writes one combined report.html that links the report of every run.",
     )
     demo.add_argument("--out", type=Path, default=Path("runs/demo"), help="run folder (default runs/demo)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--seed", type=int, default=None, help="random seed (default 0; a resume keeps its own)")
     demo.add_argument(
         "--only",
         action="append",
@@ -73,6 +73,11 @@ def _register_demo(sub: argparse._SubParsersAction) -> None:
         help=f"run only these studies (repeatable; one of {', '.join(DEMOS)})",
     )
     demo.add_argument("--overwrite", action="store_true", help="replace an earlier demo in --out")
+    demo.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a demo that stopped: keep the study parts it finished, run the others",
+    )
     demo.set_defaults(func=run_demo)
 
 
@@ -90,17 +95,24 @@ def _register_rerun(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
+    """`attnlab rerun RUN_DIR`: the folder's command and config are read, and `--out` checked, before the
+    command's run module (torch ...) is imported, so a bad folder is refused in a fraction of a second."""
     from attnlab.clitools import threads
     from attnlab.configs import config_from_dict
     from attnlab.registry import resolve
-    from attnlab.runs import RunDir
+    from attnlab.runs import RunDir, check_out_folder
 
     old = RunDir(args.run_dir)
     command = old.read_manifest().get("command")
-    if not command:
+    if not command or not isinstance(command, str):
         raise InputError(f"{args.run_dir}/manifest.json names no command; it was not written by this attnlab")
+    saved = old.read_config()
+    if args.out is not None:
+        if args.out.is_dir() and any(args.out.iterdir()):
+            raise InputError(f"--out {args.out} is not empty; rerun writes a new run folder: choose another --out")
+        check_out_folder(args.out, "new", command)
     config_cls, run = resolve(command)
-    config: object = config_from_dict(config_cls, old.read_config())
+    config: object = config_from_dict(config_cls, saved)
     with threads(args.threads):
         result = run(config, args.out)
     print(f"run folder: {result.path}")
@@ -108,13 +120,19 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """`attnlab demo`: argparse -> `DemoConfig`; `attnlab.demo.run_demo` does the work."""
+    """`attnlab demo`: argparse -> `DemoConfig` (a `--resume` without --seed/--only: the saved one);
+    `attnlab.demo.run_demo` does the work."""
     from attnlab.clitools import run_mode
     from attnlab.demo import DemoConfig
     from attnlab.demo import run_demo as demo
 
-    config = DemoConfig(seed=args.seed, only=tuple(args.only or ()))
-    result = demo(config, args.out, mode=run_mode(args), echo=lambda line: print(line, flush=True))
+    mode = run_mode(args)
+    typed = args.seed is not None or args.only is not None
+    config = DemoConfig(seed=args.seed or 0, only=tuple(args.only or ())) if typed or mode != "resume" else None
+    result = demo(config, args.out, mode=mode, echo=lambda line: print(line, flush=True))
+    if result.summary.get("nothing_to_do"):
+        print(result.summary["nothing_to_do"])
+        return 0
     print(f"report: {result.path / 'report.html'}")
     print(f"run folder: {result.path}")
     return 0
@@ -197,6 +215,10 @@ def validate_first(args: argparse.Namespace) -> None:
     fraction of a second: the command functions import their run modules (torch, transformers) before building
     the config themselves. Configs import no torch, and building one does no work. A `--resume` reads the saved
     config instead, so its flags are left to the command, as are those of a parser with `prevalidate=False`."""
+    from attnlab.clitools import check_threads
+
+    if isinstance(getattr(args, "threads", None), int):
+        check_threads(args.threads)
     make_config = getattr(args, "make_config", None)
     if make_config is not None and getattr(args, "prevalidate", True) and not getattr(args, "resume", False):
         make_config(args)

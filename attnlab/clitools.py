@@ -18,16 +18,21 @@ from pathlib import Path
 from attnlab.errors import InputError
 
 
+def check_threads(n: int | None) -> None:
+    """Refuse a negative `--threads` in one line (before torch is imported: `attnlab`'s main checks it first)."""
+    if n is not None and n < 0:
+        raise InputError(f"--threads must be >= 1 (or 0 for torch's default), got {n}")
+
+
 @contextlib.contextmanager
 def threads(n: int | None) -> Iterator[None]:
     """Run the body with `n` torch threads (None or 0: leave torch's choice), then restore the old count."""
+    check_threads(n)
     import torch
 
     if n is None or n == 0:
         yield
         return
-    if n < 0:
-        raise InputError(f"--threads must be >= 1 (or 0 for torch's default), got {n}")
     old = torch.get_num_threads()
     torch.set_num_threads(int(n))
     try:

@@ -8,6 +8,12 @@ TensorBoard and MLflow read, inside the run folder, with no account and no netwo
 
 The run folder's own metrics files stay the record; a tracker only mirrors them. Metric names are flattened:
 `attn_sink` [layer][head] becomes `attn_sink/0.0` (names MLflow accepts and TensorBoard groups by prefix).
+Once the run has drawn its figures and written its report, `Tracker.log_outputs(run_folder)` adds every
+`figures/*.png` (TensorBoard images tagged `figures/<name>` at the last logged step; MLflow artifacts under
+`figures/`) and `report.html` (an MLflow artifact) to the same tracker run.
+
+MLflow 3 reads a file store only when `MLFLOW_ALLOW_FILE_STORE=true`: attnlab sets it while it writes; to read the
+store yourself, `MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri <folder>/mlruns`.
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ class Tracker:
         self.params = params or {}
         self._tb: Any = None
         self._ml: tuple[Any, str] | None = None
+        self._run_id: str | None = None  # the MLflow run, kept after close so that log_outputs adds to it
+        self._step = 0  # the last step logged: where the figures go in TensorBoard
 
     def __enter__(self) -> Tracker:
         return self
@@ -95,6 +103,7 @@ class Tracker:
         values = flat_metrics({k: v for k, v in record.items() if k != "step"})
         if not values or not self.kinds:
             return
+        self._step = step
         if "tensorboard" in self.kinds:
             writer = self._tensorboard()
             for key, value in values.items():
@@ -123,15 +132,52 @@ class Tracker:
                 self.params = {}
 
     def _mlflow(self) -> tuple[Any, str]:
-        """(client, run id), creating the file store, the experiment and the run on first use."""
+        """(client, run id), creating the file store, the experiment and the run on first use (the run of an
+        earlier call is reopened: log_outputs after close adds to the run that holds the metrics)."""
         if self._ml is None:
             from mlflow.tracking import MlflowClient
 
             client = MlflowClient(tracking_uri=(self.folder / "mlruns").resolve().as_uri())
-            exp = client.get_experiment_by_name(EXPERIMENT)
-            exp_id = exp.experiment_id if exp is not None else client.create_experiment(EXPERIMENT)
-            self._ml = (client, client.create_run(exp_id, run_name=self.run_name).info.run_id)
+            if self._run_id is None:
+                exp = client.get_experiment_by_name(EXPERIMENT)
+                exp_id = exp.experiment_id if exp is not None else client.create_experiment(EXPERIMENT)
+                self._run_id = client.create_run(exp_id, run_name=self.run_name).info.run_id
+            self._ml = (client, self._run_id)
         return self._ml
+
+    def log_outputs(self, run_folder: str | Path) -> list[Path]:
+        """Log the figures (`figures/*.png`) and `report.html` of `run_folder`, once the run has written them:
+        TensorBoard images at the last logged step, MLflow artifacts; returns the files logged. Closes again."""
+        folder = Path(run_folder)
+        figures = sorted((folder / "figures").glob("*.png")) if self.kinds else []
+        report = [folder / "report.html"] if self.kinds and (folder / "report.html").is_file() else []
+        if not figures and not report:
+            return []
+        try:
+            if "tensorboard" in self.kinds and figures:
+                self._log_images(figures)
+            if "mlflow" in self.kinds:
+                with _file_store_allowed():
+                    client, run_id = self._mlflow()
+                    for png in figures:
+                        client.log_artifact(run_id, str(png), artifact_path="figures")
+                    for page in report:
+                        client.log_artifact(run_id, str(page))
+        finally:
+            self.close()
+        return figures + report
+
+    def _log_images(self, figures: list[Path]) -> None:
+        """Each PNG as a TensorBoard image `figures/<name>` [height, width, 3] at the last logged step."""
+        import numpy as np
+        from PIL import Image
+
+        writer = self._tensorboard()
+        for png in figures:
+            with Image.open(png) as image:
+                pixels = np.asarray(image.convert("RGB"))
+            writer.add_image(f"figures/{png.stem}", pixels, self._step, dataformats="HWC")
+        writer.flush()
 
     def close(self, failed: bool = False) -> None:
         """Close the writers (an MLflow run ends FINISHED, or FAILED after an error)."""

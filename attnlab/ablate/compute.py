@@ -7,6 +7,9 @@ head of each sweep layer, and with `together` all listed interventions at once. 
 is traced (sink scores of all heads; or they are read from a scan run on the same windows) and each condition is
 run on the same windows; ΔNLL_h(D) = NLL(ablated) − NLL(clean), averaged over the samples with its standard
 error. A head counts as dormant on D when its sink score is ≥ 0.5 (spec §10.4).
+
+`head_rows` turns the head conditions into the per-head table `heads.csv` (domain, layer, head: the same keys as a
+scan's heads.csv), so that a layer × head grid can be coloured by the ablation ΔNLL (issue 21).
 """
 
 from __future__ import annotations
@@ -140,3 +143,31 @@ def by_state(rows: list[dict]) -> dict:
             "max_abs_dnll": float(np.max(vals)) if vals else None,
         }
     return out
+
+
+def head_rows(rows: list[dict]) -> list[dict]:
+    """heads.csv: one line per (domain, head) that was zeroed or moved to the sink, in the order of `rows`: its
+    sink score and state, ΔNLL ± s.e. with the head zeroed (`dnll_mean`, `dnll_se`, the names of ablation.csv)
+    and with its attention moved onto key 0 (`dnll_sink_mean`, `dnll_sink_se`; empty where not run)."""
+    out: dict[tuple[str, int, int], dict] = {}
+    for r in rows:
+        if r["kind"] not in ("head", "sink"):
+            continue
+        key = (r["domain"], int(r["layer"]), int(r["head"]))
+        line = out.setdefault(
+            key,
+            {
+                "domain": key[0],
+                "layer": key[1],
+                "head": key[2],
+                "sink_score": r["sink_score"],
+                "state": r["state"],
+                "dnll_mean": "",
+                "dnll_se": "",
+                "dnll_sink_mean": "",
+                "dnll_sink_se": "",
+            },
+        )
+        prefix = "dnll" if r["kind"] == "head" else "dnll_sink"
+        line[f"{prefix}_mean"], line[f"{prefix}_se"] = r["dnll_mean"], r["dnll_se"]
+    return list(out.values())

@@ -1,4 +1,5 @@
-"""Ablation figures, drawn from the rows of ablation.csv (matplotlib Figure objects, no pyplot)."""
+"""Ablation figures, drawn from the rows of ablation.csv (matplotlib Figure objects, no pyplot); `report.py` calls
+`ablation_figures(run)`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,17 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab.ablate.tables import read_rows
 from attnlab.plotting import new_figure, save_figure
+from attnlab.runs import RunDir
+
+
+def ablation_figures(run: RunDir) -> dict[str, Path]:
+    """ablation_dnll and, when a zeroed head has a sink score, ablation_vs_sink, from the run's ablation.csv."""
+    rows = read_rows(run.path).to_dict("records")
+    figs = {"ablation_dnll": ablation_bars(rows, run.figure_path("ablation_dnll"))}
+    scatter = ablation_scatter(rows, run.figure_path("ablation_vs_sink"))
+    return figs if scatter is None else {**figs, "ablation_vs_sink": scatter}
 
 
 def ablation_bars(rows: list[dict], path: Path) -> Path:

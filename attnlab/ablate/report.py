@@ -1,41 +1,41 @@
-"""The ablation's report.html, from the run folder only (never loads a model, never recomputes)."""
+"""The ablation's report.html, from the run folder only (never loads a model, never recomputes).
+
+`write_report(run)` is the one entry. The head-state thresholds in the text are the ones the run recorded in its
+manifest; the figures are drawn by `attnlab.ablate.figures` from ablation.csv.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from attnlab.ablate import figures
-from attnlab.hf.heads import ACTIVE, DORMANT
+from attnlab.ablate.tables import read_rows
 from attnlab.report import Report
 from attnlab.runs import RunDir
 
 
-def read_rows(path: str | Path) -> pd.DataFrame:
-    """ablation.csv as a DataFrame (empty "head" / "sink_score" / "state" cells kept as "")."""
-    return pd.read_csv(Path(path) / "ablation.csv", keep_default_na=False, na_values=["nan", "NaN"])
+def _state_caption(manifest: dict) -> str:
+    """The caption of the by-state table, with the thresholds the run used (runs before they were recorded: none)."""
+    t = manifest.get("thresholds")
+    states = f" (dormant: sink ≥ {t['dormant']}; active: < {t['active']})" if t else ""
+    return f"|ΔNLL| of zeroed heads by state on the domain{states}"
 
 
-def write_report(path: str | Path, title: str = "Real model ablation") -> Report:
-    """Draw the ablation figures into path/figures, write path/report.html and return the report section."""
-    run = RunDir(path)
+def write_report(run: RunDir) -> Path:
+    """Write report.html of the ablation in `run` (atomically): clean losses, ΔNLL by head state, every condition
+    and the two figures."""
     summary = run.read_json("summary.json")
     rows = read_rows(run.path).to_dict("records")
-    rep = Report(title)
+    rep = Report("Real model ablation")
     rep.paragraph(
         f"Run folder: {run.path.name}. ΔNLL = next-token loss with the intervention minus without, mean ± "
         f"standard error over samples. Heads are zeroed before the output projection."
     )
     rep.table([{"domain": d, **v} for d, v in summary["baseline"].items()], caption="Clean loss per domain")
-    rep.table(
-        [{"state": k, **v} for k, v in summary["by_state"].items()],
-        caption=f"|ΔNLL| of zeroed heads by state on the domain (dormant: sink ≥ {DORMANT}; active: < {ACTIVE})",
-    )
+    rep.table([{"state": k, **v} for k, v in summary["by_state"].items()], caption=_state_caption(run.read_manifest()))
     rep.table(rows, caption="All conditions")
-    rep.figure(figures.ablation_bars(rows, run.figure_path("ablation_dnll")), "ΔNLL per condition and domain")
-    sc = figures.ablation_scatter(rows, run.figure_path("ablation_vs_sink"))
-    if sc:
-        rep.figure(sc, "ΔNLL of a zeroed head against its sink score on the domain")
-    rep.write(run.file("report.html"))
-    return rep
+    pngs = figures.ablation_figures(run)
+    rep.figure(pngs["ablation_dnll"], "ΔNLL per condition and domain")
+    if "ablation_vs_sink" in pngs:
+        rep.figure(pngs["ablation_vs_sink"], "ΔNLL of a zeroed head against its sink score on the domain")
+    return rep.write(run.file("report.html"))

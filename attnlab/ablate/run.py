@@ -2,7 +2,7 @@
 
 The model is loaded and every condition's indices and the windows checked before the run folder is opened, so a
 bad input leaves no folder behind. The run folder holds config.json, manifest.json, metrics.jsonl, ablation.csv,
-summary.json, figures/ and report.html.
+heads.csv (ΔNLL per head), summary.json, figures/ and report.html.
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from attnlab.ablate.compute import ablate_domain, build_conditions, by_state, scan_sink_scores
+from attnlab.ablate.compute import ablate_domain, build_conditions, by_state, head_rows, scan_sink_scores
 from attnlab.ablate.config import AblateConfig
-from attnlab.ablate.report import read_rows, write_report
+from attnlab.ablate.report import write_report
+from attnlab.ablate.tables import read_rows
 from attnlab.errors import InputError
+from attnlab.hf.heads import ACTIVE, DORMANT
 from attnlab.hf.loader import LoadedModel, load_checked
 from attnlab.hf.texts import config_windows, source_manifest
-from attnlab.runs import RunResult, open_run
+from attnlab.runs import RunResult, frame, open_run
 from attnlab.tracing.adapters.arch import get_arch
 
 
@@ -40,6 +42,8 @@ def ablate(
             rows += domain_rows
         summary = {"baseline": baseline, "by_state": by_state(rows)}
         run.write_csv("ablation.csv", rows)
+        heads = head_rows(rows)
+        run.write_csv("heads.csv", heads)  # ΔNLL per head, keyed like a scan's heads.csv (a grid's statistic)
         run.write_json("summary.json", summary)
         run.write_manifest(
             config.seed,
@@ -47,10 +51,12 @@ def ablate(
             model_path=str(lm.path),
             texts=source_manifest(),
             conditions=[c.name for c in conds],
+            thresholds={"dormant": DORMANT, "active": ACTIVE},  # the head states of ablation.csv (sink score)
         )
         run.append_metrics({"seconds": time.perf_counter() - t0})
-        write_report(run.path)
-    return RunResult(path=run.path, config=config, summary=summary, tables={"ablation": read_rows(run.path)})
+        write_report(run)
+    tables = {"ablation": read_rows(run.path), "heads": frame(heads)}
+    return RunResult(path=run.path, config=config, summary=summary, tables=tables)
 
 
 RUNNERS = {"ablate": (AblateConfig, ablate)}

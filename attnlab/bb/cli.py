@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
     add_device_arg(p, "float32 forward passes (cpu only so far: cuda is refused)")
     add_run_args(p, seed=False)
-    p.set_defaults(func=cmd_intervene)
+    p.set_defaults(func=cmd_intervene, make_config=intervene_config)
     _register_subspace(cmds)
     p = cmds.add_parser(
         "theory",
@@ -251,12 +251,15 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 
 
+def intervene_config(args: argparse.Namespace) -> C.InterveneConfig:
+    return C.InterveneConfig(str(args.run_dir), device=args.device or "cpu")
+
+
 def cmd_intervene(args: argparse.Namespace) -> int:
     from attnlab.bb.run import intervene
 
     with threads(args.threads):
-        cfg = C.InterveneConfig(str(args.run_dir), device=args.device or "cpu")
-        result = intervene(cfg, args.out, mode=run_mode(args))
+        result = intervene(intervene_config(args), args.out, mode=run_mode(args))
     for r in result.tables["interventions"].to_dict("records"):
         print(f"{r['intervention']:<45} backcopy risk {r['risk_backcopy']:.4g}   bigram risk {r['risk_bigram']:.4g}")
     return _done(result.path)

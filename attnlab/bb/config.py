@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 from attnlab import budget
@@ -267,6 +268,7 @@ class InterveneConfig:
     def __post_init__(self) -> None:
         check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")
         check_device(self.device)
+        read_train_config(self.run_dir)  # a missing, corrupt or other study's folder: one line, before any work
 
 
 @dataclass(frozen=True)
@@ -283,6 +285,7 @@ class SubspaceConfig:
         check_count(self.layer, 0, "layer", MAX_LAYERS - 1)
         energy = check_finite(self.energy, "energy")
         check(0 < energy <= 1, f"energy must be in (0, 1], got {energy:g}")
+        read_train_config(self.run_dir)
 
 
 @dataclass(frozen=True)
@@ -319,3 +322,26 @@ class CompareConfig:
             check(key not in seen, f"run_dirs: {d} is given twice (as {seen.get(key)}); compare different runs")
             seen[key] = d
         check_count(self.layer, 0, "layer", MAX_LAYERS - 1)
+
+
+def read_train_config(run_dir: str | Path) -> TrainConfig:
+    """The `TrainConfig` of a `bb train` run folder; one line if it is another study's run or is corrupt. Reads two
+    small JSON files and imports no torch, so configs that name a training run check it before any work."""
+    from attnlab.configs import config_from_dict
+    from attnlab.runs import RunDir, read_json, recover_replaced
+
+    run = RunDir(run_dir)
+    recover_replaced(run.path)  # a run that a killed --overwrite set aside is back before it is read
+    if not run.path.is_dir():
+        raise InputError(f"{run.path} is not a folder; expected a `bb train` run folder")
+    if (run.path / "manifest.json").exists():
+        command = run.read_manifest().get("command")
+        if command not in (None, "bb train"):
+            raise InputError(f"{run.path} is a run of `attnlab {command}`, not of `attnlab bb train`")
+    data = read_json(run.path / "config.json", "run config")
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k != "threads"}  # runs written before issue 8
+    try:
+        return config_from_dict(TrainConfig, data)
+    except InputError as exc:
+        raise InputError(f"{run.path} is not a `bb train` run folder ({exc})") from None

@@ -11,13 +11,12 @@ import torch
 from safetensors.numpy import save as safetensors_bytes
 
 from attnlab.bb.checkpoint import latest_checkpoint, load_checkpoint
-from attnlab.bb.config import DEFAULT_CORPUS, TrainConfig
+from attnlab.bb.config import DEFAULT_CORPUS, TrainConfig, read_train_config
 from attnlab.bb.metrics import active_token_probe, bb_metrics
 from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.bb.task import BBTask, build_bb_task
-from attnlab.configs import config_from_dict
 from attnlab.errors import InputError
-from attnlab.runs import RunDir, read_json, recover_replaced, write_bytes
+from attnlab.runs import RunDir, write_bytes
 from attnlab.tracing.adapters.toy import trace_toy
 from attnlab.tracing.format import Trace
 
@@ -152,25 +151,6 @@ def save_report_arrays(run: RunDir, arrays: dict, step: int, task: BBTask, seqs:
             "probe": arrays["probe"],
         },
     )
-
-
-def read_train_config(run_dir: str | Path) -> TrainConfig:
-    """The `TrainConfig` of a `bb train` run folder; one line if it is another study's run or is corrupt."""
-    run = RunDir(run_dir)
-    recover_replaced(run.path)  # a run that a killed --overwrite set aside is back before it is read
-    if not run.path.is_dir():
-        raise InputError(f"{run.path} is not a folder; expected a `bb train` run folder")
-    if (run.path / "manifest.json").exists():
-        command = run.read_manifest().get("command")
-        if command not in (None, "bb train"):
-            raise InputError(f"{run.path} is a run of `attnlab {command}`, not of `attnlab bb train`")
-    data = read_json(run.path / "config.json", "run config")
-    if isinstance(data, dict):
-        data = {k: v for k, v in data.items() if k != "threads"}  # runs written before issue 8
-    try:
-        return config_from_dict(TrainConfig, data)
-    except InputError as exc:
-        raise InputError(f"{run.path} is not a `bb train` run folder ({exc})") from None
 
 
 def load_run(run_dir: str | Path) -> tuple[TrainConfig, BBTask, ToyTransformer, dict]:

@@ -1,5 +1,8 @@
-"""Figures of the BB study, drawn from saved arrays and metrics only: dynamics of the three phenomena, attention
-map, value-norm bars, run comparisons, and the theory run's plots (spec §9.4 and §9.5)."""
+"""Every figure of the BB study, PNG and interactive, drawn from what a run saved in its folder: dynamics of the
+three phenomena, attention map, value-norm bars, the zoomable metric curves and the snapshot slider (`bb train`),
+run comparisons (`bb compare`), the subspace spectra (`bb subspace`) and the theory run's plots (spec §9.4 and
+§9.5). `report.py` calls the `*_figures` / `*_views` entries, which read the run folder; the drawing functions
+below them take the saved arrays."""
 
 from __future__ import annotations
 
@@ -10,7 +13,10 @@ import numpy as np
 
 from attnlab.bb._theory.flow import Trajectory
 from attnlab.bb.metrics import metric
+from attnlab.bb.tables import metrics_table
 from attnlab.plotting import new_figure, save_figure
+from attnlab.report import rounded, with_slider
+from attnlab.runs import RunDir
 
 
 def _series(metrics: list[dict], key: str, layer: int = 0, head: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -205,10 +211,15 @@ def plot_beta_loss(traj: Trajectory, path: Path) -> Path:
 
 
 def plot_residual(
-    reduced: dict[str, np.ndarray], closed_form: np.ndarray, two_param: dict[str, dict], lrs: np.ndarray, path: Path
+    reduced: dict[str, np.ndarray],
+    closed_form: np.ndarray,
+    two_param: dict[str, dict],
+    lrs: np.ndarray,
+    path: Path,
+    lr_reduced: float,
 ) -> Path:
-    """m(t) under Adam vs SGD: left the reduced recursion (with the SGD closed form), right the two-parameter
-    model at each learning rate (m/m₀)."""
+    """m(t) under Adam vs SGD: left the reduced recursion at `lr_reduced` (with the SGD closed form), right the
+    two-parameter model at each learning rate (m/m₀)."""
     fig, axes = new_figure(2, 1, width=5.0, height=3.9)
     ax = axes[0, 0]
     idx = _log_indices(reduced["adam"].size)
@@ -219,7 +230,7 @@ def plot_residual(
     ax.set_yscale("log")
     ax.set_xlabel("step t")
     ax.set_ylabel("residual norm m")
-    ax.set_title("Reduced recursion g = −log t/(m³t), lr 0.3")
+    ax.set_title(f"Reduced recursion g = −log t/(m³t), lr {lr_reduced:g}")
     ax.legend(fontsize=8)
     ax = axes[0, 1]
     colors = ["C0", "C1", "C2", "C3", "C4", "C5"]
@@ -247,8 +258,11 @@ def trajectories(arrays: dict[str, np.ndarray]) -> tuple[Trajectory, Trajectory]
     )
 
 
-def theory_figures(arrays: dict[str, np.ndarray], figure_path: Callable[[str], Path]) -> dict[str, Path]:
-    """The three theory figures from the saved arrays; `figure_path(name)` gives each PNG's path."""
+def draw_theory(
+    arrays: dict[str, np.ndarray], figure_path: Callable[[str], Path], lr_reduced: float
+) -> dict[str, Path]:
+    """The three theory figures from the saved arrays; `figure_path(name)` gives each PNG's path; `lr_reduced`: the
+    reduced recursion's learning rate (setup.json)."""
     traj, single = trajectories(arrays)
     reduced = {o: arrays[f"reduced_m_{o}"] for o in ("adam", "sgd")}
     two = {o: {k: arrays[f"two_param_{k}_{o}"] for k in ("y", "m", "loss")} for o in ("adam", "sgd")}
@@ -261,6 +275,7 @@ def theory_figures(arrays: dict[str, np.ndarray], figure_path: Callable[[str], P
             two,
             arrays["two_param_lrs"],
             figure_path("theory_residual_adam_sgd"),
+            lr_reduced,
         ),
     }
 
@@ -308,3 +323,191 @@ def variant_figure(rows: list[dict], path: Path, threshold: float = 1.5) -> Path
     ax.set(ylabel="‖Res⟨s⟩‖ / others", title=f"residual peak by layout (step {rows[0]['step']})")
     ax.legend(fontsize=8)
     return save_figure(fig, path)
+
+
+# --- entries that read a run folder (called by report.py) ---------------------------------------------------------
+def attention_layer(cfg: dict) -> int | None:
+    """The first layer of a `bb train` config (config.json as a dict) that has attention (None: none has)."""
+    return next((l for l in range(cfg["n_layers"]) if l not in cfg["no_attn"]), None)
+
+
+def train_figures(run: RunDir, cfg: dict) -> dict[str, Path]:
+    """Dynamics per layer, the attention map of evaluation sequence 0 and the value-norm bars (final model), from
+    metrics.jsonl and final/{attention_map,value_norms}.npy, final/final.json."""
+    metrics = run.metrics()
+    label = f"{cfg['n_layers']}-layer {cfg['attention']}, {cfg['optimizer']} lr {cfg['lr']:g}"
+    figs = {}
+    for l in range(cfg["n_layers"]):
+        name = "dynamics" if l == 0 else f"dynamics_layer{l}"
+        figs[name] = dynamics(metrics, run.figure_path(name), cfg["lin_until"], l, title=f"{label}: layer {l}")
+    layer = attention_layer(cfg)
+    if not (run.path / "final" / "attention_map.npy").exists() or layer is None:
+        return figs
+    final = run.read_json("final/final.json")
+    pattern = np.load(run.path / "final" / "attention_map.npy")
+    figs["attention_map"] = attention_map(
+        pattern,
+        final["tokens"][: pattern.shape[0]],
+        final["token_names"],
+        final["triggers"],
+        run.figure_path("attention_map"),
+        title=f"layer {layer} head 0, step {final['step']}",
+    )
+    norms = np.load(run.path / "final" / "value_norms.npy")[layer, 0, :10]
+    figs["value_norms"] = value_norm_bars(
+        norms.tolist(),
+        ["<s>"] + [f"x{i}" for i in range(1, 10)],
+        run.figure_path("value_norms"),
+        title=f"‖W_O v_i‖, first positions (step {final['step']})",
+    )
+    return figs
+
+
+def train_views(run: RunDir, cfg: dict) -> dict[str, dict]:
+    """The interactive figures of a `bb train` run: "curves" (every metric of metrics.jsonl) and "snapshots" (the
+    slider over snapshots/, for the first attention layer), each present when the run saved what it needs."""
+    views = {}
+    rows = metrics_table(run.metrics())
+    if rows:
+        views["curves"] = curves_figure(rows, cfg["lin_until"])
+    layer = attention_layer(cfg)
+    if layer is None or not (run.path / "final" / "final.json").exists():
+        return views
+    final = run.read_json("final/final.json")
+    fig = snapshots_figure(read_snapshots(run), [final["token_names"][t] for t in final["tokens"]], layer)
+    if fig is not None:
+        views["snapshots"] = fig
+    return views
+
+
+def theory_figures(run: RunDir) -> dict[str, Path]:
+    """The three figures of a `bb theory` run from its arrays.npz (and the learning rate in setup.json)."""
+    lr = run.read_json("setup.json")["residual"]["lr"]
+    with np.load(run.path / "arrays.npz", allow_pickle=False) as saved:
+        return draw_theory(dict(saved), run.figure_path, lr)
+
+
+def subspace_figures(run: RunDir) -> dict[str, Path]:
+    """The spectra and principal angles of a `bb subspace` run from its subspace.json."""
+    return {"subspace": subspace_figure(run.read_json("subspace.json"), run.figure_path("subspace"))}
+
+
+def compare_figures(run: RunDir) -> dict[str, Path]:
+    """One figure per group of figures.json of a `bb compare` run, from the series it saved in compared.json
+    ({"lin_until", "groups": {name: metric keys}, "runs": {label: [{step, key: value of the compared layer}]}})."""
+    saved = run.read_json("compared.json")
+    return {
+        f"compare_{name}": compare_runs(saved["runs"], run.figure_path(f"compare_{name}"), keys, saved["lin_until"])
+        for name, keys in saved["groups"].items()
+    }
+
+
+# --- interactive figures (plotly dicts) -----------------------------------------------------------------------------
+def curves_figure(rows: list[dict], lin_until: int) -> dict:
+    """Every metric of metrics.jsonl against the step (one column of the metrics table per trace); a menu picks
+    the metric, another switches the step axis between linear and log. Drag to zoom, double-click to reset."""
+    names = [k for k in rows[0] if k != "step"] if rows else []
+    steps = [r["step"] for r in rows]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": n,
+            "x": steps,
+            "y": rounded([np.nan if r.get(n) is None else r[n] for r in rows]),
+            "visible": i == 0,
+        }
+        for i, n in enumerate(names)
+    ]
+    pick = [
+        {
+            "label": n,
+            "method": "update",
+            "args": [{"visible": [j == i for j in range(len(names))]}, {"title.text": n, "yaxis.title.text": n}],
+        }
+        for i, n in enumerate(names)
+    ]
+    axis = [{"label": t, "method": "relayout", "args": [{"xaxis.type": t}]} for t in ("linear", "log")]
+    return {
+        "data": data,
+        "layout": {
+            "title": {"text": names[0] if names else ""},
+            "xaxis": {"title": {"text": f"step (snapshots every few steps up to {lin_until}, then log-spaced)"}},
+            "yaxis": {"title": {"text": names[0] if names else ""}, "automargin": True},
+            "updatemenus": [
+                {"buttons": pick, "x": 0, "y": 1.18, "xanchor": "left", "direction": "down"},
+                {"buttons": axis, "x": 0.45, "y": 1.18, "xanchor": "left", "type": "buttons", "direction": "right"},
+            ],
+            "margin": {"t": 90},
+            "hovermode": "x unified",
+        },
+    }
+
+
+def read_snapshots(run: RunDir) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """snapshots/step_<s>.safetensors in step order: (step, {name: array}) (see bb.experiment.Evaluator)."""
+    from safetensors.numpy import load_file
+
+    files = sorted(run.path.glob("snapshots/step_*.safetensors"), key=lambda f: int(f.stem.split("_")[1]))
+    return [(int(f.stem.split("_")[1]), load_file(str(f))) for f in files]
+
+
+def _snapshot_layout() -> dict:
+    """The snapshot figure's layout: the heat map left, the two bar charts stacked right."""
+    return {
+        "height": 560,
+        # the colour bar sits in the gap after the heat map; the bars' y titles start past it (no overlap)
+        "xaxis": {
+            "domain": [0, 0.42],
+            "type": "category",
+            "tickfont": {"family": "monospace", "size": 9},
+            "title": {"text": "key (position, token)"},
+        },
+        "yaxis": {
+            "autorange": "reversed",
+            "type": "category",
+            "tickfont": {"family": "monospace", "size": 9},
+            "title": {"text": "query"},
+        },
+        "xaxis2": {"domain": [0.62, 1], "anchor": "y2", "type": "category", "showticklabels": False},
+        "yaxis2": {"domain": [0.56, 1], "anchor": "x2", "title": {"text": "‖W_O v_i‖"}},
+        "xaxis3": {
+            "domain": [0.62, 1],
+            "anchor": "y3",
+            "type": "category",
+            "tickfont": {"size": 9},
+            "title": {"text": "position, token"},
+        },
+        "yaxis3": {"domain": [0, 0.44], "anchor": "x3", "title": {"text": "‖x_i‖"}},
+        "showlegend": False,
+        "margin": {"t": 30},
+    }
+
+
+def _snapshot_traces(a: dict[str, np.ndarray], pos: list[str], layer: int) -> list[dict]:
+    """The heat map and the two bar charts of one snapshot (see `snapshots_figure`)."""
+    n = len(pos)
+    hover = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
+    return [
+        {"type": "heatmap", "z": rounded(a["attn_block16"][0]), "x": pos, "y": pos, "zmin": 0, "zmax": 1,
+         "colorscale": "Viridis", "hovertemplate": hover,
+         "colorbar": {"x": 0.43, "xanchor": "left", "len": 1, "thickness": 12, "title": {"text": "weight"}}},
+        {"type": "bar", "x": pos, "y": rounded(a["value_norm"][layer, 0, :n]), "xaxis": "x2", "yaxis": "y2",
+         "name": "‖W_O v_i‖", "marker": {"color": ["#d62728"] + ["#1f77b4"] * (n - 1)}},
+        {"type": "bar", "x": pos, "y": rounded(a["resid_norm"][layer + 1, :n]), "xaxis": "x3", "yaxis": "y3",
+         "name": f"‖x_i‖ after block {layer}", "marker": {"color": "#9467bd"}},
+    ]  # fmt: skip
+
+
+def snapshots_figure(snaps: list[tuple[int, dict[str, np.ndarray]]], labels: list[str], layer: int) -> dict | None:
+    """A slider over the saved snapshots: head 0's attention on the first 16 tokens of evaluation sequence 0
+    (attn_block16 [H,16,16]), ‖W_O v_i‖ per position (value_norm [L,H,T]) and ‖x_i‖ after block `layer`
+    (resid_norm [L+1,T]) for the same positions."""
+    snaps = [(s, a) for s, a in snaps if "attn_block16" in a]
+    if not snaps:
+        return None
+    n = snaps[0][1]["attn_block16"].shape[-1]
+    pos = [f"{i} {t}" for i, t in enumerate(labels[:n])]
+    fig = {"data": _snapshot_traces(snaps[-1][1], pos, layer), "layout": _snapshot_layout()}
+    frames = [_snapshot_traces(a, pos, layer) for _, a in snaps]
+    return with_slider(fig, frames, [str(s) for s, _ in snaps], "step ", play=True)

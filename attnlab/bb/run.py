@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.bb import figures, report
 from attnlab.bb.config import (
     CompareConfig,
     InterveneConfig,
@@ -35,7 +34,9 @@ from attnlab.bb.experiment import (
     save_report_arrays,
     task_for,
 )
-from attnlab.bb.metrics import PER_HEAD, PER_LAYER, metric, record_shape
+from attnlab.bb.metrics import metric
+from attnlab.bb.report import write_report
+from attnlab.bb.tables import final_summary, metrics_table
 from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.bb.training import Trainer, config_diff, first_nonfinite
 from attnlab.budget import check_device_memory
@@ -74,31 +75,11 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
         run.write_json("meta.json", task.meta())
         stats = sample_statistics(task, seqs)
         run.write_json("metrics.json", stats)
-        report.write_report(report.sample_report(run.path), run)
+        write_report(run)
     return RunResult(run.path, config, stats, _tables(statistics=[stats]))
 
 
 # --- bb train ----------------------------------------------------------------------------------------------------
-def metrics_table(records: list[dict]) -> list[dict]:
-    """One row per snapshot. A 1-layer 1-head run keeps the metric names; otherwise per-head metrics become
-    columns `name[l.h]` and per-layer ones `name[l]`."""
-    rows = []
-    for r in records:
-        L, H = record_shape(r)
-        row: dict = {"step": r["step"]}
-        for name in r:
-            if name == "step":
-                continue
-            if (L, H) == (1, 1) or name not in PER_HEAD + PER_LAYER:
-                row[name] = metric(r, name)
-            elif name in PER_LAYER:
-                row.update({f"{name}[{l}]": metric(r, name, l) for l in range(L)})
-            else:
-                row.update({f"{name}[{l}.{h}]": metric(r, name, l, h) for l in range(L) for h in range(H)})
-        rows.append(row)
-    return rows
-
-
 def _check_resume(run: RunDir, config: TrainConfig) -> None:
     saved = read_train_config(run.path)
     if train_hash(saved) != train_hash(config):
@@ -137,9 +118,10 @@ def train(config: TrainConfig, out: str | Path | None = None, *, mode: str = "ne
         run.write_json("train_summary.json", result)
         cpu_model = evaluator.cpu_model()
         save_report_arrays(run, report_arrays(config, task, cpu_model, seqs), trainer.step, task, seqs)
-        report.write_report(report.train_report(run.path), run)
+        write_report(run)
+        trainer.tracker.log_outputs(run.path)  # --log: the figures and the report, now that they exist
         records = run.metrics()
-    summary = {k: metric(records[-1], k) for k in report.SUMMARY_KEYS} if records else {}
+    summary = final_summary(records)
     return RunResult(run.path, config, {"step": trainer.step, **summary}, _tables(metrics=metrics_table(records)))
 
 
@@ -168,7 +150,7 @@ def _finished(run: RunDir, steps: int) -> bool:
 def _unchanged(run: RunDir, config: TrainConfig) -> RunResult:
     """The result of a resume with nothing to do, read from the folder (no file is written)."""
     records = run.metrics()
-    summary = {k: metric(records[-1], k) for k in report.SUMMARY_KEYS} if records else {}
+    summary = final_summary(records)
     note = f"nothing to do: {run.path} is already at step {config.steps} (--steps {config.steps}); no file changed"
     return RunResult(
         run.path,
@@ -190,7 +172,7 @@ def intervene(config: InterveneConfig, out: str | Path | None = None, *, mode: s
     rows = evaluate_interventions(cfg, task, model, int(state["step"]))
     with open_run(out, "bb intervene", config, mode=mode, seed=cfg.seed, prefix="bb-intervene") as run:
         run.write_json("interventions.json", rows)
-        report.write_report(report.intervene_report(run.path), run)
+        write_report(run)
     return RunResult(run.path, config, {"step": int(state["step"])}, _tables(interventions=rows))
 
 
@@ -213,7 +195,6 @@ def subspace(config: SubspaceConfig, out: str | Path | None = None, *, mode: str
     """R19: principal angles between the attention and MLP output subspaces of one layer of the final model of
     `config.run_dir` on its evaluation batch; writes subspace.json, figures/subspace.png and report.html into its
     own new folder (never into the training run)."""
-    from attnlab.bb import claims_report
     from attnlab.bb.principal_subspaces import block_outputs, subspace_measure
 
     _separate_out(out, config.run_dir)
@@ -228,8 +209,7 @@ def subspace(config: SubspaceConfig, out: str | Path | None = None, *, mode: str
     measure = {"step": int(state["step"]), "block": cfg.block, **subspace_measure(attn, mlp, config.energy)}
     with open_run(out, "bb subspace", config, mode=mode, seed=cfg.seed, prefix="bb-subspace") as run:
         run.write_json("subspace.json", measure)
-        figures.subspace_figure(measure, run.figure_path("subspace"))
-        report.write_report(claims_report.subspace_report(run.path), run)
+        write_report(run)
     keys = ("k_attn", "k_mlp", "min_angle_deg", "median_angle_deg", "energy_attn_in_mlp", "energy_mlp_in_attn")
     summary = {k: measure[k] for k in ("step", *keys)}
     return RunResult(run.path, config, summary, _tables(angles=[{"angle_deg": a} for a in measure["angles_deg"]]))
@@ -247,9 +227,7 @@ def theory(config: TheoryConfig, out: str | Path | None = None, *, mode: str = "
         buf = io.BytesIO()
         np.savez(buf, **arrays)  # type: ignore[arg-type]
         write_bytes(run.path / "arrays.npz", buf.getvalue())
-        with np.load(run.path / "arrays.npz", allow_pickle=False) as saved:
-            figures.theory_figures(dict(saved), run.figure_path)
-        report.write_report(report.theory_report(run.path), run)
+        write_report(run)
     slopes = metrics["late_slopes"]
     table = [{"quantity": k, "late_slope": v} for k, v in slopes.items() if not isinstance(v, list)]
     table += [{"quantity": f"alpha_{i}", "late_slope": v} for i, v in enumerate(slopes["alpha"])]
@@ -261,6 +239,14 @@ COMPARE_GROUPS = {
     "sink": ("attn_sink", "value_norm_bos", "resid_norm_bos"),
     "risk": ("excess_risk_backcopy", "excess_risk_bigram", "delta_logit"),
 }
+
+
+def _compared(runs: dict[str, list[dict]], layer: int) -> dict[str, list[dict]]:
+    """{label: [{"step", key: value at `layer`, head 0}]}: the series of COMPARE_GROUPS that the figures draw."""
+    keys = [k for ks in COMPARE_GROUPS.values() for k in ks]
+    return {
+        label: [{"step": r["step"], **{k: metric(r, k, layer) for k in keys}} for r in m] for label, m in runs.items()
+    }
 
 
 def _compare_inputs(config: CompareConfig) -> tuple[dict[str, list[dict]], int]:
@@ -276,15 +262,17 @@ def _compare_inputs(config: CompareConfig) -> tuple[dict[str, list[dict]], int]:
 
 
 def compare(config: CompareConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
-    """One figure per group of metrics (sink, risk) with one line per run, for layer `config.layer`."""
+    """One figure per group of metrics (sink, risk) with one line per run, for layer `config.layer`: the compared
+    series in compared.json, the figures' captions in figures.json."""
     runs, lin_until = _compare_inputs(config)
     with open_run(out, "bb compare", config, mode=mode, prefix="bb-compare") as run:
-        captions = {}
-        for name, keys in COMPARE_GROUPS.items():
-            figures.compare_runs(runs, run.figure_path(f"compare_{name}"), keys, lin_until, config.layer)
-            captions[f"compare_{name}"] = f"{', '.join(keys)} for {len(runs)} runs"
+        series = {"lin_until": lin_until, "groups": COMPARE_GROUPS, "runs": _compared(runs, config.layer)}
+        run.write_json("compared.json", series)
+        captions = {
+            f"compare_{name}": f"{', '.join(keys)} for {len(runs)} runs" for name, keys in COMPARE_GROUPS.items()
+        }
         run.write_json("figures.json", captions)
-        report.write_report(report.compare_report(run.path), run)
+        write_report(run)
     finals = [
         {"run": label, **{k: metric(m[-1], k, config.layer) for ks in COMPARE_GROUPS.values() for k in ks}}
         for label, m in runs.items()

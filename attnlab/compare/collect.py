@@ -30,10 +30,11 @@ class RunInfo:
     final: dict[str, float | str]
     curves: list[dict[str, float | str]]
     status: str = "unknown"  # finished, interrupted, failed, running or unknown (`attnlab.runs.run_status`)
+    report: bool | None = None  # whether the run has report.html, as a compare run saw it (None: look now)
 
     @property
     def has_report(self) -> bool:
-        return (self.path / "report.html").is_file()
+        return self.report if self.report is not None else (self.path / "report.html").is_file()
 
 
 def is_run(path: Path) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from attnlab.errors import check, folders
@@ -17,4 +18,8 @@ class CompareConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "run_dirs", folders(self.run_dirs))
         check(len(self.run_dirs) >= 2, f"run_dirs: compare needs two or more run folders, got {len(self.run_dirs)}")
-        check(len(set(self.run_dirs)) == len(self.run_dirs), "run_dirs: a run folder is listed twice")
+        seen: dict[str, str] = {}
+        for d in self.run_dirs:  # the same folder by two spellings (a/../b, ./b, a link) is the same run
+            key = os.path.realpath(d)
+            check(key not in seen, f"run_dirs: a run folder is listed twice ({seen.get(key)} and {d})")
+            seen[key] = d

@@ -1,11 +1,11 @@
-"""The authors' own claims (consensus spec, last section): experiments, figures and verdicts for R12, R13, R14.
+"""The authors' own claims (consensus spec, last section): experiments and verdicts for R12, R13, R14.
 
 Each `verdict_<id>(run_dir) -> (number, met, why)` reads saved files only (never recomputes), for the
 reproduction table:
 
 - R12, the counterexample: `run_R12(out)` runs `consensus simulate --key-query zero` twice, with `--value identity`
   (`out/identity`) and `--value rotation` (`out/rotation`); the claim is met when the first reaches consensus in
-  every start and the second in none.
+  every start and the second in none; `figures.figure_R12` draws `out/R12.png` from the two runs' arrays.
 - R13, normalisation as projection: `consensus norm` (attnlab/consensus/normproj.py) writes `metrics.json`; the
   claim is met when the idealised map's relative error stays below `R13_TOL` in every layer.
 - R14, "all tokens become one token": `consensus model` writes `decode.json` (every position decoded through the
@@ -17,9 +17,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from attnlab.plotting import new_figure, save_figure
 from attnlab.runs import read_json
 
 # R12: a start has reached consensus when E_first < 1e-6 (the `share_E_first_below_1e-6` of simulate)
@@ -37,6 +34,7 @@ def run_R12(
     """Q = K = 0 with V = I and with V = J (rotation): two `consensus simulate` runs under `out`, plus the
     figure `out/R12.png`. Returns {value: run folder}."""
     from attnlab.consensus.config import SimulateConfig
+    from attnlab.consensus.figures import figure_R12
     from attnlab.consensus.run import simulate
 
     out = Path(out)
@@ -44,26 +42,8 @@ def run_R12(
     for value in R12_VALUES:
         cfg = SimulateConfig(n=n, d=d, batch=batch, key_query="zero", value=value, t_max=t_max, seed=seed)
         paths[value] = simulate(cfg, out / value, mode="overwrite", progress=False).path
-    figure_R12(out)
+    figure_R12(out, R12_VALUES)
     return paths
-
-
-def figure_R12(out: str | Path) -> Path:
-    """E_first against t (median and 10-90% band over starts) for V = I and V = J, both with P = 0."""
-    out = Path(out)
-    fig, ax = new_figure(width=5.5)
-    a = ax[0, 0]
-    for value, colour in zip(R12_VALUES, ("C0", "C3")):
-        t, E = np.load(out / value / "t.npy"), np.load(out / value / "E.npy")
-        E = np.maximum(E, 1e-17)
-        a.plot(t, np.median(E, 0), color=colour, label=f"Q = K = 0, V = {'I' if value == 'identity' else 'J'}")
-        a.fill_between(t, np.quantile(E, 0.1, 0), np.quantile(E, 0.9, 0), color=colour, alpha=0.2)
-    a.set_yscale("log")
-    a.set_xlabel("t")
-    a.set_ylabel("E_first (median, 10-90%)")
-    a.set_title("R12: uniform attention, identity vs rotating V")
-    a.legend()
-    return save_figure(fig, out / "R12.png")
 
 
 def verdict_R12(run_dir: str | Path) -> tuple[float, bool, str]:

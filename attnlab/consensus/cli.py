@@ -237,7 +237,7 @@ def _norm_parser(sub: argparse._SubParsersAction) -> None:
         help="RMSNorm vs its idealisation as a projection onto a sphere, layer by layer (R13)",
         description="Fits y ~ c + s x/rms(x) per layer on half the prompts, measures the relative error on the "
         "other half, then iterates the stack with the real and the idealised norms; writes metrics.json, "
-        "curves.npz and R13.png.",
+        "curves.npz, R13.png and report.html.",
     )
     m.add_argument("--model", default="smollm2", help="smollm2 (default) or a local HF causal-LM folder")
     m.add_argument("--passes", type=count, default=10, help="passes through the stack, >= 2 (default 10)")

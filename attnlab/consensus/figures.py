@@ -1,14 +1,19 @@
 """Figures of the consensus study (spec section 10), drawn from a run folder's saved arrays via attnlab.plotting.
 
 Run-folder entry points (read `config.json`, the arrays and `metrics.json`; write `figures/*.png`):
-`simulate_figures`, `phase_figures`, `model_figures`. The plot functions below them:
+`simulate_figures`, `phase_figures`, `model_figures`, `norm_figures` (`R13.png`), and `figure_R12` for the two runs
+of `claims.run_R12`. The plot functions below them:
 
 - `plot_E_curves`: E against time or depth on a log-y scale, median line and bootstrap band per group;
   optional log-log panel and pass boundaries;
 - `plot_phase`: clustered fraction over (t, beta) with the equiangular curve t_eq(beta) and t50 overlaid;
 - `plot_sphere`: tokens and trajectories on S^2 (d = 3);
 - `plot_depth_view`: KL to the one-pass output, context influence and entropy against depth;
-- `plot_decode_share`: R14, the share of positions decoding to the most common top-1 token against passes.
+- `plot_decode_share`: R14, the share of positions decoding to the most common top-1 token against passes;
+- `plot_norm`: R13, the per-layer error of the sphere idealisation and E_first with the real and idealised norms.
+
+The interactive views of the reports (plotly JSON, built from the same saved arrays): `sphere_figure` (tokens of
+one start over t) and `phase_figure` (the clustered fraction over (t, beta)).
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from attnlab.configs import config_from_dict
 from attnlab.consensus.config import ModelConfig, PhaseConfig, SimulateConfig
 from attnlab.consensus.stats import log_band
 from attnlab.plotting import new_figure, save_figure
+from attnlab.report import rounded, with_slider
 from attnlab.runs import RunDir
+
+MAX_COLUMNS = 400  # time columns kept in the interactive phase diagram (every k-th), to keep pages small
 
 
 def simulate_title(cfg: SimulateConfig) -> str:
@@ -98,7 +106,7 @@ def model_figures(path: Path) -> dict[str, Path]:
             steps / L,
             curves,
             ylabel="E_first (final-normed)",
-            xlabel="depth (passes of 30 layers)",
+            xlabel=f"depth (passes of {L} layers)",
             title=model_title(cfg, info["name"]),
             loglog=True,
             marks=marks if cfg.passes <= 30 else None,
@@ -108,7 +116,7 @@ def model_figures(path: Path) -> dict[str, Path]:
     if cfg.depth_view:
         key, grid, series = depth_series(run)
         k_star = metrics["groups"][key].get("context_influence", {}).get("k_star_passes")
-        out["depth_view"] = plot_depth_view(run.figure_path("depth_view"), grid / L, series, k_star=k_star, title=key)
+        out["depth_view"] = plot_depth_view(run.figure_path("depth_view"), grid / L, series, k_star, key, L)
     if run.file("decode.json").exists():
         groups = run.read_json("decode.json")["groups"]
         out["decode_share"] = plot_decode_share(run.figure_path("decode_share"), groups, model_title(cfg, info["name"]))
@@ -200,9 +208,15 @@ def plot_sphere(path: Path, states: np.ndarray, title: str = "") -> Path:
 
 
 def plot_depth_view(
-    path: Path, depth: np.ndarray, series: dict[str, np.ndarray], k_star: float | None = None, title: str = ""
+    path: Path,
+    depth: np.ndarray,
+    series: dict[str, np.ndarray],
+    k_star: float | None = None,
+    title: str = "",
+    layers: int = 30,
 ) -> Path:
-    """Panels of depth-view series (`[prompt, depth]` each, mean and min..max shown) against layer steps / 30."""
+    """Panels of depth-view series (`[prompt, depth]` each, mean and min..max shown) against passes (layer steps /
+    `layers`, the model's depth)."""
     fig, axes = new_figure(len(series), 1, width=3.8)
     for ax, (name, Y) in zip(axes[0], series.items()):
         Y = np.asarray(Y, dtype=np.float64)
@@ -213,7 +227,7 @@ def plot_depth_view(
         ax.set_xscale("symlog", linthresh=1.0)
         if k_star is not None:
             ax.axvline(k_star, color="r", ls="--", lw=0.8)
-        ax.set_xlabel("depth (passes of 30 layers)")
+        ax.set_xlabel(f"depth (passes of {layers} layers)")
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3, lw=0.4)
     axes[0][0].set_ylabel(title, fontsize=8)
@@ -242,3 +256,139 @@ def plot_decode_share(path: Path, groups: dict[str, dict], title: str = "") -> P
     left.legend(fontsize=7)
     left.set_title(textwrap.fill("R14: " + title, 60), fontsize=8)
     return save_figure(fig, path)
+
+
+def norm_figures(path: Path) -> dict[str, Path]:
+    """`R13.png` (in the run folder itself, where the reproduction table finds it) from `metrics.json` (per-layer
+    errors, `n_layers`) and `curves.npz` (`real`, `ideal`: E_first `[prompt, passes*L+1]`)."""
+    run = RunDir(path)
+    metrics = run.read_json("metrics.json")
+    with np.load(run.file("curves.npz")) as z:
+        curves = {name: z[name] for name in z.files}
+    return {"R13": plot_norm(run.file("R13.png"), metrics, curves, int(metrics["n_layers"]))}
+
+
+def plot_norm(path: Path, metrics: dict, curves: dict[str, np.ndarray], L: int) -> Path:
+    """R13: per-layer relative error (fitted sphere, plain mean gain) | mean log10 E_first per layer step."""
+    fig, ax = new_figure(2, width=5.0)
+    a = ax[0, 0]
+    layers = np.arange(len(metrics["rel_error_mean"]))
+    a.plot(layers, metrics["rel_error_mean"], "o-", label="translated, scaled sphere (fitted)")
+    a.plot(layers, metrics["rel_error_p90"], ":", color="C0", label="same, 90th percentile")
+    a.plot(layers, metrics["rel_error_gain_mean"], "s-", color="C1", label="sphere x mean gain")
+    a.set_xlabel("layer")
+    a.set_ylabel("relative error |y - y_hat| / |y|")
+    a.set_yscale("log")
+    a.legend(fontsize=7)
+    a.set_title("R13: RMSNorm vs sphere projection")
+    b = ax[0, 1]
+    for name, E in curves.items():
+        steps = np.arange(E.shape[1]) / L
+        b.plot(steps, np.log10(np.maximum(E, 1e-17)).mean(0), label=f"{name} norm")
+    b.set_xlabel("passes")
+    b.set_ylabel("mean log10 E_first")
+    b.legend()
+    b.set_title("periodic iteration, real vs idealised norm")
+    return save_figure(fig, path)
+
+
+def figure_R12(out: str | Path, values: tuple[str, ...] = ("identity", "rotation")) -> Path:
+    """`out/R12.png`: E_first against t (median and 10-90% band over starts) of the `consensus simulate` runs
+    `out/<value>` (`t.npy`, `E.npy` [batch, steps+1]), all with P = 0 (V = I and V = J)."""
+    out = Path(out)
+    fig, ax = new_figure(width=5.5)
+    a = ax[0, 0]
+    for value, colour in zip(values, ("C0", "C3")):
+        t, E = np.load(out / value / "t.npy"), np.load(out / value / "E.npy")
+        E = np.maximum(E, 1e-17)
+        a.plot(t, np.median(E, 0), color=colour, label=f"Q = K = 0, V = {'I' if value == 'identity' else 'J'}")
+        a.fill_between(t, np.quantile(E, 0.1, 0), np.quantile(E, 0.9, 0), color=colour, alpha=0.2)
+    a.set_yscale("log")
+    a.set_xlabel("t")
+    a.set_ylabel("E_first (median, 10-90%)")
+    a.set_title("R12: uniform attention, identity vs rotating V")
+    a.legend()
+    return save_figure(fig, out / "R12.png")
+
+
+# --- interactive views (plotly JSON) of the reports ---------------------------------------------------------
+def project(states: np.ndarray) -> tuple[np.ndarray, str]:
+    """states [records, n, d] -> (coordinates [records, n, 3 or 2], axis note): d = 3 as is, otherwise the first
+    two principal directions of all recorded points of the start (a projection of S^{d-1})."""
+    if states.shape[-1] == 3:
+        return states, ""
+    flat = states.reshape(-1, states.shape[-1])
+    _, _, vt = np.linalg.svd(flat - flat.mean(0), full_matrices=False)
+    return states @ vt[:2].T, f"projection of S^{states.shape[-1] - 1} on its first two principal directions"
+
+
+def sphere_figure(states: np.ndarray, t: np.ndarray) -> dict:
+    """Tokens of one start over t (states [records, n, d], t [records]): their paths as thin lines and the tokens
+    as points moved by a slider / play button; 3-D on the sphere for d = 3, a 2-D projection otherwise."""
+    xyz, note = project(states)
+    three = xyz.shape[-1] == 3
+    kind = "scatter3d" if three else "scatter"
+    keys = ("x", "y", "z") if three else ("x", "y")
+    n = xyz.shape[1]
+    gap = np.full((1, xyz.shape[-1]), np.nan)
+    paths = np.concatenate([np.concatenate([xyz[:, i], gap]) for i in range(n)])
+    line = {"type": kind, "mode": "lines", "line": {"width": 2, "color": "rgba(120,120,120,0.5)"}, "name": "paths"}
+    line.update({k: rounded(paths[:, j]) for j, k in enumerate(keys)})
+
+    def points(r: int) -> dict:
+        pts = {k: rounded(xyz[r, :, j]) for j, k in enumerate(keys)}
+        return {"type": kind, "mode": "markers", "marker": {"size": 5 if three else 9, "color": "#d62728"}, **pts,
+                "text": [f"token {i}" for i in range(n)], "name": "tokens"}  # fmt: skip
+
+    layout: dict = {"height": 600, "showlegend": False, "title": {"text": note or "tokens on S^2"}}
+    if three:
+        cube = {"range": [-1.05, 1.05], "autorange": False}
+        layout["scene"] = {"xaxis": cube, "yaxis": cube, "zaxis": cube, "aspectmode": "cube"}
+    else:
+        layout["yaxis"] = {"scaleanchor": "x"}
+    fig = {"data": [line, points(len(t) - 1)], "layout": layout}
+    labels = [f"{x:.3g}" for x in t]
+    return with_slider(fig, [[points(r)] for r in range(len(t))], labels, "t = ", play=True, traces=[1])
+
+
+def phase_figure(frac: np.ndarray, betas: np.ndarray, t: np.ndarray, t_eq: np.ndarray, t50: np.ndarray) -> dict:
+    """The clustered fraction over (t, beta) (frac [beta, time]) with t_eq(beta) and t50 overlaid; hover values."""
+    every = max(1, int(np.ceil(len(t) / MAX_COLUMNS)))
+    cols = np.arange(0, len(t), every)
+    hover = "t %{x:.3g}, beta %{y:.3g}<br>clustered fraction %{z:.3f}<extra></extra>"
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": rounded(t[cols]),
+                "y": rounded(betas),
+                "z": rounded(frac[:, cols]),
+                "zmin": 0,
+                "zmax": 1,
+                "colorscale": "Viridis",
+                "hovertemplate": hover,
+                "colorbar": {"title": {"text": "clustered"}},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": rounded(t_eq),
+                "y": rounded(betas),
+                "name": "t_eq(beta)",
+                "line": {"color": "white", "dash": "dash"},
+            },
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": rounded(t50),
+                "y": rounded(betas),
+                "name": "t50",
+                "marker": {"color": "red", "size": 5},
+            },
+        ],  # fmt: skip
+        "layout": {
+            "xaxis": {"title": {"text": "t"}, "range": [float(t[0]), float(t[-1])]},
+            "yaxis": {"title": {"text": "beta"}},
+            "legend": {"x": 1.15},
+        },
+    }

@@ -156,29 +156,3 @@ def norm_metrics(err: dict[str, list[float]], curves: dict[str, np.ndarray], L: 
         "passes": passes,
         "n_layers": L,
     }
-
-
-def norm_figure(path: Any, metrics: dict, curves: dict[str, np.ndarray], L: int) -> None:
-    """`R13.png`: per-layer relative error (fitted sphere, plain mean gain) | mean log10 E_first per layer step."""
-    from attnlab.plotting import new_figure, save_figure
-
-    fig, ax = new_figure(2, width=5.0)
-    a = ax[0, 0]
-    layers = np.arange(len(metrics["rel_error_mean"]))
-    a.plot(layers, metrics["rel_error_mean"], "o-", label="translated, scaled sphere (fitted)")
-    a.plot(layers, metrics["rel_error_p90"], ":", color="C0", label="same, 90th percentile")
-    a.plot(layers, metrics["rel_error_gain_mean"], "s-", color="C1", label="sphere x mean gain")
-    a.set_xlabel("layer")
-    a.set_ylabel("relative error |y - y_hat| / |y|")
-    a.set_yscale("log")
-    a.legend(fontsize=7)
-    a.set_title("R13: RMSNorm vs sphere projection")
-    b = ax[0, 1]
-    for name, E in curves.items():
-        steps = np.arange(E.shape[1]) / L
-        b.plot(steps, np.log10(np.maximum(E, 1e-17)).mean(0), label=f"{name} norm")
-    b.set_xlabel("passes")
-    b.set_ylabel("mean log10 E_first")
-    b.legend()
-    b.set_title("periodic iteration, real vs idealised norm")
-    save_figure(fig, path)

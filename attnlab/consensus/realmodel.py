@@ -125,6 +125,12 @@ class StackRunner:
         `[batch, T, d]` (R14)."""
         return self.model.get_output_embeddings()(self.final(h)).argmax(-1)
 
+    def model_logprobs(self, ids: torch.Tensor) -> torch.Tensor:
+        """log p of the next token at the last position from the model's own forward on `ids` `[batch, T]`:
+        `[batch, vocab]` float64."""
+        logits = self.model(input_ids=ids, use_cache=False).logits[:, -1]
+        return torch.log_softmax(logits.double(), -1)
+
     def last_logprobs(self, h: torch.Tensor) -> torch.Tensor:
         """log p of the next token at the last position, `[batch, vocab]` float64 (the head's logit scaling and
         final soft-cap as the model applies them: Cohere's logit_scale, Granite's logits_scaling, Gemma 2's cap)."""
@@ -281,12 +287,9 @@ def iterate_stack(
         it = tqdm(it, desc=f"{variant} mlp={'on' if mlp else 'off'}", leave=False)
     with torch.no_grad():
         h, ctx = runner.prepare(ids if controls is None else torch.cat([ids, controls]))
-        p_ref = None
-        if depth_view:  # the model's own next-token distribution: one pass with MLPs
-            hr, ctx_b = h[:B], ctx.rows(B)
-            for lay in runner.layers:
-                hr = runner.layer_step(lay, hr, ctx_b, True)
-            p_ref = runner.last_logprobs(hr)
+        # the model's own next-token distribution, from its own forward (not from our block-by-block pass, so the
+        # one-pass KL_model checks the runner against the model instead of against itself)
+        p_ref = runner.model_logprobs(ids) if depth_view else None
         rec = _StackRecorder(runner, B, grid, p_ref, controls is not None, decode)
         rec.record(0, h)
         for k in it:

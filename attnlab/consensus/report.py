@@ -1,8 +1,7 @@
-"""Reports of the consensus commands, built from a run folder only (`config.json`, `metrics.json`, saved arrays and
-`figures/`): nothing is recomputed and no model is loaded.
+"""Reports of the consensus commands, built from a run folder only (`manifest.json`'s command, `config.json`,
+`metrics.json`, saved arrays and the figures the run drew): nothing is recomputed and no model is loaded.
 
-`simulate_report`, `phase_report` and `model_report` return the `Report` (the demo embeds it);
-`write_report(path, command)` writes `report.html` into the folder.
+`write_report(run)` writes `report.html` into the run folder, the page of the command that wrote it.
 """
 
 from __future__ import annotations
@@ -13,104 +12,20 @@ import numpy as np
 
 from attnlab.configs import config_from_dict
 from attnlab.consensus.config import PhaseConfig, SimulateConfig
-from attnlab.consensus.figures import depth_series, floats, phase_title, simulate_title
-from attnlab.report import Report, element_id, flat_rows, rounded, with_slider
+from attnlab.consensus.figures import depth_series, floats, phase_figure, phase_title, simulate_title, sphere_figure
+from attnlab.errors import InputError
+from attnlab.report import Report, element_id, flat_rows
 from attnlab.runs import RunDir
 
-MAX_COLUMNS = 400  # time columns kept in the interactive phase diagram (every k-th), to keep pages small
 
-
-def project(states: np.ndarray) -> tuple[np.ndarray, str]:
-    """states [records, n, d] -> (coordinates [records, n, 3 or 2], axis note): d = 3 as is, otherwise the first
-    two principal directions of all recorded points of the start (a projection of S^{d-1})."""
-    if states.shape[-1] == 3:
-        return states, ""
-    flat = states.reshape(-1, states.shape[-1])
-    _, _, vt = np.linalg.svd(flat - flat.mean(0), full_matrices=False)
-    return states @ vt[:2].T, f"projection of S^{states.shape[-1] - 1} on its first two principal directions"
-
-
-def sphere_figure(states: np.ndarray, t: np.ndarray) -> dict:
-    """Tokens of one start over t (states [records, n, d], t [records]): their paths as thin lines and the tokens
-    as points moved by a slider / play button; 3-D on the sphere for d = 3, a 2-D projection otherwise."""
-    xyz, note = project(states)
-    three = xyz.shape[-1] == 3
-    kind = "scatter3d" if three else "scatter"
-    keys = ("x", "y", "z") if three else ("x", "y")
-    n = xyz.shape[1]
-    gap = np.full((1, xyz.shape[-1]), np.nan)
-    paths = np.concatenate([np.concatenate([xyz[:, i], gap]) for i in range(n)])
-    line = {"type": kind, "mode": "lines", "line": {"width": 2, "color": "rgba(120,120,120,0.5)"}, "name": "paths"}
-    line.update({k: rounded(paths[:, j]) for j, k in enumerate(keys)})
-
-    def points(r: int) -> dict:
-        pts = {k: rounded(xyz[r, :, j]) for j, k in enumerate(keys)}
-        return {"type": kind, "mode": "markers", "marker": {"size": 5 if three else 9, "color": "#d62728"}, **pts,
-                "text": [f"token {i}" for i in range(n)], "name": "tokens"}  # fmt: skip
-
-    layout: dict = {"height": 600, "showlegend": False, "title": {"text": note or "tokens on S^2"}}
-    if three:
-        cube = {"range": [-1.05, 1.05], "autorange": False}
-        layout["scene"] = {"xaxis": cube, "yaxis": cube, "zaxis": cube, "aspectmode": "cube"}
-    else:
-        layout["yaxis"] = {"scaleanchor": "x"}
-    fig = {"data": [line, points(len(t) - 1)], "layout": layout}
-    labels = [f"{x:.3g}" for x in t]
-    return with_slider(fig, [[points(r)] for r in range(len(t))], labels, "t = ", play=True, traces=[1])
-
-
-def phase_figure(frac: np.ndarray, betas: np.ndarray, t: np.ndarray, t_eq: np.ndarray, t50: np.ndarray) -> dict:
-    """The clustered fraction over (t, beta) (frac [beta, time]) with t_eq(beta) and t50 overlaid; hover values."""
-    every = max(1, int(np.ceil(len(t) / MAX_COLUMNS)))
-    cols = np.arange(0, len(t), every)
-    hover = "t %{x:.3g}, beta %{y:.3g}<br>clustered fraction %{z:.3f}<extra></extra>"
-    return {
-        "data": [
-            {
-                "type": "heatmap",
-                "x": rounded(t[cols]),
-                "y": rounded(betas),
-                "z": rounded(frac[:, cols]),
-                "zmin": 0,
-                "zmax": 1,
-                "colorscale": "Viridis",
-                "hovertemplate": hover,
-                "colorbar": {"title": {"text": "clustered"}},
-            },
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "x": rounded(t_eq),
-                "y": rounded(betas),
-                "name": "t_eq(beta)",
-                "line": {"color": "white", "dash": "dash"},
-            },
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "x": rounded(t50),
-                "y": rounded(betas),
-                "name": "t50",
-                "marker": {"color": "red", "size": 5},
-            },
-        ],  # fmt: skip
-        "layout": {
-            "xaxis": {"title": {"text": "t"}, "range": [float(t[0]), float(t[-1])]},
-            "yaxis": {"title": {"text": "beta"}},
-            "legend": {"x": 1.15},
-        },
-    }
-
-
-def simulate_report(path: Path) -> Report:
-    """The simulation's title, E curves (and the sphere for d = 3) and its metrics table."""
-    run = RunDir(path)
+def _simulate_report(run: RunDir) -> Report:
+    """The simulation's title, E curves, the tokens of start 0 over t and its metrics table."""
     cfg = config_from_dict(SimulateConfig, run.read_config())
     metrics = run.read_json("metrics.json")
     rep = Report("Consensus: simulation")
     rep.paragraph(simulate_title(cfg))
     rep.figure(
-        run.figure_path("E_vs_time"),
+        run.path / "figures" / "E_vs_time.png",
         "E_first and E_pair against time: median over starts, band = 95% bootstrap CI of mean log10 E",
     )
     states = np.load(run.file("states.npy"), mmap_mode="r")[0]
@@ -124,9 +39,8 @@ def simulate_report(path: Path) -> Report:
     return rep
 
 
-def phase_report(path: Path) -> Report:
+def _phase_report(run: RunDir) -> Report:
     """The phase diagram and t50 against t_eq for every 10th beta."""
-    run = RunDir(path)
     cfg = config_from_dict(PhaseConfig, run.read_config())
     metrics = run.read_json("metrics.json")
     betas = np.load(run.file("betas.npy"))
@@ -151,14 +65,13 @@ def phase_report(path: Path) -> Report:
     return rep
 
 
-def model_report(path: Path) -> Report:
+def _model_report(run: RunDir) -> Report:
     """The caveat, E_first against depth, the depth view and the fall of E_first per group."""
-    run = RunDir(path)
     info, metrics = run.read_json("model.json"), run.read_json("metrics.json")
     rep = Report(f"Consensus: iterated {info['name']}")
     rep.paragraph(metrics["caveat"])
     rep.figure(
-        run.figure_path("E_vs_depth"),
+        run.path / "figures" / "E_vs_depth.png",
         "E_first of the final-normed state per layer step (median over "
         "prompts; band: 95% bootstrap CI of mean log10 E); right: log-log",
     )
@@ -183,17 +96,17 @@ def model_report(path: Path) -> Report:
         caption="E_first falls with depth",
     )
     if run.file("decode.json").exists():
-        decode_section(rep, run)
+        _decode_section(rep, run)
     rep.paragraph(f"run folder: {run.path.name}")
     return rep
 
 
-def decode_section(rep: Report, run: RunDir) -> None:
+def _decode_section(rep: Report, run: RunDir) -> None:
     """R14: the decoded top-1 tokens against passes (figure and a table of the last pass per group)."""
     groups = run.read_json("decode.json")["groups"]
     rep.heading("R14: do all tokens become one token?", level=3)
     rep.figure(
-        run.figure_path("decode_share"),
+        run.path / "figures" / "decode_share.png",
         "Share of a prompt's positions whose top-1 token (final norm + LM head) is its most common one, against "
         "passes (mean over prompts; band down to the smallest; dashed: positions >= 1); right: distinct tokens",
     )
@@ -215,7 +128,34 @@ def decode_section(rep: Report, run: RunDir) -> None:
     )
 
 
-def write_report(path: Path, command: str) -> Path:
-    """Write `report.html` of the run folder `path`, a run of `command` ("consensus simulate" ...)."""
-    build = {"consensus simulate": simulate_report, "consensus phase": phase_report}.get(command, model_report)
-    return build(path).write(Path(path) / "report.html")
+def _norm_report(run: RunDir) -> Report:
+    """R13: the per-layer error of the sphere idealisation (figure and table) and the falls of E_first."""
+    m = run.read_json("metrics.json")
+    rep = Report("Consensus: RMSNorm as a projection onto a sphere (R13)")
+    rep.figure(
+        run.file("R13.png"),
+        "Left: per-layer relative error of the fitted translated, scaled sphere and of the sphere times the mean "
+        "gain (held-out prompts); right: mean log10 E_first over periodic passes, real vs idealised norm",
+    )
+    layers = ("rel_error_mean", "rel_error_p90", "rel_error_gain_mean", "gain_cv")
+    rep.table([{"layer": i, **{k: m[k][i] for k in layers}} for i in range(int(m["n_layers"]))],
+              caption="Relative error |y - y_hat| / |y| per layer")  # fmt: skip
+    rep.table(flat_rows({k: v for k, v in m.items() if k not in layers}), caption="Falls of E_first (metrics.json)")
+    rep.paragraph(f"run folder: {run.path.name}")
+    return rep
+
+
+BUILDERS = {
+    "consensus simulate": _simulate_report,
+    "consensus phase": _phase_report,
+    "consensus model": _model_report,
+    "consensus norm": _norm_report,
+}
+
+
+def write_report(run: RunDir) -> Path:
+    """Write `report.html` of the run folder `run`: the page of the consensus command its manifest names."""
+    command = run.read_manifest().get("command")
+    if command not in BUILDERS:
+        raise InputError(f"{run.path}: a run of {command!r}, not of a consensus command ({', '.join(BUILDERS)})")
+    return BUILDERS[command](run).write(run.file("report.html"))

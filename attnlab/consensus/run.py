@@ -141,7 +141,7 @@ def simulate(
         metrics = simulate_metrics(config, tr, sch, time.perf_counter() - t0)
         rows = _save_simulate(run, config, X0, sch, tr, metrics)
         figures.simulate_figures(run.path)
-        write_report(run.path, "consensus simulate")
+        write_report(run)
     if tr.stopped:
         raise NumericalError(f"{tr.stopped}; partial results in {run.path}")
     final = {"E_first": tr.measures["E_first"][:, -1], "E_pair": tr.measures["E_pair"][:, -1]}
@@ -214,7 +214,7 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
         run.save_npy("t.npy", pdg.t)
         run.write_json("metrics.json", metrics)
         figures.phase_figures(run.path)
-        write_report(run.path, "consensus phase")
+        write_report(run)
     table = _tables(
         [
             {"beta": float(b), "t50": float(a), "t_eq": float(c), "relative_gap": float(r)}
@@ -269,7 +269,7 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
         rows = modelrun.save_model(run, config, runner.n_layers, res, metrics)
         modelrun.save_decode(run, res, loaded.tokenizer)
         figures.model_figures(run.path)
-        write_report(run.path, "consensus model")
+        write_report(run)
     table = _tables(
         [
             {
@@ -290,7 +290,7 @@ def norm(config: NormConfig, out: str | Path | None = None, *, mode: str = "new"
     """R13: per-layer relative error of the sphere idealisation of the pre-attention RMSNorm, and the fall of
     E_first over periodic passes with the real and the idealised norms; table `layers` (errors per layer).
     Writes `metrics.json`, `curves.npz` (`real`, `ideal`: E_first [prompt, passes*L+1]), `prompts.npy`,
-    `R13.png`."""
+    `R13.png` and `report.html`."""
     from attnlab.consensus import normproj
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
@@ -311,7 +311,8 @@ def norm(config: NormConfig, out: str | Path | None = None, *, mode: str = "new"
         metrics = normproj.norm_metrics(err, curves, L, config.passes, config.fall)
         save_npz(run.file("curves.npz"), **curves)
         run.write_json("metrics.json", metrics)
-        normproj.norm_figure(run.file("R13.png"), metrics, curves, L)
+        figures.norm_figures(run.path)
+        write_report(run)
     rows = [{"layer": i, **{k: err[k][i] for k in err}} for i in range(L)]
     return RunResult(run.path, config, metrics, {"layers": _tables(rows)})
 

@@ -29,7 +29,7 @@ WINDOW_RATIO = 1.1
 
 def _run_table(run_dir: str | Path, command: str) -> tuple[dict, pd.DataFrame]:
     """(config, perplexity.csv) of a finished `command` run, or a one-line error."""
-    from attnlab.deploy.report import read_table
+    from attnlab.deploy.tables import read_table
 
     run = RunDir(run_dir)
     if run.read_manifest().get("command") != command:
@@ -56,7 +56,7 @@ def _paired_se(a: np.ndarray, b: np.ndarray) -> float:
 
 def _quant_windows(run_dir: str | Path, domain: str, site: str, policy: str) -> np.ndarray:
     """[N] per-window NLL of one condition from samples.csv."""
-    from attnlab.deploy.report import read_table
+    from attnlab.deploy.tables import read_table
 
     t = read_table(run_dir, "samples.csv")
     sel = t[(t["domain"] == domain) & (t["site"] == site) & (t["policy"] == policy)].sort_values("window")
@@ -65,7 +65,7 @@ def _quant_windows(run_dir: str | Path, domain: str, site: str, policy: str) -> 
 
 def _window_windows(run_dir: str | Path, domain: str, policy: str) -> np.ndarray:
     """[N] per-window NLL of one window policy from nll/<domain>/<policy>.npy."""
-    from attnlab.deploy.report import slug
+    from attnlab.deploy.tables import slug
 
     return np.load(Path(run_dir) / "nll" / domain / f"{slug(policy)}.npy").mean(-1)
 

@@ -1,4 +1,8 @@
-"""`attnlab deploy` figures, drawn from the rows of perplexity.csv and the saved NLL arrays (no pyplot)."""
+"""`attnlab deploy` figures, drawn from the rows of perplexity.csv and the saved NLL arrays (no pyplot).
+
+Run-folder entry points (the run calls them before its report): `quantize_figures` (`figures/perplexity.png`) and
+`window_figures` (`figures/perplexity.png`, `figures/nll_by_position.png`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab.deploy.tables import read_table, window_arrays
 from attnlab.plotting import new_figure, save_figure
+from attnlab.runs import RunDir
 
 
 def perplexity_bars(rows: list[dict], key: str, path: Path, title: str) -> Path:
@@ -49,3 +55,23 @@ def nll_by_position(arrays: dict[str, dict[str, np.ndarray]], path: Path, smooth
         ax.set_ylabel(f"mean NLL (running mean of {smooth})")
         ax.legend(fontsize=7)
     return save_figure(fig, path)
+
+
+def quantize_figures(path: str | Path) -> dict[str, Path]:
+    """`figures/perplexity.png` of a `deploy quantize` run from its perplexity.csv."""
+    run = RunDir(path)
+    rows = read_table(run.path).to_dict("records")
+    return {
+        "perplexity": perplexity_bars(rows, "label", run.figure_path("perplexity"), "Perplexity under quantisation")
+    }
+
+
+def window_figures(path: str | Path) -> dict[str, Path]:
+    """`figures/perplexity.png` and `figures/nll_by_position.png` of a `deploy window` run from its perplexity.csv
+    and nll/<domain>/<policy>.npy ([N, T−1] each)."""
+    run = RunDir(path)
+    rows = read_table(run.path).to_dict("records")
+    return {
+        "perplexity": perplexity_bars(rows, "policy", run.figure_path("perplexity"), "Perplexity per KV policy"),
+        "nll_by_position": nll_by_position(window_arrays(run.path, rows), run.figure_path("nll_by_position")),
+    }

@@ -15,7 +15,9 @@ from tqdm import tqdm
 
 from attnlab.deploy.compute import check_full_attention, frequent_outliers, quant_domain, window_domain
 from attnlab.deploy.config import QuantizeConfig, SlidingWindowConfig
-from attnlab.deploy.report import read_table, slug, write_quant_report, write_window_report
+from attnlab.deploy.figures import quantize_figures, window_figures
+from attnlab.deploy.report import write_report
+from attnlab.deploy.tables import read_table, slug
 from attnlab.errors import InputError
 from attnlab.hf.loader import LoadedModel, load_checked
 from attnlab.hf.texts import config_windows, source_manifest
@@ -66,7 +68,8 @@ def quantize(
             write_text(run.file("outliers.csv"), ",".join(OUTLIER_COLUMNS) + "\n")
         run.write_json("summary.json", summary)
         run.write_manifest(config.seed, model=lm.name, model_path=str(lm.path), texts=source_manifest())
-        write_quant_report(run.path)
+        quantize_figures(run.path)
+        write_report(run)
     tables = {"perplexity": read_table(run.path, "perplexity.csv"), "outliers": read_table(run.path, "outliers.csv")}
     return RunResult(path=run.path, config=config, summary=summary, tables=tables)
 
@@ -95,7 +98,8 @@ def window(
         run.write_csv("perplexity.csv", rows)
         run.write_json("summary.json", summary)
         run.write_manifest(config.seed, model=lm.name, model_path=str(lm.path), texts=source_manifest())
-        write_window_report(run.path)
+        window_figures(run.path)
+        write_report(run)
     return RunResult(path=run.path, config=config, summary=summary, tables={"perplexity": read_table(run.path)})
 
 

@@ -16,7 +16,8 @@ from attnlab.hf.texts import config_windows
 from attnlab.runs import RunDir, RunResult, open_run
 from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
-from attnlab.scan.report import read_tables, write_report
+from attnlab.scan.report import write_report
+from attnlab.scan.tables import read_tables
 from attnlab.tracing.adapters.arch import get_arch
 
 MAX_COLUMN_BYTES = 4 * 2**30  # column sums (float32), mean scores (float32) and sink flags, per domain
@@ -47,7 +48,7 @@ def scan(
     ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}
     with open_run(out, "scan", config, mode=mode, seed=config.seed) as run:
         summary = write_scan(run, lm, config, ids)
-        write_report(run.path)
+        write_report(run)
     return RunResult(path=run.path, config=config, summary=summary, tables=read_tables(run.path))
 
 
@@ -62,7 +63,6 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
     checkpoint's sink heads through the series (R25). Returns tables {"series": DataFrame}."""
     import pandas as pd
 
-    from attnlab.scan.figures import checkpoint_series
     from attnlab.scan.series import checkpoint_label, checkpoint_step, dynamics_rows, series_rows
     from attnlab.tracing.format import Trace
 
@@ -86,13 +86,12 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
             rows += series_rows(label, checkpoint_step(label, k), model, rev, traces, nll)
             for d in cfg.domains:
                 points[d].append((label, checkpoint_step(label, k), traces[d]))
-            write_report(sub.path, f"Checkpoint {label}")
+            write_report(sub)
         dyn = [r for d in config.domains for r in dynamics_rows(d, points[d])]
         run.write_csv("series.csv", rows)
         run.write_csv("sink_dynamics.csv", dyn)
         run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows, "sink_dynamics": dyn})
-        checkpoint_series(rows, run.figure_path("checkpoint_series"))
-        write_report(run.path)
+        write_report(run)
     return RunResult(path=run.path, config=config, summary={"series": rows}, tables={"series": pd.DataFrame(rows)})
 
 

@@ -1,10 +1,17 @@
-"""`series train` figures, drawn from metrics.jsonl only (matplotlib Figure objects, no pyplot)."""
+"""`series train` figures, drawn from metrics.jsonl only (matplotlib Figure objects, no pyplot); `report.py` calls
+`train_figures(run)`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from attnlab.plotting import new_figure, save_figure
+from attnlab.runs import RunDir
+
+
+def train_figures(run: RunDir) -> dict[str, Path]:
+    """The loss curve of a `series train` run from its metrics.jsonl."""
+    return {"loss": loss_curve(run.metrics(), run.figure_path("loss"))}
 
 
 def loss_curve(metrics: list[dict], path: Path) -> Path:

@@ -154,7 +154,7 @@ def train_series(config: SeriesTrainConfig, out: str | Path | None = None, *, mo
         summary = {**result, "wall_seconds": round(time.perf_counter() - t0, 2), "task": task.meta(),
                    "final_eval_loss": run.metrics()[-1]["eval_loss"]}  # fmt: skip
         run.write_json("summary.json", summary)
-        write_report(run.path)
+        write_report(run)
     return RunResult(path=run.path, config=config, summary=summary, tables={"metrics": pd.DataFrame(run.metrics())})
 
 

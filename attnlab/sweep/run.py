@@ -68,9 +68,12 @@ def sweep(
             bar.close()
         table = aggregate(trials, run.path)
         log_trials(todo, run.path, log)
+        from attnlab.sweep.figures import sweep_figures
         from attnlab.sweep.report import write_report
 
-        write_report(run.path)
+        save_view(run.path, table, config.spec.command, trials)
+        sweep_figures(run.path)
+        write_report(run)
     return RunResult(run.path, config, summary={**_summary(table), "ran": len(todo)}, tables={"trials": table})
 
 
@@ -101,14 +104,24 @@ def aggregate(trials: list[Trial], root: Path) -> Any:
     return table
 
 
+def save_view(root: Path, table: Any, command: str, trials: list[Trial]) -> None:
+    """`view.json`: the metric the sweep's figure and report draw (the command's primary one, else the first
+    numeric), saved so that the report reads the choice from the folder."""
+    from attnlab.sweep.figures import pick_metric
+
+    fields = sorted({k for t in trials for k in t.fields})
+    write_json(root / "view.json", {"metric": pick_metric(table, command, fields)})
+
+
 def log_trials(trials: list[Trial], root: Path, kinds: tuple[str, ...]) -> None:
-    """One tracker run per finished trial (its fields as parameters, its summary numbers as metrics at step 0);
-    TensorBoard writes tensorboard/<trial id>/, MLflow the sweep's mlruns/ (see attnlab.tracking)."""
+    """One tracker run per finished trial (its fields as parameters, its summary numbers as metrics at step 0, its
+    figures and report); TensorBoard writes tensorboard/<trial id>/, MLflow the sweep's mlruns/ (attnlab.tracking)."""
     for t in trials if kinds else []:
         record = trial_state(root / "trials" / t.id) or {}
         if record.get("status") == "done":
             with Tracker(kinds, root, t.id, params=t.fields, sub=t.id) as tracker:
                 tracker.log(record.get("summary") or {}, 0)
+                tracker.log_outputs(root / "trials" / t.id)  # the trial's figures and report
 
 
 def _summary(table: Any) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,17 +17,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path, help="a run folder with report.html")
     p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000; 0: any free port)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads for recomputed patterns (default 1)")
-    p.set_defaults(func=cmd_view)
+    p.set_defaults(func=cmd_view, make_config=make_config)
+
+
+def make_config(args: argparse.Namespace) -> Any:
+    from attnlab.view.config import ViewConfig
+
+    return ViewConfig(str(args.run_dir), args.port)
 
 
 def cmd_view(args: argparse.Namespace) -> int:
     from attnlab.clitools import threads
-    from attnlab.view.config import ViewConfig
     from attnlab.view.run import serve
 
     def ready(port: int) -> None:
         print(f"serving {args.run_dir} on http://127.0.0.1:{port}/ (Ctrl-C to stop)", flush=True)
 
     with threads(args.threads):
-        serve(ViewConfig(str(args.run_dir), args.port), on_ready=ready)
+        serve(make_config(args), on_ready=ready)
     return 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from attnlab.errors import check, check_int
+from attnlab.errors import InputError, check, check_int
 
 
 @dataclass(frozen=True)
@@ -17,3 +18,18 @@ class ViewConfig:
     def __post_init__(self) -> None:
         check(bool(self.run_dir), "view: name a run folder")
         check_int(self.port, 0, "--port", maximum=65535)
+        check_run_folder(Path(self.run_dir))
+
+
+def check_run_folder(path: Path) -> None:
+    """Refuse, in one line and before the server (or torch) starts, a folder with no report.html or a corrupt
+    manifest.json (which says which command wrote the run)."""
+    from attnlab.runs import read_json, recover_replaced
+
+    recover_replaced(path)
+    if not path.is_dir():
+        raise InputError(f"{path} is not a folder; give a run folder written by an attnlab command")
+    if not (path / "report.html").is_file():
+        raise InputError(f"{path} has no report.html; give a run folder written by an attnlab command")
+    if (path / "manifest.json").exists():
+        read_json(path / "manifest.json", "run manifest")

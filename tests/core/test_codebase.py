@@ -180,44 +180,129 @@ def test_hooks_are_installed_only_by_the_trace_adapters():
     assert not found, found
 
 
-# drawing primitives: matplotlib through attnlab.plotting, plotly figure dicts through attnlab.report's builders
-FIGURE_BUILDERS = {"attnlab.plotting": {"new_figure", "save_figure"},
-                   "attnlab.report": {"heatmap", "lines", "with_slider"}}  # fmt: skip
-FIGURE_CALLS = {"savefig", "save_figure", "new_figure", "make_subplots", "Figure"}
+# --- issue 20: every figure in the room's figures.py, one report entry per room ---------------------------------
+# Rooms whose report.py and figures.py have the one shape of issue 20.
+DRAWING_ROOMS = ("bb", "series", "scan", "ablate", "consensus", "sweep", "compare", "deploy", "view", "paths")
+REPORT_ROOMS = ("bb", "series", "scan", "ablate", "consensus", "sweep", "compare", "deploy", "paths")  # view: none
+DRAWING_CALLS = {"save_figure", "savefig", "new_figure", "make_subplots", "Figure"}  # matplotlib and plotly
+PLOTLY_JSON_BUILDERS = {"heatmap", "lines", "with_slider"}  # attnlab.report's helpers that build plotly JSON
+DRAWING_MODULES = ("matplotlib", "plotly.express", "plotly.graph_objects", "plotly.subplots")  # not plotly.offline (js)
 
 
-def _drawing(tree: ast.Module) -> list[str]:
-    """What a module does that draws a figure: imports a drawing primitive or plotting library, or calls one."""
+# modules besides run.py and report.py that may call figures.py: claims.py's run_R12 and run_S6 are run functions;
+# compare's page.py builds the report's page (and write_index's)
+FIGURE_CALLERS = {"consensus/claims.py", "paths/claims.py", "compare/page.py"}
+# run functions that write more than one report: a scan series writes each checkpoint's folder's report, then its own
+REPORTS_OF_SUB_RUNS = {("scan/run.py", "run_series"): 2}
+
+
+def _drawing(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of every figure drawn or built in a module: a drawing call, `px.*`, an import of matplotlib,
+    plotly.express, graph_objects or subplots, or a plotly figure written as a dict literal with "data" and
+    "layout"."""
     found = []
     for n in ast.walk(tree):
-        if isinstance(n, ast.ImportFrom) and n.module in FIGURE_BUILDERS:
-            found += [f"imports {a.name}" for a in n.names if a.name in FIGURE_BUILDERS[n.module]]
-        elif isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in ("matplotlib", "plotly"):
-            found.append(f"imports {n.module}")
-        elif isinstance(n, ast.Import):
-            found += [f"imports {a.name}" for a in n.names if a.name.split(".")[0] in ("matplotlib", "plotly")]
-        elif isinstance(n, ast.Call):
-            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-            found += [f"calls {name}"] if name in FIGURE_CALLS else []
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            owner = getattr(f.value, "id", "") if isinstance(f, ast.Attribute) else ""
+            if name in DRAWING_CALLS or name in PLOTLY_JSON_BUILDERS or owner == "px":
+                found.append((n.lineno, f"{owner + '.' if owner else ''}{name}()"))
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+            found += [(n.lineno, f"import {m}") for m in mods if m.startswith(DRAWING_MODULES)]
+        elif isinstance(n, ast.Dict):
+            keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
+            if {"data", "layout"} <= keys:
+                found.append((n.lineno, "a plotly figure dict"))
     return found
 
 
-def test_paths_room_draws_only_in_figures_and_has_one_report_entry():
-    """Issue 20: every figure of the paths room (PNG and interactive) is drawn in `paths/figures.py`, and
-    `paths/report.py` has one public entry, `write_report(run: RunDir) -> Path`."""
-    room = PACKAGE / "paths"
-    drawing = [f"{p.relative_to(ROOT)}: {what}" for p in sorted(room.rglob("*.py")) if p.name != "figures.py"
-               for what in _drawing(ast.parse(p.read_text()))]  # fmt: skip
-    assert not drawing, drawing
-    assert _drawing(ast.parse((room / "figures.py").read_text())), "the check must see figures.py draw"
-    tree = ast.parse((room / "report.py").read_text())
-    public = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
+def test_drawing_check_sees_each_kind_of_figure():
+    """The check below flags each way of drawing, and not the calls that lay out a page."""
+    code = (
+        "import plotly.graph_objects as go\nfig = go.Figure()\npx.line(df)\nsave_figure(f, p)\nfig.savefig(b)\n"
+        "spec = {'data': [], 'layout': {}}\nwith_slider(spec, [], [], '')\nrep.figure(path)\nrep.plotly(spec, 'x')\n"
+    )
+    assert sorted({line for line, _ in _drawing(ast.parse(code))}) == [1, 2, 3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("room", DRAWING_ROOMS)
+def test_rooms_draw_only_in_figures(room: str):
+    """Issue 20: every figure of a room, PNG or interactive, is drawn in its figures.py (from saved arrays): no
+    run.py, report.py, computation or claims module builds or saves one. attnlab/plotting.py and the report
+    builder attnlab/report.py hold the shared primitives. Only report.py and run.py call figures.py (the run
+    has its PNGs drawn from the arrays it saved, or the report has them drawn as it writes the page)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {what}"
+        for path in sorted((PACKAGE / room).rglob("*.py"))
+        if path.name != "figures.py"
+        for line, what in _drawing(ast.parse(path.read_text()))
+    ]
+    found += [
+        f"{path.relative_to(ROOT)} imports attnlab.{room}.figures"
+        for path in sorted((PACKAGE / room).rglob("*.py"))
+        if path.name not in ("figures.py", "report.py", "run.py")
+        and str(path.relative_to(PACKAGE)) not in FIGURE_CALLERS
+        and f"attnlab.{room}.figures" in _imported_names(ast.parse(path.read_text()))
+    ]
+    assert not found, found
+
+
+def _is_report_entry(node: ast.AST) -> bool:
+    """`def write_report(run: RunDir) -> Path`."""
+    if not isinstance(node, ast.FunctionDef):
+        return False
+    args = node.args
+    plain = not (args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults)
+    ann = [getattr(a.annotation, "id", None) for a in args.args]
+    return (
+        plain
+        and [a.arg for a in args.args] == ["run"]
+        and ann == ["RunDir"]
+        and getattr(node.returns, "id", "") == "Path"
+    )
+
+
+@pytest.mark.parametrize("room", REPORT_ROOMS)
+def test_rooms_have_one_report_entry(room: str):
+    """Issue 20: a room's report.py defines one public function, `write_report(run: RunDir) -> Path`; neither it
+    nor figures.py imports the room's run.py (the run calls the report, never the other way); only run.py calls
+    write_report, each run function at most once."""
+    tree = ast.parse((PACKAGE / room / "report.py").read_text())
+    public = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    public = [n for n in public if not n.name.startswith("_")]
     assert [n.name for n in public] == ["write_report"], [n.name for n in public]
-    entry = public[0]
-    assert isinstance(entry, ast.FunctionDef)
-    args = [(a.arg, ast.unparse(a.annotation) if a.annotation else None) for a in entry.args.args]
-    assert args == [("run", "RunDir")] and not entry.args.kwonlyargs and not entry.args.vararg, args
-    assert entry.returns is not None and ast.unparse(entry.returns) == "Path"
+    assert _is_report_entry(public[0]), ast.unparse(public[0])
+    for name in ("report.py", "figures.py"):
+        imported = _imported_names(ast.parse((PACKAGE / room / name).read_text()))
+        assert f"attnlab.{room}.run" not in imported, f"attnlab/{room}/{name} imports attnlab.{room}.run"
+    for path in sorted((PACKAGE / room).rglob("*.py")):
+        for fn in (n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)):
+            calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "write_report"]
+            most = REPORTS_OF_SUB_RUNS.get((str(path.relative_to(PACKAGE)), fn.name), 1 if path.name == "run.py" else 0)
+            assert len(calls) <= most, f"{path.relative_to(ROOT)}: {fn.name}"
+
+
+def _imported_names(tree: ast.Module) -> set[str]:
+    """Every module a file imports, and each `from M import x` as M.x too (x may be a module)."""
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            names |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            names |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
+    return names
+
+
+def test_paths_room_draws_only_in_figures_and_has_one_report_entry():
+    """Issue 20, the paths room after its regrouping into sub-rooms: every figure (PNG and interactive, the claims'
+    S6/S7 ones included) is drawn in `paths/figures.py`, and `paths/report.py` has the one entry
+    `write_report(run: RunDir) -> Path` (the checks above, over every sub-room's modules)."""
+    assert (PACKAGE / "paths" / "theory").is_dir() and not (PACKAGE / "paths" / "claims_figures.py").exists()
+    test_rooms_draw_only_in_figures("paths")
+    test_rooms_have_one_report_entry("paths")
+    assert _drawing(ast.parse((PACKAGE / "paths" / "figures.py").read_text())), "the check must see figures.py draw"
 
 
 def _module_name(path: Path) -> str:
@@ -251,12 +336,6 @@ def _import_graph() -> tuple[dict[str, set[str]], set[str]]:
     return edges, packages
 
 
-# Known import cycles, each being removed by another change of issue 20 (remove the entry when it lands):
-# bb/report.py imports bb/run.py and bb/run.py imports bb/report.py (the bb report is being rebuilt to read the run
-# folder only, with one write_report(run) entry).
-KNOWN_CYCLES = {("attnlab.bb.report", "attnlab.bb.run")}
-
-
 def test_no_package_imports_a_package_that_imports_it_back():
     """Issue 20: no two sibling packages (attnlab.bb and attnlab.series; attnlab.paths.theory and
     attnlab.paths.sampling; ...) import each other, counting every module inside each, and no two modules do."""
@@ -276,7 +355,7 @@ def test_no_package_imports_a_package_that_imports_it_back():
     package_cycles = sorted(f"{P} <-> {Q}" for P in between for Q in between[P] if P < Q and P in between.get(Q, ()))
     module_cycles = sorted((a, b) for a in edges for b in edges[a] if a < b and a in edges.get(b, ()))
     assert not package_cycles, package_cycles
-    assert set(module_cycles) <= KNOWN_CYCLES, sorted(set(module_cycles) - KNOWN_CYCLES)
+    assert not module_cycles, module_cycles
     assert "attnlab.paths.theory" in between["attnlab.paths.sampling"], "the check must see sampling import theory"
 
 

@@ -110,8 +110,9 @@ def _fake_study(monkeypatch, name, run_demo):
 
 
 @pytest.mark.parametrize("code, why", [(130, "demo interrupted;"), (2, "demo stopped: diverged at step 3;")])
-def test_a_stopped_demo_names_what_finished_and_never_suggests_resume(tmp_path, monkeypatch, code, why):
-    """`attnlab demo` has no --resume: a study's own "continue with --resume" must not reach the user."""
+def test_a_stopped_demo_names_what_finished_and_suggests_the_demos_resume(tmp_path, monkeypatch, code, why):
+    """A study's own "continue with --resume" (of its run alone) must not reach the user: the demo's own
+    `attnlab demo --resume` is the way to continue."""
     from attnlab import demo
     from attnlab.errors import AttnlabError
     from attnlab.report import Report
@@ -131,7 +132,8 @@ def test_a_stopped_demo_names_what_finished_and_never_suggests_resume(tmp_path, 
     with pytest.raises(AttnlabError) as info:
         demo.run_demo(demo.DemoConfig(), tmp_path / "demo")
     message = str(info.value)
-    assert info.value.exit_code == code and "--resume" not in message
+    assert info.value.exit_code == code and message.count("--resume") == 1  # the demo's hint, not the study's
     assert message.startswith(why) and message.endswith(
-        f"the studies it finished (first) are in {tmp_path / 'demo'}; run it again with --overwrite"
+        f"the study parts it finished (first) are in {tmp_path / 'demo'}; "
+        f"continue with `attnlab demo --resume --out {tmp_path / 'demo'}`"
     )

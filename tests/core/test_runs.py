@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -126,17 +128,54 @@ def test_out_that_is_a_file_or_read_only(tmp_path):
         with open_run(tmp_path / "f", "scan", _Cfg()):
             pass
     assert (tmp_path / "f").read_text() == "keep"
+    if os.geteuid() == 0:  # root may write anywhere: check the refusal from a child that drops to nobody
+        seen = _refusal_as_nobody()
+        if seen == "cannot drop privileges":
+            pytest.skip("root without CAP_SETUID: no user to check the refusal as")
+        assert seen == "not writable"
+        return
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
     try:
-        if os.access(ro, os.W_OK):
-            pytest.skip("running as a user who can write anywhere")
         with pytest.raises(InputError, match="not writable"):
             with open_run(ro / "r", "scan", _Cfg()):
                 pass
     finally:
         ro.chmod(0o700)
+
+
+def _refusal_as_nobody() -> str:
+    """Fork, become uid/gid 65534 in the child, and try `open_run` under a root-owned read-only folder (in a
+    world-readable temp folder, since pytest's own tmp folders are root-only). Returns what the child saw."""
+    base = Path(tempfile.mkdtemp(prefix="attnlab-ro-"))
+    base.chmod(0o755)
+    (base / "ro").mkdir(mode=0o555)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        seen = "no refusal"
+        try:
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+            except PermissionError:
+                os.write(write_end, b"cannot drop privileges")
+                os._exit(0)
+            with open_run(base / "ro" / "r", "scan", _Cfg()):
+                pass
+        except InputError as exc:
+            seen = "not writable" if "is not writable" in str(exc) else str(exc)
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails the test
+            seen = repr(exc)
+        os.write(write_end, seen.encode()[:4000])
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        seen = pipe.read()
+    os.waitpid(pid, 0)
+    shutil.rmtree(base)
+    return seen
 
 
 def test_out_where_nothing_can_be_written(tmp_path):

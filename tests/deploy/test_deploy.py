@@ -165,6 +165,30 @@ def test_cli_runs_and_verdict(llama_dir, tmp_path, capsys):
     assert verdict(row.checks, numbers)[0] == (MET if v["met"] else MISSED)
 
 
+def test_reports_are_written_from_the_run_folder_alone(llama_dir, tmp_path):
+    """write_report(run) rewrites each command's page from a copy of its folder, byte for byte (issue 20), and
+    refuses a run of another command in one line."""
+    import shutil
+
+    from attnlab.deploy.report import write_report
+    from attnlab.errors import InputError
+    from attnlab.runs import RunDir
+
+    base = ["--model", str(llama_dir), "--tokens", "32", "--samples", "2"]
+    for command, extra in (("quantize", []), ("window", ["--window", "8"])):
+        out = tmp_path / "runs" / command
+        assert main(["deploy", command, *base, *extra, "--out", str(out)]) == 0
+        copy = tmp_path / "copy" / "runs" / command
+        shutil.copytree(out, copy)
+        (copy / "report.html").unlink()
+        write_report(RunDir(copy))
+        assert (copy / "report.html").read_bytes() == (out / "report.html").read_bytes(), command
+    manifest = copy / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"deploy window"', '"scan"'))
+    with pytest.raises(InputError, match="not of a deploy command"):
+        write_report(RunDir(copy))
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -140,10 +140,11 @@ def test_out_that_is_a_file(llama_dir, tmp_path, capsys):
 
 def test_report_reads_a_corrupt_trace_with_one_line(llama_dir, tmp_path):
     from attnlab.errors import InputError
+    from attnlab.runs import RunDir
     from attnlab.scan.report import write_report
 
     out = tmp_path / "scan"
     assert main(["scan", "--model", str(llama_dir), "--domain", "code", "--out", str(out)] + SMALL) == 0
     (out / "traces" / "code.json").write_text('{"massive": [')
     with pytest.raises(InputError, match="code.json is corrupt"):
-        write_report(out)
+        write_report(RunDir(out))

@@ -138,6 +138,15 @@ def test_ablate_outputs(llama_dir, tmp_path, capsys):
     assert len(rows) == 2 * len(conds)  # prose and code
     assert (out / "figures" / "ablation_dnll.png").is_file() and (out / "report.html").is_file()
     assert "run folder:" in capsys.readouterr().out
+    # heads.csv: the ΔNLL of every zeroed head (and of the head moved to the sink), keyed by domain, layer, head
+    heads = {(r["domain"], r["layer"], r["head"]): r for r in _rows(out / "heads.csv")}
+    by_cond = {(r["domain"], r["condition"]): r for r in rows}
+    named = {(d, *c.split()[1].split(".")) for d, c in by_cond if c.startswith(("head ", "sink "))}
+    assert set(heads) == named and len(heads) == 2 * 6  # heads 1.0, 0.0-0.3 and 1.1, on prose and code
+    for (d, l, h), r in heads.items():
+        zeroed, moved = by_cond.get((d, f"head {l}.{h}")), by_cond.get((d, f"sink {l}.{h}"))
+        assert r["dnll_mean"] == (zeroed["dnll_mean"] if zeroed else "")
+        assert r["dnll_sink_mean"] == (moved["dnll_mean"] if moved else "") and r["sink_score"] != ""
     _check_mlp_dnll_by_hand(out, rows)
 
 

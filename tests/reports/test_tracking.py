@@ -20,6 +20,35 @@ def _tensorboard_scalars(folder, tag):
     return {e.step: e.value for e in acc.Scalars(tag)}
 
 
+def _tensorboard_images(folder) -> dict[str, tuple[int, tuple[int, int, int]]]:
+    """tag -> (step, [height, width, channels]) of the images in TensorBoard's event files under `folder`."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"images": 0})
+    acc.Reload()
+    out = {}
+    for tag in acc.Tags()["images"]:
+        (event,) = acc.Images(tag)
+        out[tag] = (event.step, np.asarray(Image.open(io.BytesIO(event.encoded_image_string))).shape)
+    return out
+
+
+def _png_shape(path) -> tuple[int, int, int]:
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB")).shape
+
+
+def _artifacts(client, run_id, path=None) -> list[str]:
+    return sorted(f.path for f in client.list_artifacts(run_id, path))
+
+
 def _mlflow_runs(folder, monkeypatch):
     from mlflow.tracking import MlflowClient
 
@@ -50,6 +79,17 @@ def test_bb_train_logs_to_tensorboard_and_mlflow(tmp_path, monkeypatch):
     history = client.get_metric_history(runs[0].info.run_id, "attn_sink")
     assert {m.step: m.value for m in history} == pytest.approx(want)
     assert runs[0].data.params["d_model"] == "32" and runs[0].data.params["optimizer"] == "adam"
+    # the figures the run drew and its report, in the same tracker runs as the metrics
+    pngs = sorted((run / "figures").glob("*.png"))
+    assert pngs, "the run drew no figure"
+    images = _tensorboard_images(run / "tensorboard")
+    assert images == {f"figures/{p.stem}": (10, _png_shape(p)) for p in pngs}
+    run_id = runs[0].info.run_id
+    assert _artifacts(client, run_id) == ["figures", "report.html"]
+    assert _artifacts(client, run_id, "figures") == [f"figures/{p.name}" for p in pngs]
+    copied = client.download_artifacts(run_id, "report.html", str(tmp_path / "dl"))
+    assert open(copied, "rb").read() == (run / "report.html").read_bytes()
+    assert client.get_run(run_id).info.status == "FINISHED"
 
 
 def test_no_tracker_files_by_default(runs):
@@ -69,13 +109,38 @@ def test_sweep_trials_logged(tmp_path, monkeypatch):
     for i, t in enumerate(trials):
         status = "failed" if i == 2 else "done"
         write_json(tmp_path / "trials" / t.id / "trial.json", {"status": status, "summary": {"accuracy": 0.5 + i / 10}})
+    _figure(tmp_path / "trials" / "t1" / "figures" / "loss.png", (12, 20))
+    (tmp_path / "trials" / "t1" / "report.html").write_text("<html>t1</html>")
     log_trials(trials, tmp_path, ("tensorboard", "mlflow"))
     assert _tensorboard_scalars(tmp_path / "tensorboard" / "t1", "accuracy") == {0: pytest.approx(0.6)}
+    assert _tensorboard_images(tmp_path / "tensorboard" / "t1") == {"figures/loss": (0, (12, 20, 3))}
+    assert _tensorboard_images(tmp_path / "tensorboard" / "t0") == {}
     assert not (tmp_path / "tensorboard" / "t2").exists()  # a failed trial is not logged
     _, runs = _mlflow_runs(tmp_path, monkeypatch)
     by_name = {r.info.run_name: r for r in runs}
     assert set(by_name) == {"t0", "t1"} and by_name["t0"].data.metrics["accuracy"] == pytest.approx(0.5)
     assert by_name["t1"].data.params["N"] == "20.0"
+    client, _ = _mlflow_runs(tmp_path, monkeypatch)
+    assert _artifacts(client, by_name["t1"].info.run_id) == ["figures", "report.html"]
+    assert _artifacts(client, by_name["t0"].info.run_id) == []
+
+
+def _figure(path, size: tuple[int, int]) -> None:
+    """A small PNG of `size` (height, width) with a gradient, as a run's figure."""
+    import numpy as np
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pixels = np.linspace(0, 255, size[0] * size[1] * 3).reshape(*size, 3).astype(np.uint8)
+    Image.fromarray(pixels).save(path)
+
+
+def test_a_tracker_with_no_kinds_logs_no_output(tmp_path):
+    from attnlab.tracking import Tracker
+
+    _figure(tmp_path / "figures" / "a.png", (4, 4))
+    assert Tracker((), tmp_path, "run").log_outputs(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figures"]
 
 
 def test_unknown_tracker_is_refused(tmp_path, capsys):

@@ -135,12 +135,14 @@ def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_p
     tokens and the weight: the 16-token scan is redrawn with the threshold at 8 (the report reads the folder)."""
     import shutil
 
-    from attnlab.scan import report as scan_report
+    from attnlab.runs import RunDir
+    from attnlab.scan import figures as scan_figures
+    from attnlab.scan.report import write_report
 
     run = tmp_path / "scan"
     shutil.copytree(runs["scan"], run)
-    monkeypatch.setattr(scan_report, "CANVAS_FROM", 8)
-    scan_report.write_report(run)
+    monkeypatch.setattr(scan_figures, "CANVAS_FROM", 8)
+    write_report(RunDir(run))
     view = element_id(run, "pattern")
     kept = json.loads((run / "summary.json").read_text())["pattern_heads"][0]
     A = np.load(run / "patterns" / "prose" / f"{kept}.npy")
