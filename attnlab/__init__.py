@@ -25,6 +25,7 @@ import importlib
 from typing import Any
 
 from attnlab.errors import AttnlabError, InputError, NumericalError
+from attnlab.registry import study_rooms
 from attnlab.runs import RunDir, RunResult
 
 __version__ = "0.1.0"
@@ -35,13 +36,7 @@ __all__ = [
     "RunDir",
     "RunResult",
     "__version__",
-    "bb",
-    "scan",
-    "ablate",
-    "deploy",
-    "series",
-    "consensus",
-    "paths",
+    *study_rooms(),
     "tracing",
     "trace",
     "hook_points",
@@ -55,7 +50,8 @@ __all__ = [
     "MoveToSink",
     "MeanAblate",
 ]
-_LAZY = ("bb", "scan", "ablate", "deploy", "series", "consensus", "paths", "tracing")
+# the study sub-packages (from the one table in attnlab.registry) and the trace layer, imported on first access
+_LAZY = (*study_rooms(), "tracing")
 # name -> the module that defines it, imported on first access (so `attnlab.trace` costs nothing until called)
 VERBS = {
     "trace": "attnlab.api",

@@ -14,9 +14,10 @@ from pathlib import Path
 from types import ModuleType
 
 from attnlab.errors import AttnlabError, InputError
+from attnlab.registry import commands
 
-# The order of `attnlab --help`.
-STUDY_CLIS = ["bb", "scan", "series", "ablate", "deploy", "consensus", "paths", "sweep", "reproduce", "compare", "view"]
+# The order of `attnlab --help`: the one table of rooms in attnlab.registry.
+STUDY_CLIS = commands()
 
 
 def _import_optional(name: str, broken: dict[str, str]) -> ModuleType | None:

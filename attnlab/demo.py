@@ -24,15 +24,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from attnlab.errors import AttnlabError, InputError, check_int, names
+from attnlab.registry import demo_modules
 from attnlab.runs import RunDir, RunResult, frame, open_run, read_json, run_status
 
-# demo section -> the module with its `run_demo(out, seed) -> Report`; the order of the demo report.
-DEMOS = {
-    "bb": "attnlab.bb.demo",
-    "real": "attnlab.scan.demo",
-    "consensus": "attnlab.consensus.demo",
-    "paths": "attnlab.paths.demo",
-}
+# demo section (a spec study) -> the module with its `run_demo(out, seed) -> Report`; the order of the demo report.
+# From the one table in attnlab.registry.
+DEMOS = demo_modules()
 MAX_SEED = 2**32 - 1  # every study's generators accept it
 PROGRESS = "studies.json"  # the study parts finished so far: [{study, seconds, folder, section}], in order
 STUDY_HINT = "; continue with --resume"  # a study run's own hint, which is not the demo's: see _stopped

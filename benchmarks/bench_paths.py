@@ -20,10 +20,11 @@ import numpy as np
 import torch
 
 from attnlab.clitools import threads
-from attnlab.paths.data import build_data
-from attnlab.paths.points import make_problem
-from attnlab.paths.solver import Param, solve
-from attnlab.paths.theory import evaluate
+from attnlab.paths.tasks.data import build_data
+from attnlab.paths.theory.action import evaluate
+from attnlab.paths.theory.points import make_problem
+from attnlab.paths.theory.solver import Param
+from attnlab.paths.theory.solver import solve_saddle_point as solve
 from attnlab.runs import to_jsonable
 
 
@@ -87,7 +88,8 @@ def b1_row(data, N: float, repeats: int, adam_Ns: list[float]) -> dict:
 
 def b3(data, warmup: int, draws: int) -> dict:
     """B3: collapsed HMC at N = 10 (4 chains, 16 leapfrog steps) against the chain theory there."""
-    from attnlab.paths.points import sample_point, theory_point
+    from attnlab.paths.sampling.posterior import sample_point
+    from attnlab.paths.theory.points import theory_point
 
     sp, _ = theory_point(data, 10, 0.01)
     rec = sample_point(data, 10, 0.01, 4, warmup, draws, "hmc", 16, 1, 5, 0, False)
@@ -101,7 +103,7 @@ def b3(data, warmup: int, draws: int) -> dict:
 
 def run(args: argparse.Namespace) -> None:
     """B1 and B3 with the parsed options; writes bench.json under args.out."""
-    from attnlab.paths.points import sweep
+    from attnlab.paths.theory.points import theory_sweep as sweep
 
     args.out.mkdir(parents=True, exist_ok=True)
     data = build_data("markov", 100, 1000)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.clitools import threads
-from attnlab.paths.adjudicate import compare_point, extrapolate
+from attnlab.paths.sampling.adjudicate import compare_point, extrapolate
 from attnlab.runs import read_jsonl, to_jsonable, write_jsonl
 
 

@@ -59,8 +59,8 @@ def profile_once(tmp: Path, env: dict[str, str], threads: int) -> None:
     for (file, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         rows.append((ct, f"{Path(file).parent.name}/{Path(file).name}:{func}"))
     wanted = ("torch/__init__.py:<module>", "stats/__init__.py:<module>", "pandas/__init__.py:<module>",
-              "matplotlib/__init__.py:<module>", "paths/run.py:solve", "paths/report.py:solve_report",
-              "paths/figures.py:solve_figures", "paths/data.py:build_data", "paths/points.py:theory_point",
+              "matplotlib/__init__.py:<module>", "paths/run.py:solve", "paths/report.py:write_report",
+              "paths/figures.py:solve_figures", "tasks/data.py:build_data", "theory/points.py:theory_point",
               "attnlab/cli.py:build_parser", "attnlab/cli.py:main")  # fmt: skip
     print("cProfile of one `attnlab paths solve` (cumulative seconds, nested phases overlap):")
     for ct, name in sorted(rows, reverse=True):

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from attnlab.ablate.config import AblateConfig
 from attnlab.errors import InputError
-from attnlab.hf.analysis import state_of
+from attnlab.hf.heads import state_of
 from attnlab.runs import read_json
 from attnlab.tracing.adapters.hf import trace_windows, windows_nll
 from attnlab.tracing.format import Trace

@@ -15,10 +15,9 @@ from attnlab.ablate.config import AblateConfig
 from attnlab.ablate.report import write_report
 from attnlab.ablate.tables import read_rows
 from attnlab.errors import InputError
-from attnlab.hf.analysis import ACTIVE, DORMANT
-from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import config_windows, load_checked
-from attnlab.hf.texts import source_manifest
+from attnlab.hf.heads import ACTIVE, DORMANT
+from attnlab.hf.loader import LoadedModel, load_checked
+from attnlab.hf.texts import config_windows, source_manifest
 from attnlab.runs import RunResult, frame, open_run
 from attnlab.tracing.adapters.arch import get_arch
 

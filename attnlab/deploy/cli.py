@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from attnlab.clitools import add_run_args, run_mode, threads
-from attnlab.hf.settings import add_window_args, window_kwargs
+from attnlab.hf.cliargs import add_window_args, window_kwargs
 
 DEFAULT_DOMAINS = ["prose", "code"]
 

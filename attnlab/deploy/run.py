@@ -19,9 +19,8 @@ from attnlab.deploy.figures import quantize_figures, window_figures
 from attnlab.deploy.report import write_report
 from attnlab.deploy.tables import read_table, slug
 from attnlab.errors import InputError
-from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import config_windows, load_checked
-from attnlab.hf.texts import source_manifest
+from attnlab.hf.loader import LoadedModel, load_checked
+from attnlab.hf.texts import config_windows, source_manifest
 from attnlab.runs import RunResult, open_run, write_text
 from attnlab.tracing.adapters.arch import get_arch
 

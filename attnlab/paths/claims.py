@@ -17,7 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.runs import read_json
+import numpy as np
+
+from attnlab.runs import read_json, read_jsonl, write_json
 
 SAMPLE_ERR = 0.2  # spec §13 B3: suggested theory-sampling agreement
 S6_ERR = 0.1
@@ -27,6 +29,11 @@ S9_TOL = 1e-8
 
 def _metrics(run_dir: str | Path) -> dict:
     return read_json(Path(run_dir) / "metrics.json")
+
+
+def offdiag_fraction(U: np.ndarray) -> float:
+    """|U - diag U|_F / |U|_F: 0 for a diagonal U (no cross-path structure)."""
+    return float(np.linalg.norm(U - np.diag(np.diag(U))) / np.linalg.norm(U))
 
 
 def verdict_S8(run_dir: str | Path) -> tuple[float, bool, str]:
@@ -69,9 +76,10 @@ def run_S6(
     draws: int = 1000,
 ) -> dict[str, Path]:
     """S6: `paths sweep` and `paths sample` on digit episodes with L = 3, H = 2 (8 paths) into `out/sweep`,
-    `out/sample`, then `out/S6.png`. Returns {name: run folder}."""
-    from attnlab.paths.claims_figures import layers_figure
+    `out/sample`, then the off-diagonal fractions in `out/S6.json` and their figure `out/S6.png`. Returns
+    {name: run folder}."""
     from attnlab.paths.config import SampleConfig, SweepConfig
+    from attnlab.paths.figures import layers_figure
     from attnlab.paths.run import sample, sweep
 
     out = Path(out)
@@ -79,19 +87,30 @@ def run_S6(
     sw = sweep(SweepConfig(Ns=Ns, P=P, allow_unconverged=True, **common), out / "sweep", mode="overwrite")
     sa = sample(SampleConfig(N=float(sample_N), P=sample_P, chains=chains, warmup=warmup, draws=draws, **common),
                 out / "sample", mode="overwrite")  # fmt: skip
+    write_json(out / "S6.json", _s6_fractions(out))
     layers_figure(out)
     return {"sweep": sw.path, "sample": sa.path}
+
+
+def _s6_fractions(out: Path) -> dict:
+    """The off-diagonal fraction of U at each alpha of `out/sweep` and of the sampled U of `out/sample` (if any)."""
+    recs = read_jsonl(out / "sweep" / "points.jsonl")
+    rec: dict[str, Any] = {
+        "alpha": [r["alpha"] for r in recs],
+        "offdiag_fraction": [offdiag_fraction(np.asarray(r["U"])) for r in recs],
+        "sampled": None,
+    }
+    if (out / "sample" / "U_hat.npy").is_file():
+        m = _metrics(out / "sample")
+        U_hat = np.load(out / "sample" / "U_hat.npy")
+        rec["sampled"] = {"alpha": m["alpha"], "N": m["N"], "offdiag_fraction": offdiag_fraction(U_hat)}
+    return rec
 
 
 def verdict_S6(run_dir: str | Path) -> tuple[float, bool, str]:
     """(sampled-vs-theory relative error, met, why) from `run_S6`'s folder: met when the off-diagonal fraction
     of U grows from the smallest to the largest alpha (and is below 0.1 at the smallest) and the sampled U is
     within `S6_ERR` of the theory."""
-    import numpy as np
-
-    from attnlab.paths.claims_figures import offdiag_fraction
-    from attnlab.runs import read_jsonl
-
     run_dir = Path(run_dir)
     recs = sorted(read_jsonl(run_dir / "sweep" / "points.jsonl"), key=lambda r: r["alpha"])
     fr = [offdiag_fraction(np.asarray(r["U"])) for r in recs]

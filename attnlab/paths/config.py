@@ -3,7 +3,7 @@
 Every field the user can type is checked in `__post_init__` against a finite range; a bad value raises a one-line
 `InputError` that names the option (`--temperature`, `--N`, ...). The sampler's and the GD network's memory and
 a lower bound on their run time are checked here too (`attnlab.budget`); the kernels' memory, which needs the
-task's shapes, is checked by the run functions before anything is drawn (`attnlab.paths.data.check_sizes`).
+task's shapes, is checked by the run functions before anything is drawn (`attnlab.paths.tasks.data.check_sizes`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ ATTENTIONS = ("task", "precomputed")
 # Finite ranges: iteration counts (steps, warmup, draws) far above the spec's defaults (300-3000); examples (P,
 # n_test) and sizes are further held to the memory estimates.
 MAX_ITERATIONS = 10**8
-MAX_EXAMPLES = 2**40  # left to the memory estimates (attnlab.paths.data.check_sizes), which give both numbers
+MAX_EXAMPLES = 2**40  # left to the memory estimates (attnlab.paths.tasks.data.check_sizes), which give both numbers
 MAX_SEED = 2**63 - 1
 MAX_TEMPERATURE = 1e6  # K + T I: far above any kernel's scale the posterior is the prior
 MAX_LR = 10.0
-GD_BATCH = 128  # attnlab.paths.gradient_descent.train_gd's batch
+GD_BATCH = 128  # attnlab.paths.pruning.gradient_descent.train_gd's batch
 
 
 def _check_width(N: float, what: str) -> None:
@@ -54,7 +54,7 @@ def _check_examples(P: int, n_test: int) -> None:
 
 
 def _check_outputs(cfg: SolveConfig | SampleConfig) -> None:
-    """--outputs M: 1..4 Markov targets (attnlab.paths.outputs), chain or simple form, not fixed_point."""
+    """--outputs M: 1..4 Markov targets (attnlab.paths.sampling.outputs), chain or simple form, not fixed_point."""
     check_int(cfg.outputs, 1, "--outputs", maximum=4)
     if cfg.outputs > 1:
         check(cfg.task == "markov", f"--outputs {cfg.outputs}: multiple outputs are built on the Markov task only")

@@ -2,11 +2,12 @@
 
 Each is `fn(config, out=None, *, mode="new") -> RunResult` and writes one run folder (docs/attention-paths.md):
 
-- `solve`: `U.npy` [n_paths, n_paths], `kernels.npz`, `saddle_point.{safetensors,json}`, `metrics.json`,
-  `paths.json` (path names), `alignment.json`; an unconverged solve keeps the folder and raises `NumericalError`
-  (exit 2) unless `allow_unconverged`;
+- `solve`: `U.npy` [n_paths, n_paths], `kernels.npz`, `K_train.npy` (K(U) [P, P]), `saddle_point.{safetensors,json}`,
+  `metrics.json`, `paths.json` (path names), `alignment.json`; an unconverged solve keeps the folder and raises
+  `NumericalError` (exit 2) unless `allow_unconverged`;
 - `sweep`: `metrics.jsonl` (one line per width, written as each point finishes; `--resume` continues after the
-  last complete line from `checkpoints/`), `points.jsonl`, `metrics.json`, `paths.json`, `alignment.json`;
+  last complete line from `checkpoints/`), `points.jsonl`, `metrics.json`, `paths.json`, `alignment.json` (and
+  `report_title.json` when a `title` is given);
 - `sample`: `U.npy`, `U_hat.npy`, `metrics.json`, `paths.json`;
 - `prune`: `gd_model.{safetensors,json}`, `metrics.json`.
 
@@ -29,8 +30,8 @@ from attnlab.configs import config_to_dict
 from attnlab.errors import InputError, NumericalError
 from attnlab.paths import report
 from attnlab.paths.config import EnsembleConfig, PruneConfig, SampleConfig, SolveConfig, SweepConfig
-from attnlab.paths.data import PathData, build_data, check_sizes, task_shape
 from attnlab.paths.figures import fmt_N
+from attnlab.paths.tasks.data import PathData, build_data, check_sizes, task_shape
 from attnlab.runs import RunDir, RunResult, frame, open_run, read_jsonl, write_bytes, write_jsonl
 
 Config = SolveConfig | SweepConfig | SampleConfig | EnsembleConfig
@@ -75,7 +76,7 @@ def _write_paths(run: RunDir, data: PathData) -> None:
 # --- solve -----------------------------------------------------------------------------------------------------
 def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """The order parameter U at one (N, T) point, its test accuracy and the GP baselines (spec §5.6, §6)."""
-    from attnlab.paths.points import alignment_record, theory_point
+    from attnlab.paths.theory.points import alignment_record, theory_point
 
     if config.outputs > 1:
         return _solve_outputs(config, out, mode)
@@ -94,11 +95,12 @@ def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "ne
                  xit_train=data.gram.xit.numpy(), xit_test=data.xit_test.numpy(),
                  path_names=np.array(data.cfg.path_names()))  # fmt: skip
         write_bytes(run.file("kernels.npz"), buf.getvalue())
+        run.save_npy("K_train.npy", _renormalised_kernel(data, rec["U"]))
         sp.save(run.file("saddle_point"))
         run.write_json("metrics.json", rec)
         _write_paths(run, data)
         run.write_json("alignment.json", alignment_record(data, sp.U))
-        report.solve_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
     result = RunResult(run.path, config, summary, {"point": _frame([_scalars(rec)])})
     if not sp.converged and not config.allow_unconverged:
@@ -107,11 +109,18 @@ def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "ne
     return result
 
 
+def _renormalised_kernel(data: PathData, U: Any) -> np.ndarray:
+    """K(U) = sum U^{pi pi'} C^{pi pi'} on the training points [P, P] (spec K2), saved for the report's kernel view."""
+    import torch
+
+    return data.gram.kernel(torch.as_tensor(np.asarray(U), dtype=torch.float64)).numpy()
+
+
 def _scalar_renorm(data: PathData, config: SolveConfig, U_matrix: np.ndarray, rec: dict) -> dict:
     """`--renorm scalar` (spec §16, S9): the record of the scalar saddle point, with the matrix solve kept under
     `renorm_comparison` (accuracies and predictor gaps of scalar, matrix and GP)."""
-    from attnlab.paths.points import make_problem
-    from attnlab.paths.renorm import renorm_record, scalar_U
+    from attnlab.paths.theory.points import make_problem
+    from attnlab.paths.theory.renorm import renorm_record, scalar_U
 
     prob = make_problem(data, config.N, config.temperature, config.entropy_form)
     cmp = renorm_record(data, prob, U_matrix)
@@ -120,13 +129,13 @@ def _scalar_renorm(data: PathData, config: SolveConfig, U_matrix: np.ndarray, re
 
 
 def _multi_data(config: SolveConfig | SampleConfig) -> Any:
-    from attnlab.paths.outputs import build_multi
+    from attnlab.paths.sampling.outputs import build_multi
 
     return build_multi(config.P, config.n_test, config.variant, config.outputs, config.memory_budget)
 
 
 def _write_multi_paths(run: RunDir, md: Any) -> None:
-    from attnlab.paths.outputs import OUTPUT_NAMES
+    from attnlab.paths.sampling.outputs import OUTPUT_NAMES
 
     names = [f"{p}|{o}" for p in md.cfg.path_names() for o in OUTPUT_NAMES[: md.M]]
     run.write_json("paths.json", {"path_names": names, "heads": md.cfg.H, "outputs": md.M})
@@ -134,8 +143,8 @@ def _write_multi_paths(run: RunDir, md: Any) -> None:
 
 def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> RunResult:
     """`paths solve --outputs M` (spec §16, S8): U over (path, output) pairs on the Markov task's M targets."""
-    from attnlab.paths.outputs import multi_theory
-    from attnlab.paths.predictor import alignment
+    from attnlab.paths.sampling.outputs import multi_theory
+    from attnlab.paths.theory.predictor import alignment
 
     md = _multi_data(config)  # sizes are checked here, before the folder is opened
     with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
@@ -146,7 +155,7 @@ def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> Ru
         run.write_json("metrics.json", rec)
         _write_multi_paths(run, md)
         run.write_json("alignment.json", {"renormalised": alignment(sp.U, md.gram, md.Y_train.reshape(-1))})
-        report.solve_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
     if not sp.converged and not config.allow_unconverged:
         raise NumericalError(f"solver did not converge (max|grad| = {sp.max_grad:.3g}); results kept in {run.path}")
@@ -156,9 +165,9 @@ def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> Ru
 def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str) -> RunResult:
     """`paths solve --attention precomputed --from RUN` (spec §16, S10): the trained network's attention maps as
     precomputed heads; theory vs GP vs the network itself on the same test episodes."""
-    from attnlab.paths import plugin
-    from attnlab.paths.points import alignment_record, theory_point
+    from attnlab.paths.pruning import plugin
     from attnlab.paths.tasks.digits import digit_episodes
+    from attnlab.paths.theory.points import alignment_record, theory_point
 
     model = plugin.load_trained(str(config.from_run))
     data, net_acc = plugin.plugin_data(model, config.P, config.n_test, config.memory_budget)
@@ -172,7 +181,7 @@ def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str) -> Run
         run.write_json("metrics.json", rec)
         _write_paths(run, data)
         run.write_json("alignment.json", alignment_record(data, sp.U))
-        report.solve_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("accuracy", "accuracy_gp", "max_grad", "iterations", "converged")}
     summary["network_accuracy"] = net_acc
     if not sp.converged and not config.allow_unconverged:
@@ -182,7 +191,7 @@ def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str) -> Run
 
 def _sample_outputs(config: SampleConfig, out: str | Path | None, mode: str) -> RunResult:
     """`paths sample --outputs M`: HMC over the upper weights with readout A [M, N_a] against the theory's U."""
-    from attnlab.paths.outputs import multi_sample, multi_theory
+    from attnlab.paths.sampling.outputs import multi_sample, multi_theory
 
     md = _multi_data(config)
     with open_run(out, "paths sample", config, mode=mode, seed=config.seed, prefix="paths-sample") as run:
@@ -200,7 +209,7 @@ def _sample_outputs(config: SampleConfig, out: str | Path | None, mode: str) -> 
         run.save_npy("U_hat.npy", rec["U_hat"])
         run.write_json("metrics.json", rec)
         _write_multi_paths(run, md)
-        report.sample_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("rhat_max", "ess_bulk_min", "converged", "rel_frob_err", "sampled_accuracy")}
     summary["theory_accuracy"] = th["accuracy"]
     return RunResult(run.path, config, summary, {"sample": _frame([_scalars(rec)])})
@@ -239,7 +248,7 @@ def sweep(
 ) -> RunResult:
     """Accuracy vs alpha over widths (large to small N, each warm-started), with the GP baselines and the two
     U ablations; one metrics line per width as it finishes."""
-    from attnlab.paths.points import ablations, alignment_record, sweep_points
+    from attnlab.paths.theory.points import ablations, alignment_record, sweep_points
 
     _precheck(config)
     order = sorted(config.Ns, reverse=True)
@@ -265,7 +274,9 @@ def sweep(
         run.write_json("metrics.json", {"points": recs, "wall_s": time.perf_counter() - t0})
         _write_paths(run, data)
         run.write_json("alignment.json", alignment_record(data, np.asarray(recs[-1]["U"])))
-        report.sweep_report(run.path, title)
+        if title is not None:
+            run.write_json(report.TITLE_FILE, {"title": title})
+        report.write_report(run)
     return _sweep_result(run.path, config)
 
 
@@ -294,8 +305,9 @@ def _sweep_result(path: Path, config: SweepConfig, nothing_to_do: bool = False) 
 # --- sample ----------------------------------------------------------------------------------------------------
 def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """Posterior sampling at width N against the theory there: sampled U_hat vs U, predictor gap, gates."""
-    from attnlab.paths.points import sample_point, theory_point
-    from attnlab.paths.predictor import predict
+    from attnlab.paths.sampling.posterior import sample_point
+    from attnlab.paths.theory.points import theory_point
+    from attnlab.paths.theory.predictor import predict
 
     if config.outputs > 1:
         return _sample_outputs(config, out, mode)
@@ -316,7 +328,7 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
         run.save_npy("U_hat.npy", rec["U_hat"])
         run.write_json("metrics.json", {k: v for k, v in rec.items() if k not in ("pred_mean", "pred_var")})
         _write_paths(run, data)
-        report.sample_report(run.path)
+        report.write_report(run)
     keys = ("rhat_max", "ess_bulk_min", "converged", "rel_frob_err", "sampled_accuracy")
     summary = {k: rec[k] for k in keys} | {"theory_accuracy": th["accuracy"]}
     return RunResult(run.path, config, summary, {"sample": _frame([_scalars(rec)])})
@@ -326,8 +338,8 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
 def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """GD training on digit episodes -> hand-off of Q/K -> theory U ((N, T) chosen on validation episodes) ->
     head scores -> single-head and progressive pruning drops (spec §8, §9.3)."""
-    from attnlab.paths.gradient_descent import save_checkpoint
-    from attnlab.paths.pruning import prune_pipeline, train_network
+    from attnlab.paths.pruning.gradient_descent import save_checkpoint
+    from attnlab.paths.pruning.pipeline import prune_pipeline, train_network
     from attnlab.paths.tasks.digits import N0, N_TOK
 
     check_sizes(config.P, config.n_test, N_TOK, N0, [config.heads] * config.layers)
@@ -337,7 +349,7 @@ def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "ne
         save_checkpoint(model, run.file("gd_model"))
         rec = prune_pipeline(config, model, log)
         run.write_json("metrics.json", rec)
-        report.prune_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("gd_test_accuracy", "spearman_rho", "spearman_rho_theory", "chosen_N", "chosen_T")}
     heads = [{"head": h, "score": s, "acc_drop": d, "theory_acc_drop": t}
              for h, s, d, t in zip(rec["heads"], rec["score"], rec["acc_drop"], rec["theory_acc_drop"])]  # fmt: skip
@@ -349,9 +361,8 @@ def ensemble(config: EnsembleConfig, out: str | Path | None = None, *, mode: str
     """S7: U_GD from `runs` gradient-descent runs (frozen attention, values trained on the negative log posterior)
     against the theory's U at (N, T). Writes `U.npy` (theory), `U_gd.npy`, `U_runs.npy` [runs, n, n],
     `loss_curve.npy` [runs, records], `metrics.json`, `paths.json`, figures and `report.html`."""
-    from attnlab.paths.claims_figures import ensemble_report
-    from attnlab.paths.gd_ensemble import gd_ensemble, rel_frob, run_spread
-    from attnlab.paths.points import theory_point
+    from attnlab.paths.sampling.gd_ensemble import gd_ensemble, rel_frob, run_spread
+    from attnlab.paths.theory.points import theory_point
 
     _precheck(config)
     with open_run(out, "paths ensemble", config, mode=mode, seed=config.seed, prefix="paths-ensemble") as run:
@@ -375,7 +386,7 @@ def ensemble(config: EnsembleConfig, out: str | Path | None = None, *, mode: str
             rec["rel_frob_err_sampled_vs_theory"] = rel_frob(U_hat, sp.U)
         run.write_json("metrics.json", rec)
         _write_paths(run, data)
-        ensemble_report(run.path)
+        report.write_report(run)
     summary = {k: rec[k] for k in ("rel_frob_err_gd", "run_spread", "accuracy_U_gd")}
     summary["theory_accuracy"] = th["accuracy"]
     return RunResult(run.path, config, summary, {"ensemble": _frame([_scalars(rec)])})

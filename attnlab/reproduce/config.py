@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from attnlab.device import check_device
 from attnlab.errors import check, check_choice, check_int, names
+from attnlab.registry import studies
 
-STUDIES = ("bb", "real", "consensus", "paths")
+STUDIES = studies()  # the spec studies of the one table in attnlab.registry
 PROFILES = ("tiny", "quick", "full")
 
 

@@ -435,7 +435,7 @@ def paths_ua(folder: Path, seed: int, size: dict, done: dict) -> dict:
     import torch
     from scipy.optimize import minimize_scalar
 
-    from attnlab.paths.theory import U_a_closed_form
+    from attnlab.paths.theory.action import U_a_closed_form
 
     err, resid, s2L, s2a = 0.0, 0.0, 1.3, 0.8
     for H_L, N_L, N_a, trace in [(2, 10.0, 10.0, 3.0), (1, 5.0, 20.0, 0.4), (4, 30.0, 7.0, 9.0)]:

@@ -492,8 +492,7 @@ def c_r14(runs: dict) -> dict:
 
 def p_s6(runs: dict) -> dict:
     """S6: sampled-vs-theory error at N = 10, off-diagonal fraction of U at the smallest alpha and its growth."""
-    from attnlab.paths.claims import verdict_S6
-    from attnlab.paths.claims_figures import offdiag_fraction
+    from attnlab.paths.claims import offdiag_fraction, verdict_S6
     from attnlab.runs import read_jsonl
 
     folder = _path(runs["paths_layers"])

@@ -8,17 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from attnlab.errors import check
+from attnlab.registry import STUDY_TITLES
 from attnlab.report import Report
 from attnlab.reproduce.figures import copy_figure, figure_of
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, fmt
 from attnlab.runs import read_json, write_text
 
-STUDY_TITLES = {
-    "bb": "Extreme tokens, toy model (spec extreme-tokens)",
-    "real": "Extreme tokens, real models (spec extreme-tokens)",
-    "consensus": "Consensus (spec consensus)",
-    "paths": "Attention paths (spec attention-paths)",
-}
 METRIC_DEBT = [
     "extreme-tokens §6: `col_entropy` (max column entropy) is not computed by `bb` metrics.",
     "extreme-tokens §6.7 / §10.4: sink-logit concentration (box plots of the last query's logits) is not implemented.",

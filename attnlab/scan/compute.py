@@ -16,11 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.hf import analysis
 from attnlab.hf.loader import LoadedModel
 from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunDir, write_text
-from attnlab.scan import sinkproc
+from attnlab.scan import analysis, sinkproc
 from attnlab.scan.config import ScanConfig
 from attnlab.tracing.adapters.hf import trace_windows
 from attnlab.tracing.format import Trace

@@ -11,8 +11,8 @@ import dataclasses
 from pathlib import Path
 
 from attnlab.errors import InputError
-from attnlab.hf.loader import LoadedModel
-from attnlab.hf.settings import check_unloaded, config_windows, load_checked
+from attnlab.hf.loader import LoadedModel, check_unloaded, load_checked
+from attnlab.hf.texts import config_windows
 from attnlab.runs import RunDir, RunResult, open_run
 from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig

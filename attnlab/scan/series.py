@@ -109,7 +109,7 @@ def series_rows(
 
 def sink_heads_of(trace: Trace) -> list[tuple[int, int]]:
     """The sink heads of a (final) checkpoint: sink score ≥ DORMANT (0.5), else the single highest head."""
-    from attnlab.hf.analysis import DORMANT
+    from attnlab.scan.analysis import DORMANT
 
     s = trace.sink_score()
     heads = [(int(l), int(h)) for l, h in zip(*np.nonzero(s >= DORMANT), strict=True)]

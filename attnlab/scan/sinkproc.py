@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.hf.analysis import DORMANT
+from attnlab.scan.analysis import DORMANT
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
 

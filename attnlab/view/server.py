@@ -90,7 +90,7 @@ class PatternSource:
         import torch
 
         from attnlab.configs import config_from_dict
-        from attnlab.hf.settings import load_checked
+        from attnlab.hf.loader import load_checked
         from attnlab.runs import RunDir
         from attnlab.scan.config import ScanConfig
         from attnlab.tracing.adapters.arch import get_arch

@@ -181,17 +181,17 @@ def test_hooks_are_installed_only_by_the_trace_adapters():
 
 
 # --- issue 20: every figure in the room's figures.py, one report entry per room ---------------------------------
-# Rooms whose report.py and figures.py have the one shape of issue 20 (paths joins when its room is regrouped).
-DRAWING_ROOMS = ("bb", "series", "scan", "ablate", "consensus", "sweep", "compare", "deploy", "view")
-REPORT_ROOMS = ("bb", "series", "scan", "ablate", "consensus", "sweep", "compare", "deploy")  # view writes none
+# Rooms whose report.py and figures.py have the one shape of issue 20.
+DRAWING_ROOMS = ("bb", "series", "scan", "ablate", "consensus", "sweep", "compare", "deploy", "view", "paths")
+REPORT_ROOMS = ("bb", "series", "scan", "ablate", "consensus", "sweep", "compare", "deploy", "paths")  # view: none
 DRAWING_CALLS = {"save_figure", "savefig", "new_figure", "make_subplots", "Figure"}  # matplotlib and plotly
 PLOTLY_JSON_BUILDERS = {"heatmap", "lines", "with_slider"}  # attnlab.report's helpers that build plotly JSON
 DRAWING_MODULES = ("matplotlib", "plotly.express", "plotly.graph_objects", "plotly.subplots")  # not plotly.offline (js)
 
 
-# modules besides run.py and report.py that may call figures.py: claims.py's run_R12 is a run function; compare's
-# page.py builds the report's page (and write_index's)
-FIGURE_CALLERS = {"consensus/claims.py", "compare/page.py"}
+# modules besides run.py and report.py that may call figures.py: claims.py's run_R12 and run_S6 are run functions;
+# compare's page.py builds the report's page (and write_index's)
+FIGURE_CALLERS = {"consensus/claims.py", "paths/claims.py", "compare/page.py"}
 # run functions that write more than one report: a scan series writes each checkpoint's folder's report, then its own
 REPORTS_OF_SUB_RUNS = {("scan/run.py", "run_series"): 2}
 
@@ -320,3 +320,143 @@ def test_cli_modules_import_no_run_folder_reader():
             elif isinstance(n, ast.Attribute) and n.attr in RUN_FOLDER_READERS:
                 found.append(f"{path.relative_to(ROOT)}:{n.lineno} .{n.attr}")
     assert not found, found
+
+
+def test_paths_room_draws_only_in_figures_and_has_one_report_entry():
+    """Issue 20, the paths room after its regrouping into sub-rooms: every figure (PNG and interactive, the claims'
+    S6/S7 ones included) is drawn in `paths/figures.py`, and `paths/report.py` has the one entry
+    `write_report(run: RunDir) -> Path` (the checks above, over every sub-room's modules)."""
+    assert (PACKAGE / "paths" / "theory").is_dir() and not (PACKAGE / "paths" / "claims_figures.py").exists()
+    test_rooms_draw_only_in_figures("paths")
+    test_rooms_have_one_report_entry("paths")
+    assert _drawing(ast.parse((PACKAGE / "paths" / "figures.py").read_text())), "the check must see figures.py draw"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(tree: ast.Module, modules: set[str]) -> list[tuple[str, str | None]]:
+    """(attnlab module, imported name or None) of every run-time import, function-level ones included;
+    `from attnlab.x import y` names module `attnlab.x.y` when y is a module."""
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)}  # fmt: skip
+    found: list[tuple[str, str | None]] = []
+    for n in ast.walk(tree):
+        if id(n) in skip:
+            continue
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] == "attnlab":
+            found += [(f"{n.module}.{a.name}" if f"{n.module}.{a.name}" in modules else n.module, a.name)
+                      for a in n.names]  # fmt: skip
+        elif isinstance(n, ast.Import):
+            found += [(a.name, None) for a in n.names if a.name.split(".")[0] == "attnlab"]
+    return found
+
+
+def _import_graph() -> tuple[dict[str, set[str]], set[str]]:
+    """({attnlab module: the attnlab modules it imports at run time}, the package names)."""
+    paths = {_module_name(p): p for p in _sources()}
+    modules = set(paths)
+    edges = {m: {t for t, _ in _module_imports(ast.parse(p.read_text()), modules)} - {m} for m, p in paths.items()}
+    packages = {m for m, p in paths.items() if p.name == "__init__.py"}
+    return edges, packages
+
+
+def test_no_package_imports_a_package_that_imports_it_back():
+    """Issue 20: no two sibling packages (attnlab.bb and attnlab.series; attnlab.paths.theory and
+    attnlab.paths.sampling; ...) import each other, counting every module inside each, and no two modules do."""
+    edges, packages = _import_graph()
+
+    def packages_of(module: str) -> list[str]:
+        parts = module.split(".")
+        return [p for p in (".".join(parts[:i]) for i in range(2, len(parts) + 1)) if p in packages]
+
+    between: dict[str, set[str]] = {}
+    for a, targets in edges.items():
+        for b in targets:
+            for P in packages_of(a):
+                between.setdefault(P, set()).update(
+                    Q for Q in packages_of(b) if Q != P and Q.rsplit(".", 1)[0] == P.rsplit(".", 1)[0]
+                )
+    package_cycles = sorted(f"{P} <-> {Q}" for P in between for Q in between[P] if P < Q and P in between.get(Q, ()))
+    module_cycles = sorted((a, b) for a in edges for b in edges[a] if a < b and a in edges.get(b, ()))
+    assert not package_cycles, package_cycles
+    assert not module_cycles, module_cycles
+    assert "attnlab.paths.theory" in between["attnlab.paths.sampling"], "the check must see sampling import theory"
+
+
+def test_no_study_imports_another_studys_private_module():
+    """Issue 20: a room imports another room's public modules and names only, never `attnlab.bb._theory`,
+    `attnlab.series._train` or a `_name` (rooms: the one table in attnlab.registry)."""
+    from attnlab.registry import commands
+
+    rooms = set(commands())
+    paths = {_module_name(p): p for p in _sources()}
+    found = []
+    for module, path in paths.items():
+        room = module.split(".")[1] if module.count(".") else ""
+        if room not in rooms:
+            continue
+        for target, name in _module_imports(ast.parse(path.read_text()), set(paths)):
+            parts = target.split(".")
+            if len(parts) < 2 or parts[1] not in rooms or parts[1] == room:
+                continue
+            if any(p.startswith("_") for p in parts[2:]) or (name or "").startswith("_"):
+                shown = target if not name or target.endswith(f".{name}") else f"{target}.{name}"
+                found.append(f"{module} imports {shown}")
+    assert not found, found
+
+
+def test_study_configs_import_no_torch():
+    """Issue 20: every room's config module imports without torch (one fresh interpreter for all of them), so a
+    bad option is refused before torch loads."""
+    from attnlab.registry import commands
+
+    configs = [f"attnlab.{c}.config" for c in commands() if (PACKAGE / c / "config.py").is_file()]
+    assert len(configs) >= 10, configs
+    code = "import sys\n" + "".join(f"import {m}\n" for m in configs) + "print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False", f"importing {configs} pulled in torch"
+
+
+# names that, three or more in one literal, make a list of the rooms or studies
+def _room_and_study_names() -> set[str]:
+    from attnlab.registry import commands, studies
+
+    return set(commands()) | set(studies())
+
+
+def test_the_studies_are_listed_once():
+    """Issue 20: the rooms and studies are one table (attnlab.registry); `attnlab/__init__.py`, the CLI, the demo
+    and `attnlab reproduce` read it, and no other module holds a literal list of them."""
+    import attnlab
+    import attnlab.cli
+    import attnlab.demo
+    import attnlab.registry as registry
+    from attnlab.reproduce import config as reproduce_config
+    from attnlab.reproduce import report as reproduce_report
+
+    assert tuple(attnlab.cli.STUDY_CLIS) == registry.commands()
+    assert attnlab._LAZY == (*registry.study_rooms(), "tracing")
+    assert set(registry.study_rooms()) <= set(attnlab.__all__)
+    assert reproduce_config.STUDIES == registry.studies()
+    assert list(attnlab.demo.DEMOS) == list(registry.studies())
+    assert reproduce_report.STUDY_TITLES is registry.STUDY_TITLES
+    assert tuple(registry.STUDY_TITLES) == registry.studies()
+    assert set(registry.STUDY_PACKAGES) == {r.command for r in registry.ROOMS if r.runs}
+    names = _room_and_study_names()
+    lists = []
+    for path in _sources():
+        if path.name == "registry.py" and path.parent == PACKAGE:
+            continue
+        for n in ast.walk(ast.parse(path.read_text())):
+            items = (
+                n.keys if isinstance(n, ast.Dict) else n.elts if isinstance(n, (ast.List, ast.Tuple, ast.Set)) else []
+            )
+            found = {i.value for i in items if isinstance(i, ast.Constant) and i.value in names}
+            if len(found) >= 3:
+                lists.append(f"{path.relative_to(ROOT)}:{n.lineno} {sorted(found)}")
+    assert not lists, lists

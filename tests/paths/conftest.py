@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.paths.kernels import PathGram, scaled_paths
-from attnlab.paths.network import HeadSpec, PathConfig, PathNetwork
-from attnlab.paths.theory import Problem
+from attnlab.paths.networks.architecture import HeadSpec, PathConfig, PathNetwork
+from attnlab.paths.networks.kernels import PathGram, scaled_paths
+from attnlab.paths.theory.action import Problem
 
 
 def tiny(H=(2, 2), P=10, N0=6, n_tok=4, seed=0, readout="last"):

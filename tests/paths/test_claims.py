@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.paths.data import PathData
-from attnlab.paths.kernels import PathGram, scaled_paths
-from attnlab.paths.outputs import MultiOutputTarget, augment, markov_targets
-from attnlab.paths.predictor import gp_U, predict
-from attnlab.paths.renorm import renorm_record, scalar_saddle
-from attnlab.paths.solver import solve
-from attnlab.paths.theory import Problem, action_value, entropy_gp_gradient, evaluate, scalar_reference
+from attnlab.paths.networks.kernels import PathGram, scaled_paths
+from attnlab.paths.sampling.outputs import MultiOutputTarget, augment, markov_targets
+from attnlab.paths.tasks.data import PathData
+from attnlab.paths.theory.action import Problem, action_value, entropy_gp_gradient, evaluate, scalar_reference
+from attnlab.paths.theory.predictor import gp_U, predict
+from attnlab.paths.theory.renorm import renorm_record, scalar_saddle
+from attnlab.paths.theory.solver import solve_saddle_point
 from tests.paths.conftest import problem, tiny
 
 
@@ -33,7 +33,7 @@ def _path_data(H=(2, 2), P=10, n_test=8) -> PathData:
 def test_scalar_renormalisation_is_the_gp_at_matched_temperature() -> None:
     data = _path_data()
     prob = problem(data.gram, data.y_train, (2, 2), N=3.0, T=0.05)
-    sp = solve(prob, tol=1e-10)
+    sp = solve_saddle_point(prob, tol=1e-10)
     rec = renorm_record(data, prob, sp.U)
     assert rec["scalar_max_grad"] < 1e-7
     assert rec["u_scalar"][0] != pytest.approx(1.0, abs=1e-3)  # a real rescaling, not the GP point itself
@@ -62,7 +62,7 @@ def test_H1_scalar_saddle_is_the_full_saddle(L: int) -> None:
     u, _, g = scalar_saddle(prob)
     ref = scalar_reference(gram.path_kernels()[0, 0], torch.tensor(y), 0.1, gram.P / 4.0, L, "chain")
     assert g < 1e-8 and u[0] == pytest.approx(ref, rel=1e-7)
-    assert u[0] == pytest.approx(float(solve(prob, tol=1e-10).U[0, 0]), rel=1e-7)
+    assert u[0] == pytest.approx(float(solve_saddle_point(prob, tol=1e-10).U[0, 0]), rel=1e-7)
 
 
 # --- S8 -----------------------------------------------------------------------------------------------------------
@@ -122,15 +122,15 @@ def test_multi_output_gradient_equals_autograd_and_gp_point_is_stationary() -> N
     auto = torch.autograd.grad(action_value(prob, Us), Us)
     for g, a in zip(ev.grads, auto):
         torch.testing.assert_close(g, 0.5 * (a + a.T), atol=1e-10, rtol=0)
-    sp = solve(prob, tol=1e-9)
+    sp = solve_saddle_point(prob, tol=1e-9)
     assert sp.converged and sp.chain[-1].shape == (2, 2)
 
 
 def test_one_output_reduces_to_the_single_output_theory() -> None:
     _, _, y, gram = tiny((2, 2))
-    one = solve(problem(gram, y, (2, 2), N=4.0), tol=1e-10)
+    one = solve_saddle_point(problem(gram, y, (2, 2), N=4.0), tol=1e-10)
     aug = Problem(PathGram(augment(gram.xit, 1)), torch.tensor(y), 0.1, [2, 2], (4.0,) * 3, (1.0,) * 4, outputs=1)
-    np.testing.assert_allclose(solve(aug, tol=1e-10).U, one.U, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(solve_saddle_point(aug, tol=1e-10).U, one.U, rtol=0, atol=1e-12)
 
 
 def test_markov_targets_are_signs_of_observed_states() -> None:
@@ -174,7 +174,7 @@ def test_bad_claims_inputs_one_line_nothing_changed(
 
 # --- S6 -----------------------------------------------------------------------------------------------------------
 def test_offdiag_fraction_on_constructed_matrices() -> None:
-    from attnlab.paths.claims_figures import offdiag_fraction
+    from attnlab.paths.claims import offdiag_fraction
 
     assert offdiag_fraction(np.diag([1.0, 2.0, 3.0])) == 0.0
     U = np.array([[3.0, 4.0], [4.0, 0.0]])
@@ -185,9 +185,9 @@ def test_three_layer_theory_converges_and_gp_is_diagonal() -> None:
     H = (2, 2, 2)
     _, _, y, gram = tiny(H, P=8)
     prob = problem(gram, y, H, N=4.0, T=0.1)
-    sp = solve(prob, tol=1e-9)
+    sp = solve_saddle_point(prob, tol=1e-9)
     assert sp.converged and sp.U.shape == (8, 8) and len(sp.chain) == 3
-    big = solve(problem(gram, y, H, N=1e9, T=0.1), tol=1e-9)
+    big = solve_saddle_point(problem(gram, y, H, N=1e9, T=0.1), tol=1e-9)
     np.testing.assert_allclose(big.U, np.eye(8), atol=1e-6)
 
 
@@ -195,8 +195,8 @@ def test_three_layer_theory_converges_and_gp_is_diagonal() -> None:
 def test_gd_ensemble_reaches_the_same_posterior_mode_from_every_start() -> None:
     """On a tiny problem every run reaches the MAP (the same loss; U is invariant under the weights' symmetries,
     so every run's U agrees), and the loss fell from the prior draw."""
-    from attnlab.paths.gd_ensemble import gd_ensemble, run_spread
-    from attnlab.paths.sampling import FullTarget
+    from attnlab.paths.sampling.gd_ensemble import gd_ensemble, run_spread
+    from attnlab.paths.sampling.sampler import FullTarget
 
     data = _path_data(H=(2,), P=8)
     # 3000 steps: at 1500 one run's loss was 1.1e-7 (relative) above the others, within 10x of the rtol 1e-6 below;
@@ -213,8 +213,8 @@ def test_gd_ensemble_reaches_the_same_posterior_mode_from_every_start() -> None:
 
 # --- S10 ----------------------------------------------------------------------------------------------------------
 def test_precomputed_maps_equal_the_qk_handoff_and_rows_sum_to_one() -> None:
-    from attnlab.paths.gradient_descent import GDNetwork
-    from attnlab.paths.plugin import handoff_gap, precomputed_config, trained_maps
+    from attnlab.paths.pruning.gradient_descent import GDNetwork
+    from attnlab.paths.pruning.plugin import handoff_gap, precomputed_config, trained_maps
     from attnlab.paths.tasks.digits import N0, digit_episodes
 
     model = GDNetwork(N0, H=2, L=2, N=8, d_qk=4, seed=1)

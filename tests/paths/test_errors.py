@@ -6,10 +6,10 @@ import torch
 
 from attnlab.cli import main
 from attnlab.errors import AttnlabError, InputError
-from attnlab.paths.kernels import check_memory
-from attnlab.paths.network import HeadSpec, PathConfig, PathNetwork
-from attnlab.paths.predictor import add_jitter, predict
+from attnlab.paths.networks.architecture import HeadSpec, PathConfig, PathNetwork
+from attnlab.paths.networks.kernels import check_memory
 from attnlab.paths.tasks.markov import markov_data
+from attnlab.paths.theory.predictor import add_jitter, predict
 from tests.paths.conftest import problem, tiny
 
 
@@ -100,9 +100,9 @@ def test_kernel_needing_jitter_says_how_much():
 
 
 def test_ill_conditioned_kernel_is_refused():
-    from attnlab.paths.solver import solve
+    from attnlab.paths.theory.solver import solve_saddle_point
 
     _, _, y, gram = tiny((2, 2), P=12, N0=2)  # K has rank <= N0 n_paths = 8 < P: singular
     with pytest.raises(InputError) as e:  # at the start point: only the data and T decide, so it is bad input
-        solve(problem(gram, y, (2, 2), T=1e-14))
+        solve_saddle_point(problem(gram, y, (2, 2), T=1e-14))
     assert "cond(K+TI)" in _one_line(e) and "> 1e+12" in str(e.value)

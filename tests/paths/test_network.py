@@ -3,8 +3,8 @@
 import numpy as np
 import torch
 
-from attnlab.paths.kernels import PathGram, cross_kernel
-from attnlab.paths.network import HeadSpec, PathConfig, PathNetwork
+from attnlab.paths.networks.architecture import HeadSpec, PathConfig, PathNetwork
+from attnlab.paths.networks.kernels import PathGram, cross_kernel
 from tests.paths.conftest import tiny
 
 

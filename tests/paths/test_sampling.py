@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.paths.diagnostics import ess, ess_bulk, rhat, summarize
-from attnlab.paths.sampling import CollapsedTarget, sample
+from attnlab.paths.sampling.diagnostics import ess, ess_bulk, rhat, summarize
+from attnlab.paths.sampling.sampler import CollapsedTarget, sample_chains
 from tests.paths.conftest import tiny
 
 
@@ -59,7 +59,7 @@ class _Gauss:
 @pytest.mark.parametrize("kind,draws", [("hmc", 800), ("mala", 2000)])
 def test_hmc_and_mala_recover_gaussian_moments(kind, draws):  # T13
     tgt = _Gauss()
-    res = sample(tgt, chains=4, warmup=400, draws=draws, n_leapfrog=8, kind=kind, seed=3, progress=False)
+    res = sample_chains(tgt, chains=4, warmup=400, draws=draws, n_leapfrog=8, kind=kind, seed=3, progress=False)
     x = res.U[:, :, 0, :]  # [C, n, d]
     s = summarize(x)
     assert np.all(np.abs(s["mean"] - tgt.mu.numpy()) < 5 * s["mcse"])
@@ -76,7 +76,7 @@ def test_prior_only_sampling_gives_sigma2_identity():  # T14
     net, x, y, gram = tiny((2, 2), P=6)
     cfg = net.cfg.with_widths(4)
     tgt = CollapsedTarget(cfg, gram, y, 0.1, prior_only=True)
-    res = sample(tgt, chains=4, warmup=300, draws=600, n_leapfrog=8, seed=0, progress=False)
+    res = sample_chains(tgt, chains=4, warmup=300, draws=600, n_leapfrog=8, seed=0, progress=False)
     iu = np.triu_indices(4)
     s = summarize(res.U[:, :, iu[0], iu[1]])
     ref = np.eye(4)[iu]
@@ -91,7 +91,7 @@ def test_collapsed_density_equals_explicit_gaussian_marginal():  # T17
     lp, _ = tgt.log_prob(theta)
     lp2, g, _ = tgt.log_prob_and_grad(theta)
     assert torch.allclose(lp, lp2, atol=1e-10)
-    from attnlab.paths.network import PathNetwork
+    from attnlab.paths.networks.architecture import PathNetwork
 
     pnet = PathNetwork(cfg)
     for c in range(2):
@@ -108,8 +108,8 @@ def test_collapsed_density_equals_explicit_gaussian_marginal():  # T17
 
 def test_full_target_is_the_layer_form_posterior():
     """The full log density equals -(1/2T)|f - y|^2 - prior with f from the layer recursion [N1-N4]."""
-    from attnlab.paths.network import PathNetwork
-    from attnlab.paths.sampling import FullTarget
+    from attnlab.paths.networks.architecture import PathNetwork
+    from attnlab.paths.sampling.sampler import FullTarget
 
     net, x, y, gram = tiny((2, 2), P=8)
     cfg = net.cfg.with_widths(3)

@@ -8,7 +8,7 @@ the chain theory below 0.15 at N = 8, and at least ten times smaller than agains
 import numpy as np
 import pytest
 
-from attnlab.paths.adjudicate import compare_point
+from attnlab.paths.sampling.adjudicate import compare_point
 
 
 @pytest.mark.slow
@@ -26,11 +26,11 @@ def test_markov_sweep_s1_s2():
     """S1/S2: the 7-width Markov sweep converges with PD Hessians, ||U - I|| falls with N, the renormalised
     accuracy is never below the all-path GP (0.5-point margin), the largest gain is at N <= 30, and at N = 10 the
     renormalised kernel captures more of the labels in its top 5 PCs than the GP kernel."""
-    from attnlab.paths.data import build_data
-    from attnlab.paths.points import alignment_record, sweep
+    from attnlab.paths.tasks.data import build_data
+    from attnlab.paths.theory.points import alignment_record, theory_sweep
 
     data = build_data("markov", 100, 1000)
-    res = sweep(data, [10, 30, 50, 100, 300, 500, 1000], 0.01, progress=False)
+    res = theory_sweep(data, [10, 30, 50, 100, 300, 500, 1000], 0.01, progress=False)
     recs = [r for _, r in res]  # from large to small N
     assert all(r["converged"] and r["max_grad"] < 1e-8 and r["hessian_min_eig"] > 0 for r in recs)
     dist = [np.linalg.norm(np.asarray(r["U"]) - np.eye(4)) for r in recs]
@@ -95,8 +95,8 @@ def test_prune_pipeline_smoke(tmp_path):
 @pytest.mark.slow
 def test_full_and_collapsed_samplers_agree():
     """S4: full and collapsed U_hat agree within 4 combined MCSE (N = 4, N0 = 6, P = 8)."""
-    from attnlab.paths.diagnostics import summarize
-    from attnlab.paths.sampling import CollapsedTarget, FullTarget, sample
+    from attnlab.paths.sampling.diagnostics import summarize
+    from attnlab.paths.sampling.sampler import CollapsedTarget, FullTarget, sample_chains
     from tests.paths.conftest import tiny
 
     net, x, y, gram = tiny((2, 2), P=8, N0=6)
@@ -104,7 +104,9 @@ def test_full_and_collapsed_samplers_agree():
     iu = np.triu_indices(4)
     out = {}
     for name, cls in [("full", FullTarget), ("collapsed", CollapsedTarget)]:
-        res = sample(cls(cfg, gram, y, 0.5), chains=4, warmup=200, draws=400, n_leapfrog=6, seed=4, progress=False)
+        res = sample_chains(
+            cls(cfg, gram, y, 0.5), chains=4, warmup=200, draws=400, n_leapfrog=6, seed=4, progress=False
+        )
         out[name] = summarize(res.U[:, :, iu[0], iu[1]])
     diff = np.abs(out["full"]["mean"] - out["collapsed"]["mean"])
     comb = np.sqrt(out["full"]["mcse"] ** 2 + out["collapsed"]["mcse"] ** 2)

@@ -49,7 +49,7 @@ def _saved(folder: Path) -> dict[str, Any]:
 
 @pytest.mark.slow  # three small sweeps, one in a fresh interpreter (about 10 s on 2 busy cores)
 def test_resumed_sweep_is_bit_identical(tmp_path, monkeypatch, capsys):
-    import attnlab.paths.points as points
+    import attnlab.paths.theory.points as points
 
     full, part = tmp_path / "full", tmp_path / "part"
     assert main([*ARGV, "--out", str(full)]) == 0

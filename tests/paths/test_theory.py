@@ -7,9 +7,9 @@ import pytest
 import torch
 from scipy.optimize import brentq, minimize_scalar
 
-from attnlab.paths.predictor import gp_U, predict
-from attnlab.paths.solver import solve
-from attnlab.paths.theory import U_a_closed_form, action_value, entropy_gp_gradient, evaluate, scalar_reference
+from attnlab.paths.theory.action import U_a_closed_form, action_value, entropy_gp_gradient, evaluate, scalar_reference
+from attnlab.paths.theory.predictor import gp_U, predict
+from attnlab.paths.theory.solver import solve_saddle_point
 from tests.paths.conftest import problem, tiny
 
 
@@ -22,7 +22,7 @@ def test_gp_point_is_stationary_for_the_entropy(form):  # T4 (first half)
 
 def test_solver_at_huge_width_returns_gp_point():  # T4 (second half)
     _, _, y, gram = tiny((2, 2))
-    sp = solve(problem(gram, y, (2, 2), N=1e12), hessian=False)
+    sp = solve_saddle_point(problem(gram, y, (2, 2), N=1e12), hessian=False)
     assert np.abs(sp.U - np.eye(4)).max() < 1e-8
 
 
@@ -78,10 +78,10 @@ def test_H1_reduction_equals_root_finder(L, form):  # T8
         prob = problem(gram, y, (1,) * L, N=N, T=0.05, form=form)
         # |U - ref| ~ max|grad| / curvature: at the default tol 1e-8 Newton stopped at 7.7e-9, 3.4e-9 from ref
         # (within 10x of 1e-8); at 1e-11 (Newton's floor is below 1e-14 here) it is <= 6e-13
-        sp = solve(prob, tol=1e-11, hessian=False)
+        sp = solve_saddle_point(prob, tol=1e-11, hessian=False)
         ref = scalar_reference(gram.path_kernels()[0, 0], prob.Y, 0.05, prob.alpha, L, form)
         assert sp.converged and abs(sp.U[0, 0] - ref) < 1e-8 * max(1, ref)
-    small = solve(problem(gram, y, (1,) * L, N=1e10, T=0.05, form=form), hessian=False)
+    small = solve_saddle_point(problem(gram, y, (1,) * L, N=1e10, T=0.05, form=form), hessian=False)
     assert abs(small.U[0, 0] - 1.0) < 1e-8  # spec T8 (alpha = 1.2e-9 here; measured 2e-11)
 
 
@@ -103,7 +103,7 @@ def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
     # Newton (within 10x of 1e-7), so every method runs to 1e-10 (L-BFGS stalls near 4e-10 and is Newton-polished;
     # measured 1.8e-9 for fixed_point, 5e-15 for lbfgs) and the reference to 1e-12 (Newton's floor: 2e-16)
     tols = {"newton": 1e-12, "lbfgs": 1e-10, "fixed_point": 1e-10}
-    sols = {m: solve(prob, m, tol=t, max_iter=3000) for m, t in tols.items()}
+    sols = {m: solve_saddle_point(prob, m, tol=t, max_iter=3000) for m, t in tols.items()}
     ref = sols["newton"]
     assert ref.converged and ref.max_grad < 1e-10 and ref.hessian_min_eig > 0
     for U in ref.chain:
@@ -116,22 +116,22 @@ def test_methods_agree_and_solution_is_spd_with_pd_hessian():  # T10
 def test_stalled_lbfgs_is_polished_by_newton_to_the_spec_tolerance(monkeypatch):  # T10, any floating-point path
     """An L-BFGS whose line search stops above tol (1.2e-8 against 1e-8 on one CPU) must still reach tol: here the
     stall is forced by stopping L-BFGS at 1e-6, and Newton must finish to the spec's 1e-8 at the Newton point."""
-    from attnlab.paths import solver as solver_module
+    from attnlab.paths.theory import solver as solver_module
 
     real = solver_module._lbfgs
     monkeypatch.setattr(solver_module, "_lbfgs", lambda prob, par, th, stop, *a: real(prob, par, th, 1e-6, *a))
     _, _, y, gram = tiny((2, 2))
     prob = problem(gram, y, (2, 2), N=5.0, T=0.1)
-    s = solve(prob, "lbfgs", tol=1e-8, max_iter=3000)
+    s = solve_saddle_point(prob, "lbfgs", tol=1e-8, max_iter=3000)
     assert s.converged and s.max_grad < 1e-8
     assert "stalled" in s.note and any(row["phase"] == "newton_polish" for row in s.trace)
-    ref = solve(prob, "newton", tol=1e-10, max_iter=3000)
+    ref = solve_saddle_point(prob, "newton", tol=1e-10, max_iter=3000)
     assert np.abs(s.U - ref.U).max() < 1e-7
 
 
 @pytest.mark.parametrize("form", ["chain", "simple"])
 def test_numpy_fast_path_equals_torch_action(form):
-    from attnlab.paths.fast import FastAction
+    from attnlab.paths.theory.fast import FastAction
 
     _, _, y, gram = tiny((2, 2))
     prob = problem(gram, y, (2, 2), N=4.0, form=form)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.hf.analysis import class_counts, classify_heads, pair_shift
+from attnlab.scan.analysis import class_counts, classify_heads, pair_shift
 
 
 def test_classes_follow_thresholds():

@@ -32,7 +32,7 @@ def lm():
 
 @pytest.fixture(scope="module")
 def traces(lm):
-    from attnlab.hf.settings import config_windows
+    from attnlab.hf.texts import config_windows
     from attnlab.scan import ScanConfig
     from attnlab.tracing.adapters.hf import trace_windows
 

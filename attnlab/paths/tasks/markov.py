@@ -12,7 +12,7 @@ from types import MappingProxyType
 import numpy as np
 
 from attnlab.errors import check
-from attnlab.paths.network import HeadSpec, PathConfig
+from attnlab.paths.networks.architecture import HeadSpec, PathConfig
 
 N_HIDDEN = 30
 N_FEAT = 200

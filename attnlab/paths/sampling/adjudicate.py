@@ -12,9 +12,10 @@ from types import MappingProxyType
 
 import numpy as np
 
-from attnlab.paths.data import build_data
-from attnlab.paths.points import sample_point, theory_point
-from attnlab.paths.predictor import predict
+from attnlab.paths.sampling.posterior import sample_point
+from attnlab.paths.tasks.data import build_data
+from attnlab.paths.theory.points import theory_point
+from attnlab.paths.theory.predictor import predict
 
 CONFIGS = MappingProxyType({"C1": "good1", "C2": "good2", "C3": "4path"})
 

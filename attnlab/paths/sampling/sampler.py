@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from attnlab.errors import check
-from attnlab.paths.kernels import PathGram
-from attnlab.paths.network import PathConfig, PathNetwork
+from attnlab.paths.networks.architecture import PathConfig, PathNetwork
+from attnlab.paths.networks.kernels import PathGram
 
 
 class CollapsedTarget:
@@ -231,7 +231,7 @@ class _Draws:
                              numrej.numpy(), eps.numpy())  # fmt: skip
 
 
-def sample(
+def sample_chains(
     target: CollapsedTarget,
     chains: int = 4,
     warmup: int = 1000,

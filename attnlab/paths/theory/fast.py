@@ -12,7 +12,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve, lapack
 
 from attnlab.errors import NumericalError
-from attnlab.paths.theory import Problem
+from attnlab.paths.theory.action import Problem
 
 
 class FastAction:

@@ -1,4 +1,4 @@
-"""Per-head and per-layer tables from domain traces (spec extreme-tokens §10.4).
+"""The scan's computation: per-head and per-layer tables from domain traces (spec extreme-tokens §10.4).
 
 Thresholds (spec §13.7, kept from the paper's protocol as the spec states them):
 - a head is *dormant* (a sink) on a domain if its sink score s_h ≥ DORMANT (0.5) and *active* if s_h < ACTIVE (0.3);
@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnlab.hf.heads import ACTIVE, DORMANT, state_of  # the head states, shared with `ablate`
 from attnlab.tracing.format import Trace
 
-DORMANT = 0.5
-ACTIVE = 0.3
 SINK_EPS = 0.3
-
-
-def state_of(sink_score: float) -> str:
-    """A head's state on one domain from its sink score: dormant (≥ DORMANT), active (< ACTIVE) or between."""
-    return "dormant" if sink_score >= DORMANT else ("active" if sink_score < ACTIVE else "between")
 
 
 def sink_k_eps(trace: Trace, eps: float = SINK_EPS) -> float:

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 
 from attnlab.errors import InputError
-from attnlab.paths.data import PathData, check_sizes
-from attnlab.paths.gradient_descent import GDNetwork, accuracy, load_checkpoint
-from attnlab.paths.kernels import PathGram, scaled_paths
-from attnlab.paths.network import HeadSpec, PathConfig, PathNetwork
+from attnlab.paths.networks.architecture import HeadSpec, PathConfig, PathNetwork
+from attnlab.paths.networks.kernels import PathGram, scaled_paths
+from attnlab.paths.pruning.gradient_descent import GDNetwork, accuracy, load_checkpoint
+from attnlab.paths.tasks.data import PathData, check_sizes
 
 
 def load_trained(run: str | Path) -> GDNetwork:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from attnlab.errors import InputError, NumericalError, check
-from attnlab.paths.kernels import PathGram, cross_kernel, diag_kernel
+from attnlab.paths.networks.kernels import PathGram, cross_kernel, diag_kernel
 
 
 @dataclass

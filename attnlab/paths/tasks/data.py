@@ -16,8 +16,8 @@ import torch
 
 from attnlab.errors import InputError, check
 from attnlab.paths.config import TASKS, VARIANTS
-from attnlab.paths.kernels import PathGram, available_memory_bytes, check_memory, scaled_paths
-from attnlab.paths.network import HeadSpec, PathConfig, PathNetwork
+from attnlab.paths.networks.architecture import HeadSpec, PathConfig, PathNetwork
+from attnlab.paths.networks.kernels import PathGram, available_memory_bytes, check_memory, scaled_paths
 
 # heads per layer of each Markov variant (markov_config builds the heads themselves)
 VARIANT_HEADS = MappingProxyType({"4path": (2, 2), "2path": (2, 1), "good1": (1,), "good2": (1, 1)})

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab.paths.network import HeadSpec, PathConfig
+from attnlab.paths.networks.architecture import HeadSpec, PathConfig
 
 
 class GDNetwork(torch.nn.Module):

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from attnlab.errors import NumericalError
-from attnlab.paths.data import PathData
-from attnlab.paths.predictor import gp_U, metrics, predict
-from attnlab.paths.theory import Problem, evaluate
+from attnlab.paths.tasks.data import PathData
+from attnlab.paths.theory.action import Problem, evaluate
+from attnlab.paths.theory.predictor import gp_U, metrics, predict
 
 
 def scalar_saddle(prob: Problem, tol: float = 1e-10) -> tuple[list[float], float, float]:

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from attnlab.errors import NumericalError
-from attnlab.paths.data import PathData
-from attnlab.paths.predictor import metrics, predict
-from attnlab.paths.sampling import FullTarget
+from attnlab.paths.sampling.sampler import FullTarget
+from attnlab.paths.tasks.data import PathData
+from attnlab.paths.theory.predictor import metrics, predict
 
 
 def gd_ensemble(data: PathData, N: int, T: float, runs: int, steps: int, lr: float, seed: int) -> dict:

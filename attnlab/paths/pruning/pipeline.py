@@ -13,14 +13,14 @@ import numpy as np
 import torch
 
 from attnlab.errors import check
-from attnlab.paths.data import PathData, build_data
-from attnlab.paths.gradient_descent import GDNetwork, accuracy, train_gd
-from attnlab.paths.kernels import scaled_paths
-from attnlab.paths.network import PathConfig, PathNetwork
-from attnlab.paths.points import theory_point
-from attnlab.paths.predictor import metrics, predict
-from attnlab.paths.solver import SaddlePoint
+from attnlab.paths.networks.architecture import PathConfig, PathNetwork
+from attnlab.paths.networks.kernels import scaled_paths
+from attnlab.paths.pruning.gradient_descent import GDNetwork, accuracy, train_gd
+from attnlab.paths.tasks.data import PathData, build_data
 from attnlab.paths.tasks.digits import digit_episodes
+from attnlab.paths.theory.points import theory_point
+from attnlab.paths.theory.predictor import metrics, predict
+from attnlab.paths.theory.solver import SaddlePoint
 
 if TYPE_CHECKING:
     from attnlab.paths.config import PruneConfig

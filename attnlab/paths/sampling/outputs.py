@@ -27,12 +27,12 @@ import numpy as np
 import torch
 
 from attnlab.errors import check
-from attnlab.paths.kernels import PathGram, check_memory, scaled_paths
-from attnlab.paths.network import PathConfig, PathNetwork
-from attnlab.paths.predictor import gp_U, predict
-from attnlab.paths.sampling import CollapsedTarget, sample
-from attnlab.paths.solver import SaddlePoint, solve
-from attnlab.paths.theory import Problem
+from attnlab.paths.networks.architecture import PathConfig, PathNetwork
+from attnlab.paths.networks.kernels import PathGram, check_memory, scaled_paths
+from attnlab.paths.sampling.sampler import CollapsedTarget, sample_chains
+from attnlab.paths.theory.action import Problem
+from attnlab.paths.theory.predictor import gp_U, predict
+from attnlab.paths.theory.solver import SaddlePoint, solve_saddle_point
 
 OUTPUT_NAMES = ("class", "last", "first", "majority")
 MAX_OUTPUTS = len(OUTPUT_NAMES)
@@ -73,7 +73,7 @@ class MultiData:
 
 def build_multi(P: int, n_test: int, variant: str, M: int, memory_budget: float | None = None) -> MultiData:
     """The Markov task with M outputs (variant as `paths solve --variant`)."""
-    from attnlab.paths.data import VARIANT_HEADS
+    from attnlab.paths.tasks.data import VARIANT_HEADS
     from attnlab.paths.tasks.markov import N0, N_TOK, markov_config, markov_task
 
     check(1 <= M <= MAX_OUTPUTS, f"--outputs: the Markov task has {MAX_OUTPUTS} targets, got {M}")
@@ -106,7 +106,7 @@ def multi_theory(
 ) -> tuple[SaddlePoint, dict]:
     """Solve at (N, T) and evaluate per-output accuracies against the GP (U = Sigma^2 I); returns (sp, record)."""
     prob = multi_problem(md, N, T, form)
-    sp = solve(prob, method, tol=tol)
+    sp = solve_saddle_point(prob, method, tol=tol)
     S2 = prob.Sigma2
     acc, acc_gp = output_accuracies(md, sp.U, T), output_accuracies(md, gp_U(md.gram.n_paths, S2), T)
     U_out = sp.chain[-1] if (form == "chain" and md.M > 1) else None
@@ -152,11 +152,11 @@ def multi_sample(
     md: MultiData, N: int, T: float, chains: int, warmup: int, draws: int, leapfrog: int = 16, seed: int = 0
 ) -> dict:
     """HMC at width N: U_hat [n M, n M] (mean of the draws of U), its MCSE, worst R-hat and bulk ESS."""
-    from attnlab.paths.diagnostics import summarize
+    from attnlab.paths.sampling.diagnostics import summarize
 
     target = MultiOutputTarget(md.cfg.with_widths(N), md.gram, md.Y_train.reshape(-1), T, md.M)
     t0 = time.perf_counter()
-    res = sample(target, chains, warmup, draws, leapfrog, "hmc", seed=seed, progress=False)
+    res = sample_chains(target, chains, warmup, draws, leapfrog, "hmc", seed=seed, progress=False)
     n = res.U.shape[-1]
     iu = np.triu_indices(n)
     s = summarize(res.U[:, :, iu[0], iu[1]])

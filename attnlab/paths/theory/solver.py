@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from attnlab.errors import InputError, NumericalError, check
-from attnlab.paths.theory import Evaluation, Problem, U_a_closed_form, energy_terms, evaluate, kron_eye, ptrace
+from attnlab.paths.theory.action import Evaluation, Problem, U_a_closed_form, energy_terms, evaluate, kron_eye, ptrace
 
 METHODS = ("newton", "lbfgs", "fixed_point")
 
@@ -130,7 +130,7 @@ def _fast(prob: Problem):
     """(FastAction, NumpyParam) when the Gram tensor is stored, else None."""
     if prob.gram.M is None or prob.outputs > 1:
         return None
-    from attnlab.paths.fast import FastAction, NumpyParam
+    from attnlab.paths.theory.fast import FastAction, NumpyParam
 
     return FastAction(prob), NumpyParam(prob.sizes())
 
@@ -343,7 +343,7 @@ def _fixed_point(prob: Problem, Us: list[torch.Tensor], tol: float, max_iter: in
     return Us, ev, it
 
 
-def solve(
+def solve_saddle_point(
     prob: Problem,
     method: str = "newton",
     tol: float = 1e-8,

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from attnlab.errors import NumericalError, check
-from attnlab.paths.kernels import PathGram
+from attnlab.paths.networks.kernels import PathGram
 
 FORMS = ("chain", "simple")
 
