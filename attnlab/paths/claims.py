@@ -118,10 +118,11 @@ def verdict_S6(run_dir: str | Path) -> tuple[float, bool, str]:
     err = float(s["rel_frob_err"])
     grows = fr[0] < 0.1 and max(fr) > 3 * fr[0]
     met = grows and err <= S6_ERR and bool(s["converged"])
+    rhat = "n/a: too few draws" if s.get("rhat_max") is None else f"{s['rhat_max']:.3f}"
     why = (
         f"off-diagonal fraction of U {fr[0]:.3f} at alpha = {recs[0]['alpha']:g} -> {max(fr):.3f} (max, alpha up to "
         f"{recs[-1]['alpha']:g}); sampled vs theory at N = {s['N']:g}, alpha = {s['alpha']:g}: {err:.3f} "
-        f"(threshold {S6_ERR}; R-hat {s['rhat_max']:.3f}, sampler gates {'passed' if s['converged'] else 'failed'})"
+        f"(threshold {S6_ERR}; R-hat {rhat}, sampler gates {'passed' if s['converged'] else 'failed'})"
     )
     return err, met, why
 

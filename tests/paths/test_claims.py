@@ -294,3 +294,24 @@ def test_verdicts_read_saved_metrics(tmp_path: Path) -> None:
     plug = {"accuracy": 0.6, "accuracy_gp": 0.55, "network_accuracy": 0.7, "N": 20, "T": 0.1}
     number, met, why = verdict_S10(folder("s10", plug))
     assert met and number == pytest.approx(0.05) and "network itself 0.700" in why
+
+
+def test_verdict_s6_reads_a_sample_without_r_hat(tmp_path):
+    """A sample with too few draws saves rhat_max = null: S6 is judged (off-diagonal growth, error, gates) and
+    says R-hat is n/a instead of failing on the format."""
+    import json
+
+    import numpy as np
+
+    from attnlab.paths.claims import S6_ERR, verdict_S6
+
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sample").mkdir()
+    Us = [np.diag([1.0, 1.0]), np.array([[1.0, 0.4], [0.4, 1.0]])]
+    lines = [json.dumps({"alpha": a, "U": U.tolist()}) for a, U in zip((0.1, 2.0), Us)]
+    (tmp_path / "sweep" / "points.jsonl").write_text("\n".join(lines) + "\n")
+    sample = {"rel_frob_err": S6_ERR / 2, "converged": False, "N": 8, "alpha": 2.0, "rhat_max": None}
+    (tmp_path / "sample" / "metrics.json").write_text(json.dumps(sample))
+    err, met, why = verdict_S6(tmp_path)
+    assert err == S6_ERR / 2 and not met  # the sampler's gates failed
+    assert "R-hat n/a: too few draws" in why and "0.000 at alpha = 0.1" in why
