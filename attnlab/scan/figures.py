@@ -18,6 +18,7 @@ from attnlab.runs import RunDir
 from attnlab.scan.tables import read_table
 from attnlab.tracing.format import Trace
 
+THUMB_SIDE = 256  # the layer view's small multiples (shown at 120 px) are at most this many pixels a side, max-pooled
 CANVAS_FROM = 256  # patterns of longer windows are drawn on a canvas (responsive at 2,048 tokens), not a heat map
 CLASS_CODES = {"active-all": 0, "mixed": 1, "active-dormant": 2, "sink-all": 3}
 CLASS_SCALE = (
@@ -445,13 +446,34 @@ PATTERN_JS = """
     });
   }
   // all heads of a layer as small multiples on canvases (fast at any length), click one to enlarge it
-  function draw(canvas, A) {
-    var n = A.length, ctx = canvas.getContext('2d'); canvas.width = n; canvas.height = n;
-    var img = ctx.createImageData(n, n);
-    for (var i = 0; i < n; i++) for (var j = 0; j < n; j++) {
-      var v = Math.sqrt(Math.max(0, Math.min(1, A[i][j] || 0))), o = 4 * (i * n + j);
-      img.data[o] = 255 * v; img.data[o + 1] = 255 * v * v * 0.8; img.data[o + 2] = 80 * (1 - v) + 60 * v;
-      img.data[o + 3] = 255;
+  // one colour per 16-bit weight step (the sqrt colour map, computed once): a pixel is one table read
+  var colours = null;
+  function palette() {
+    if (colours) return colours;
+    colours = new Uint32Array(65536);
+    for (var q = 0; q < 65536; q++) {
+      var v = Math.sqrt(q / 65535), r = Math.round(255 * v), g = Math.round(204 * v * v);
+      var b = Math.round(80 * (1 - v) + 60 * v);
+      colours[q] = ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;  // RGBA bytes in little-endian order
+    }
+    return colours;
+  }
+  function step(w) { return w > 0 ? (w >= 1 ? 65535 : (w * 65535 + 0.5) | 0) : 0; }
+  // a pattern on a canvas, one pixel per (query, key); `most`: the largest side drawn, each pixel then the
+  // maximum of its block (thumbnails: a 2,048-token head is 256 x 256 pixels, no spike averaged away)
+  function draw(canvas, A, most) {
+    var n = A.length, s = most && n > most ? Math.ceil(n / most) : 1, m = Math.ceil(n / s), i, j, k, row;
+    var ctx = canvas.getContext('2d'); canvas.width = m; canvas.height = m;
+    var img = ctx.createImageData(m, m), px = new Uint32Array(img.data.buffer), c = palette();
+    if (s === 1) {
+      for (i = 0; i < n; i++) { row = A[i]; k = i * n; for (j = 0; j < n; j++) px[k + j] = c[step(row[j])]; }
+    } else {
+      var top = new Float32Array(m * m);
+      for (i = 0; i < n; i++) {
+        row = A[i]; k = ((i / s) | 0) * m;
+        for (j = 0; j < n; j++) { var w = row[j] || 0, b = k + ((j / s) | 0); if (w > top[b]) top[b] = w; }
+      }
+      for (k = 0; k < m * m; k++) px[k] = c[step(top[k])];
     }
     ctx.putImageData(img, 0, 0); canvas.dataset.drawn = '1';
   }
@@ -466,11 +488,11 @@ PATTERN_JS = """
       fig.appendChild(c); fig.appendChild(cap); box.appendChild(fig);
       c.addEventListener('click', function () { show(key); view.scrollIntoView(); });
       var have = patternsOf(key);
-      if (have && have[d]) { draw(c, have[d]); return; }
+      if (have && have[d]) { draw(c, have[d], cfg.thumb); return; }
       if (!served) { cap.textContent += ' (not saved)'; return; }
       var w = win;
       chain = chain.then(function () { return fetchHead(key, w).then(function (res) {
-        if (!res.error && res.patterns[d]) draw(c, res.patterns[d]); }); });
+        if (!res.error && res.patterns[d]) draw(c, res.patterns[d], cfg.thumb); }); });
     })(l + '.' + h);
   }
   document.getElementById(cfg.view + '-layer').addEventListener('click', function () {
@@ -528,5 +550,5 @@ def head_explorer(run: RunDir, sink: dict[str, np.ndarray], grid: str, view: str
     )
     cfg = {"grid": grid, "view": view, "domains": domains, "sink": {d: rounded(sink[d]) for d in domains},
            "patterns": saved, "tokens": read_tokens(run, domains), "layers": L, "heads": H, "windows": windows,
-           "canvas_from": CANVAS_FROM}  # fmt: skip
+           "canvas_from": CANVAS_FROM, "thumb": THUMB_SIDE}  # fmt: skip
     return figure, block, PATTERN_JS.replace("__CFG__", js_json(cfg))

@@ -195,3 +195,35 @@ def test_compare_two_scans_side_by_side(runs, browse, tmp_path):
         diff = np.array(page.evaluate(f"document.getElementById('{div}').data[2].z"), dtype=float)
         assert np.allclose(diff, 0, atol=1e-9)  # the entropies were left as they were
         assert errors == []
+
+
+def test_layer_view_thumbnails_are_max_pooled(runs, browse, tmp_path, monkeypatch):
+    """Past THUMB_SIDE tokens a small multiple is max-pooled: with the side at 8, the 16-token head is 8 x 8 pixels,
+    each the colour of its 2 x 2 block's largest weight (red = round(255 sqrt(w)) on the 16-bit weight step)."""
+    import shutil
+
+    from attnlab.runs import RunDir
+    from attnlab.scan import figures as scan_figures
+    from attnlab.scan.report import write_report
+
+    run = tmp_path / "scan"
+    shutil.copytree(runs["scan"], run)
+    monkeypatch.setattr(scan_figures, "THUMB_SIDE", 8)
+    write_report(RunDir(run))
+    view = element_id(run, "pattern")
+    kept = json.loads((run / "summary.json").read_text())["pattern_heads"][0]
+    A = np.load(run / "patterns" / "prose" / f"{kept}.npy")
+    pooled = A.reshape(8, 2, 8, 2).max(axis=(1, 3))
+    steps = np.round(np.clip(np.round(pooled, 4), 0, 1) * 65535)  # the page holds 4 significant digits below 256
+    want = np.round(255 * np.sqrt(steps / 65535))
+    with browse(run / "report.html", tmp_path / "thumbs.png") as (page, errors):
+        page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{kept}'")
+        page.locator(f"#{view}-layer").click()
+        red = page.evaluate(
+            f"""() => {{ var c = document.querySelector('#{view}-layer-view canvas[data-head="{kept}"]');
+                 var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, r = [];
+                 for (var i = 0; i < d.length; i += 4) r.push(d[i]); return [c.width, r]; }}"""
+        )
+        assert red[0] == 8
+        assert np.abs(np.array(red[1]).reshape(8, 8) - want).max() <= 1
+        assert errors == []
