@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from attnlab.reproduce import measures, report
+from attnlab.reproduce.execute import Outcome
 from attnlab.reproduce.run import evaluate
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, verdict
@@ -53,7 +54,7 @@ def test_s9_measure_reads_the_same_temperature_ratio(tmp_path: Path, monkeypatch
     comp = {"rms_pred_scalar_vs_gp": 0.2, "rms_pred_scalar_vs_gp_matched_T": 5e-15, "rms_pred_gp": 5.0}
     (tmp_path / "metrics.json").write_text(json.dumps({"renorm_comparison": comp}))
     monkeypatch.setattr(claims, "verdict_S9", lambda folder: (0.1, True, "stub"))
-    nums = measures.p_s9({"paths_renorm": SimpleNamespace(path=str(tmp_path))})
+    nums = measures.p_s9({"paths_renorm": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})
     assert nums["scalar_vs_gp_same_T"] == pytest.approx(0.04) and nums["scalar_vs_gp_matched_T"] == pytest.approx(1e-15)
 
 
@@ -79,7 +80,7 @@ def test_r5_row_reads_final_value_norms(tmp_path: Path) -> None:
     norms[0, 0, 0], norms[0, 0, 3] = 1.0, 0.8
     np.save(tmp_path / "final" / "value_norms.npy", norms)
     metrics = pd.DataFrame({"value_norm_bos": [2.0, 8.0, 1.0], "value_norm_others": [4.0, 4.0, 4.0]})
-    runs = {"bb_softmax": SimpleNamespace(path=str(tmp_path), tables={"metrics": metrics})}
+    runs = {"bb_softmax": Outcome(runs={"": SimpleNamespace(path=str(tmp_path), tables={"metrics": metrics})})}
     nums = measures.r5(runs)
     assert nums == pytest.approx({"final_over_peak": 0.125, "bos_over_min_positions1_9": 1.25,
                                   "bos_over_others_mean": 0.25})  # fmt: skip
