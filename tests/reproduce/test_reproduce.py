@@ -15,27 +15,24 @@ from attnlab.reproduce.run import judge_recorded
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, Check, verdict
 
-ROOT = Path(__file__).resolve().parents[2]
-SPECS = next((p for p in (ROOT.parent / "shared" / "specs", Path("/work/shared/specs")) if p.is_dir()), None)
 TINY_STUDIES = ("bb", "consensus", "paths")  # real needs SmolLM2: the quick profile runs it
 
 
-def _spec_ids(name: str) -> set[str]:
+def _spec_ids(specs: Path, name: str) -> set[str]:
     """Target ids of one spec: table rows (| R4 |, | T10 |, | B2 |) and bold items (**S1**, **R19 —, **B3**)."""
-    text = (SPECS / name).read_text()
+    text = (specs / name).read_text()
     rows = re.findall(r"^\| (R\d+[a-z]?|T\d+|B\d+) \|", text, flags=re.M)
     bold = re.findall(r"\*\*([RSB]\d+[a-z]?)(?:\*\*| —)", text)
     return set(rows) | set(bold)
 
 
-@pytest.mark.skipif(SPECS is None, reason="the specs (../shared/specs) are not next to this checkout")
 @pytest.mark.parametrize(
     "spec,studies",
     [("extreme-tokens.md", ("bb", "real")), ("consensus.md", ("consensus",)), ("attention-paths.md", ("paths",))],
 )
-def test_every_spec_target_has_a_row(spec: str, studies: tuple[str, ...]) -> None:
+def test_every_spec_target_has_a_row(specs: Path, spec: str, studies: tuple[str, ...]) -> None:
     ours = {t.id for t in TARGETS if t.study in studies}
-    spec_ids = _spec_ids(spec)
+    spec_ids = _spec_ids(specs, spec)
     assert len(spec_ids) >= 19
     assert spec_ids <= ours, sorted(spec_ids - ours)
 
