@@ -4,6 +4,7 @@ formulas call the same library functions."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -157,3 +158,179 @@ def paths_ua(seed: int, size: dict) -> dict:
         err = max(err, abs(cf - ref) / max(1.0, ref))
         resid = max(resid, abs(N_a / s2a - N_a / cf - N_L * trace / (s2L * cf**2) + N_L * H_L / cf))
     return {"closed_form_vs_minimiser": err, "stationarity_residual": resid}
+
+
+def _loop_euler_step(X: Any, P: Any, beta: float, h: float) -> Any:
+    """One projected-Euler step of one start X [n, d] with a Python loop over queries and keys (B1's baseline)."""
+    import numpy as np
+
+    n, _ = X.shape
+    out = np.empty_like(X)
+    for i in range(n):
+        scores = np.array([beta * float(X[i] @ P @ X[j]) for j in range(n)])
+        w = np.exp(scores - scores.max())
+        v = sum(w[j] / w.sum() * X[j] for j in range(n))
+        y = X[i] + h * (v - float(X[i] @ v) * X[i])
+        out[i] = y / np.linalg.norm(y)
+    return out
+
+
+def cons_bench(seed: int, size: dict) -> dict:
+    """B1 (consensus §11): batched RK4 and Euler on 256 starts, n = 32, d = 8, SA, t = 30, h = 0.1, float64
+    (`consensus.integrators.integrate`, as `consensus simulate` calls it), and the per-token loop baseline on
+    `baseline_starts` starts x `baseline_steps` steps, extrapolated per start-step (RK4: 4 field evaluations)."""
+    import math
+
+    import torch
+
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.schedules import Constant
+
+    B, n, d, T, h, beta = 256, 32, 8, 30.0, 0.1, 1.0
+    g = torch.Generator().manual_seed(seed)
+    X0 = torch.randn(B, n, d, generator=g, dtype=torch.float64)
+    X0 = X0 / X0.norm(dim=-1, keepdim=True)
+    P = torch.randn(1, d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
+    spec = AttentionSpec("SA", "full", torch.tensor([beta]))
+    out: dict[str, float] = {}
+    for method in ("euler", "rk4"):
+        t0 = time.perf_counter()
+        integrate(X0, Constant(P, None), spec, T, h, method, measures=("E_first",))
+        out[f"{method}_seconds"] = time.perf_counter() - t0
+    starts, steps = size["baseline_starts"], size["baseline_steps"]
+    t0 = time.perf_counter()
+    for b in range(starts):
+        X = X0[b].numpy().copy()
+        for _ in range(steps):
+            X = _loop_euler_step(X, P[0].numpy(), beta, h)
+    per_start_step = (time.perf_counter() - t0) / (starts * steps)
+    full_steps = B * int(round(T / h))
+    out["speedup_euler"] = per_start_step * full_steps / out["euler_seconds"]
+    out["speedup_rk4"] = 4 * per_start_step * full_steps / out["rk4_seconds"]
+    return out
+
+
+# --- attention-paths §13 CI-fast checks (T1-T4, T7-T9): the library functions tests/paths/ checks, on a tiny random
+# network of bilinear heads (P = 10, N0 = 6, n_tok = 4), their largest deviation recorded ------------------------
+def _tiny_paths(H: tuple[int, ...], P: int = 10, readout: str = "last", seed: int = 0) -> tuple:
+    """(network, x [P, n_tok, N0], y [P], its path Gram) for random bilinear heads per layer `H`."""
+    import numpy as np
+    import torch
+
+    from attnlab.paths.kernels import PathGram, scaled_paths
+    from attnlab.paths.network import HeadSpec, PathConfig, PathNetwork
+
+    rng = np.random.default_rng(seed)
+    layers = [[HeadSpec("bilinear", W=rng.standard_normal((6, 6)) / 2) for _ in range(h)] for h in H]
+    net = PathNetwork(PathConfig(layers, tuple([5.0] * (len(H) + 1)), tuple([1.0] * (len(H) + 2)), readout))
+    x = torch.tensor(rng.standard_normal((P, 4, 6)))
+    y = np.where(np.arange(P) < P // 2, 1.0, -1.0)
+    return net, x, y, PathGram(scaled_paths(net.paths(x)))
+
+
+def _problem(gram: Any, y: Any, H: tuple[int, ...], N: float = 5.0, T: float = 0.1, form: str = "chain",
+             variances: tuple[float, ...] | None = None) -> Any:  # fmt: skip
+    import torch
+
+    from attnlab.paths.theory import Problem
+
+    L = len(H)
+    return Problem(gram, torch.tensor(y), T, list(H), tuple([float(N)] * (L + 1)),
+                   tuple(variances or [1.0] * (L + 2)), form)  # fmt: skip
+
+
+def _paths_t1_t3() -> dict:
+    """T1 layer form vs path form; T2 attention rows sum to 1 and layer 2 is softmax of the raw x; T3 Gram mode,
+    factor mode and the direct contraction."""
+    import numpy as np
+    import torch
+
+    from attnlab.paths.kernels import PathGram
+
+    t1 = 0.0
+    for H, readout in [((2, 2), "last"), ((2, 1), "mean"), ((3,), "first")]:
+        net, x, _, _ = _tiny_paths(H, readout=readout)
+        w = net.init_weights(x.shape[-1], torch.Generator().manual_seed(1))
+        t1 = max(t1, float((net.forward(x, w) - net.forward_paths(x, w)).abs().max()))
+    net, x, _, gram = _tiny_paths((2, 2))
+    A = net.attention(x)
+    t2 = max(float((a.sum(-1) - 1).abs().max()) for a in A)
+    for h, head in enumerate(net.cfg.layers[1]):
+        score = (x @ torch.as_tensor(head.W) @ x.transpose(1, 2)).transpose(1, 2)
+        t2 = max(t2, float((A[1][:, h] - torch.softmax(score, -1)).abs().max()))
+    M = torch.tensor(np.random.default_rng(2).standard_normal((4, 4)))
+    U = M @ M.T
+    direct = sum(U[p, q] * gram.xit[:, p] @ gram.xit[:, q].T for p in range(4) for q in range(4))
+    fac = PathGram(gram.xit, mode="factor")
+    t3 = max(float((g.kernel(U) - direct).abs().max()) for g in (gram, fac))
+    return {"T1_max_abs_diff": t1, "T2_max_abs_diff": t2, "T3_max_abs_diff": t3}
+
+
+def _paths_t4_t7() -> dict:
+    """T4 the entropy gradient at the GP point and the solver at N = 1e12; T7 the analytic gradient against
+    autograd and central finite differences (relative)."""
+    import numpy as np
+    import torch
+
+    from attnlab.paths.solver import solve
+    from attnlab.paths.theory import action_value, entropy_gp_gradient, evaluate
+
+    _, _, y, gram = _tiny_paths((2, 2))
+    grad = max(entropy_gp_gradient(_problem(gram, y, (2, 2), 7.0, form=f, variances=(1.0, 1.3, 0.7, 1.1)))
+               for f in ("chain", "simple"))  # fmt: skip
+    huge = float(np.abs(solve(_problem(gram, y, (2, 2), N=1e12), hessian=False).U - np.eye(4)).max())
+    auto_err, fd_err, rng = 0.0, 0.0, np.random.default_rng(0)
+    for form in ("chain", "simple"):
+        prob = _problem(gram, y, (2, 2), N=4.0, form=form)
+        Ms = [torch.tensor(rng.standard_normal((n, n))) for n in prob.sizes()]
+        Us = [(M @ M.T / M.shape[0] + torch.eye(M.shape[0], dtype=torch.float64)).requires_grad_(True) for M in Ms]
+        ev = evaluate(prob, Us)
+        for g, auto in zip(ev.grads, torch.autograd.grad(action_value(prob, Us), Us)):
+            auto_err = max(auto_err, float((g.detach() - 0.5 * (auto + auto.T)).abs().max()))
+        for l, U in enumerate(Us):
+            D = torch.tensor(rng.standard_normal(U.shape))
+            D = D + D.T
+            shifted = [[u.detach() + (s * 1e-5 * D if k == l else 0) for k, u in enumerate(Us)] for s in (1, -1)]
+            fd = float(action_value(prob, shifted[0]) - action_value(prob, shifted[1])) / 2e-5
+            an = float((ev.grads[l].detach() * D).sum())
+            fd_err = max(fd_err, abs(fd - an) / max(1.0, abs(an)))
+    return {"T4_gp_entropy_gradient": float(grad), "T4_huge_N_max_abs_U_minus_I": huge,
+            "T7_grad_vs_autograd": auto_err, "T7_grad_vs_fd_rel": fd_err}  # fmt: skip
+
+
+def _paths_t8_t9() -> dict:
+    """T8 H = 1 (L = 1, 2; both forms): the solver (tol 1e-11) against `scalar_reference`, and U -> Σ² as α -> 0;
+    T9 the predictor at U = Σ²I against GP regression (mean, variance) and the smallest variance."""
+    import numpy as np
+    import torch
+
+    from attnlab.paths.predictor import gp_U, predict
+    from attnlab.paths.solver import solve
+    from attnlab.paths.theory import scalar_reference
+
+    ref_err, small_err = 0.0, 0.0
+    for L in (1, 2):
+        _, _, y, gram = _tiny_paths((1,) * L, P=12)
+        for form in ("chain", "simple"):
+            for N in (3.0, 30.0):
+                prob = _problem(gram, y, (1,) * L, N=N, T=0.05, form=form)
+                sp = solve(prob, tol=1e-11, hessian=False)
+                ref = scalar_reference(gram.path_kernels()[0, 0], prob.Y, 0.05, prob.alpha, L, form)
+                ref_err = max(ref_err, abs(sp.U[0, 0] - ref) / max(1, ref) if sp.converged else math.inf)
+            small = solve(_problem(gram, y, (1,) * L, N=1e10, T=0.05, form=form), hessian=False)
+            small_err = max(small_err, abs(small.U[0, 0] - 1.0))
+    _, _, y, gram = _tiny_paths((2, 2))
+    K = sum(gram.xit[:, p] @ gram.xit[:, p].T for p in range(4))
+    pred = predict(gp_U(4), gram, y, 0.1, gram.xit)
+    reg = K + 0.1 * torch.eye(10, dtype=torch.float64)
+    mean = (K @ torch.linalg.solve(reg, torch.tensor(y))).numpy()
+    var = torch.diag(K - K @ torch.linalg.solve(reg, K)).numpy()
+    return {"T8_solver_vs_root_finder": float(ref_err), "T8_small_alpha_U_minus_1": float(small_err),
+            "T9_mean_vs_gp": float(np.abs(pred.mean - mean).max()), "T9_var_vs_gp": float(np.abs(pred.var - var).max()),
+            "T9_min_var": float(pred.var.min())}  # fmt: skip
+
+
+def paths_units(seed: int, size: dict) -> dict:
+    """The attention-paths T1-T4 and T7-T9 numbers (module section above)."""
+    return {**_paths_t1_t3(), **_paths_t4_t7(), **_paths_t8_t9()}

@@ -35,6 +35,7 @@ class Outcome:
     runs: dict[str, RunResult] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     numbers: dict[str, Any] | None = None
+    peak_rss_mb: float | None = None  # of the process that ran it (sequentially: the largest so far)
 
 
 def one_line(exc: BaseException) -> str:
@@ -116,9 +117,18 @@ def run_experiment(name: str, root: Path, marks: Path, seed: int, size: dict) ->
             raise  # e.g. bb training's checkpoint-and-exit on SIGTERM
         error = one_line(exc)
     total = round(sum(seconds.values()) if exp.compute is None else time.perf_counter() - t0, 2)
-    mark = {"seconds": total, "error": error, "run_seconds": seconds, "numbers": numbers}
+    mark = {"seconds": total, "error": error, "run_seconds": seconds, "numbers": numbers, "peak_rss_mb": _peak_rss()}
     write_json(Path(marks) / f"{name}.json", mark)
     return mark
+
+
+def _peak_rss() -> float | None:
+    """This process's peak resident set size in MB (None where `resource` is missing)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 
 def finished_mark(marks: Path, name: str) -> dict | None:
@@ -161,6 +171,6 @@ def outcome(name: str, root: Path, mark: dict, seed: int, size: dict) -> Outcome
     exp = EXPERIMENTS[name]
     if exp.compute is not None:
         numbers = {k: float(v) if v in ("nan", "inf", "-inf") else v for k, v in (mark.get("numbers") or {}).items()}
-        return Outcome(numbers=numbers, seconds={"": mark["seconds"]})
+        return Outcome(numbers=numbers, seconds={"": mark["seconds"]}, peak_rss_mb=mark.get("peak_rss_mb"))
     runs = {r.sub: load_run(_run_path(Path(root) / name, r)) for r in exp.runs(seed, size, Path(root))}  # type: ignore[misc]
-    return Outcome(runs=runs, seconds=dict(mark.get("run_seconds", {})))
+    return Outcome(runs=runs, seconds=dict(mark.get("run_seconds", {})), peak_rss_mb=mark.get("peak_rss_mb"))

@@ -33,10 +33,12 @@ TINY_SIZES: dict[str, dict] = {
     "cons_rho": {},
     "cons_phase": dict(d=16, starts=8, num_betas=4, t_max=10.0),
     "paths_ua": {},
+    "paths_units": {},
     "paths_solve": dict(P=30, n_test=100),
     "paths_sweep": dict(P=30, n_test=100, Ns=(10.0, 30.0, 100.0)),
     "cons_counter": dict(batch=4, t_max=30.0),
     "paths_renorm": dict(P=30, n_test=100),
+    "paths_2path": dict(P=30, n_test=100),
 }
 QUICK_SIZES: dict[str, dict] = {
     "bb_sample": dict(n=512),
@@ -55,6 +57,7 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_rho": {},
     "cons_phase": dict(d=128, starts=16, num_betas=10, t_max=30.0),
     "paths_ua": {},
+    "paths_units": {},
     "paths_solve": dict(P=100, n_test=1000),
     "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
     "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
@@ -65,6 +68,11 @@ QUICK_SIZES: dict[str, dict] = {
     "paths_renorm": dict(P=100, n_test=1000),
     "real_quant": dict(samples=2, tokens=256, sites=("linear",)),  # R23, about a minute each
     "real_window": dict(samples=2, tokens=512, windows=(128,)),
+    # issue 18: rows that were benchmarks or not wired in (B1 about 15 s, B2 about 90 s, the ablation about a minute)
+    "cons_bench": dict(baseline_starts=1, baseline_steps=10),
+    "cons_b2": {},
+    "real_ablate": dict(samples=8, tokens=128, sweep_layers=(19, 29)),  # the windows of real_scan
+    "paths_2path": dict(P=100, n_test=1000),
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -94,6 +102,9 @@ FULL_SIZES: dict[str, dict] = {
     "real_quant": dict(samples=8, tokens=512, sites=("linear", "residual")),  # docs/real-models.md, R23
     "real_window": dict(samples=8, tokens=1024, windows=(256,)),
     "series_scan": dict(steps=1500, save_every=25, tokens=64, samples=8),  # R25: about 8 minutes
+    # issue 18: the pre-registered SmolLM2 protocols (R9, R10: 100 passes; R11: 30 passes with the depth view)
+    "cons_rst": dict(passes=100, prompts=3),
+    "cons_depth": dict(passes=30, prompts=3),
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
@@ -273,6 +284,13 @@ def _plugin(seed: int, size: dict, root: Path) -> dict:
     }
 
 
+def _ablate(seed: int, size: dict, root: Path) -> dict:
+    """The seed claim on dormant heads: every head of `sweep_layers` zeroed in turn on real_scan's windows, its
+    sink scores reused (`attnlab ablate --sweep-layer L --sink-from <real_scan>`)."""
+    return {"domains": ["prose", "code"], "samples": size["samples"], "tokens": size["tokens"], "seed": seed,
+            "sweep_layers": list(size["sweep_layers"]), "sink_from": str(root / "real_scan")}  # fmt: skip
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     "bb_sample": _one("bb sample", lambda seed, size, root: {"n": size["n"], "seq_len": 256, "seed": seed}),
     "bb_smoke": _one(
@@ -311,6 +329,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         "consensus phase", lambda seed, size, root: {"n": 32, "beta_min": 0.5, "beta_max": 5.0, **size, "seed": seed}
     ),
     "paths_ua": Experiment(compute=computations.paths_ua),
+    "paths_units": Experiment(compute=computations.paths_units),
     "paths_solve": _one("paths solve", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
     "paths_sweep": _one("paths sweep", lambda seed, size, root: {**size, "seed": seed}),
     "paths_sample": _one("paths sample", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
@@ -328,10 +347,32 @@ EXPERIMENTS: dict[str, Experiment] = {
     "paths_outputs": _one("paths sample", lambda seed, size, root: {**size, "seed": seed}),
     "paths_prune_long": _one("paths prune", lambda seed, size, root: {**size}),
     "paths_plugin": _later("paths solve", _plugin),
+    "cons_bench": Experiment(compute=computations.cons_bench),
+    "cons_b2": _one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # PhaseConfig's defaults: B2
+    "cons_rst": _one(
+        "consensus model",
+        lambda seed, size, root: {
+            **size,
+            "schedules": ["constant", "periodic", "random"],
+            "mlp": [True, False],
+            "depth_view": False,
+            "seed": seed,
+        },
+    ),
+    "cons_depth": _one(
+        "consensus model",
+        lambda seed, size, root: {**size, "schedules": ["periodic"], "mlp": [True], "depth_view": True, "seed": seed},
+    ),
+    "real_ablate": _later("ablate", _ablate),
+    "paths_2path": _one("paths solve", lambda seed, size, root: {"variant": "2path", **size, "seed": seed}),
 }
 GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_ablate3_nomlp0", "bb_paper",
        "bb_variants", "bb_stability", "cons_phase")  # fmt: skip
-NEEDS = {"bb_intervene": "bb_softmax", "paths_plugin": "paths_prune_long"}  # experiments that need another first
+NEEDS = {
+    "bb_intervene": "bb_softmax",
+    "paths_plugin": "paths_prune_long",
+    "real_ablate": "real_scan",
+}  # experiments that need another first
 
 
 def sized(name: str, profile: str, device: str) -> dict:

@@ -555,3 +555,124 @@ def p_s10(runs: dict) -> dict:
     out = _claim(verdict_S10, folder, "theory_minus_gp_accuracy")
     return out | {"theory_accuracy": m["accuracy"], "gp_accuracy": m["accuracy_gp"],
                   "network_accuracy": m["network_accuracy"]}  # fmt: skip
+
+
+# --- issue 18: rows that were benchmarks, not wired in, or seed claims without a row ----------------------------
+def _groups(runs: dict, name: str) -> dict:
+    """{group ("periodic, MLP on"): its summary} of a `consensus model` run."""
+    return _one(runs, name).summary["groups"]
+
+
+def c_r9(runs: dict) -> dict:
+    """R9: per MLP setting, the fall of mean log10 E_first from pass 1 to the last periodic pass, its CI low end and
+    Spearman; the smallest fall and CI end and the largest Spearman over MLP on and off."""
+    g = _groups(runs, "cons_rst")
+    rows = {mlp: g[f"periodic, MLP {mlp}"] for mlp in ("on", "off")}
+    out = {f"fall MLP {k}": r["fall_pass1_to_last"] for k, r in rows.items()}
+    out |= {f"spearman MLP {k}": r["spearman_pass_vs_mean_log10_E"] for k, r in rows.items()}
+    return out | {
+        "min_fall_decades": min(r["fall_pass1_to_last"] for r in rows.values()),
+        "min_fall_ci_low": min(r["fall_ci95"][0] for r in rows.values()),
+        "max_spearman": max(r["spearman_pass_vs_mean_log10_E"] for r in rows.values()),
+    }
+
+
+def c_r10(runs: dict) -> dict:
+    """R10: at the final depth, mean log10 E_first per schedule with its bootstrap CI; per MLP setting the gap
+    between the CIs of consecutive schedules (lower end of the later minus upper end of the earlier: disjoint and
+    ordered when > 0) and the gap of the means."""
+    g = _groups(runs, "cons_rst")
+    out: dict[str, float] = {}
+    for mlp in ("off", "on"):
+        band = {s: g[f"{s}, MLP {mlp}"]["final_band_log10"] for s in ("constant", "periodic", "random")}
+        for a, b in (("constant", "periodic"), ("periodic", "random")):
+            out[f"ci_gap_{mlp}_{a}_{b}"] = band[b]["lo_log10"] - band[a]["hi_log10"]
+            out[f"mean_gap_{mlp}_{a}_{b}"] = band[b]["mean_log10"] - band[a]["mean_log10"]
+    return out
+
+
+def c_r11(runs: dict) -> dict:
+    """R11 (the model version): the context influence C(k) of the periodic, MLP-on group: C(0), whether the peak is
+    interior, C(final) over C(peak). The KL clause has no number: the depth view's KL_model compares the
+    layer-by-layer pass with itself (0 by construction), so `KL_model_30_independent` stays missing."""
+    ci = _groups(runs, "cons_depth")["periodic, MLP on"]["context_influence"]
+    return {"C0": ci["C0"], "interior_peak": float(ci["interior_peak"]),
+            "C_final_over_peak": ci["C_final"] / ci["C_peak"], "k_star_passes": ci["k_star_passes"]}  # fmt: skip
+
+
+def c_b1(runs: dict) -> dict:
+    return dict(runs["cons_bench"].numbers)
+
+
+def c_b2(runs: dict) -> dict:
+    """B2: the phase diagram's compute seconds (its metrics' wall_seconds) and the whole run's."""
+    return {"phase_seconds": _one(runs, "cons_b2").summary["wall_seconds"], "run_seconds": runs["cons_b2"].seconds[""]}
+
+
+def c_b4(runs: dict) -> dict:
+    """B4: SmolLM2 (full stack) seconds per pass, from the decode run's seconds per group, and the peak RSS of the
+    process that ran it."""
+    res = _one(runs, "cons_decode")
+    secs = res.summary["seconds_per_group"]
+    return {"seconds_per_pass": max(secs.values()) / res.config.passes, "peak_rss_mb": runs["cons_decode"].peak_rss_mb}
+
+
+def r_dormant(runs: dict) -> dict:
+    """Seed claim (spec §10.4): |ΔNLL| of each zeroed head that is dormant (s_h ≥ 0.5) on the domain; its largest."""
+    states = _one(runs, "real_ablate").summary["by_state"]
+    return {"max_abs_dnll_dormant": states["dormant"]["max_abs_dnll"], "dormant_cases": states["dormant"]["n"],
+            "max_abs_dnll_active": states["active"]["max_abs_dnll"]}  # fmt: skip
+
+
+def b_relu_risks(runs: dict) -> dict:
+    """Seed claim: ReLU attention (no sink) against softmax at the same scale: final excess risks, ReLU minus
+    softmax."""
+    soft, relu = _last(runs, "bb_softmax"), _last(runs, "bb_relu")
+    return {
+        "d_excess_backcopy": relu["excess_risk_backcopy"] - soft["excess_risk_backcopy"],
+        "d_excess_bigram": relu["excess_risk_bigram"] - soft["excess_risk_bigram"],
+        "relu_attn_sink": relu["attn_sink"],
+    }
+
+
+def b_three_layer(runs: dict) -> dict:
+    """Seed claim (the three-layer intuitions): ρ_l = ‖Res⟨s⟩‖/others after each block of the trained 3-layer model,
+    and ρ_2 with the last MLP zeroed (ZeroMLP(2), `bb.claims.ablated_record`)."""
+    from attnlab.bb import claims
+
+    path = Path(_one(runs, "bb_variants", "3-layers").path)
+    rho = claims.peak_ratios(claims.final_record(path), 3)
+    zeroed = claims.peak_ratios(claims.ablated_record(path, 2), 3)
+    return {"rho_0": rho[0], "rho_1": rho[1], "rho_2": rho[2], "rho_2_mlp2_zeroed": zeroed[2]}
+
+
+def p_s3(runs: dict) -> dict:
+    """S3: the 2-path variant converges; renormalised minus GP test accuracy in points. No ablation is run."""
+    s = _one(runs, "paths_2path").summary
+    return {"converged": float(s["converged"]), "gap_points": 100 * (s["accuracy"] - s["accuracy_gp"])}
+
+
+def p_prune(runs: dict) -> dict:
+    """Seed claim ("pruning with minimal performance loss"): test-accuracy drop after pruning the lowest-scored head
+    and after the whole ascending-score curve, against the mean of the random orders."""
+    m = json.loads((Path(_one(runs, "paths_prune").path) / "metrics.json").read_text())
+    curves, full = m["progressive"], m["gd_test_accuracy"]
+    random_means = [float(np.mean(v)) for k, v in curves.items() if k.startswith("random")]
+    asc = curves["ascending score"]
+    return {"drop_first_pruned": full - asc[1] if len(asc) > 1 else math.nan,
+            "ascending_minus_random_mean": float(np.mean(asc)) - float(np.mean(random_means)),
+            "heads_pruned": len(asc) - 1}  # fmt: skip
+
+
+def computed(name: str, prefix: str) -> Any:
+    """A measure that reads the numbers of the direct computation `name` whose keys start with `prefix` (the
+    attention-paths unit checks: "T1_", "T4_", ...)."""
+
+    def measure(runs: dict) -> dict:
+        out = {k: v for k, v in runs[name].numbers.items() if k.startswith(prefix)}
+        if not out:
+            raise KeyError(f"{name} has no number {prefix}*")
+        return out
+
+    measure.__name__ = f"computed_{prefix.rstrip('_')}"
+    return measure

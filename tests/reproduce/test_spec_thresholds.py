@@ -1,7 +1,8 @@
 """Every target's threshold in code is the spec's (issue 18): each bound of each `Check` is a number the spec states
 for that target, read from its row in ../shared/specs/ (the table row `| R4 | ... |` or the list item `**S1** ...`,
-with the sections it or our threshold text cites, e.g. §9.4). Bounds of 0 and 1 are signs and yes/no flags.
-Thresholds that are not the spec's are listed in `DIFFERENT`, each with the reason its row's note gives."""
+with the sections it or our threshold text cites, e.g. §9.4; for a seed claim `SC-*`, the sections its `spec`
+cites). Bounds of 0 and 1 are signs and yes/no flags. Thresholds that are not the spec's are listed in
+`DIFFERENT`, each with the reason its row's note gives."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ DIFFERENT = {  # (study, id) -> why its bounds are not numbers of the spec (the 
     ("consensus", "R14"): OURS,
     ("paths", "S7"): OURS,
     ("paths", "S8"): OURS,
+    ("bb", "SC-relu"): "'does not affect performance' has no number: read as within 0.02 (R19's bar)",
+    ("bb", "SC-3layer"): "'makes / keeps / removes the peak' has no number: read with R9's bar, ρ > 1.5",
+    ("paths", "SC-prune"): "'minimal performance loss' has no number: read as a drop ≤ 0.02 (B3's 2 points)",
 }
 SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻−", "0123456789--")
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?k?%?")
@@ -73,10 +77,10 @@ def numbers(text: str) -> set[float]:
 def spec_numbers(specs: Path, t: Target) -> set[float] | None:
     """The numbers the spec states for `t` (None: no row or item for it in the spec)."""
     text = (specs / SPEC_FILES[t.study]).read_text()
-    item = spec_item(text, t.id)
+    item = "" if t.id.startswith("SC-") else spec_item(text, t.id)  # a seed claim: the sections its spec cites
     if item is None:
         return None
-    refs = set(re.findall(r"§(\d+(?:\.\d+)*)", item + " " + t.threshold))
+    refs = set(re.findall(r"§(\d+(?:\.\d+)*)", " ".join((item, t.threshold, t.spec if not item else ""))))
     return numbers(item + "".join(section(text, r) for r in sorted(refs)))
 
 
