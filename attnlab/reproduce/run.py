@@ -24,7 +24,7 @@ from typing import Any
 from attnlab.errors import InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
-from attnlab.reproduce.execute import MARKS, clean, one_line, outcome, run_all
+from attnlab.reproduce.execute import MARKS, clean, finished_mark, one_line, outcome, run_all
 from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES, sized
 from attnlab.reproduce.targets import TARGETS, Target
 from attnlab.reproduce.verdict import NOT_RUN, verdict
@@ -164,6 +164,17 @@ def _rejudge(target: Target, row: dict) -> dict:
     return row | texts | {"checks": [c.text() for c in target.checks], "verdict": v, "why": why}
 
 
+def _mark_saved(marks: Path, experiments: dict) -> None:
+    """Marks for the study runs a folder saved before reproduce wrote marks (their numbers are read back from the
+    folders); a direct computation, whose numbers were not saved then, is left to run again."""
+    from attnlab.runs import write_json
+
+    for name, entry in experiments.items():
+        path = marks / f"{name}.json"
+        if entry.get("error") is None and not path.is_file() and EXPERIMENTS[name].compute is None:
+            write_json(path, {"seconds": entry["seconds"], "error": None, "run_seconds": {}, "numbers": None})
+
+
 def update(folder: str | Path, seed: int = 0) -> dict:
     """Update the saved reproduce run in `folder` (see the module doc); returns the new record. Its `updated` lists
     the study runs added (with their seconds in `experiments`)."""
@@ -173,8 +184,10 @@ def update(folder: str | Path, seed: int = 0) -> dict:
     record = read_json(folder / "reproduction.json", "reproduction.json")
     config = ReproduceConfig(studies=tuple(record["studies"]), profile=record["profile"], seed=seed)
     targets, names = plan(config)
-    new = [n for n in names if n not in record["experiments"]]
-    done, log = run_experiments(new, folder, config)
+    _mark_saved(folder / MARKS, record["experiments"])
+    new = [n for n in names if finished_mark(folder / MARKS, n) is None]
+    done, log = run_experiments(names, folder, config)
+    log = {n: v for n, v in log.items() if n in new}
     old = {(r["study"], r["id"]): r for r in record["rows"]}
     rows: list[dict] = []
     for t in targets:

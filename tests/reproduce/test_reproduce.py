@@ -262,9 +262,11 @@ def test_every_study_run_is_a_registry_command_that_rerun_redoes(tiny_run, tmp_p
 
 def test_update_adds_missing_study_runs_and_keeps_the_other_rows(tiny_run, tmp_path) -> None:
     """`update` on a saved folder that predates a target (here: R12's study run removed from the record) runs only
-    that study run, evaluates its row as the full run did, keeps every other measured row and rewrites the table."""
+    that study run (and the direct computations, whose numbers a folder without marks lacks), evaluates its row as the
+    full run did, keeps every other measured row and rewrites the table."""
     import shutil
 
+    from attnlab.reproduce.experiments import EXPERIMENTS
     from attnlab.reproduce.run import update
 
     folder = tmp_path / "saved"
@@ -274,9 +276,11 @@ def test_update_adds_missing_study_runs_and_keeps_the_other_rows(tiny_run, tmp_p
     record["rows"] = [r for r in record["rows"] if (r["study"], r["id"]) != ("consensus", "R12")]
     (folder / "reproduction.json").write_text(json.dumps(record))
     shutil.rmtree(folder / "runs" / "cons_counter")
-    (folder / "experiments" / "cons_counter.json").unlink()
+    shutil.rmtree(folder / "experiments")  # a folder saved before reproduce wrote marks
     new = update(folder)
-    assert new["updated"] == ["cons_counter"] and (folder / "runs" / "cons_counter" / "R12.png").is_file()
+    computed = sorted(n for n in record["experiments"] if EXPERIMENTS[n].compute is not None)
+    assert computed and new["updated"] == sorted(["cons_counter", *computed])  # their numbers were not saved
+    assert (folder / "runs" / "cons_counter" / "R12.png").is_file()
     rows = {(r["study"], r["id"]): r for r in new["rows"]}
     full = {(r["study"], r["id"]): r for r in tiny_run["record"]["rows"]}
     assert rows[("consensus", "R12")]["numbers"] == full[("consensus", "R12")]["numbers"]
