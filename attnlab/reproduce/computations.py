@@ -334,3 +334,103 @@ def _paths_t8_t9() -> dict:
 def paths_units(seed: int, size: dict) -> dict:
     """The attention-paths T1-T4 and T7-T9 numbers (module section above)."""
     return {**_paths_t1_t3(), **_paths_t4_t7(), **_paths_t8_t9()}
+
+
+# --- consensus §7 CI-fast checks (R2a, R4a, R4b, C-norm): `integrate` as tests/consensus/test_invariants.py runs it --
+def _sphere_starts(B: int, n: int, d: int, seed: int) -> Any:
+    """[B, n, d] Gaussian tokens normalised onto the sphere (float64)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(B, n, d, generator=g, dtype=torch.float64)
+    return X / X.norm(dim=-1, keepdim=True)
+
+
+def _hemisphere_drops() -> dict:
+    """R2a: V = I, random P, tokens near the boundary of the hemisphere <w, x> > 0: the largest per-step drop of
+    min_i <w, x_i>, per integrator family (projected Euler and post-norm; RK4 and exp-Euler), both masks."""
+    import numpy as np
+    import torch
+
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.schedules import make_schedule
+
+    g = torch.Generator().manual_seed(6)
+    X = torch.randn(8, 8, 4, generator=g, dtype=torch.float64)
+    X[..., 0] = 0.02 + 0.3 * torch.rand(8, 8, generator=g, dtype=torch.float64)
+    X = X / X.norm(dim=-1, keepdim=True)
+    drops = {"euler_postnorm": -math.inf, "rk4_exp_euler": -math.inf}
+    for method, family in (("euler", "euler_postnorm"), ("postnorm", "euler_postnorm"), ("rk4", "rk4_exp_euler"),
+                           ("exp_euler", "rk4_exp_euler")):  # fmt: skip
+        for mask in ("full", "causal"):
+            for kind, scale in (("SA", 3.0), ("USA", 0.5)):
+                sch = make_schedule("random", d=4, heads=2, seed=7, scale=scale, delta=0.5)
+                tr = integrate(X, sch, AttentionSpec(kind, mask, torch.tensor([1.0, 1.0])), t_max=4.0, h=0.05,
+                               method=method, record_every=1)  # fmt: skip
+                assert tr.states is not None  # record_every=1 keeps every state
+                margin = tr.states[..., 0].min(-1)
+                drops[family] = max(drops[family], float(np.max(margin[:, :-1] - margin[:, 1:])))
+    return {f"R2a_max_drop_{k}": v for k, v in drops.items()}
+
+
+def _energy_and_top_eigenvector() -> dict:
+    """R4a: V = P symmetric (and P = I), RK4: the largest relative per-step drop of F_{β,P}; R4b: constant symmetric
+    V with gap 0.4, t = 60: the largest 1 − |<x_i, v_1>|, both masks."""
+    import numpy as np
+    import torch
+
+    from attnlab.consensus import measures as M
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.schedules import Constant
+    from attnlab.consensus.theory import consensus_point
+
+    d, beta, rel_drop = 4, 1.5, -math.inf
+    A = torch.randn(d, d, generator=torch.Generator().manual_seed(8), dtype=torch.float64) / d**0.5
+    for kind in ("SA", "USA"):
+        for P, Pm in ((None, torch.eye(d, dtype=torch.float64)), (((A + A.T) / 2)[None], (A + A.T) / 2)):
+            spec = AttentionSpec(kind, "full", torch.tensor([beta]))
+            tr = integrate(_sphere_starts(8, 10, d, 9), Constant(P, P), spec, t_max=8.0, h=0.05, method="rk4",
+                           record_every=1)  # fmt: skip
+            X = torch.from_numpy(tr.states)
+            F = np.stack([M.energy(X[:, k], beta, Pm).numpy() for k in range(X.shape[1])], 1)
+            rel_drop = max(rel_drop, float(((F[:, :-1] - F[:, 1:]) / np.abs(F[:, :-1])).max()))
+    g = torch.Generator().manual_seed(11)
+    Q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+    V = Q @ torch.diag(torch.tensor([1.0, 0.6, 0.2, -0.3], dtype=torch.float64)) @ Q.T
+    P2 = torch.randn(1, d, d, generator=g, dtype=torch.float64) / d
+    v1, _, _ = consensus_point(V.numpy())
+    align = 0.0
+    for mask in ("full", "causal"):
+        spec = AttentionSpec("SA", mask, torch.tensor([1.0], dtype=torch.float64))
+        tr = integrate(_sphere_starts(8, 6, d, 12), Constant(P2, V[None]), spec, t_max=60.0, h=0.1, method="rk4",
+                       measures=())  # fmt: skip
+        align = max(align, float((1 - np.abs(tr.final.numpy() @ v1)).max()))
+    return {"R4a_max_rel_energy_drop": rel_drop, "R4b_max_misalignment": align}
+
+
+def _norms() -> dict:
+    """C-norm: the largest | ‖x_i‖ − 1 | over every recorded state, each integrator and schedule (two heads, random
+    V)."""
+    import numpy as np
+    import torch
+
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.schedules import make_schedule
+
+    worst = 0.0
+    for method in ("rk4", "euler", "exp_euler", "postnorm"):
+        for schedule in ("constant", "periodic", "cycle", "random"):
+            sch = make_schedule(schedule, d=4, heads=2, seed=1, value="random", delta=0.5)
+            tr = integrate(_sphere_starts(4, 6, 4, 0), sch, AttentionSpec("SA", "full", torch.tensor([1.0, 2.0])),
+                           t_max=3.0, h=0.05, method=method, record_every=1)  # fmt: skip
+            assert tr.states is not None
+            worst = max(worst, float(np.abs(np.linalg.norm(tr.states, axis=-1) - 1).max()))
+    return {"C-norm_max_abs_norm_minus_1": worst}
+
+
+def cons_units(seed: int, size: dict) -> dict:
+    """The consensus R2a, R4a, R4b and C-norm numbers (module section above)."""
+    return {**_hemisphere_drops(), **_energy_and_top_eigenvector(), **_norms()}

@@ -70,6 +70,7 @@ QUICK_SIZES: dict[str, dict] = {
     "real_window": dict(samples=2, tokens=512, windows=(128,)),
     # issue 18: rows that were benchmarks or not wired in (B1 about 15 s, B2 about 90 s, the ablation about a minute)
     "cons_bench": dict(baseline_starts=1, baseline_steps=10),
+    "cons_units": {},  # R2a, R4a, R4b, C-norm: about 40 s
     "cons_b2": {},
     "real_ablate": dict(samples=8, tokens=128, sweep_layers=(19, 29)),  # the windows of real_scan
     "paths_2path": dict(P=100, n_test=1000),
@@ -348,6 +349,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "paths_prune_long": _one("paths prune", lambda seed, size, root: {**size}),
     "paths_plugin": _later("paths solve", _plugin),
     "cons_bench": Experiment(compute=computations.cons_bench),
+    "cons_units": Experiment(compute=computations.cons_units),
     "cons_b2": _one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # PhaseConfig's defaults: B2
     "cons_rst": _one(
         "consensus model",

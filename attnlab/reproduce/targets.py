@@ -297,6 +297,7 @@ REAL = [
 ]
 
 _CS = "consensus §7"
+_UNITS = "tests/consensus/test_invariants.py"
 _CS_TAIL = "consensus, last section"
 # fmt: off
 CONSENSUS = [
@@ -313,7 +314,10 @@ CONSENSUS = [
        figure="constant-scale4/figures/E_vs_time.png"),
     _t("R2a", "consensus", _CS, "hemisphere invariance",
        "per-step drop of min_i⟨w,x_i⟩ ≤ 1e-14 (projected Euler, maps); ≤ 1e-12 (RK4, exp-Euler)",
-       not_run="unit check: tests/consensus/test_invariants.py::test_hemisphere_invariance, not re-measured here"),
+       checks=[C("R2a_max_drop_euler_postnorm", "<=", 1e-14), C("R2a_max_drop_rk4_exp_euler", "<=", 1e-12)],
+       needs=["cons_units"], measure=m.computed("cons_units", "R2a_"),
+       note="V = I, random P (2 heads), 8 starts of 8 tokens in d = 4 near the boundary of ⟨e_0, x⟩ > 0, h = 0.05 to "
+            "t = 4, SA and USA, both masks (" + _UNITS + "::test_hemisphere_invariance)"),
     _t("R2b", "consensus", _CS, "late entry (starts outside every open hemisphere)",
        "after entry the margin at the entry-time w never drops by more than 1e-12 per step; ≥ 95% of starts reach "
        "E_pair < 1e-8 by t = 60",
@@ -330,9 +334,14 @@ CONSENSUS = [
        needs=["cons_full"], measure=m.c_r3, note="constant and random P; quick: 64 starts each",
        figure="random/figures/E_vs_time.png"),
     _t("R4a", "consensus", _CS, "gradient case V = P symmetric", "relative per-step drop of F_{β,P} ≤ 1e-12",
-       not_run="unit check: tests/consensus/test_invariants.py::test_energy_monotone_gradient_case"),
+       checks=[C("R4a_max_rel_energy_drop", "<=", 1e-12)], needs=["cons_units"],
+       measure=m.computed("cons_units", "R4a_"),
+       note="P = I and a random symmetric P, SA and USA, β = 1.5, RK4 h = 0.05 to t = 8 (" + _UNITS
+            + "::test_energy_monotone_gradient_case)"),
     _t("R4b", "consensus", _CS, "constant symmetric V with gap ≥ 0.3", "1 − |⟨x_i, v_1⟩| < 1e-10 for every i by t = 60",
-       not_run="unit check: tests/consensus/test_invariants.py::test_symmetric_value_consensus_at_top_eigenvector"),
+       checks=[C("R4b_max_misalignment", "<", 1e-10)], needs=["cons_units"], measure=m.computed("cons_units", "R4b_"),
+       note="V with eigenvalues 1, 0.6, 0.2, −0.3, random P, RK4 h = 0.1 to t = 60, both masks (" + _UNITS
+            + "::test_symmetric_value_consensus_at_top_eigenvector)"),
     _t("R4c", "consensus", _CS, "slowly rotating V, ω 0.005–0.04", "lag after the transient within 5% of ω/(λ_1 − λ_2)",
        not_run="not implemented in reproduce (theory.predicted_lag exists; no simulation of the lag)"),
     _t("R5a", "consensus", _CS, "ρ-ODE functions",
@@ -404,12 +413,15 @@ CONSENSUS = [
         ("C-ref", "agreement with reference solvers",
             "RK4 h = 0.01 vs DOP853 to 1e-7; USA on S¹ vs the angle ODE to 1e-7",
          "tests/consensus/test_solvers.py"),
-        ("C-norm", "norms stay at 1", "within 1e-12", "tests/consensus/test_invariants.py::test_norms_stay_one"),
         ("C-meas", "measure identities", "consensus, orthonormal, planted clusters, antipodal pair, rotation",
          "tests/consensus/test_measures.py"),
         ("C-llama", "tiny random LlamaConfig", "layer-by-layer pass = model to 1e-5 (fp32) / 1e-10 (fp64); ...",
          "tests/consensus/test_realmodel.py"),
     )],
+    _t("C-norm", "consensus", "consensus §7, further CI-fast checks", "norms stay at 1", "within 1e-12",
+       checks=[C("C-norm_max_abs_norm_minus_1", "<=", 1e-12)], needs=["cons_units"],
+       measure=m.computed("cons_units", "C-norm_"),
+       note="every integrator × schedule, 2 heads, random V, h = 0.05 to t = 3 (" + _UNITS + "::test_norms_stay_one)"),
     _t("B1", "consensus", "consensus §11", "batched simulation speed: 256 starts, n = 32, d = 8, SA, t = 30, h = 0.1",
        "RK4 ≤ 5 s; Euler ≤ 2 s; ≥ 100× faster than the per-token-loop baseline",
        checks=[C("rk4_seconds", "<=", 5), C("euler_seconds", "<=", 2), C("speedup_rk4", ">=", 100),

@@ -77,7 +77,7 @@ def numbers(text: str) -> set[float]:
 def spec_numbers(specs: Path, t: Target) -> set[float] | None:
     """The numbers the spec states for `t` (None: no row or item for it in the spec)."""
     text = (specs / SPEC_FILES[t.study]).read_text()
-    item = "" if t.id.startswith("SC-") else spec_item(text, t.id)  # a seed claim: the sections its spec cites
+    item = "" if t.id.startswith(("SC-", "C-")) else spec_item(text, t.id)  # no row: the sections its spec cites
     if item is None:
         return None
     refs = set(re.findall(r"§(\d+(?:\.\d+)*)", " ".join((item, t.threshold, t.spec if not item else ""))))
