@@ -4,6 +4,7 @@ quick run and the docs) and must give the spec's verdict."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -145,3 +146,51 @@ def test_docs_headline_counts_are_the_rows_verdicts() -> None:
             counted.setdefault(section, {MET: 0, MISSED: 0, NOT_RUN: 0})[v] += 1
     for study, c in counted.items():
         assert f"| {study} | {c[MET]} | {c[MISSED]} | {c[NOT_RUN]} |" in md, study
+
+
+def test_docs_table_has_one_row_per_registry_target_in_its_order() -> None:
+    """docs/reproduction.md lists every target of the registry once, in its study's section and the registry's
+    order (a row added to the code shows in the committed table, even before the next `make reproduce`)."""
+    md = (ROOT / "docs" / "reproduction.md").read_text()
+    found, section = [], ""
+    for line in md.splitlines():
+        if line.startswith("## "):
+            section = next((s for s, title in report.STUDY_TITLES.items() if title == line[3:]), "")
+        elif section and line.startswith("| ") and "**" in line:
+            found.append((section, line.split(" | ")[0][2:]))
+    assert found == [(t.study, t.id) for t in TARGETS]
+
+
+def _model_run(groups: dict) -> Outcome:
+    """A `consensus model` run as the measures read it: its summary's groups."""
+    return Outcome(runs={"": SimpleNamespace(summary={"groups": groups})})  # type: ignore[dict-item]
+
+
+def test_r9_and_r10_read_the_rst_groups_as_the_spec_words_them() -> None:
+    """R9: the worst fall, CI end and Spearman over MLP on/off of the periodic groups; R10: CI gaps between
+    consecutive schedules (later lower end minus earlier upper end) are positive exactly when ordered and disjoint."""
+    groups = {}
+    for mlp, fall in (("on", 1.2), ("off", 0.8)):
+        for s, mean in (("constant", -3.0), ("periodic", -2.0), ("random", -2.1)):
+            groups[f"{s}, MLP {mlp}"] = {
+                "fall_pass1_to_last": fall, "fall_ci95": [fall - 0.1, fall + 0.1],
+                "spearman_pass_vs_mean_log10_E": -0.95 if mlp == "on" else -0.85,
+                "final_band_log10": {"mean_log10": mean, "lo_log10": mean - 0.2, "hi_log10": mean + 0.2},
+            }  # fmt: skip
+    runs = {"cons_rst": _model_run(groups)}
+    r9 = measures.c_r9(runs)
+    assert (r9["min_fall_decades"], r9["min_fall_ci_low"], r9["max_spearman"]) == (0.8, pytest.approx(0.7), -0.85)
+    r10 = measures.c_r10(runs)
+    assert r10["ci_gap_off_constant_periodic"] == pytest.approx(0.6)  # -2.2 - (-2.8): disjoint and ordered
+    assert r10["ci_gap_on_periodic_random"] == pytest.approx(-0.5)  # random's mean is below periodic's
+    t10 = next(t for t in TARGETS if (t.study, t.id) == ("consensus", "R10"))
+    assert verdict(t10.checks, r10)[0] == MISSED
+
+
+def test_readme_shows_the_tables_counts_per_study() -> None:
+    """The README's counts line is the committed table's header (issue 18: the README shows the counts per study)."""
+    md = (ROOT / "docs" / "reproduction.md").read_text()
+    counts = re.findall(r"^\| (bb|real|consensus|paths) \| (\d+) \| (\d+) \| (\d+) \|$", md, flags=re.M)
+    assert len(counts) == 4
+    line = "; ".join(f"{s} {m} met, {x} missed, {n} not run" for s, m, x, n in counts)
+    assert line in (ROOT / "README.md").read_text()
