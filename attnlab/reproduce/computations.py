@@ -431,6 +431,65 @@ def _norms() -> dict:
     return {"C-norm_max_abs_norm_minus_1": worst}
 
 
+def _solver_problem(mask: str, seed: int) -> tuple:
+    """(X0 [1, 8, 4], P [2, 4, 4], V [2, 4, 4], spec): two SA heads with random P and V, as
+    tests/consensus/test_solvers.py builds them."""
+    import torch
+
+    from attnlab.consensus.dynamics import AttentionSpec
+
+    g = torch.Generator().manual_seed(seed)
+    P = torch.randn(2, 4, 4, generator=g, dtype=torch.float64) / 2
+    V = torch.randn(2, 4, 4, generator=g, dtype=torch.float64) / 2
+    X0 = torch.randn(1, 8, 4, generator=g, dtype=torch.float64)
+    return X0 / X0.norm(dim=-1, keepdim=True), P, V, AttentionSpec("SA", mask, torch.tensor([1.0, 0.7]))
+
+
+def _orders_and_references() -> dict:
+    """C-order: the observed order of each integrator from halving h (0.1 -> 0.05, against RK4 at h = 0.2/64, t = 1);
+    C-ref: RK4 at h = 0.01 against DOP853 (rtol = atol = 1e-13) to t = 5, both masks, and USA on the circle against
+    the angle ODE to t = 3."""
+    import numpy as np
+    import torch
+    from scipy.integrate import solve_ivp
+
+    from attnlab.consensus.dynamics import AttentionSpec, velocity
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.schedules import Constant
+
+    X0, P, V, spec = _solver_problem("full", 1)
+    sch = Constant(P, V)
+    ref = integrate(X0, sch, spec, t_max=1.0, h=0.2 / 64, method="rk4", measures=()).final
+    out: dict[str, float] = {}
+    for method in ("rk4", "euler", "exp_euler", "postnorm"):
+        errs = [float((integrate(X0, sch, spec, t_max=1.0, h=h, method=method, measures=()).final - ref).abs().max())
+                for h in (0.1, 0.05)]  # fmt: skip
+        out[f"C-order_{method}"] = float(np.log2(errs[0] / errs[1]))
+    dop = 0.0
+    for mask in ("full", "causal"):
+        X0, P, V, spec = _solver_problem(mask, 0)
+
+        def rhs(_t: float, y: Any, X0: Any = X0, P: Any = P, V: Any = V, spec: Any = spec) -> Any:
+            return velocity(torch.from_numpy(y).reshape(X0.shape), P, V, spec).reshape(-1).numpy()
+
+        exact = solve_ivp(rhs, (0, 5.0), X0.reshape(-1).numpy(), method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1]
+        tr = integrate(X0, Constant(P, V), spec, t_max=5.0, h=0.01, method="rk4", measures=())
+        dop = max(dop, float(np.abs(tr.final.reshape(-1).numpy() - exact).max()))
+    n, beta = 6, 1.3
+    th0 = np.linspace(0, 2.5, n) + 0.1 * np.arange(n) ** 2
+
+    def angles(_t: float, th: Any) -> Any:
+        diff = th[:, None] - th[None, :]
+        return -(np.exp(beta * np.cos(diff)) * np.sin(diff)).sum(1) / n
+
+    th = solve_ivp(angles, (0, 3.0), th0, method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1]
+    X0c = torch.from_numpy(np.stack([np.cos(th0), np.sin(th0)], -1)).unsqueeze(0)
+    usa = AttentionSpec("USA", "full", torch.tensor([beta], dtype=torch.float64))
+    Xc = integrate(X0c, Constant(), usa, t_max=3.0, h=0.01, method="rk4", measures=()).final[0].numpy()
+    circle = float(np.abs(Xc - np.stack([np.cos(th), np.sin(th)], -1)).max())
+    return out | {"C-ref_rk4_vs_dop853": dop, "C-ref_usa_circle_vs_angle_ode": circle}
+
+
 def cons_units(seed: int, size: dict) -> dict:
-    """The consensus R2a, R4a, R4b and C-norm numbers (module section above)."""
-    return {**_hemisphere_drops(), **_energy_and_top_eigenvector(), **_norms()}
+    """The consensus R2a, R4a, R4b, C-norm, C-order and C-ref numbers (module section above)."""
+    return {**_hemisphere_drops(), **_energy_and_top_eigenvector(), **_norms(), **_orders_and_references()}
