@@ -493,3 +493,70 @@ def _orders_and_references() -> dict:
 def cons_units(seed: int, size: dict) -> dict:
     """The consensus R2a, R4a, R4b, C-norm, C-order and C-ref numbers (module section above)."""
     return {**_hemisphere_drops(), **_energy_and_top_eigenvector(), **_norms(), **_orders_and_references()}
+
+
+# --- attention-paths §13 sampler checks (T12, T14, T17): the diagnostics and the collapsed target tests/paths/ uses --
+def _ar1_chains(rho: float, n: int, chains: int, seed: int) -> Any:
+    """[chains, n] stationary AR(1) chains with coefficient `rho` and unit innovations."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = np.zeros((chains, n))
+    x[:, 0] = rng.standard_normal(chains) / math.sqrt(1 - rho**2)
+    for t in range(1, n):
+        x[:, t] = rho * x[:, t - 1] + rng.standard_normal(chains)
+    return x
+
+
+def _diagnostics() -> dict:
+    """T12: the largest relative error of ESS and bulk ESS against n(1 − ρ)/(1 + ρ) for ρ = 0, 0.5, 0.9 (4 chains
+    of 4000), and R̂ of 4 chains of 1000 when one is shifted by 2."""
+    from attnlab.paths.diagnostics import ess, ess_bulk, rhat
+
+    err = 0.0
+    for rho in (0.0, 0.5, 0.9):
+        x = _ar1_chains(rho, 4000, 4, 1)
+        expect = x.size * (1 - rho) / (1 + rho)
+        err = max(err, abs(ess(x) - expect) / expect, abs(ess_bulk(x) - expect) / expect)
+    x = _ar1_chains(0.5, 1000, 4, 2)
+    x[0] += 2.0
+    return {"T12_ess_max_rel_err": float(err), "T12_rhat_shifted": float(rhat(x))}
+
+
+def _collapsed() -> dict:
+    """T14: prior-only collapsed HMC (4 chains, 300 + 600 draws) on a tiny network: the largest |mean Û − Σ²I| in
+    MCSE units; T17: the collapsed log density against the explicit Gaussian marginal over V^(0) (its Jacobian)."""
+    import numpy as np
+    import torch
+
+    from attnlab.paths.diagnostics import summarize
+    from attnlab.paths.network import PathNetwork
+    from attnlab.paths.sampling import CollapsedTarget, sample
+
+    net, x, y, gram = _tiny_paths((2, 2), P=6)
+    tgt = CollapsedTarget(net.cfg.with_widths(4), gram, y, 0.1, prior_only=True)
+    res = sample(tgt, chains=4, warmup=300, draws=600, n_leapfrog=8, seed=0, progress=False)
+    iu = np.triu_indices(4)
+    s = summarize(res.U[:, :, iu[0], iu[1]])
+    z = float(np.max(np.abs(s["mean"] - np.eye(4)[iu]) / s["mcse"]))
+    net, x, y, gram = _tiny_paths((2, 2), P=8)
+    cfg = net.cfg.with_widths(3)
+    tgt = CollapsedTarget(cfg, gram, y, 0.2)
+    theta = tgt.prior_draw(2, torch.Generator().manual_seed(5))
+    lp, _ = tgt.log_prob(theta)
+    pnet, Y, worst = PathNetwork(cfg), torch.tensor(y), 0.0
+    for c in range(2):
+        w = tgt.unpack(theta[c : c + 1])
+        w = {"V": [v[0] for v in w["V"]], "a": w["a"][0]}
+        V0 = torch.zeros(3, x.shape[-1], dtype=torch.float64)
+        J = torch.autograd.functional.jacobian(lambda v, w=w: pnet.forward(x, {**w, "V0": v}), V0).reshape(8, -1)
+        cov = J @ J.T * cfg.variances[0] + 0.2 * torch.eye(8, dtype=torch.float64)
+        marg = -0.5 * torch.logdet(cov) - 0.5 * Y @ torch.linalg.solve(cov, Y)
+        prior = -0.5 * (theta[c] ** 2 / tgt.prior_sd**2).sum()
+        worst = max(worst, abs(float(lp[c] - prior - marg)))
+    return {"T14_max_z": z, "T17_max_abs_diff": worst}
+
+
+def paths_sampling_units(seed: int, size: dict) -> dict:
+    """The attention-paths T12, T14 and T17 numbers (module section above)."""
+    return {**_diagnostics(), **_collapsed()}

@@ -34,6 +34,7 @@ TINY_SIZES: dict[str, dict] = {
     "cons_phase": dict(d=16, starts=8, num_betas=4, t_max=10.0),
     "paths_ua": {},
     "paths_units": {},
+    "paths_sampling_units": {},
     "paths_solve": dict(P=30, n_test=100),
     "paths_sweep": dict(P=30, n_test=100, Ns=(10.0, 30.0, 100.0)),
     "cons_counter": dict(batch=4, t_max=30.0),
@@ -58,6 +59,7 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_phase": dict(d=128, starts=16, num_betas=10, t_max=30.0),
     "paths_ua": {},
     "paths_units": {},
+    "paths_sampling_units": {},
     "paths_solve": dict(P=100, n_test=1000),
     "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
     "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
@@ -331,6 +333,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     ),
     "paths_ua": Experiment(compute=computations.paths_ua),
     "paths_units": Experiment(compute=computations.paths_units),
+    "paths_sampling_units": Experiment(compute=computations.paths_sampling_units),
     "paths_solve": _one("paths solve", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
     "paths_sweep": _one("paths sweep", lambda seed, size, root: {**size, "seed": seed}),
     "paths_sample": _one("paths sample", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),

@@ -502,7 +502,12 @@ MEASURED_UNITS = {  # id -> its checks on the numbers of computations.paths_unit
     "T7": [C("T7_grad_vs_autograd", "<=", 1e-10), C("T7_grad_vs_fd_rel", "<=", 1e-6)],
     "T8": [C("T8_solver_vs_root_finder", "<=", 1e-8), C("T8_small_alpha_U_minus_1", "<=", 1e-8)],
     "T9": [C("T9_mean_vs_gp", "<=", 1e-10), C("T9_var_vs_gp", "<=", 1e-10), C("T9_min_var", ">=", 0)],
+    # computations.paths_sampling_units
+    "T12": [C("T12_ess_max_rel_err", "<=", 0.15), C("T12_rhat_shifted", ">", 1.1)],
+    "T14": [C("T14_max_z", "<=", 5)],
+    "T17": [C("T17_max_abs_diff", "<=", 1e-10)],
 }
+SAMPLING_UNITS = ("T12", "T14", "T17")
 
 
 def _unit(tid: str, claim: str, tol: str, test: str) -> Target:
@@ -510,10 +515,10 @@ def _unit(tid: str, claim: str, tol: str, test: str) -> Target:
     "not run" with the test that checks it."""
     if tid not in MEASURED_UNITS:
         return _t(tid, "paths", _PT, claim, tol, not_run=f"unit check: {test} (make test), not re-measured here")
-    return _t(tid, "paths", _PT, claim, tol, checks=MEASURED_UNITS[tid], needs=["paths_units"],
-              measure=m.computed("paths_units", f"{tid}_"),
-              note=f"the library functions {test} checks, on a tiny random bilinear network (P = 10, N0 = 6, "
-                   "n_tok = 4)")
+    exp, on = ("paths_sampling_units", "AR(1) chains and tiny networks (P = 6, 8)") if tid in SAMPLING_UNITS else (
+        "paths_units", "a tiny random bilinear network (P = 10, N0 = 6, n_tok = 4)")
+    return _t(tid, "paths", _PT, claim, tol, checks=MEASURED_UNITS[tid], needs=[exp],
+              measure=m.computed(exp, f"{tid}_"), note=f"the library functions {test} checks, on {on}")
 
 
 PATHS = [
