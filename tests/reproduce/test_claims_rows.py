@@ -225,6 +225,8 @@ def test_layer_variants_rows_from_tiny_bb_runs(tmp_path: Path) -> None:
     give the same verdict as attnlab/bb/claims.py."""
     size = dict(steps=4, d_model=16, d_mlp=32, seq_len=16, batch=8, eval_batch=8, lin_every=4, lin_until=4,
                 ckpt_every=4)  # fmt: skip
+    from attnlab.bb import claims
+
     mark = run_experiment("bb_variants", tmp_path, tmp_path / "marks", 0, size)
     assert mark["error"] is None, mark
     folder = tmp_path / "bb_variants"
@@ -235,6 +237,10 @@ def test_layer_variants_rows_from_tiny_bb_runs(tmp_path: Path) -> None:
         numbers = measure(done)
         expected = MET if numbers["claims_met"] == 1.0 else MISSED
         assert verdict(ROWS[("bb", tid)].checks, numbers)[0] == expected, (tid, numbers)
+    three = m.b_three_layer(done)  # SC-3layer: ρ per layer of the 3-layer run, and ρ_2 with its last MLP zeroed
+    rows = {r["variant"]: r for r in claims.variant_table(folder)}
+    assert [three[f"rho_{i}"] for i in range(3)] == pytest.approx(rows["3 layers"]["peak_ratio_by_layer"], abs=1e-3)
+    assert three["rho_2_mlp2_zeroed"] != three["rho_2"] and all(v > 0 for v in three.values())
 
 
 def test_series_experiment_trains_scans_and_feeds_the_r25_row(tmp_path: Path) -> None:

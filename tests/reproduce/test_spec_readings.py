@@ -194,3 +194,33 @@ def test_readme_shows_the_tables_counts_per_study() -> None:
     assert len(counts) == 4
     line = "; ".join(f"{s} {m} met, {x} missed, {n} not run" for s, m, x, n in counts)
     assert line in (ROOT / "README.md").read_text()
+
+
+def test_new_rows_read_their_runs(tmp_path: Path) -> None:
+    """R11 (model version), B2, B4, S3, the dormant-head and pruning seed claims from hand-made summaries: each
+    number is the one its row names, and a failing number misses."""
+    import json
+
+    ci = {"C0": 0.0, "k_star_layers": 60, "k_star_passes": 2.0, "C_peak": 0.4, "C_final": 0.1, "interior_peak": True}
+    r11 = measures.c_r11({"cons_depth": _model_run({"periodic, MLP on": {"context_influence": ci}})})
+    assert r11 == {"C0": 0.0, "interior_peak": 1.0, "C_final_over_peak": 0.25, "k_star_passes": 2.0}
+    t11 = next(t for t in TARGETS if (t.study, t.id) == ("consensus", "R11"))
+    assert verdict(t11.checks, r11) == (MISSED, verdict(t11.checks, r11)[1])  # the KL clause has no number
+    assert "KL_model_30_independent <= 1e-05: None NO" in verdict(t11.checks, r11)[1]
+    phase = Outcome(runs={"": SimpleNamespace(summary={"wall_seconds": 70.0})}, seconds={"": 75.0})  # type: ignore[dict-item]
+    assert measures.c_b2({"cons_b2": phase}) == {"phase_seconds": 70.0, "run_seconds": 75.0}
+    decode = SimpleNamespace(summary={"seconds_per_group": {"a": 30.0, "b": 10.0}}, config=SimpleNamespace(passes=10))
+    b4 = measures.c_b4({"cons_decode": Outcome(runs={"": decode}, peak_rss_mb=900.0)})  # type: ignore[dict-item]
+    assert b4 == {"seconds_per_pass": 3.0, "peak_rss_mb": 900.0}
+    solve = SimpleNamespace(summary={"converged": True, "accuracy": 0.9, "accuracy_gp": 0.903})
+    assert measures.p_s3({"paths_2path": Outcome(runs={"": solve})})["gap_points"] == pytest.approx(-0.3)  # type: ignore[dict-item]
+    states = {"dormant": {"n": 3, "max_abs_dnll": 0.02}, "active": {"n": 2, "max_abs_dnll": 0.1}}
+    abl = SimpleNamespace(summary={"by_state": states})
+    dormant = measures.r_dormant({"real_ablate": Outcome(runs={"": abl})})  # type: ignore[dict-item]
+    t = next(t for t in TARGETS if t.id == "SC-dormant")
+    assert dormant["max_abs_dnll_dormant"] == 0.02 and verdict(t.checks, dormant)[0] == MISSED
+    curves = {"ascending score": [0.8, 0.79, 0.7], "descending score": [0.8, 0.6], "random 0": [0.8, 0.7, 0.6]}
+    (tmp_path / "metrics.json").write_text(json.dumps({"progressive": curves, "gd_test_accuracy": 0.8}))
+    prune = measures.p_prune({"paths_prune": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})  # type: ignore[dict-item]
+    assert prune["drop_first_pruned"] == pytest.approx(0.01) and prune["heads_pruned"] == 2
+    assert prune["ascending_minus_random_mean"] == pytest.approx((0.8 + 0.79 + 0.7) / 3 - 0.7)
