@@ -490,9 +490,39 @@ def _orders_and_references() -> dict:
     return out | {"C-ref_rk4_vs_dop853": dop, "C-ref_usa_circle_vs_angle_ode": circle}
 
 
+def _measure_identities() -> dict:
+    """C-meas (spec §6 identities, `consensus.measures`): at consensus E_first = E_pair = max_gap = 0 and top share =
+    participation ratio = 1; 4 orthonormal tokens: participation ratio 4, top share 1/4; an antipodal pair: E_first 1,
+    max_gap 2; every measure invariant under a rotation. The largest deviation, and whether the cluster counts of
+    consensus (1) and of 3 planted clusters (3) are right."""
+    import torch
+
+    from attnlab.consensus import measures as M
+
+    X = torch.tensor([0.3, -0.2, 0.9], dtype=torch.float64).repeat(1, 5, 1)
+    errs = [abs(float(M.compute([n], X)[n])) for n in ("E_first", "E_pair", "max_gap")]
+    errs += [abs(float(M.top_share(X)) - 1), abs(float(M.participation_ratio(X)) - 1)]
+    Q = torch.eye(6, dtype=torch.float64)[:4].unsqueeze(0)
+    errs += [abs(float(M.participation_ratio(Q)) - 4), abs(float(M.top_share(Q)) - 0.25)]
+    pair = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]], dtype=torch.float64)
+    errs += [abs(float(M.E_first(pair)) - 1), abs(float(M.max_gap(pair)) - 2)]
+    g = torch.Generator().manual_seed(1)
+    Y = torch.randn(3, 7, 4, generator=g, dtype=torch.float64)
+    R, _ = torch.linalg.qr(torch.randn(4, 4, generator=g, dtype=torch.float64))
+    names = ("E_first", "E_pair", "max_gap", "clustered_fraction", "cluster_count", "top_share", "participation_ratio",
+             "energy")  # fmt: skip
+    a, b = M.compute(names, Y), M.compute(names, Y @ R.T)
+    errs += [float((a[n].double() - b[n].double()).abs().max()) for n in names]
+    centres = torch.eye(5, dtype=torch.float64)[:3].repeat_interleave(4, 0)
+    planted = centres + 1e-4 * torch.randn(12, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    counts_right = int(M.cluster_count(X)) == 1 and int(M.cluster_count(planted.unsqueeze(0))) == 3
+    return {"C-meas_max_identity_err": max(errs), "C-meas_cluster_counts_right": float(counts_right)}
+
+
 def cons_units(seed: int, size: dict) -> dict:
-    """The consensus R2a, R4a, R4b, C-norm, C-order and C-ref numbers (module section above)."""
-    return {**_hemisphere_drops(), **_energy_and_top_eigenvector(), **_norms(), **_orders_and_references()}
+    """The consensus R2a, R4a, R4b, C-norm, C-order, C-ref and C-meas numbers (module section above)."""
+    return {**_hemisphere_drops(), **_energy_and_top_eigenvector(), **_norms(), **_orders_and_references(),
+            **_measure_identities()}  # fmt: skip
 
 
 # --- attention-paths §13 sampler checks (T12, T14, T17): the diagnostics and the collapsed target tests/paths/ uses --

@@ -408,8 +408,6 @@ CONSENSUS = [
        figure="figures/context_influence.png"),
     *[_t(i, "consensus", "consensus §7, further CI-fast checks", c, t,
          not_run=f"unit check: {f} (make test), not re-measured here") for i, c, t, f in (
-        ("C-meas", "measure identities", "consensus, orthonormal, planted clusters, antipodal pair, rotation",
-         "tests/consensus/test_measures.py"),
         ("C-llama", "tiny random LlamaConfig", "layer-by-layer pass = model to 1e-5 (fp32) / 1e-10 (fp64); ...",
          "tests/consensus/test_realmodel.py"),
     )],
@@ -426,6 +424,12 @@ CONSENSUS = [
        needs=["cons_units"], measure=m.computed("cons_units", "C-ref_"),
        note="SciPy's DOP853 at rtol = atol = 1e-13; both masks for the ambient ODE, t = 5; the circle to t = 3 "
             "(tests/consensus/test_solvers.py)"),
+    _t("C-meas", "consensus", "consensus §7, further CI-fast checks", "measure identities",
+       "consensus, orthonormal, planted clusters, antipodal pair, rotation",
+       checks=[C("C-meas_max_identity_err", "<=", 1e-12), C("C-meas_cluster_counts_right", ">=", 1)],
+       needs=["cons_units"], measure=m.computed("cons_units", "C-meas_"),
+       note="the largest deviation from the exact values of the §6 identities, to 1e-12 (the tolerance of "
+            "tests/consensus/test_measures.py; the spec states the identities, not a tolerance)"),
     _t("C-norm", "consensus", "consensus §7, further CI-fast checks", "norms stay at 1", "within 1e-12",
        checks=[C("C-norm_max_abs_norm_minus_1", "<=", 1e-12)], needs=["cons_units"],
        measure=m.computed("cons_units", "C-norm_"),
