@@ -35,6 +35,7 @@ TINY_SIZES: dict[str, dict] = {
     "paths_ua": {},
     "paths_units": {},
     "paths_sampling_units": {},
+    "paths_smoke": dict(steps=10, pool=200, P=40, n_test=60, heads=2, width=16, Ns=(20.0,), temperatures=(0.1,)),
     "paths_solve": dict(P=30, n_test=100),
     "paths_sweep": dict(P=30, n_test=100, Ns=(10.0, 30.0, 100.0)),
     "cons_counter": dict(batch=4, t_max=30.0),
@@ -60,6 +61,9 @@ QUICK_SIZES: dict[str, dict] = {
     "paths_ua": {},
     "paths_units": {},
     "paths_sampling_units": {},
+    "paths_smoke": dict(
+        steps=200, pool=200, P=40, n_test=60, heads=2, width=16, Ns=(20.0,), temperatures=(0.1,)
+    ),  # S5's 200 GD steps
     "paths_solve": dict(P=100, n_test=1000),
     "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
     "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
@@ -350,6 +354,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "paths_ensemble": _one("paths ensemble", _ensemble),
     "paths_outputs": _one("paths sample", lambda seed, size, root: {**size, "seed": seed}),
     "paths_prune_long": _one("paths prune", lambda seed, size, root: {**size}),
+    "paths_smoke": _one("paths prune", lambda seed, size, root: {**size}),
     "paths_plugin": _later("paths solve", _plugin),
     "cons_bench": Experiment(compute=computations.cons_bench),
     "cons_units": Experiment(compute=computations.cons_units),

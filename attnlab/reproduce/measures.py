@@ -676,3 +676,12 @@ def computed(name: str, prefix: str) -> Any:
 
     measure.__name__ = f"computed_{prefix.rstrip('_')}"
     return measure
+
+
+def p_s5(runs: dict) -> dict:
+    """S5: the digits smoke run's GD steps, its hand-off error (max |GD attention − theory attention|) and whether
+    every head score is finite."""
+    res = _one(runs, "paths_smoke")
+    m = json.loads((Path(res.path) / "metrics.json").read_text())
+    return {"gd_steps": res.config.steps, "handoff_attention_err": m["handoff_attention_err"],
+            "head_scores_finite": float(bool(np.all(np.isfinite(m["score"]))))}  # fmt: skip

@@ -558,7 +558,10 @@ PATHS = [
     _t("S4", "paths", _PT, "full and collapsed Û agree (N = 4, N0 = 6, P = 8)", "within 4 combined MCSE",
        not_run="slow test: tests/paths/test_slow.py::test_full_and_collapsed_samplers_agree, not re-measured"),
     _t("S5", "paths", _PT, "digits smoke test", "200 GD steps → hand-off (1e-6) → theory → finite head scores",
-       not_run="slow test: tests/paths/test_slow.py::test_prune_pipeline_smoke, not re-measured"),
+       checks=[C("gd_steps", ">=", 200), C("handoff_attention_err", "<=", 1e-6), C("head_scores_finite", ">=", 1)],
+       needs=["paths_smoke"], measure=m.p_s5,
+       note="`paths prune` on a small digits problem (pool 200, P = 40, 2 heads, width 16, one (N, T) point), as "
+            "tests/paths/test_slow.py::test_prune_pipeline_smoke runs it; the tiny profile runs 10 steps (so misses)"),
     _t("B1", "paths", _PT, "solver on the Markov task (P = 100, H = 2, L = 2)",
        "max|grad| < 1e-8 in < 1 s per (N, T) point on 2 cores; the 7-width sweep, GP baselines and 1000-point "
        "predictions in < 10 s",
