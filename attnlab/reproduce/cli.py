@@ -14,23 +14,21 @@ def reproduce_config(args: argparse.Namespace) -> Any:
 
     targets = tuple(t.strip() for t in (args.targets or "").split(",") if t.strip())
     return ReproduceConfig(
-        studies=tuple(args.studies or ()), profile=args.profile, seed=args.seed, device=args.device, targets=targets
-    )
+        studies=tuple(args.studies or ()), profile=args.profile, seed=args.seed, device=args.device, targets=targets,
+        docs=None if args.docs is None else str(args.docs), workers=args.workers, address=args.address,
+    )  # fmt: skip
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from attnlab.reproduce.report import check_docs_folder, export_docs
     from attnlab.reproduce.run import reproduce
 
     config = reproduce_config(args)
-    if args.docs is not None:
-        check_docs_folder(args.docs)
     with threads(args.threads):
         result = reproduce(config, args.out, mode=run_mode(args))
     for study, c in result.summary.items():
         print(f"{study}: {c['met']} met, {c['missed']} missed, {c['not run']} not run")
-    if args.docs is not None:
-        print(f"table: {export_docs(result.path, args.docs)}")
+    if config.docs is not None:
+        print(f"table: {Path(config.docs) / 'reproduction.md'}")
     print(f"run folder: {result.path}")
     return 0
 
@@ -56,6 +54,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="only these target ids of the chosen studies (default all), e.g. R9,R10,R11")  # fmt: skip
     add_device_arg(
         p, "passed on to the study runs that compute on a GPU (bb training, consensus phase); the others run on the cpu"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the study runs as Ray tasks on a local instance of N CPUs (default 1: in this process)",
+    )
+    p.add_argument("--address", default=None, help="run the study runs as Ray tasks on this Ray cluster (host:port)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish the interrupted reproduce run in --out: its finished study runs are kept",
     )
     add_run_args(p, threads_default=1)
     p.set_defaults(func=cmd_reproduce, make_config=reproduce_config)

@@ -1,6 +1,6 @@
-"""Our number for each measured target, computed from the study runs of `experiments` (their RunResults, run
-folders and saved arrays). Each function takes `runs` (experiment name -> result) and returns named numbers;
-the keys are what the target's `Check`s compare."""
+"""Our number for each measured target, computed from the study runs of `experiments` (read back from their
+folders: `execute.Outcome`) and their saved arrays. Each function takes `runs` (experiment name -> Outcome) and
+returns named numbers; the keys are what the target's `Check`s compare."""
 
 from __future__ import annotations
 
@@ -12,17 +12,27 @@ from typing import Any
 import numpy as np
 
 
+def _one(runs: dict, name: str, sub: str = "") -> Any:
+    """The RunResult of experiment `name`'s study run `sub` ("" for an experiment of one run)."""
+    return runs[name].runs[sub]
+
+
+def _group(runs: dict, name: str) -> dict:
+    """sub -> RunResult of every study run of experiment `name`."""
+    return runs[name].runs
+
+
 def _last(runs: dict, name: str) -> dict:
-    return runs[name].tables["metrics"].to_dict("records")[-1]
+    return _one(runs, name).tables["metrics"].to_dict("records")[-1]
 
 
 def _records(runs: dict, name: str) -> list[dict]:
-    return runs[name].tables["metrics"].to_dict("records")
+    return _one(runs, name).tables["metrics"].to_dict("records")
 
 
 # --- bb ----------------------------------------------------------------------------------------------------------
 def r1(runs: dict) -> dict:
-    res = runs["bb_sample"]
+    res = _one(runs, "bb_sample")
     meta = json.loads((Path(res.path) / "meta.json").read_text())
     chars = sorted(meta["trigger_chars"])
     return {
@@ -57,7 +67,7 @@ def r5(runs: dict) -> dict:
     return {
         "final_over_peak": last["value_norm_bos"] / peak,
         "bos_over_min_positions1_9": bos_over_next_min(
-            np.load(Path(runs["bb_softmax"].path) / "final" / "value_norms.npy")
+            np.load(Path(_one(runs, "bb_softmax").path) / "final" / "value_norms.npy")
         ),
         "bos_over_others_mean": last["value_norm_bos"] / last["value_norm_others"],
     }
@@ -85,7 +95,8 @@ def r6(runs: dict) -> dict:
 
 
 def r7(runs: dict) -> dict:
-    rows = {r["intervention"]: r for r in runs["bb_intervene"].tables["interventions"].to_dict("records")}
+    saved = json.loads((Path(_one(runs, "bb_intervene").path) / "interventions.json").read_text())
+    rows = {r["intervention"]: r for r in saved}
     full = rows["none (full model)"]
     return {
         "zero_head_backcopy_risk": rows["zero head 0.0"]["risk_backcopy"],
@@ -132,7 +143,7 @@ def r11(runs: dict) -> dict:
 
 
 def r13(runs: dict) -> dict:
-    s = json.loads((Path(runs["bb_theory"].path) / "metrics.json").read_text())["late_slopes"]
+    s = json.loads((Path(_one(runs, "bb_theory").path) / "metrics.json").read_text())["late_slopes"]
     return {
         "alpha_slope_min": min(s["alpha"]),
         "alpha_slope_max": max(s["alpha"]),
@@ -142,7 +153,7 @@ def r13(runs: dict) -> dict:
 
 
 def r14(runs: dict) -> dict:
-    s = json.loads((Path(runs["bb_theory"].path) / "metrics.json").read_text())
+    s = json.loads((Path(_one(runs, "bb_theory").path) / "metrics.json").read_text())
     rr, tp = s["reduced_recursion"], s["two_param"]
     return {
         "adam_m": rr["m_adam"],
@@ -154,9 +165,9 @@ def r14(runs: dict) -> dict:
 
 # --- real models -------------------------------------------------------------------------------------------------
 def r16(runs: dict) -> dict:
-    probe = runs["real_probe"]
-    ppl = {d["domain"]: d for d in runs["real_scan"].summary["domains"]}
-    windows = runs["real_scan"].config.samples
+    probe = runs["real_probe"].numbers
+    ppl = {d["domain"]: d for d in _one(runs, "real_scan").summary["domains"]}
+    windows = _one(runs, "real_scan").config.samples
     return {
         "greedy_is_paris": float(probe["greedy"] == " Paris"),
         "cached_reload_s": probe["reload_seconds"],
@@ -168,13 +179,13 @@ def r16(runs: dict) -> dict:
 def _traces(runs: dict) -> dict:
     from attnlab.tracing.format import Trace
 
-    folder = Path(runs["real_scan"].path) / "traces"
+    folder = Path(_one(runs, "real_scan").path) / "traces"
     return {d: Trace.load(folder / d) for d in ("prose", "code")}
 
 
 def r17(runs: dict) -> dict:
     """Spec §10.6 facts from the scan's saved traces (residual index l + 1 = output of block l)."""
-    tr = _traces(runs)
+    tr, probe = _traces(runs), runs["real_probe"].numbers
     s = {d: t.sink_score() for d, t in tr.items()}
     both = (s["prose"] > 0.3) & (s["code"] > 0.3)
     vr = [float(np.median(np.median(t.value_norm_ratio()[12:], axis=1))) for t in tr.values()]
@@ -189,7 +200,7 @@ def r17(runs: dict) -> dict:
         "median_value_ratio_max": max(vr),
         "sink_heads_share_layers12_29": float(both[12:].mean()),
         "sink_heads_layers0_1": float(sum(int((s[d][:2] > 0.3).sum()) for d in s)),
-        "dim507_changes_top1": float(runs["real_probe"]["greedy_dim507_zeroed"] != runs["real_probe"]["greedy"]),
+        "dim507_changes_top1": float(probe["greedy_dim507_zeroed"] != probe["greedy"]),
     }
 
 
@@ -200,33 +211,33 @@ def _states(res: Any) -> np.ndarray:
 
 def c_r1a(runs: dict) -> dict:
     drifts = []
-    for res in runs["cons_causal"].values():
+    for res in _group(runs, "cons_causal").values():
         st = _states(res)
         drifts.append(float(np.abs(st[:, :, 0, :] - st[:, :1, 0, :]).max()))
     return {"first_token_drift": max(drifts)}  # no run: ValueError, so never a vacuous "met"
 
 
 def c_r1b(runs: dict) -> dict:
-    shares = {k: r.summary["share_E_first_below_1e-6"] for k, r in runs["cons_causal"].items()}
-    starts = next(iter(runs["cons_causal"].values())).config.batch
+    shares = {k: r.summary["share_E_first_below_1e-6"] for k, r in _group(runs, "cons_causal").items()}
+    starts = next(iter(_group(runs, "cons_causal").values())).config.batch
     return {"min_share_converged": min(shares.values()), "starts": starts} | {
         f"share {k}": v for k, v in shares.items()
     }
 
 
 def c_r2b(runs: dict) -> dict:
-    return dict(runs["cons_late"])
+    return dict(runs["cons_late"].numbers)
 
 
 def c_r2c(runs: dict) -> dict:
-    rows = runs["cons_tails"]
-    out = {f"{case}_rel_err": r["max_rel_err"] for case, r in rows.items()}
+    out = {k: v for k, v in runs["cons_tails"].numbers.items() if k.endswith("_rel_err")}
     return out | {"worst_rel_err": max(out.values())}
 
 
 def c_r3(runs: dict) -> dict:
-    shares = {k: float((r.tables["final"]["E_pair"] < 1e-6).mean()) for k, r in runs["cons_full"].items()}
-    return {"min_share_E_pair_below_1e-6": min(shares.values()), "starts": runs["cons_full"]["constant"].config.batch}
+    full = _group(runs, "cons_full")
+    shares = {k: float((np.load(Path(r.path) / "E_pair.npy")[:, -1] < 1e-6).mean()) for k, r in full.items()}
+    return {"min_share_E_pair_below_1e-6": min(shares.values()), "starts": full["constant"].config.batch}
 
 
 def _counts_at(res: Any, times: tuple[float, ...]) -> list[float]:
@@ -248,15 +259,15 @@ def c_r7a(runs: dict) -> dict:
     from attnlab.consensus.measures import cluster_count
 
     shares = []
-    for key in ("beta 0.5", "beta 1"):
-        st = _states(runs["cons_cluster"][key])
+    for key in ("beta0.5", "beta1"):
+        st = _states(_one(runs, "cons_cluster", key))
         shares.append(float((cluster_count(torch.as_tensor(st[:, -1])) == 1).double().mean()))
     return {"min_share_one_cluster": min(shares)}
 
 
 def c_r7b(runs: dict) -> dict:
-    c9 = _counts_at(runs["cons_cluster"]["beta 9"], (30.0, 100.0, 200.0))
-    c4 = _counts_at(runs["cons_cluster"]["beta 4"], (30.0,))
+    c9 = _counts_at(_one(runs, "cons_cluster", "beta9"), (30.0, 100.0, 200.0))
+    c4 = _counts_at(_one(runs, "cons_cluster", "beta4"), (30.0,))
     return {
         "count_beta9_t30": c9[0],
         "count_beta9_t100": c9[1],
@@ -268,11 +279,11 @@ def c_r7b(runs: dict) -> dict:
 
 
 def c_r5a(runs: dict) -> dict:
-    return dict(runs["cons_rho"])
+    return dict(runs["cons_rho"].numbers)
 
 
 def c_r6a(runs: dict) -> dict:
-    m = runs["cons_phase"].summary
+    m = _one(runs, "cons_phase").summary
     gaps = np.abs(np.asarray(m["relative_gap_t50_vs_t_eq"], dtype=float))
     return {
         "max_abs_rel_gap": float(np.nanmax(gaps)) if np.isfinite(gaps).any() else math.nan,
@@ -283,18 +294,18 @@ def c_r6a(runs: dict) -> dict:
 
 # --- paths -------------------------------------------------------------------------------------------------------
 def p_t5(runs: dict) -> dict:
-    return dict(runs["paths_ua"])
+    return dict(runs["paths_ua"].numbers)
 
 
 def p_t10(runs: dict) -> dict:
-    s = runs["paths_solve"]["result"].summary
+    s = _one(runs, "paths_solve").summary
     return {"max_grad": s["max_grad"], "converged": float(s["converged"])}
 
 
 def _points(runs: dict) -> list[dict]:
     from attnlab.runs import read_jsonl
 
-    rows = read_jsonl(Path(runs["paths_sweep"]["result"].path) / "points.jsonl")
+    rows = read_jsonl(Path(_one(runs, "paths_sweep").path) / "points.jsonl")
     return sorted(rows, key=lambda r: float(r["N"]))
 
 
@@ -312,7 +323,7 @@ def p_s1(runs: dict) -> dict:
 
 
 def p_s2(runs: dict) -> dict:
-    a = json.loads((Path(runs["paths_solve"]["result"].path) / "alignment.json").read_text())
+    a = json.loads((Path(_one(runs, "paths_solve").path) / "alignment.json").read_text())
     ren, gp = a["renormalised"]["captured"][:5], a["gp"]["captured"][:5]
     return {"min_c_k_difference_k1_5": min(r - g for r, g in zip(ren, gp))}
 
@@ -322,15 +333,15 @@ def p_b1(runs: dict) -> dict:
     return {
         "max_grad": max(r["max_grad"] for r in rows),
         "max_point_seconds": max(r["wall_s"] for r in rows),
-        "sweep_seconds": runs["paths_sweep"]["wall_s"],
+        "sweep_seconds": runs["paths_sweep"].seconds[""],
         "widths": len(rows),
     }
 
 
 def p_b3(runs: dict) -> dict:
-    s = runs["paths_sample"]["result"].summary
+    s = _one(runs, "paths_sample").summary
     return {
-        "collapsed_seconds": runs["paths_sample"]["wall_s"],
+        "collapsed_seconds": runs["paths_sample"].seconds[""],
         "rel_frob_err": s["rel_frob_err"],
         "accuracy_gap_points": 100 * abs(s["sampled_accuracy"] - s["theory_accuracy"]),
         "rhat_max": s["rhat_max"],
@@ -338,16 +349,18 @@ def p_b3(runs: dict) -> dict:
 
 
 def p_b5(runs: dict) -> dict:
-    s = runs["paths_prune"]["result"].summary
-    return {"gd_test_accuracy": s["gd_test_accuracy"], "gd_seconds": runs["paths_prune"]["wall_s"]}
+    s = _one(runs, "paths_prune").summary
+    return {"gd_test_accuracy": s["gd_test_accuracy"], "gd_seconds": runs["paths_prune"].seconds[""]}
 
 
 # --- issue 14: the authors' claims; each measure calls the study's verdict (attnlab/<study>/claims.py) ----------
-def _path(run: Any) -> Path:
-    """The folder of an experiment's result: a RunResult, a path, or paths' {"result": RunResult, ...}."""
-    if isinstance(run, dict):
-        run = run["result"]
-    return Path(getattr(run, "path", run))
+def _path(outcome: Any) -> Path:
+    """The folder of an experiment: its one study run's, or the folder that holds its runs' sub-folders (a folder
+    given as a path is itself)."""
+    if isinstance(outcome, str | Path):
+        return Path(outcome)
+    sub, run = next(iter(outcome.runs.items()))
+    return Path(run.path).parents[len(Path(sub).parts) - 1] if sub else Path(run.path)
 
 
 def _claim(verdict_fn: Any, folder: Path, key: str) -> dict:
@@ -454,7 +467,7 @@ def r_r25(runs: dict) -> dict:
     from attnlab.scan.claims import verdict_R25
     from attnlab.scan.series import onset
 
-    folder = _path(runs["series_scan"])
+    folder = Path(_one(runs, "series_scan", "scan").path)
     out = _claim(verdict_R25, folder, "onset_gap_steps")
     rows = json.loads((folder / "summary.json").read_text())["sink_dynamics"]
     rows = [r for r in rows if r["domain"] == rows[0]["domain"]]
@@ -541,3 +554,133 @@ def p_s10(runs: dict) -> dict:
     out = _claim(verdict_S10, folder, "theory_minus_gp_accuracy")
     return out | {"theory_accuracy": m["accuracy"], "gp_accuracy": m["accuracy_gp"],
                   "network_accuracy": m["network_accuracy"]}  # fmt: skip
+
+
+# --- issue 18: rows that were benchmarks, not wired in, or seed claims without a row ----------------------------
+def _groups(runs: dict, name: str) -> dict:
+    """{group ("periodic, MLP on"): its summary} of a `consensus model` run."""
+    return _one(runs, name).summary["groups"]
+
+
+def c_r9(runs: dict) -> dict:
+    """R9: per MLP setting, the fall of mean log10 E_first from pass 1 to the last periodic pass, its CI low end and
+    Spearman; the smallest fall and CI end and the largest Spearman over MLP on and off."""
+    g = _groups(runs, "cons_rst")
+    rows = {mlp: g[f"periodic, MLP {mlp}"] for mlp in ("on", "off")}
+    out = {f"fall MLP {k}": r["fall_pass1_to_last"] for k, r in rows.items()}
+    out |= {f"spearman MLP {k}": r["spearman_pass_vs_mean_log10_E"] for k, r in rows.items()}
+    return out | {
+        "min_fall_decades": min(r["fall_pass1_to_last"] for r in rows.values()),
+        "min_fall_ci_low": min(r["fall_ci95"][0] for r in rows.values()),
+        "max_spearman": max(r["spearman_pass_vs_mean_log10_E"] for r in rows.values()),
+    }
+
+
+def c_r10(runs: dict) -> dict:
+    """R10: at the final depth, mean log10 E_first per schedule with its bootstrap CI; per MLP setting the gap
+    between the CIs of consecutive schedules (lower end of the later minus upper end of the earlier: disjoint and
+    ordered when > 0) and the gap of the means."""
+    g = _groups(runs, "cons_rst")
+    out: dict[str, float] = {}
+    for mlp in ("off", "on"):
+        band = {s: g[f"{s}, MLP {mlp}"]["final_band_log10"] for s in ("constant", "periodic", "random")}
+        for a, b in (("constant", "periodic"), ("periodic", "random")):
+            out[f"ci_gap_{mlp}_{a}_{b}"] = band[b]["lo_log10"] - band[a]["hi_log10"]
+            out[f"mean_gap_{mlp}_{a}_{b}"] = band[b]["mean_log10"] - band[a]["mean_log10"]
+    return out
+
+
+def c_r11(runs: dict) -> dict:
+    """R11 (the model version): the context influence C(k) of the periodic, MLP-on group: C(0), whether the peak is
+    interior, C(final) over C(peak). The KL clause has no number: the depth view's KL_model compares the
+    layer-by-layer pass with itself (0 by construction), so `KL_model_30_independent` stays missing."""
+    ci = _groups(runs, "cons_depth")["periodic, MLP on"]["context_influence"]
+    return {"C0": ci["C0"], "interior_peak": float(ci["interior_peak"]),
+            "C_final_over_peak": ci["C_final"] / ci["C_peak"], "k_star_passes": ci["k_star_passes"]}  # fmt: skip
+
+
+def c_b1(runs: dict) -> dict:
+    return dict(runs["cons_bench"].numbers)
+
+
+def c_b2(runs: dict) -> dict:
+    """B2: the phase diagram's compute seconds (its metrics' wall_seconds) and the whole run's."""
+    return {"phase_seconds": _one(runs, "cons_b2").summary["wall_seconds"], "run_seconds": runs["cons_b2"].seconds[""]}
+
+
+def c_b4(runs: dict) -> dict:
+    """B4: SmolLM2 (full stack) seconds per pass, from the decode run's seconds per group, and the peak RSS of the
+    process that ran it."""
+    res = _one(runs, "cons_decode")
+    secs = res.summary["seconds_per_group"]
+    return {"seconds_per_pass": max(secs.values()) / res.config.passes, "peak_rss_mb": runs["cons_decode"].peak_rss_mb}
+
+
+def r_dormant(runs: dict) -> dict:
+    """Seed claim (spec §10.4): |ΔNLL| of each zeroed head that is dormant (s_h ≥ 0.5) on the domain; its largest."""
+    states = _one(runs, "real_ablate").summary["by_state"]
+    return {"max_abs_dnll_dormant": states["dormant"]["max_abs_dnll"], "dormant_cases": states["dormant"]["n"],
+            "max_abs_dnll_active": states["active"]["max_abs_dnll"]}  # fmt: skip
+
+
+def b_relu_risks(runs: dict) -> dict:
+    """Seed claim: ReLU attention (no sink) against softmax at the same scale: final excess risks, ReLU minus
+    softmax."""
+    soft, relu = _last(runs, "bb_softmax"), _last(runs, "bb_relu")
+    return {
+        "d_excess_backcopy": relu["excess_risk_backcopy"] - soft["excess_risk_backcopy"],
+        "d_excess_bigram": relu["excess_risk_bigram"] - soft["excess_risk_bigram"],
+        "relu_attn_sink": relu["attn_sink"],
+    }
+
+
+def b_three_layer(runs: dict) -> dict:
+    """Seed claim (the three-layer intuitions): ρ_l = ‖Res⟨s⟩‖/others after each block of the trained 3-layer model,
+    and ρ_2 with the last MLP zeroed (ZeroMLP(2), `bb.claims.ablated_record`)."""
+    from attnlab.bb import claims
+
+    path = Path(_one(runs, "bb_variants", "3-layers").path)
+    rho = claims.peak_ratios(claims.final_record(path), 3)
+    zeroed = claims.peak_ratios(claims.ablated_record(path, 2), 3)
+    return {"rho_0": rho[0], "rho_1": rho[1], "rho_2": rho[2], "rho_2_mlp2_zeroed": zeroed[2]}
+
+
+def p_s3(runs: dict) -> dict:
+    """S3: the 2-path variant converges; renormalised minus GP test accuracy in points. No ablation is run."""
+    s = _one(runs, "paths_2path").summary
+    return {"converged": float(s["converged"]), "gap_points": 100 * (s["accuracy"] - s["accuracy_gp"])}
+
+
+def p_prune(runs: dict) -> dict:
+    """Seed claim ("pruning with minimal performance loss"): test-accuracy drop after pruning the lowest-scored head
+    and after the whole ascending-score curve, against the mean of the random orders."""
+    m = json.loads((Path(_one(runs, "paths_prune").path) / "metrics.json").read_text())
+    curves, full = m["progressive"], m["gd_test_accuracy"]
+    random_means = [float(np.mean(v)) for k, v in curves.items() if k.startswith("random")]
+    asc = curves["ascending score"]
+    return {"drop_first_pruned": full - asc[1] if len(asc) > 1 else math.nan,
+            "ascending_minus_random_mean": float(np.mean(asc)) - float(np.mean(random_means)),
+            "heads_pruned": len(asc) - 1}  # fmt: skip
+
+
+def computed(name: str, prefix: str) -> Any:
+    """A measure that reads the numbers of the direct computation `name` whose keys start with `prefix` (the
+    attention-paths unit checks: "T1_", "T4_", ...)."""
+
+    def measure(runs: dict) -> dict:
+        out = {k: v for k, v in runs[name].numbers.items() if k.startswith(prefix)}
+        if not out:
+            raise KeyError(f"{name} has no number {prefix}*")
+        return out
+
+    measure.__name__ = f"computed_{prefix.rstrip('_')}"
+    return measure
+
+
+def p_s5(runs: dict) -> dict:
+    """S5: the digits smoke run's GD steps, its hand-off error (max |GD attention − theory attention|) and whether
+    every head score is finite."""
+    res = _one(runs, "paths_smoke")
+    m = json.loads((Path(res.path) / "metrics.json").read_text())
+    return {"gd_steps": res.config.steps, "handoff_attention_err": m["handoff_attention_err"],
+            "head_scores_finite": float(bool(np.all(np.isfinite(m["score"]))))}  # fmt: skip

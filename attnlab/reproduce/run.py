@@ -1,30 +1,30 @@
 """`attnlab reproduce` as a function: run the study runs behind the targets, then compute every verdict in code.
 
 `reproduce(ReproduceConfig(...), out)` writes into `out`:
-  runs/<experiment>/      the study runs (each a normal attnlab run folder with its own report.html)
+  runs/<experiment>/      the study runs (each a normal attnlab run folder with its own report.html; `execute.py`)
+  experiments/            one mark per ended experiment (what `mode="resume"` keeps)
   reproduction.json       one row per target: id, study, claim, spec threshold, our numbers, verdict, why, links
-  reproduction.md         the same table in Markdown (committed as docs/reproduction.md)
+  reproduction.md         the same table in Markdown (committed as docs/reproduction.md: `config.docs`)
   report.html             the same table in HTML
 An experiment that fails is recorded (its targets become "not run" with the error); the others still run.
 
 `update(folder)` brings a saved reproduce folder up to date with the registry without re-running it: the study runs
-of its profile that it lacks (targets added since) are run into folder/runs/ (replacing a folder an unrecorded attempt
-left there), their rows and every not-run row are evaluated afresh, the other rows keep their numbers (judged again
-by the current checks); then reproduction.json/.md and report.html are rewritten.
+of its profile that it lacks (targets added since) are run into folder/runs/, their rows and every not-run row are
+evaluated afresh, the other rows keep their numbers (judged again by the current checks); then reproduction.json/.md
+and report.html are rewritten.
 """
 
 from __future__ import annotations
 
-import math
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import AttnlabError, InputError
+from attnlab.errors import InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
+from attnlab.reproduce.execute import MARKS, clean, finished_mark, one_line, outcome, run_all
 from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES, sized
 from attnlab.reproduce.targets import TARGETS, Target
 from attnlab.reproduce.verdict import NOT_RUN, verdict
@@ -44,39 +44,14 @@ def plan(config: ReproduceConfig) -> tuple[list[Target], list[str]]:
 
 
 def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> tuple[dict, dict]:
-    """Run each experiment into folder/<name>; returns (results, log rows with seconds and error if any)."""
-    done: dict[str, Any] = {}
-    log: dict[str, dict] = {}
-    for name in names:
-        if name in NEEDS and NEEDS[name] not in done:
-            log[name] = {"seconds": 0.0, "error": f"needs {NEEDS[name]}, which failed"}
-            continue
-        t0 = time.perf_counter()
-        try:
-            done[name] = EXPERIMENTS[name](folder / name, config.seed, sized(name, config.profile, config.device), done)
-            log[name] = {"seconds": round(time.perf_counter() - t0, 2), "error": None}
-        except Exception as exc:  # noqa: BLE001 - one failed study run must not lose the others' verdicts
-            if isinstance(exc, AttnlabError) and exc.exit_code == 130:
-                raise  # Ctrl-C / SIGTERM inside a study run (e.g. bb training's checkpoint-and-exit) ends reproduce
-            log[name] = {"seconds": round(time.perf_counter() - t0, 2), "error": _one_line(exc)}
+    """Run (or, resuming, finish) the experiments into folder/runs/<name>; returns (name -> `Outcome` of those
+    that ran, name -> log row with seconds and error)."""
+    sizes = {n: sized(n, config.profile, config.device) for n in names}
+    root, marks = folder / "runs", folder / MARKS
+    ended = run_all(names, root, marks, config.seed, sizes, config.workers, config.address)
+    log = {n: {"seconds": m["seconds"], "error": m["error"]} for n, m in ended.items()}
+    done = {n: outcome(n, root, m, config.seed, sizes[n]) for n, m in ended.items() if m["error"] is None}
     return done, log
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-def _clean(numbers: dict) -> dict:
-    """JSON-safe numbers: floats (NaN/inf kept as strings), ints and bools as they are."""
-    out: dict[str, Any] = {}
-    for k, v in numbers.items():
-        if isinstance(v, bool | int | str) or v is None:
-            out[k] = v
-        else:
-            x = float(v)
-            out[k] = x if math.isfinite(x) else str(x)
-    return out
 
 
 def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
@@ -102,7 +77,7 @@ def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
         "claim": target.claim,
         "threshold": target.threshold,
         "checks": [c.text() for c in target.checks],
-        "numbers": None if numbers is None else _clean(numbers),
+        "numbers": None if numbers is None else clean(numbers),
         "verdict": v,
         "why": why,
         "note": target.note,
@@ -134,32 +109,51 @@ def _measure(fn: Callable[[dict], dict], done: dict) -> tuple[dict | None, str]:
     try:
         return fn(done), ""
     except Exception as exc:  # noqa: BLE001 - a broken measure is reported as such in its row
-        return None, f"measure failed: {_one_line(exc)}"
+        return None, f"measure failed: {one_line(exc)}"
 
 
 def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
-    """Run the targets of `config.studies` at `config.profile` into `out`; tables: `targets` (one row each)."""
+    """Run the targets of `config.studies` at `config.profile` into `out`; tables: `targets` (one row each).
+
+    mode "resume" finishes an interrupted reproduce run in `out` (same config; `docs`, `workers` and `address` may
+    differ): its finished study runs are kept, the rest run, and the table is the one an uninterrupted run writes.
+    With `config.docs`, the table and figures are also exported there (`report.export_docs`)."""
     import pandas as pd
 
-    if mode == "resume":
-        raise InputError("reproduce has no --resume; use --overwrite or a new --out")
     targets, names = plan(config)
+    if config.docs is not None:
+        report.check_docs_folder(Path(config.docs))
     with open_run(out, "reproduce", config, mode=mode, seed=config.seed) as run:
+        if mode == "resume":
+            _check_resume(run.read_config(), config)
         t0 = time.perf_counter()
-        done, log = run_experiments(names, run.path / "runs", config)
+        done, log = run_experiments(names, run.path, config)
         rows = [evaluate(t, done, log, config.profile) for t in targets]
         record: dict[str, Any] = {
             "profile": config.profile,
             "studies": list(config.studies),
-            "seconds": round(time.perf_counter() - t0, 1),
+            "seconds": round(sum(v["seconds"] for v in log.values()), 1),
+            "wall_seconds": round(time.perf_counter() - t0, 1),
             "experiments": log,
             "counts": report.counts(rows),
             "rows": rows,
         }
         run.write_json("reproduction.json", record)
         report.write_all(run.path)
+    if config.docs is not None:
+        report.export_docs(run.path, Path(config.docs))
     table = pd.DataFrame([{k: r[k] for k in ("id", "study", "verdict", "why")} for r in rows])
     return RunResult(run.path, config, record["counts"], {"targets": table})
+
+
+def _check_resume(saved: dict, config: ReproduceConfig) -> None:
+    """Refuse a --resume whose settings differ from the saved run's in anything but where results go."""
+    from attnlab.configs import config_to_dict
+
+    now = config_to_dict(config)
+    keys = sorted(k for k in set(saved) | set(now) if k not in config.PLACEMENT and saved.get(k) != now.get(k))
+    if keys:
+        raise InputError(f"--resume: {', '.join(keys)} differ from the saved run's; resume with the same settings")
 
 
 def _rejudge(target: Target, row: dict) -> dict:
@@ -168,6 +162,17 @@ def _rejudge(target: Target, row: dict) -> dict:
     v, why = verdict(target.checks, nums)
     texts = {"claim": target.claim, "threshold": target.threshold, "note": target.note}
     return row | texts | {"checks": [c.text() for c in target.checks], "verdict": v, "why": why}
+
+
+def _mark_saved(marks: Path, experiments: dict) -> None:
+    """Marks for the study runs a folder saved before reproduce wrote marks (their numbers are read back from the
+    folders); a direct computation, whose numbers were not saved then, is left to run again."""
+    from attnlab.runs import write_json
+
+    for name, entry in experiments.items():
+        path = marks / f"{name}.json"
+        if entry.get("error") is None and not path.is_file() and EXPERIMENTS[name].compute is None:
+            write_json(path, {"seconds": entry["seconds"], "error": None, "run_seconds": {}, "numbers": None})
 
 
 def update(folder: str | Path, seed: int = 0) -> dict:
@@ -179,10 +184,10 @@ def update(folder: str | Path, seed: int = 0) -> dict:
     record = read_json(folder / "reproduction.json", "reproduction.json")
     config = ReproduceConfig(studies=tuple(record["studies"]), profile=record["profile"], seed=seed)
     targets, names = plan(config)
-    new = [n for n in names if n not in record["experiments"]]
-    for name in new:  # a folder left by an unrecorded attempt (an interrupted update) is replaced
-        shutil.rmtree(folder / "runs" / name, ignore_errors=True)
-    done, log = run_experiments(new, folder / "runs", config)
+    _mark_saved(folder / MARKS, record["experiments"])
+    new = [n for n in names if finished_mark(folder / MARKS, n) is None]
+    done, log = run_experiments(names, folder, config)
+    log = {n: v for n, v in log.items() if n in new}
     old = {(r["study"], r["id"]): r for r in record["rows"]}
     rows: list[dict] = []
     for t in targets:

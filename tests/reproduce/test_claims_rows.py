@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from attnlab.reproduce import measures as m
+from attnlab.reproduce.execute import Outcome, outcome, run_experiment
 from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, verdict
@@ -190,26 +191,30 @@ def test_row_from_a_run_folder_agrees_with_the_claims_verdict(
     t = ROWS[(study, tid)]
     assert t.measure is measure and exp in t.needs
     make(tmp_path, good)
-    runs = {exp: {"result": _Result(tmp_path)} if study == "paths" else tmp_path}
-    numbers = measure(runs)
+    numbers = measure({exp: _outcome(tmp_path, "scan" if exp == "series_scan" else "")})
     assert numbers["claims_met"] == float(good)  # the study's own verdict on this folder
     assert verdict(t.checks, numbers)[0] == (MET if good else MISSED)  # and the row's checks agree
 
 
 class _Result:
-    """What the paths experiments return under "result": an object with the run folder as `.path`."""
+    """A study run as the measures read it: here only its folder, `.path`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
 
+def _outcome(path: Path, sub: str = "") -> Outcome:
+    """An experiment whose one study run (`sub`) is the hand-made folder `path`."""
+    return Outcome(runs={sub: _Result(path)})  # type: ignore[dict-item]
+
+
 def test_known_numbers_of_the_fake_folders(tmp_path: Path) -> None:
     _r22(tmp_path / "r22", False)
-    n = m.b_r22({"bb_stability": tmp_path / "r22"})
+    n = m.b_r22({"bb_stability": _outcome(tmp_path / "r22")})
     assert (n["diverged_softmax"], n["diverged_relu"], n["diverged_relu_minus_softmax"]) == (1, 2, 1.0)
     assert (n["runs_softmax"], n["lrs_relu"]) == (12, 4)
     _r14(tmp_path / "r14", True)
-    n = m.c_r14({"cons_decode": tmp_path / "r14"})
+    n = m.c_r14({"cons_decode": _outcome(tmp_path / "r14")})
     assert n["min_share_final"] == pytest.approx(0.9) and n["passes"] == 1
     assert n["share periodic, MLP off"] == pytest.approx(0.9)
 
@@ -220,21 +225,31 @@ def test_layer_variants_rows_from_tiny_bb_runs(tmp_path: Path) -> None:
     give the same verdict as attnlab/bb/claims.py."""
     size = dict(steps=4, d_model=16, d_mlp=32, seq_len=16, batch=8, eval_batch=8, lin_every=4, lin_until=4,
                 ckpt_every=4)  # fmt: skip
-    EXPERIMENTS["bb_variants"](tmp_path, 0, size, {})
-    assert (tmp_path / "r20_peak_by_layout.png").is_file()
-    assert (tmp_path / "1-layer-parallel-block" / "figures" / "dynamics.png").is_file()
+    from attnlab.bb import claims
+
+    mark = run_experiment("bb_variants", tmp_path, tmp_path / "marks", 0, size)
+    assert mark["error"] is None, mark
+    folder = tmp_path / "bb_variants"
+    assert (folder / "r20_peak_by_layout.png").is_file()
+    assert (folder / "1-layer-parallel-block" / "figures" / "dynamics.png").is_file()
+    done = {"bb_variants": outcome("bb_variants", tmp_path, mark, 0, size)}
     for tid, measure in (("R19", m.b_r19), ("R20", m.b_r20), ("R21", m.b_r21)):
-        numbers = measure({"bb_variants": tmp_path})
+        numbers = measure(done)
         expected = MET if numbers["claims_met"] == 1.0 else MISSED
         assert verdict(ROWS[("bb", tid)].checks, numbers)[0] == expected, (tid, numbers)
+    three = m.b_three_layer(done)  # SC-3layer: ρ per layer of the 3-layer run, and ρ_2 with its last MLP zeroed
+    rows = {r["variant"]: r for r in claims.variant_table(folder)}
+    assert [three[f"rho_{i}"] for i in range(3)] == pytest.approx(rows["3 layers"]["peak_ratio_by_layer"], abs=1e-3)
+    assert three["rho_2_mlp2_zeroed"] != three["rho_2"] and all(v > 0 for v in three.values())
 
 
 def test_series_experiment_trains_scans_and_feeds_the_r25_row(tmp_path: Path) -> None:
-    from attnlab.reproduce.experiments import series_scan
-
-    result = series_scan(tmp_path, 0, dict(steps=40, save_every=20, tokens=32, samples=2), {})
-    assert sorted(p.name for p in (tmp_path / "train" / "checkpoints").iterdir()) == ["step_0", "step_20", "step_40"]
-    numbers = m.r_r25({"series_scan": result})
+    size = dict(steps=40, save_every=20, tokens=32, samples=2)
+    mark = run_experiment("series_scan", tmp_path, tmp_path / "marks", 0, size)
+    assert mark["error"] is None, mark
+    checkpoints = tmp_path / "series_scan" / "train" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step_0", "step_20", "step_40"]
+    numbers = m.r_r25({"series_scan": outcome("series_scan", tmp_path, mark, 0, size)})
     assert numbers["claims_met"] in (0.0, 1.0) and 0.0 <= numbers["sink_rise"] < 1.0  # max − first of a share
     row = verdict(ROWS[("bb", "R25")].checks, numbers)[0]
     assert row in (MET, MISSED) and (row == MET) == (numbers["claims_met"] == 1.0)

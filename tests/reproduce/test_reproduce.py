@@ -11,31 +11,29 @@ from pathlib import Path
 import pytest
 
 from attnlab.cli import main
+from attnlab.errors import InputError
 from attnlab.reproduce.run import judge_recorded
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, Check, verdict
 
-ROOT = Path(__file__).resolve().parents[2]
-SPECS = next((p for p in (ROOT.parent / "shared" / "specs", Path("/work/shared/specs")) if p.is_dir()), None)
 TINY_STUDIES = ("bb", "consensus", "paths")  # real needs SmolLM2: the quick profile runs it
 
 
-def _spec_ids(name: str) -> set[str]:
+def _spec_ids(specs: Path, name: str) -> set[str]:
     """Target ids of one spec: table rows (| R4 |, | T10 |, | B2 |) and bold items (**S1**, **R19 —, **B3**)."""
-    text = (SPECS / name).read_text()
+    text = (specs / name).read_text()
     rows = re.findall(r"^\| (R\d+[a-z]?|T\d+|B\d+) \|", text, flags=re.M)
     bold = re.findall(r"\*\*([RSB]\d+[a-z]?)(?:\*\*| —)", text)
     return set(rows) | set(bold)
 
 
-@pytest.mark.skipif(SPECS is None, reason="the specs (../shared/specs) are not next to this checkout")
 @pytest.mark.parametrize(
     "spec,studies",
     [("extreme-tokens.md", ("bb", "real")), ("consensus.md", ("consensus",)), ("attention-paths.md", ("paths",))],
 )
-def test_every_spec_target_has_a_row(spec: str, studies: tuple[str, ...]) -> None:
+def test_every_spec_target_has_a_row(specs: Path, spec: str, studies: tuple[str, ...]) -> None:
     ours = {t.id for t in TARGETS if t.study in studies}
-    spec_ids = _spec_ids(spec)
+    spec_ids = _spec_ids(specs, spec)
     assert len(spec_ids) >= 19
     assert spec_ids <= ours, sorted(spec_ids - ours)
 
@@ -192,21 +190,35 @@ def test_existing_folder_is_refused_and_unchanged(tmp_path, capsys) -> None:
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
 
-def test_full_profile_runs_every_measured_target_and_its_configs_build() -> None:
-    """At --profile full every target with a measure has its study runs; the bb configs of those runs validate."""
-    from attnlab.bb.config import resolve_config
+def test_full_profile_runs_every_measured_target_and_its_configs_build(tmp_path) -> None:
+    """At --profile full every target with a measure has its study runs, and every study run's config (the
+    table's (command, config) rows) is a valid config of its registry command."""
+    from attnlab.configs import config_from_dict
+    from attnlab.registry import resolve
     from attnlab.reproduce.config import ReproduceConfig
-    from attnlab.reproduce.experiments import EXPERIMENTS, SIZES
+    from attnlab.reproduce.experiments import EXPERIMENTS, SIZES, sized
     from attnlab.reproduce.run import plan
 
     targets, names = plan(ReproduceConfig(profile="full"))
     measured = {n for t in targets if t.measure is not None for n in t.needs}
     assert measured <= set(names) <= set(EXPERIMENTS)
+    built = waits = 0
     for name in names:
-        if name.startswith("bb_") and name not in ("bb_sample", "bb_intervene", "bb_theory"):
-            size = {k: v for k, v in SIZES["full"][name].items() if k not in ("lrs", "seeds")}  # bb_stability's grid
-            cfg = resolve_config("paper" if size.get("steps", 0) >= 10000 else "cpu", **size)
-            assert cfg.steps == size["steps"]
+        exp = EXPERIMENTS[name]
+        assert (exp.runs is None) != (exp.compute is None), name
+        for run in exp.runs(0, sized(name, "full", "cpu"), tmp_path) if exp.runs else []:
+            if not callable(run.config):  # a callable config needs an earlier run's files (series_scan's scan)
+                try:
+                    config = config_from_dict(resolve(run.command)[0], dict(run.config))
+                except InputError as exc:  # a config that checks an earlier experiment's run folder when built
+                    assert str(tmp_path) in str(exc) and "run folder" in str(exc), (name, str(exc))
+                    assert any(str(v).startswith(str(tmp_path)) for v in dict(run.config).values()), name
+                    waits += 1
+                    continue
+                built += 1
+                if run.command == "bb train" and "steps" in SIZES["full"][name]:
+                    assert config.steps == SIZES["full"][name]["steps"], name
+    assert built >= 40 and waits <= 5
     assert SIZES["quick"]["bb_softmax"]["steps"] == 600  # the slow tests' scale (tests/bb/test_phenomena_slow.py)
 
 
@@ -224,28 +236,44 @@ def test_a_failed_study_run_is_reported_and_an_interrupt_ends_the_run(tmp_path, 
     from attnlab.errors import AttnlabError
     from attnlab.reproduce import experiments
     from attnlab.reproduce.config import ReproduceConfig
+    from attnlab.reproduce.experiments import Experiment
     from attnlab.reproduce.run import reproduce
 
     for name in ("cons_causal", "cons_full", "cons_cluster", "cons_tails", "cons_late", "cons_phase", "cons_counter"):
-        monkeypatch.setitem(experiments.EXPERIMENTS, name, lambda *a, **k: {})  # only R5a's run stays real
-    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", _fail)
+        monkeypatch.setitem(experiments.EXPERIMENTS, name, Experiment(compute=lambda seed, size: {}))
+    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", Experiment(compute=_fail))
     res = reproduce(ReproduceConfig(studies=("consensus",), profile="tiny"), tmp_path / "r")
     rows = {r["id"]: r for r in json.loads((res.path / "reproduction.json").read_text())["rows"]}
     assert rows["R5a"]["verdict"] == NOT_RUN
     assert rows["R5a"]["why"] == "cons_rho failed: RuntimeError: solver exploded"
     assert rows["R1a"]["verdict"] == NOT_RUN and rows["R1a"]["why"].startswith("measure failed: ")
-    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", _interrupt)
+    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_rho", Experiment(compute=_interrupt))
     with pytest.raises(AttnlabError) as exc:
         reproduce(ReproduceConfig(studies=("consensus",), profile="tiny"), tmp_path / "r2")
     assert exc.value.exit_code == 130
 
 
-def test_update_adds_missing_study_runs_and_keeps_the_other_rows(tiny_run, tmp_path, monkeypatch) -> None:
+def test_every_study_run_is_a_registry_command_that_rerun_redoes(tiny_run, tmp_path) -> None:
+    """Each study run folder of the tiny run names its command and config, and `attnlab rerun` of one (here the
+    consensus phase diagram) writes the same numbers (issue 20: every experiment goes through a run function)."""
+    from attnlab.registry import resolve
+
+    manifests = sorted((tiny_run["path"] / "runs").rglob("manifest.json"))
+    assert len(manifests) >= 20
+    for m in manifests:
+        resolve(json.loads(m.read_text())["command"])  # a known command, or InputError
+    phase = tiny_run["path"] / "runs" / "cons_phase"
+    assert main(["rerun", str(phase), "--out", str(tmp_path / "again"), "--threads", "1"]) == 0
+    assert (tmp_path / "again" / "frac.npy").read_bytes() == (phase / "frac.npy").read_bytes()
+
+
+def test_update_adds_missing_study_runs_and_keeps_the_other_rows(tiny_run, tmp_path) -> None:
     """`update` on a saved folder that predates a target (here: R12's study run removed from the record) runs only
-    that study run, evaluates its row, keeps every other measured row as saved and rewrites the table."""
+    that study run (and the direct computations, whose numbers a folder without marks lacks), evaluates its row as the
+    full run did, keeps every other measured row and rewrites the table."""
     import shutil
 
-    from attnlab.reproduce import experiments
+    from attnlab.reproduce.experiments import EXPERIMENTS
     from attnlab.reproduce.run import update
 
     folder = tmp_path / "saved"
@@ -254,21 +282,15 @@ def test_update_adds_missing_study_runs_and_keeps_the_other_rows(tiny_run, tmp_p
     del record["experiments"]["cons_counter"]
     record["rows"] = [r for r in record["rows"] if (r["study"], r["id"]) != ("consensus", "R12")]
     (folder / "reproduction.json").write_text(json.dumps(record))
-    calls = []
-
-    def fake_counter(out: Path, seed: int, size: dict, done: dict) -> Path:
-        calls.append(out.name)
-        for value, share in (("identity", 1.0), ("rotation", 0.0)):
-            (out / value).mkdir(parents=True)
-            (out / value / "metrics.json").write_text(json.dumps({"share_E_first_below_1e-6": share}))
-        return out
-
-    monkeypatch.setitem(experiments.EXPERIMENTS, "cons_counter", fake_counter)
+    shutil.rmtree(folder / "runs" / "cons_counter")
+    shutil.rmtree(folder / "experiments")  # a folder saved before reproduce wrote marks
     new = update(folder)
-    assert calls == ["cons_counter"] and new["updated"] == ["cons_counter"]
+    computed = sorted(n for n in record["experiments"] if EXPERIMENTS[n].compute is not None)
+    assert computed and new["updated"] == sorted(["cons_counter", *computed])  # their numbers were not saved
+    assert (folder / "runs" / "cons_counter" / "R12.png").is_file()
     rows = {(r["study"], r["id"]): r for r in new["rows"]}
-    assert rows[("consensus", "R12")]["verdict"] == MET
-    assert rows[("consensus", "R12")]["numbers"]["share_identity"] == 1.0
+    full = {(r["study"], r["id"]): r for r in tiny_run["record"]["rows"]}
+    assert rows[("consensus", "R12")]["numbers"] == full[("consensus", "R12")]["numbers"]
     kept = {(r["study"], r["id"]): r for r in record["rows"] if r["numbers"] is not None}
     assert all(rows[k] == r for k, r in kept.items())
     assert [(r["study"], r["id"]) for r in new["rows"]] == [(r["study"], r["id"]) for r in tiny_run["record"]["rows"]]

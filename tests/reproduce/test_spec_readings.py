@@ -4,6 +4,7 @@ quick run and the docs) and must give the spec's verdict."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 
 from attnlab.reproduce import measures, report
+from attnlab.reproduce.execute import Outcome
 from attnlab.reproduce.run import evaluate
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, verdict
@@ -53,7 +55,7 @@ def test_s9_measure_reads_the_same_temperature_ratio(tmp_path: Path, monkeypatch
     comp = {"rms_pred_scalar_vs_gp": 0.2, "rms_pred_scalar_vs_gp_matched_T": 5e-15, "rms_pred_gp": 5.0}
     (tmp_path / "metrics.json").write_text(json.dumps({"renorm_comparison": comp}))
     monkeypatch.setattr(claims, "verdict_S9", lambda folder: (0.1, True, "stub"))
-    nums = measures.p_s9({"paths_renorm": SimpleNamespace(path=str(tmp_path))})
+    nums = measures.p_s9({"paths_renorm": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})
     assert nums["scalar_vs_gp_same_T"] == pytest.approx(0.04) and nums["scalar_vs_gp_matched_T"] == pytest.approx(1e-15)
 
 
@@ -79,7 +81,7 @@ def test_r5_row_reads_final_value_norms(tmp_path: Path) -> None:
     norms[0, 0, 0], norms[0, 0, 3] = 1.0, 0.8
     np.save(tmp_path / "final" / "value_norms.npy", norms)
     metrics = pd.DataFrame({"value_norm_bos": [2.0, 8.0, 1.0], "value_norm_others": [4.0, 4.0, 4.0]})
-    runs = {"bb_softmax": SimpleNamespace(path=str(tmp_path), tables={"metrics": metrics})}
+    runs = {"bb_softmax": Outcome(runs={"": SimpleNamespace(path=str(tmp_path), tables={"metrics": metrics})})}
     nums = measures.r5(runs)
     assert nums == pytest.approx({"final_over_peak": 0.125, "bos_over_min_positions1_9": 1.25,
                                   "bos_over_others_mean": 0.25})  # fmt: skip
@@ -144,3 +146,81 @@ def test_docs_headline_counts_are_the_rows_verdicts() -> None:
             counted.setdefault(section, {MET: 0, MISSED: 0, NOT_RUN: 0})[v] += 1
     for study, c in counted.items():
         assert f"| {study} | {c[MET]} | {c[MISSED]} | {c[NOT_RUN]} |" in md, study
+
+
+def test_docs_table_has_one_row_per_registry_target_in_its_order() -> None:
+    """docs/reproduction.md lists every target of the registry once, in its study's section and the registry's
+    order (a row added to the code shows in the committed table, even before the next `make reproduce`)."""
+    md = (ROOT / "docs" / "reproduction.md").read_text()
+    found, section = [], ""
+    for line in md.splitlines():
+        if line.startswith("## "):
+            section = next((s for s, title in report.STUDY_TITLES.items() if title == line[3:]), "")
+        elif section and line.startswith("| ") and "**" in line:
+            found.append((section, line.split(" | ")[0][2:]))
+    assert found == [(t.study, t.id) for t in TARGETS]
+
+
+def _model_run(groups: dict) -> Outcome:
+    """A `consensus model` run as the measures read it: its summary's groups."""
+    return Outcome(runs={"": SimpleNamespace(summary={"groups": groups})})  # type: ignore[dict-item]
+
+
+def test_r9_and_r10_read_the_rst_groups_as_the_spec_words_them() -> None:
+    """R9: the worst fall, CI end and Spearman over MLP on/off of the periodic groups; R10: CI gaps between
+    consecutive schedules (later lower end minus earlier upper end) are positive exactly when ordered and disjoint."""
+    groups = {}
+    for mlp, fall in (("on", 1.2), ("off", 0.8)):
+        for s, mean in (("constant", -3.0), ("periodic", -2.0), ("random", -2.1)):
+            groups[f"{s}, MLP {mlp}"] = {
+                "fall_pass1_to_last": fall, "fall_ci95": [fall - 0.1, fall + 0.1],
+                "spearman_pass_vs_mean_log10_E": -0.95 if mlp == "on" else -0.85,
+                "final_band_log10": {"mean_log10": mean, "lo_log10": mean - 0.2, "hi_log10": mean + 0.2},
+            }  # fmt: skip
+    runs = {"cons_rst": _model_run(groups)}
+    r9 = measures.c_r9(runs)
+    assert (r9["min_fall_decades"], r9["min_fall_ci_low"], r9["max_spearman"]) == (0.8, pytest.approx(0.7), -0.85)
+    r10 = measures.c_r10(runs)
+    assert r10["ci_gap_off_constant_periodic"] == pytest.approx(0.6)  # -2.2 - (-2.8): disjoint and ordered
+    assert r10["ci_gap_on_periodic_random"] == pytest.approx(-0.5)  # random's mean is below periodic's
+    t10 = next(t for t in TARGETS if (t.study, t.id) == ("consensus", "R10"))
+    assert verdict(t10.checks, r10)[0] == MISSED
+
+
+def test_readme_shows_the_tables_counts_per_study() -> None:
+    """The README's counts line is the committed table's header (issue 18: the README shows the counts per study)."""
+    md = (ROOT / "docs" / "reproduction.md").read_text()
+    counts = re.findall(r"^\| (bb|real|consensus|paths) \| (\d+) \| (\d+) \| (\d+) \|$", md, flags=re.M)
+    assert len(counts) == 4
+    line = "; ".join(f"{s} {m} met, {x} missed, {n} not run" for s, m, x, n in counts)
+    assert line in (ROOT / "README.md").read_text()
+
+
+def test_new_rows_read_their_runs(tmp_path: Path) -> None:
+    """R11 (model version), B2, B4, S3, the dormant-head and pruning seed claims from hand-made summaries: each
+    number is the one its row names, and a failing number misses."""
+    import json
+
+    ci = {"C0": 0.0, "k_star_layers": 60, "k_star_passes": 2.0, "C_peak": 0.4, "C_final": 0.1, "interior_peak": True}
+    r11 = measures.c_r11({"cons_depth": _model_run({"periodic, MLP on": {"context_influence": ci}})})
+    assert r11 == {"C0": 0.0, "interior_peak": 1.0, "C_final_over_peak": 0.25, "k_star_passes": 2.0}
+    t11 = next(t for t in TARGETS if (t.study, t.id) == ("consensus", "R11"))
+    assert verdict(t11.checks, r11) == (MISSED, verdict(t11.checks, r11)[1])  # the KL clause has no number
+    assert "KL_model_30_independent <= 1e-05: None NO" in verdict(t11.checks, r11)[1]
+    phase = Outcome(runs={"": SimpleNamespace(summary={"wall_seconds": 70.0})}, seconds={"": 75.0})  # type: ignore[dict-item]
+    assert measures.c_b2({"cons_b2": phase}) == {"phase_seconds": 70.0, "run_seconds": 75.0}
+    decode = SimpleNamespace(summary={"seconds_per_group": {"a": 30.0, "b": 10.0}}, config=SimpleNamespace(passes=10))
+    b4 = measures.c_b4({"cons_decode": Outcome(runs={"": decode}, peak_rss_mb=900.0)})  # type: ignore[dict-item]
+    assert b4 == {"seconds_per_pass": 3.0, "peak_rss_mb": 900.0}
+    solve = SimpleNamespace(summary={"converged": True, "accuracy": 0.9, "accuracy_gp": 0.903})
+    assert measures.p_s3({"paths_2path": Outcome(runs={"": solve})})["gap_points"] == pytest.approx(-0.3)  # type: ignore[dict-item]
+    states = {"dormant": {"n": 3, "max_abs_dnll": 0.02}, "active": {"n": 2, "max_abs_dnll": 0.1}}
+    abl = SimpleNamespace(summary={"by_state": states})
+    dormant = measures.r_dormant({"real_ablate": Outcome(runs={"": abl})})  # type: ignore[dict-item]
+    t = next(t for t in TARGETS if t.id == "SC-dormant")
+    assert dormant["max_abs_dnll_dormant"] == 0.02 and verdict(t.checks, dormant)[0] == MISSED
+    curves = {"ascending score": [0.8, 0.79, 0.7], "descending score": [0.8, 0.6], "random 0": [0.8, 0.7, 0.6]}
+    (tmp_path / "metrics.json").write_text(json.dumps({"progressive": curves, "gd_test_accuracy": 0.8}))
+    prune = measures.p_prune({"paths_prune": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})  # type: ignore[dict-item]
+    assert prune["drop_first_pruned"] == pytest.approx(0.01) and prune["heads_pruned"] == 2
+    assert prune["ascending_minus_random_mean"] == pytest.approx((0.8 + 0.79 + 0.7) / 3 - 0.7)
