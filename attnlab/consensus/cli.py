@@ -127,7 +127,7 @@ def _simulate_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--h", type=float, default=0.1, help="step size / tau of the maps (default 0.1)")
     s.add_argument("--integrator", default="rk4", help="rk4, euler, exp_euler, postnorm or prenorm (default rk4)")
     s.add_argument("--record-every", type=count, default=10, help="store states every this many steps (default 10)")
-    add_device_arg(s, "float64 (cpu only so far: cuda is refused)")
+    add_device_arg(s, "float64 on any device (the starts are drawn on the cpu)")
     add_run_args(s, threads_default=1)
     s.set_defaults(func=_simulate, make_config=_simulate_config)
 

@@ -119,7 +119,6 @@ class SimulateConfig:
     record_every: int = 10
     seed: int = 0
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "consensus simulate"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
         check_device(self.device)

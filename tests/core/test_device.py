@@ -81,24 +81,43 @@ def test_resolve_counts_gpus(monkeypatch):
         D.resolve("cuda:2")
 
 
+CPU_ONLY = {  # the commands that keep computing on the cpu, and why (their one-line refusal says it)
+    "paths solve": "scipy", "paths sweep": "scipy", "paths sample": "scipy", "paths prune": "scipy",
+    "bb intervene": "evaluates on the cpu",
+}  # fmt: skip
+
+
 def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
+    """With a GPU present, a cpu-only command refuses cuda in one line that says why; auto means cpu for it."""
+    from attnlab.registry import resolve
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(InputError, match="paths solve computes on the cpu only"):
-        D.resolve("cuda", gpu="paths solve")
-    assert D.resolve("auto", gpu="paths solve") == torch.device("cpu")
+    for command, why in CPU_ONLY.items():
+        cls, _ = resolve(command)
+        reason = cls.CPU_ONLY
+        assert reason.startswith(command) and why in reason
+        with pytest.raises(InputError) as exc:
+            D.resolve("cuda", gpu=reason)
+        line = str(exc.value)
+        assert "\n" not in line and line.startswith(f"--device cuda: {command} ") and "not available" in line
+        assert D.resolve("auto", gpu=reason) == torch.device("cpu")
+    for command in ("series train", "consensus simulate", "consensus phase", "bb train"):
+        assert getattr(resolve(command)[0], "CPU_ONLY", None) is None, command  # these compute on the device
 
 
 @pytest.mark.parametrize(
     "argv",
     [["bb", "train", *TINY_BB], ["consensus", "phase", "--num-betas", "2", "--starts", "2", "--t-max", "1"],
-     ["consensus", "simulate", "--batch", "2", "--t-max", "1"], ["paths", "solve", "--P", "20", "--n-test", "20"]],
-    ids=["bb train", "consensus phase", "consensus simulate", "paths solve"],
+     ["consensus", "simulate", "--batch", "2", "--t-max", "1"], ["paths", "solve", "--P", "20", "--n-test", "20"],
+     ["series", "train", "--steps", "2", "--save-every", "1", "--batch", "2", "--seq-len", "8", "--d-model", "8",
+      "--d-mlp", "8", "--layers", "1"]],
+    ids=["bb train", "consensus phase", "consensus simulate", "paths solve", "series train"],
 )  # fmt: skip
 def test_cli_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path, no_cuda, argv):
     out = tmp_path / "run"
     line = _one_line_error(capsys, [*argv, "--device", "cuda", "--out", str(out)])
-    assert "--device cuda" in line and ("no CUDA device" in line or "cpu only" in line)
+    assert "--device cuda" in line and ("no CUDA device" in line or "not available" in line)
     assert not out.exists()
 
 
