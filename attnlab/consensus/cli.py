@@ -194,7 +194,7 @@ def _model_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--feedback-final-norm", action="store_true", help="apply the final norm between passes")
     m.add_argument("--no-depth-view", action="store_true", help="skip the next-token depth view")
     m.add_argument("--cache-dir", type=Path, default=None, help="model cache folder for the shared loader")
-    add_device_arg(m, "the real model runs in float32 (cpu only so far: cuda is refused)")
+    add_device_arg(m, "the real model runs in float32, its measures in float64, on any device")
     add_run_args(m, threads_default=1)
     m.set_defaults(func=_model, make_config=_model_config)
 

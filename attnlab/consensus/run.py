@@ -264,12 +264,16 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
     from attnlab.hf.loader import load_causal_lm
 
     _refuse_resume(mode, "consensus model")
+    from attnlab.device import resolve
+
+    device = resolve(config.device)  # cuda without one: one line, before the model is loaded
     if out is not None:  # refuse a bad --out before spending seconds on loading the model
         check_out_folder(Path(out), mode, "consensus model")
     loaded = load_causal_lm(config.model, cache_dir=config.cache_dir, seq_len=config.seq_len, seq_flag="--seq-len")
-    runner = modelrun.runner_for(loaded.model, config)
-    ids, groups = modelrun.load_prompts(loaded.tokenizer, config)
-    with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run:
+    _check_model_memory(loaded.model, config, device)
+    runner = modelrun.runner_for(loaded.model.to(device), config)
+    ids, groups = modelrun.load_prompts(loaded.tokenizer, config)  # on the cpu: saved as they are
+    with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run, on_device(device):
         run.save_npy("prompts.npy", ids.numpy())
         run.write_json(
             "model.json",
@@ -281,7 +285,7 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
                 "measures": modelrun.MEASURES_NOTE,
             },
         )
-        res = modelrun.iterate_groups(runner, ids, groups, config, progress)
+        res = modelrun.iterate_groups(runner, ids.to(device), groups, config, progress)
         metrics = modelrun.model_metrics(runner, res)
         rows = modelrun.save_model(run, config, runner.n_layers, res, metrics)
         modelrun.save_decode(run, res, loaded.tokenizer)
@@ -300,6 +304,20 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
         ]
     )
     return RunResult(run.path, config, metrics, {"groups": table, "timeseries": _tables(rows)})
+
+
+def _check_model_memory(model: torch.nn.Module, cfg: ModelConfig, device: torch.device) -> None:
+    """On a GPU, one line when the model, a random stack's copy of its blocks and a pass's kept states (prompts
+    and controls, float32 hidden states and their float64 measures) exceed its memory."""
+    from attnlab.budget import check_device_memory
+
+    if device.type != "cuda":
+        return
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    d, L = int(getattr(model.config, "hidden_size", 0) or 0), int(getattr(model.config, "num_hidden_layers", 1) or 1)
+    rows = 2 * cfg.prompts * len(cfg.domains)
+    states = rows * cfg.seq_len * d * (L + 1) * (4 + 3 * 8)
+    check_device_memory(2 * params + states, f"consensus model --model {cfg.model}", device)
 
 
 # --- norm ----------------------------------------------------------------------------------------------------
