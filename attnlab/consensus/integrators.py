@@ -115,8 +115,11 @@ def advance(method: str, field_: Field, t: float, X: torch.Tensor, h: float) -> 
         small = th < 1e-12
         safe = torch.where(small, torch.ones_like(th), th)
         return torch.where(small, X + U, torch.cos(th) * X + torch.sin(th) * U / safe), F, True
-    # postnorm (RST Eq. 4) and prenorm (the drive acts on pi(Y); the stream stays unnormalised)
-    v = field_.drive(ts[0], X if method == "postnorm" else M.unit(X))
+    # postnorm (RST Eq. 4) and prenorm (the drive acts on pi(Y); the stream stays unnormalised). Off the cpu pi(Y)
+    # skips unit()'s zero-token check (a read-back): a zero token gives NaN there, which the guard rejects
+    if method == "prenorm":
+        X_in = M.unit(X) if X.device.type == "cpu" else X / X.norm(dim=-1, keepdim=True)
+    v = field_.drive(ts[0], X if method == "postnorm" else X_in)
     return X + h * v, v, False
 
 

@@ -243,3 +243,126 @@ def test_a_report_written_without_plotly_gets_a_stub(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "plotly.offline", None)  # `from plotly.offline import ...` raises ImportError
     assert report.plotly_asset(tmp_path) == report.PLOTLY_ASSET
     assert (tmp_path / report.PLOTLY_ASSET).read_text() == report.PLOTLY_MISSING
+
+
+# --- consensus simulate, series train, consensus model on the requested device -----------------------------------
+def _random_run(sync_every, **kw):
+    import warnings
+
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.schedules import make_schedule
+
+    X0 = torch.randn(4, 6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sch = make_schedule("random", 3, 1, 0, scale=kw.pop("scale", 1.0), value="random", delta=0.5)
+    spec = AttentionSpec("SA", "full", torch.tensor([1.0]))
+    measures = ("E_first", "E_pair", "clustered_fraction", "cluster_count")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the step-bound warning of the blow-up case
+        return integrate(X0, sch, spec, 6.0, 0.1, kw.pop("method", "euler"), measures=measures, record_every=3,
+                         stop_on_error=True, sync_every=sync_every, **kw)  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["rk4", "euler", "exp_euler", "postnorm", "prenorm"])
+def test_deferred_chunks_give_the_checked_steps_results(method):
+    """The GPU loop (`sync_every` > 1: acceptance kept on the device, one read-back a chunk, a chunk's measures in one
+    batched call) gives bit for bit what the checked loop (one step at a time, the cpu's) gives."""
+    checked, deferred = _random_run(1, method=method), _random_run(7, method=method)
+    assert checked.stopped is None and len(checked.t) == 61
+    for name, values in checked.measures.items():
+        assert np.array_equal(values, deferred.measures[name]), name
+    assert np.array_equal(checked.states, deferred.states) and np.array_equal(checked.t_states, deferred.t_states)
+    assert torch.equal(checked.final, deferred.final)
+
+
+def test_deferred_chunks_stop_at_the_same_step_with_the_same_message():
+    """A step rejected inside a chunk (step 31 of chunks of 7) ends the run where the checked loop ends it: the same
+    NumericalError text, the same partial measures and states, the state before the bad step recorded."""
+    checked, deferred = _random_run(1, scale=3.0), _random_run(7, scale=3.0)
+    assert checked.stopped is not None and "t=3," in checked.stopped and len(checked.t) == 31
+    assert deferred.stopped == checked.stopped
+    for name, values in checked.measures.items():
+        assert values.shape == (4, 31) and np.array_equal(values, deferred.measures[name]), name
+    assert np.array_equal(checked.states, deferred.states) and np.array_equal(checked.t_states, deferred.t_states)
+
+
+def test_the_integration_step_follows_the_device_argument():
+    """Every tensor the hot loop makes (weights, beta, the step's update, its acceptance, the projected state) is
+    made on the field's device: checked on torch's meta device (shapes only, no data)."""
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import Field, advance, project, step_ok
+    from attnlab.consensus.schedules import make_schedule
+
+    meta = torch.device("meta")
+    sch = make_schedule("random", 3, 2, 0, value="random", delta=0.5)
+    field_ = Field(sch, AttentionSpec("SA", "causal", torch.tensor([1.0, 2.0])), 3, 4, meta)
+    assert field_.spec.beta.device == meta and all(w.device == meta for w in field_.weights(0.0))
+    X = torch.empty(4, 5, 3, dtype=torch.float64, device=meta)
+    for method in ("rk4", "euler", "exp_euler", "postnorm", "prenorm"):
+        Y, F, _ = advance(method, field_, 0.0, X, 0.1)
+        ok = step_ok(method, Y, True, 0.05)
+        assert {Y.device, F.device, ok.device, project(method, Y).device} == {meta}, method
+        assert Y.dtype == torch.float64 and Y.shape == X.shape and ok.shape == ()
+
+
+def test_chunk_size_is_one_on_the_cpu_and_bounded_elsewhere():
+    from attnlab.consensus.integrators import CHUNK_BYTES, chunk_steps
+
+    assert chunk_steps(torch.zeros(2, 3, 3), None) == 1 and chunk_steps(torch.zeros(2, 3, 3), 9) == 9
+    assert chunk_steps(torch.empty(2, 3, 3, device="meta"), None) == 256
+    mid = chunk_steps(torch.empty(64, 64, 8, device="meta"), None)  # 2 MiB of Gram matrices a step
+    assert mid == 32 and mid * 8 * 64 * 64 * 64 <= CHUNK_BYTES
+    assert chunk_steps(torch.empty(64, 512, 8, device="meta"), None) == 1  # a step alone exceeds the bound
+
+
+def test_model_stack_helpers_follow_the_device():
+    """consensus model: captured block arguments are moved to the state's device; random blocks are drawn from the
+    cpu generator and copied, so every device gets the same draws."""
+    from attnlab.consensus.realmodel import _moved, _normal
+
+    meta = torch.device("meta")
+    call = ((torch.zeros(2),), {"mask": torch.ones(1, 1, 3, 3), "rope": (torch.ones(3), torch.ones(3)), "n": 3})
+    args, kw = _moved(call, meta)
+    assert args[0].device == meta and kw["mask"].device == meta and {t.device for t in kw["rope"]} == {meta}
+    assert kw["n"] == 3
+    cpu, other = torch.empty(4, 5), torch.empty(4, 5, device=meta)
+    _normal(cpu, 0.02, torch.Generator().manual_seed(7))
+    _normal(other, 0.02, torch.Generator().manual_seed(7))  # drawn on the cpu, copied (meta keeps no data)
+    again = torch.empty(4, 5).normal_(0.0, 0.02, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(cpu, again) and other.device == meta
+
+
+SIM = ["consensus", "simulate", "--batch", "3", "--n", "6", "--t-max", "2", "--schedule", "random", "--threads", "1"]
+SERIES = ["series", "train", "--steps", "4", "--save-every", "2", "--batch", "2", "--seq-len", "8", "--d-model", "8",
+          "--d-mlp", "16", "--layers", "1", "--threads", "1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", [SIM, SERIES], ids=["consensus simulate", "series train"])
+def test_auto_is_the_cpu_run_bit_for_bit_and_is_recorded(tmp_path, no_cuda, argv):
+    """`--device auto` on a machine without CUDA: config.json keeps "auto", manifest.json names the cpu, every
+    result file equals the `--device cpu` run's (whose config.json has no device field)."""
+    assert main([*argv, "--out", str(tmp_path / "cpu")]) == 0
+    assert main([*argv, "--device", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert "device" not in json.loads((tmp_path / "cpu" / "config.json").read_text())
+    assert json.loads((tmp_path / "auto" / "config.json").read_text())["device"] == "auto"
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["device"] == "cpu"
+    files = [p.relative_to(tmp_path / "cpu") for p in (tmp_path / "cpu").rglob("*")
+             if p.suffix in (".npy", ".npz", ".jsonl", ".safetensors", ".csv")]  # fmt: skip
+    assert len(files) >= 3
+    for name in files:
+        assert (tmp_path / "cpu" / name).read_bytes() == (tmp_path / "auto" / name).read_bytes(), name
+
+
+def test_series_and_simulate_refuse_a_size_over_the_gpu_memory(monkeypatch):
+    from attnlab.consensus import run as cons_run
+    from attnlab.consensus.config import SimulateConfig
+    from attnlab.series import run as series_run
+    from attnlab.series.config import SeriesTrainConfig
+
+    monkeypatch.setattr(D, "memory_bytes", lambda device: 2**20)  # a GPU with 1 MiB free
+    monkeypatch.setattr(series_run, "resolve", lambda device: torch.device("cuda"))
+    with pytest.raises(InputError, match=r"series train --batch 32 --seq-len 64 would need about .* GiB on cuda"):
+        series_run._device(SeriesTrainConfig())
+    monkeypatch.setattr(D, "resolve", lambda device, *a, **k: torch.device("cuda"))
+    with pytest.raises(InputError, match=r"consensus simulate --batch 64 --n 32 would need about"):
+        cons_run._simulate_device(SimulateConfig())
