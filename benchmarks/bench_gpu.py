@@ -5,7 +5,8 @@
 
 Rows: the BB training step at the paper preset (d 256, T 256, batch 512; the update of `Trainer._steps`, NaN guard
 included, float32), the phase diagram at the reference size of benchmarks/RESULTS.md B2 (n 32, d 8, 90 betas,
-256 starts, t <= 30, h 0.1, Euler, float64) and a `paths solve` (cpu only so far: timed on the cpu alone). Each row
+256 starts, t <= 30, h 0.1, Euler, float64), `consensus simulate`'s integration at its defaults (RK4, float64) and a
+`paths solve` (scipy, cpu only: timed on the cpu alone). Each row
 gives the median seconds of `--repeats` runs on each device; CUDA timings synchronise before reading the clock.
 The CPU side uses every core torch is given (`--threads`, default all), so the ratio is against this machine's CPU.
 """
@@ -81,6 +82,20 @@ def phase(device: torch.device, tiny: bool) -> Callable[[], None]:
     return lambda: None if phase_diagram(betas, h=0.1, device=device, **size) is None else None  # type: ignore[arg-type]
 
 
+def simulate(device: torch.device, tiny: bool) -> Callable[[], None]:
+    """`consensus simulate`'s integration at its defaults (64 starts, n 32, d 3, RK4, t <= 30, h 0.1, the three
+    measures every step; float64), or tiny (4 starts, n 8, t <= 2), on `device`."""
+    from attnlab.consensus.config import SimulateConfig
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.run import simulate_inputs
+
+    cfg = SimulateConfig(batch=4, n=8, t_max=2.0) if tiny else SimulateConfig()
+    sch, spec, X0 = simulate_inputs(cfg)
+    measures = ("E_first", "E_pair", "clustered_fraction")
+    return lambda: None if integrate(X0, sch, spec, cfg.t_max, cfg.h, cfg.integrator, measures=measures,
+                                     device=device) is None else None  # fmt: skip
+
+
 def paths_solve(tiny: bool) -> Callable[[], None]:
     from attnlab.paths.config import SolveConfig
 
@@ -118,7 +133,9 @@ def main() -> int:
     rows["bb_10000_steps_estimate_s"] = {k: 10000 * v for k, v in rows["bb_step_s"].items()}
     rows["phase_diagram_s"] = {"device": _median_seconds(phase(device, args.tiny), device, 1)}
     rows["phase_diagram_s"]["cpu"] = _median_seconds(phase(cpu, args.tiny), cpu, 1)
-    rows["paths_solve_s"] = {"cpu": _median_seconds(paths_solve(args.tiny), cpu, 1), "note": "cpu only so far"}
+    rows["simulate_s"] = {"device": _median_seconds(simulate(device, args.tiny), device, 1)}
+    rows["simulate_s"]["cpu"] = _median_seconds(simulate(cpu, args.tiny), cpu, 1)
+    rows["paths_solve_s"] = {"cpu": _median_seconds(paths_solve(args.tiny), cpu, 1), "note": "scipy L-BFGS: cpu only"}
     args.out.write_text(json.dumps(rows, indent=2))
     print(json.dumps(rows, indent=2))
     return 0
