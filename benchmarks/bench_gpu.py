@@ -5,8 +5,8 @@
 
 Rows: the BB training step at the paper preset (d 256, T 256, batch 512; the update of `Trainer._steps`, NaN guard
 included, float32), the phase diagram at the reference size of benchmarks/RESULTS.md B2 (n 32, d 8, 90 betas,
-256 starts, t <= 30, h 0.1, Euler, float64), `consensus simulate`'s integration at its defaults (RK4, float64) and a
-`paths solve` (scipy, cpu only: timed on the cpu alone). Each row
+256 starts, t <= 30, h 0.1, Euler, float64), `consensus simulate`'s integration at its defaults (RK4, float64),
+`paths sample`'s HMC chains (float64) and a `paths solve` (scipy, cpu only: timed on the cpu alone). Each row
 gives the median seconds of `--repeats` runs on each device; CUDA timings synchronise before reading the clock.
 The CPU side uses every core torch is given (`--threads`, default all), so the ratio is against this machine's CPU.
 """
@@ -96,6 +96,18 @@ def simulate(device: torch.device, tiny: bool) -> Callable[[], None]:
                                      device=device) is None else None  # fmt: skip
 
 
+def paths_sample(device: torch.device, tiny: bool) -> Callable[[], None]:
+    """`paths sample`'s chains (collapsed HMC, float64): P 50 (tiny 20), 4 chains, 50 warmup + 50 draws (tiny
+    10 + 8), 8 leapfrog steps, on `device` (the theory solve of the command is not timed: scipy, cpu)."""
+    from attnlab.paths.sampling.posterior import sample_point
+    from attnlab.paths.tasks.data import build_data
+
+    data = build_data("markov", 20 if tiny else 50, 20 if tiny else 100)
+    warmup, draws = (10, 8) if tiny else (50, 50)
+    return lambda: None if sample_point(data, 10, 0.1, 4, warmup, draws, "hmc", 8, progress=False,
+                                        device=device) is None else None  # fmt: skip
+
+
 def paths_solve(tiny: bool) -> Callable[[], None]:
     from attnlab.paths.config import SolveConfig
 
@@ -135,6 +147,8 @@ def main() -> int:
     rows["phase_diagram_s"]["cpu"] = _median_seconds(phase(cpu, args.tiny), cpu, 1)
     rows["simulate_s"] = {"device": _median_seconds(simulate(device, args.tiny), device, 1)}
     rows["simulate_s"]["cpu"] = _median_seconds(simulate(cpu, args.tiny), cpu, 1)
+    rows["paths_sample_s"] = {"device": _median_seconds(paths_sample(device, args.tiny), device, 1)}
+    rows["paths_sample_s"]["cpu"] = _median_seconds(paths_sample(cpu, args.tiny), cpu, 1)
     rows["paths_solve_s"] = {"cpu": _median_seconds(paths_solve(args.tiny), cpu, 1), "note": "scipy L-BFGS: cpu only"}
     args.out.write_text(json.dumps(rows, indent=2))
     print(json.dumps(rows, indent=2))

@@ -169,12 +169,14 @@ class SampleConfig(_Common):
     predict_every: int = 5
     outputs: int = 1
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = (  # the chains are torch, but their kernels (paths/networks) and the solve are cpu code
-        "paths sample solves its theory point with scipy and builds its path kernels on the cpu"
-    )
 
     def __post_init__(self) -> None:
         check_device(self.device)
+        check(
+            self.outputs == 1 or not self.device.startswith("cuda"),
+            f"--device {self.device}: --outputs {self.outputs} samples on the cpu only (its multi-output target is "
+            "not ported); use --outputs 1 or --device cpu",
+        )
         self._check_common()
         check(
             math.isfinite(self.N) and self.N >= 1 and float(self.N).is_integer(),

@@ -13,6 +13,8 @@ float64 phase diagram):
   cosine threshold); a second CUDA run gives the same arrays.
 - series train (float32, GPT-2, 12 steps): train and evaluation losses within 2e-3 (relative) of the CPU run;
   byte-identical metrics.jsonl on a second CUDA run.
+- paths sample (float64 HMC, both targets, 13 iterations; the same cpu-generator draws): every kept U draw and
+  log density within 1e-8 (relative, or absolute below 1) of the CPU run; bit-identical on a second CUDA run.
 - consensus model on a tiny random Llama (float32 blocks, float64 measures; 4 passes): E_first and the depth view
   within 1e-3 (absolute, or relative above 1) of the CPU run; a second CUDA run gives the same curves.
 """
@@ -167,3 +169,21 @@ def test_model_stack_cuda_agrees_with_cpu_and_is_deterministic(variant):
     for name, values in cpu.depth.items():
         assert _close(values.tolist(), gpu.depth[name].tolist(), 1e-3) or name == "top1_agree", name
     assert gpu.top1 is not None and gpu.top1.shape == (4, 5, 12)
+
+
+@pytest.mark.parametrize("target", ["collapsed", "full"])
+def test_paths_sample_cuda_agrees_with_cpu_and_is_deterministic(target):
+    from attnlab.paths.sampling.posterior import sample_point
+    from attnlab.paths.tasks.data import build_data
+
+    data = build_data("markov", 20, 20)
+
+    def run(device):
+        return sample_point(data, 10, 0.1, 2, 5, 8, "hmc", 4, seed=3, progress=False, target_kind=target,
+                            device=torch.device(device))  # fmt: skip
+
+    cpu, gpu, again = run("cpu"), run("cuda"), run("cuda")
+    for key in ("U_hat", "pred_mean", "pred_var"):
+        assert _close(np.asarray(cpu[key]).tolist(), np.asarray(gpu[key]).tolist(), 1e-8), key
+        assert np.array_equal(np.asarray(gpu[key]), np.asarray(again[key])), key
+    assert cpu["divergences"] == gpu["divergences"] and cpu["accept_mean"] == pytest.approx(gpu["accept_mean"], 1e-8)

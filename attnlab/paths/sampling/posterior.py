@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.paths.networks.kernels import PathGram
 from attnlab.paths.sampling.diagnostics import ebfmi, summarize
 from attnlab.paths.sampling.sampler import CollapsedTarget, FullTarget, PredictorSums, SamplerResult, sample_chains
 from attnlab.paths.tasks.data import PathData
@@ -32,14 +33,19 @@ def sample_point(
     seed: int = 0,
     progress: bool = True,
     target_kind: str = "collapsed",
+    device: Any = None,
 ) -> dict:
     """Sampling at width N: U_hat (Eq 14) with MCSE, diagnostics, gates and the sampled predictor. The predictor
     is the Rao-Blackwellised mean over the upper-weight draws (valid for both targets: their upper-weight
-    marginals are the same posterior). Diagnostics that too few draws leave undefined are NaN."""
+    marginals are the same posterior). Diagnostics that too few draws leave undefined are NaN. `device` (a
+    `torch.device`; None: the cpu): where the chains run; the path kernels are rebuilt there from the data's."""
     cfg = data.cfg.with_widths(N)
     cls = FullTarget if target_kind == "full" else CollapsedTarget
-    target = cls(cfg, data.gram, data.y_train, T)
-    sums = PredictorSums(target, data.xit_test, every=predict_every)
+    gram, xit_test = data.gram, data.xit_test
+    if device is not None and device.type != "cpu":
+        gram, xit_test = PathGram(gram.xit.to(device), gram.mode), xit_test.to(device)
+    target = cls(cfg, gram, data.y_train, T)
+    sums = PredictorSums(target, xit_test, every=predict_every)
     t0 = time.perf_counter()
     res = sample_chains(
         target, chains, warmup, draws, n_leapfrog, kind, seed=seed, thin=thin, on_draw=sums, progress=progress
