@@ -321,7 +321,10 @@ def integrate(
     steps = int(round(t_max / h))
     rec = _Recorder(measures, steps, h, record_every, measure_kw)
     chunk = chunk_steps(X, sync_every)
-    rec.record(0, X) if chunk == 1 else rec.record_many(0, [X])
+    if chunk == 1:
+        rec.record(0, X)
+    else:
+        rec.record_many(0, [X])
     bar = None
     if progress:
         from tqdm import tqdm
@@ -331,9 +334,13 @@ def integrate(
     while done < steps and stopped is None:
         k1 = min(steps, done + chunk)
         X, stopped, Xs = _advance_chunk(method, field_, X, done, k1, h, delta, chunk, stop_on_error)
-        rec.record(done + 1, Xs[0]) if chunk == 1 and Xs else rec.record_many(done + 1, Xs)
-        for i, Xk in enumerate(Xs if callback is not None else ()):
-            callback(done + 1 + i, (done + 1 + i) * h, Xk)
+        if chunk == 1 and Xs:
+            rec.record(done + 1, Xs[0])
+        else:
+            rec.record_many(done + 1, Xs)
+        if callback is not None:
+            for i, Xk in enumerate(Xs):
+                callback(done + 1 + i, (done + 1 + i) * h, Xk)
         done += len(Xs)
         if bar is not None:
             bar.update(len(Xs))
