@@ -31,6 +31,9 @@ _FORM = re.compile(r"^(cpu|cuda|cuda:\d{1,4}|auto)$")
 NONDETERMINISTIC = (
     "index_add_ / scatter_add_ backward of embeddings (nn.Embedding's backward on CUDA accumulates with atomics)",
     "torch.Tensor.index_put_ with accumulate=True",
+    "scaled_dot_product_attention's backward with the memory-efficient kernel (what float32 attention gets on CUDA:"
+    " bb train, series train): under warn-only deterministic mode torch warns 'Memory Efficient attention defaults"
+    " to a non-deterministic algorithm'",
 )
 CUBLAS_WORKSPACE = ":4096:8"  # cuBLAS needs a fixed workspace for deterministic GEMMs (CUDA >= 10.2)
 
