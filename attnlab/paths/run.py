@@ -312,12 +312,14 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
     if config.outputs > 1:
         return _sample_outputs(config, out, mode)
     from attnlab.device import on_device, resolve
+    from attnlab.paths.sampling.posterior import check_sample_memory
 
     _precheck(config)
     device = resolve(config.device)  # the chains run there; the theory solve stays on the cpu (scipy)
     with open_run(out, "paths sample", config, mode=mode, seed=config.seed, prefix="paths-sample") as run:
         _check_resume(run, config, mode)
         data = _data(config)
+        check_sample_memory(config, data.gram, device)  # one line; the failed run leaves no folder
         T = config.temperature
         sp, th = theory_point(data, config.N, T, config.entropy_form, config.method)
         with on_device(device):

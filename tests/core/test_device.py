@@ -398,3 +398,15 @@ def test_multi_output_sampling_refuses_cuda():
     with pytest.raises(InputError, match="--outputs 2 samples on the cpu only"):
         SampleConfig(outputs=2, device="cuda")
     assert SampleConfig(outputs=2, device="auto").device == "auto"
+
+
+def test_paths_sample_refuses_a_size_over_the_gpu_memory(monkeypatch):
+    from attnlab.paths.config import SampleConfig
+    from attnlab.paths.sampling.posterior import check_sample_memory
+    from attnlab.paths.tasks.data import build_data
+
+    gram = build_data("markov", 20, 20).gram
+    check_sample_memory(SampleConfig(P=20), gram, torch.device("cpu"))  # the cpu: the config checked the RAM
+    monkeypatch.setattr(D, "memory_bytes", lambda device: 2**10)
+    with pytest.raises(InputError, match=r"paths sample --chains 4 --draws 2000 --P 20 would need about"):
+        check_sample_memory(SampleConfig(P=20), gram, torch.device("cuda"))

@@ -67,6 +67,19 @@ def sample_point(
     return rec
 
 
+def check_sample_memory(config: Any, gram: PathGram, device: Any) -> None:
+    """On a GPU, one line when the path kernels (M [n, n, P, P] in gram mode, xi~ [P, n, N0] in factor mode), each
+    chain's [P, P] kernels and their temporaries (8 copies) and the kept draws ([n, n] each) exceed its memory."""
+    from attnlab.budget import check_device_memory
+
+    if getattr(device, "type", "cpu") != "cuda":
+        return
+    n, P = gram.n_paths, gram.P
+    kernels = 8.0 * (n * n * P * P if gram.mode == "gram" else P * n * gram.N0)
+    need = kernels + 8.0 * 8 * config.chains * P**2 + 8.0 * config.chains * config.draws * (n * n + 6)
+    check_device_memory(need, f"paths sample --chains {config.chains} --draws {config.draws} --P {config.P}", device)
+
+
 def _nan_extreme(values: np.ndarray, fn: str) -> float:
     """nanmax / nanmin of `values`, NaN (not available) when every entry is NaN."""
     finite = values[~np.isnan(values)]
