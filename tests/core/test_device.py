@@ -111,8 +111,10 @@ def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
     [["bb", "train", *TINY_BB], ["consensus", "phase", "--num-betas", "2", "--starts", "2", "--t-max", "1"],
      ["consensus", "simulate", "--batch", "2", "--t-max", "1"], ["paths", "solve", "--P", "20", "--n-test", "20"],
      ["series", "train", "--steps", "2", "--save-every", "1", "--batch", "2", "--seq-len", "8", "--d-model", "8",
-      "--d-mlp", "8", "--layers", "1"]],
-    ids=["bb train", "consensus phase", "consensus simulate", "paths solve", "series train"],
+      "--d-mlp", "8", "--layers", "1"],
+     ["consensus", "model", "--passes", "1"], ["paths", "sample", "--P", "20", "--n-test", "20"]],
+    ids=["bb train", "consensus phase", "consensus simulate", "paths solve", "series train", "consensus model",
+         "paths sample"],
 )  # fmt: skip
 def test_cli_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path, no_cuda, argv):
     out = tmp_path / "run"
