@@ -254,8 +254,9 @@ class _StackRecorder:
         p_ref: torch.Tensor | None,
         controls: bool,
         decode: bool = False,
+        per_pass: bool = False,
     ):
-        self.runner, self.B, self.p_ref, self.decode = runner, B, p_ref, decode
+        self.runner, self.B, self.p_ref, self.decode, self.per_pass = runner, B, p_ref, decode, per_pass
         self.grid = set(grid.tolist())
         self.rows: dict[str, list[np.ndarray]] = {}
         self.top1: list[np.ndarray] = []  # [batch, T] per pass end (with `decode`)
@@ -279,7 +280,7 @@ class _StackRecorder:
             self.pending_depth["entropy"].append(-(lpm.exp() * lpm).sum(-1))
             if "C(k)" in self.depth:
                 self.pending_depth["C(k)"].append((lpm.exp() * (lpm - lp[B:])).sum(-1).clamp_min(0))
-        if h.device.type == "cpu" or k % self.runner.n_layers == 0:
+        if not self.per_pass or k % self.runner.n_layers == 0:
             self.flush()
 
     def flush(self) -> None:
@@ -332,9 +333,11 @@ def iterate_stack(
     controls: torch.Tensor | None = None,
     progress: bool = False,
     decode: bool = False,
+    per_pass: bool | None = None,
 ) -> StackRun:
     """Iterate the stack for `passes` passes on `ids` `[batch, T]`; `controls` (same shape) adds C(k); `decode`
-    adds the top-1 token of every position at every pass end (`StackRun.top1`, R14)."""
+    adds the top-1 token of every position at every pass end (`StackRun.top1`, R14). `per_pass`: measure and
+    check a pass's states together at its end (None: off the cpu; the results do not depend on it)."""
     _check_iteration(runner, ids, variant, passes, layer)
     B, L = ids.shape[0], runner.n_layers
     K = passes * L
@@ -349,13 +352,14 @@ def iterate_stack(
         # the model's own next-token distribution, from its own forward (not from our block-by-block pass, so the
         # one-pass KL_model checks the runner against the model instead of against itself)
         p_ref = runner.model_logprobs(ids) if depth_view else None
-        rec = _StackRecorder(runner, B, grid, p_ref, controls is not None, decode)
+        per_pass = h.device.type != "cpu" if per_pass is None else per_pass
+        rec = _StackRecorder(runner, B, grid, p_ref, controls is not None, decode, per_pass)
         rec.record(0, h)
         finite: list[torch.Tensor] = []  # per layer step, kept on the device and checked at pass ends
         for k in it:
             h = runner.layer_step(runner.layer_at(variant, k, layer, seed), h, ctx, mlp)
             finite.append(torch.isfinite(h).all())
-            if h.device.type == "cpu" or k % L == 0:
+            if not per_pass or k % L == 0:
                 _check_finite(finite, k, variant)
             if feedback_final_norm and k % L == 0 and k < K:
                 h = runner.final(h)
