@@ -31,6 +31,9 @@ _FORM = re.compile(r"^(cpu|cuda|cuda:\d{1,4}|auto)$")
 NONDETERMINISTIC = (
     "index_add_ / scatter_add_ backward of embeddings (nn.Embedding's backward on CUDA accumulates with atomics)",
     "torch.Tensor.index_put_ with accumulate=True",
+    "scaled_dot_product_attention's backward with the memory-efficient kernel (what float32 attention gets on CUDA:"
+    " bb train, series train): under warn-only deterministic mode torch warns 'Memory Efficient attention defaults"
+    " to a non-deterministic algorithm'",
 )
 CUBLAS_WORKSPACE = ":4096:8"  # cuBLAS needs a fixed workspace for deterministic GEMMs (CUDA >= 10.2)
 
@@ -51,13 +54,14 @@ def cuda_count() -> int:
 
 def resolve(device: str, what: str = "--device", gpu: str | None = None) -> Any:
     """The `torch.device` of `device` text; refuses CUDA where there is none, in one line, before any work.
-    `gpu`: the name of a command that computes on the cpu only so far; it refuses cuda and takes auto as cpu."""
+    `gpu`: why a command computes on the cpu only ("paths solve computes with scipy on the cpu"); it refuses cuda
+    with that reason and takes auto as cpu."""
     import torch
 
     check_device(device, what)
     if gpu is not None:
         if device.startswith("cuda"):
-            raise InputError(f"{what} {device}: {gpu} computes on the cpu only so far; use --device cpu (or auto)")
+            raise InputError(f"{what} {device}: {gpu}; --device cuda is not available for it (use cpu or auto)")
         return torch.device("cpu")
     count = cuda_count()
     if device == "auto":

@@ -5,7 +5,8 @@
 
 Rows: the BB training step at the paper preset (d 256, T 256, batch 512; the update of `Trainer._steps`, NaN guard
 included, float32), the phase diagram at the reference size of benchmarks/RESULTS.md B2 (n 32, d 8, 90 betas,
-256 starts, t <= 30, h 0.1, Euler, float64) and a `paths solve` (cpu only so far: timed on the cpu alone). Each row
+256 starts, t <= 30, h 0.1, Euler, float64), `consensus simulate`'s integration at its defaults (RK4, float64),
+`paths sample`'s HMC chains (float64) and a `paths solve` (scipy, cpu only: timed on the cpu alone). Each row
 gives the median seconds of `--repeats` runs on each device; CUDA timings synchronise before reading the clock.
 The CPU side uses every core torch is given (`--threads`, default all), so the ratio is against this machine's CPU.
 """
@@ -81,6 +82,32 @@ def phase(device: torch.device, tiny: bool) -> Callable[[], None]:
     return lambda: None if phase_diagram(betas, h=0.1, device=device, **size) is None else None  # type: ignore[arg-type]
 
 
+def simulate(device: torch.device, tiny: bool) -> Callable[[], None]:
+    """`consensus simulate`'s integration at its defaults (64 starts, n 32, d 3, RK4, t <= 30, h 0.1, the three
+    measures every step; float64), or tiny (4 starts, n 8, t <= 2), on `device`."""
+    from attnlab.consensus.config import SimulateConfig
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.run import simulate_inputs
+
+    cfg = SimulateConfig(batch=4, n=8, t_max=2.0) if tiny else SimulateConfig()
+    sch, spec, X0 = simulate_inputs(cfg)
+    measures = ("E_first", "E_pair", "clustered_fraction")
+    return lambda: None if integrate(X0, sch, spec, cfg.t_max, cfg.h, cfg.integrator, measures=measures,
+                                     device=device) is None else None  # fmt: skip
+
+
+def paths_sample(device: torch.device, tiny: bool) -> Callable[[], None]:
+    """`paths sample`'s chains (collapsed HMC, float64): P 50 (tiny 20), 4 chains, 50 warmup + 50 draws (tiny
+    10 + 8), 8 leapfrog steps, on `device` (the theory solve of the command is not timed: scipy, cpu)."""
+    from attnlab.paths.sampling.posterior import sample_point
+    from attnlab.paths.tasks.data import build_data
+
+    data = build_data("markov", 20 if tiny else 50, 20 if tiny else 100)
+    warmup, draws = (10, 8) if tiny else (50, 50)
+    return lambda: None if sample_point(data, 10, 0.1, 4, warmup, draws, "hmc", 8, progress=False,
+                                        device=device) is None else None  # fmt: skip
+
+
 def paths_solve(tiny: bool) -> Callable[[], None]:
     from attnlab.paths.config import SolveConfig
 
@@ -111,15 +138,22 @@ def main() -> int:
     rows: dict = {"device": describe(device), "cpu_threads": torch.get_num_threads(), "tiny": args.tiny,
                   "load_1min": os.getloadavg()[0]}  # fmt: skip
     gpu_steps, cpu_steps = (3, 3) if args.tiny else (20, 2)
-    rows["bb_step_s"] = {
-        "device": _median_seconds(bb_step(device, args.tiny, gpu_steps), device, args.repeats) / gpu_steps,
-        "cpu": _median_seconds(bb_step(cpu, args.tiny, cpu_steps), cpu, args.repeats) / cpu_steps,
-    }
+
+    def timed(row: str, side: str, fn: Callable[[], None], on: torch.device, repeats: int = 1, per: int = 1) -> None:
+        """Time one side of a row and rewrite the file at once, so a time limit keeps the rows already done."""
+        rows.setdefault(row, {})[side] = _median_seconds(fn, on, repeats) / per
+        args.out.write_text(json.dumps(rows, indent=2))
+
+    timed("bb_step_s", "device", bb_step(device, args.tiny, gpu_steps), device, args.repeats, gpu_steps)
+    timed("bb_step_s", "cpu", bb_step(cpu, args.tiny, cpu_steps), cpu, args.repeats, cpu_steps)
     rows["bb_10000_steps_estimate_s"] = {k: 10000 * v for k, v in rows["bb_step_s"].items()}
-    rows["phase_diagram_s"] = {"device": _median_seconds(phase(device, args.tiny), device, 1)}
-    rows["phase_diagram_s"]["cpu"] = _median_seconds(phase(cpu, args.tiny), cpu, 1)
-    rows["paths_solve_s"] = {"cpu": _median_seconds(paths_solve(args.tiny), cpu, 1), "note": "cpu only so far"}
-    args.out.write_text(json.dumps(rows, indent=2))
+    for row, make in (("simulate_s", simulate), ("paths_sample_s", paths_sample)):  # seconds on either side
+        timed(row, "device", make(device, args.tiny), device)
+        timed(row, "cpu", make(cpu, args.tiny), cpu)
+    timed("phase_diagram_s", "device", phase(device, args.tiny), device)
+    rows["paths_solve_s"] = {"note": "scipy L-BFGS: cpu only"}
+    timed("paths_solve_s", "cpu", paths_solve(args.tiny), cpu)
+    timed("phase_diagram_s", "cpu", phase(cpu, args.tiny), cpu)  # the longest (B2 on the cpu): last
     print(json.dumps(rows, indent=2))
     return 0
 

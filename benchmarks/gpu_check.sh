@@ -2,9 +2,10 @@
 # benchmarks/gpu_check.sh [--dry-run]: issue 22's checks on the GPU machine, in one go (under 8 minutes there).
 #
 # Everything goes under $OUT (a temporary folder when unset): gpu_check.log, env.json, gpu_tests.txt/.xml (the
-# tests marked `gpu`: CUDA vs CPU agreement, determinism, memory refusal), timings.json (benchmarks/bench_gpu.py:
-# BB step, phase diagram, paths solve, GPU beside CPU) and runs/reproduce/ (the long reproduction targets R9, R10,
-# R11, R19-R22 on the GPU, with their run folders and reproduction.json).
+# tests marked `gpu`: CUDA vs CPU agreement and determinism of bb train, series train, consensus simulate, phase and
+# model, paths sample; memory refusal), timings.json (benchmarks/bench_gpu.py: BB step, phase diagram, consensus
+# simulate, paths sample and solve, GPU beside CPU; rewritten after each row) and runs/reproduce/ (the long
+# reproduction targets R9, R10, R11, R19-R22 on the GPU, with their run folders and reproduction.json).
 #
 # attnlab runs from PYTHONPATH=. under the machine's own torch. ray, plotly and gguf are not needed: nothing here
 # imports them (sweeps and Ray-parallel runs are skipped); without plotly the reports are written with a stub
@@ -57,11 +58,11 @@ print(json.dumps(info, indent=2))
 PYEOF
 log "environment: $(tr -d '\n' <"$OUT/env.json")"
 
-# limits (s): tests, timings, the short targets, R11 (the paper-scale run: 10,000 steps); 450 s in all on the GPU
+# limits (s): tests, timings, the short targets, R11 (the paper-scale run: 10,000 steps); 465 s in all on the GPU
 if [[ $DRY -eq 1 ]]; then
   DEVICE=cpu PROFILE=tiny SHORT=R3 LONG=R4 TINY=--tiny LIMITS=(120 180 300 300)  # R9-R22 are full-profile only
 else
-  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(60 90 150 150)
+  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(75 90 150 150)
 fi
 
 step gpu_tests "${LIMITS[0]}" $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$OUT/gpu_tests.xml"

@@ -263,7 +263,7 @@ class InterveneConfig:
 
     run_dir: str
     device: str = field(default="cpu", metadata={"omit_if_default": True})
-    CPU_ONLY: ClassVar[str] = "bb intervene"  # evaluation only (seconds): --device cuda is refused in one line
+    CPU_ONLY: ClassVar[str] = "bb intervene evaluates on the cpu (the trace reducer and risks are cpu code; seconds)"
 
     def __post_init__(self) -> None:
         check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")

@@ -127,7 +127,7 @@ def _simulate_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--h", type=float, default=0.1, help="step size / tau of the maps (default 0.1)")
     s.add_argument("--integrator", default="rk4", help="rk4, euler, exp_euler, postnorm or prenorm (default rk4)")
     s.add_argument("--record-every", type=count, default=10, help="store states every this many steps (default 10)")
-    add_device_arg(s, "float64 (cpu only so far: cuda is refused)")
+    add_device_arg(s, "float64 on any device (the starts are drawn on the cpu)")
     add_run_args(s, threads_default=1)
     s.set_defaults(func=_simulate, make_config=_simulate_config)
 
@@ -194,7 +194,7 @@ def _model_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--feedback-final-norm", action="store_true", help="apply the final norm between passes")
     m.add_argument("--no-depth-view", action="store_true", help="skip the next-token depth view")
     m.add_argument("--cache-dir", type=Path, default=None, help="model cache folder for the shared loader")
-    add_device_arg(m, "the real model runs in float32 (cpu only so far: cuda is refused)")
+    add_device_arg(m, "the real model runs in float32, its measures in float64, on any device")
     add_run_args(m, threads_default=1)
     m.set_defaults(func=_model, make_config=_model_config)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from attnlab.consensus.names import ENSEMBLES, KINDS, MASKS, METHODS, SCHEDULES, VARIANTS
 from attnlab.device import check_device
@@ -119,7 +118,6 @@ class SimulateConfig:
     record_every: int = 10
     seed: int = 0
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "consensus simulate"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
         check_device(self.device)
@@ -235,7 +233,6 @@ class ModelConfig:
     cache_dir: str | None = None
     seed: int = 0
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "consensus model"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
         check_device(self.device)

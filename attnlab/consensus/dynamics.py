@@ -44,6 +44,12 @@ class AttentionSpec:
     def heads(self) -> int:
         return int(self.beta.shape[-1])
 
+    def to(self, device: torch.device) -> AttentionSpec:
+        """The same spec with `beta` on `device` (checked once, on the cpu, at construction)."""
+        spec = AttentionSpec(self.kind, self.mask, self.beta)
+        object.__setattr__(spec, "beta", self.beta.to(device))
+        return spec
+
 
 def check_tokens(X: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     """Validate `X: [batch, token, dim]` (finite, no zero token, n, d >= 2) and return it normalised, float64."""

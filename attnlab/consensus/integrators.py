@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,8 +45,12 @@ class Trajectory:
 class Field:
     """The field F(t, X) for a schedule and spec, with weights validated once per distinct (P, V) object."""
 
-    def __init__(self, schedule: Schedule, spec: AttentionSpec, d: int, batch: int) -> None:
-        self.schedule, self.spec, self.d, self.batch = schedule, spec, d, batch
+    def __init__(
+        self, schedule: Schedule, spec: AttentionSpec, d: int, batch: int, device: torch.device | None = None
+    ) -> None:
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.schedule, self.d, self.batch = schedule, d, batch
+        self.spec = spec if self.device.type == "cpu" else spec.to(self.device)
         self._seen: dict[tuple[int, int], tuple] = {}
 
     def weights(self, t: float) -> tuple:
@@ -57,6 +61,8 @@ class Field:
             P2 = check_weights(P, f"P ({where})", self.d, self.spec.heads, self.batch)
             V2 = check_weights(V, f"V ({where})", self.d, self.spec.heads, self.batch)
             check_usa_overflow(P2, self.spec)
+            if self.device.type != "cpu":  # checked on the cpu (the schedule's tensors), then copied once
+                P2, V2 = (None if W is None else W.to(self.device) for W in (P2, V2))
             if len(self._seen) > 64:
                 self._seen.clear()
             self._seen[key] = (P2, V2, P, V)  # keep P, V alive so ids stay unique
@@ -87,8 +93,9 @@ def guard(Y: torch.Tensor, t: float, h: float, F: torch.Tensor | None, delta: fl
         )
 
 
-def step(method: str, field_: Field, t: float, X: torch.Tensor, h: float, delta: float | None = 0.05) -> torch.Tensor:
-    """One step of `method` from (t, X); returns the new state `[batch, token, dim]`."""
+def advance(method: str, field_: Field, t: float, X: torch.Tensor, h: float) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """The unprojected update of one step from (t, X): (Y, the field the guard reports, whether the norm band
+    applies), all `[batch, token, dim]`; `project` finishes the step. No value is read back to the host."""
     pw = field_.schedule.piecewise
     tm = t + h / 2
     ts = (tm, tm, tm, tm) if pw else (t, t + h / 2, t + h / 2, t + h)
@@ -97,37 +104,53 @@ def step(method: str, field_: Field, t: float, X: torch.Tensor, h: float, delta:
         k2 = field_(ts[1], X + h / 2 * k1)
         k3 = field_(ts[2], X + h / 2 * k2)
         k4 = field_(ts[3], X + h * k3)
-        Y = X + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-        guard(Y, t, h, k1, delta)
-        return Y / Y.norm(dim=-1, keepdim=True)
+        return X + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), k1, True
     if method == "euler":
         F = field_(ts[0], X)
-        Y = X + h * F
-        guard(Y, t, h, F, delta)
-        return Y / Y.norm(dim=-1, keepdim=True)
+        return X + h * F, F, True
     if method == "exp_euler":
         F = field_(ts[0], X)
         U = h * F
         th = U.norm(dim=-1, keepdim=True)
         small = th < 1e-12
         safe = torch.where(small, torch.ones_like(th), th)
-        Y = torch.where(small, X + U, torch.cos(th) * X + torch.sin(th) * U / safe)
-        guard(Y, t, h, F, delta)
-        return Y / Y.norm(dim=-1, keepdim=True)
+        return torch.where(small, X + U, torch.cos(th) * X + torch.sin(th) * U / safe), F, True
+    # postnorm (RST Eq. 4) and prenorm (the drive acts on pi(Y); the stream stays unnormalised). Off the cpu pi(Y)
+    # skips unit()'s zero-token check (a read-back): a zero token gives NaN there, which the guard rejects
+    if method == "prenorm":
+        X_in = M.unit(X) if X.device.type == "cpu" else X / X.norm(dim=-1, keepdim=True)
+    v = field_.drive(ts[0], X if method == "postnorm" else X_in)
+    return X + h * v, v, False
+
+
+def project(method: str, Y: torch.Tensor) -> torch.Tensor:
+    """The state after the step: Y/||Y|| per token (prenorm keeps Y)."""
+    return Y if method == "prenorm" else Y / Y.norm(dim=-1, keepdim=True)
+
+
+def step(method: str, field_: Field, t: float, X: torch.Tensor, h: float, delta: float | None = 0.05) -> torch.Tensor:
+    """One step of `method` from (t, X); returns the new state `[batch, token, dim]`."""
+    Y, F, banded = advance(method, field_, t, X, h)
+    guard(Y, t, h, F, delta if banded else None)
     if method == "postnorm":
-        v = field_.drive(ts[0], X)
-        Y = X + h * v
-        guard(Y, t, h, v, None)
         n = Y.norm(dim=-1, keepdim=True)
         if (n < 1e-12).any():
             b, i = (n[..., 0] < 1e-12).nonzero()[0].tolist()
             raise NumericalError(f"x + tau*v = 0 at t={t:.4g}, batch {b}, token {i}; the post-norm map is undefined")
         return Y / n
-    # prenorm: the stream Y is unnormalised; the drive acts on pi(Y)
-    v = field_.drive(ts[0], M.unit(X))
-    Y = X + h * v
-    guard(Y, t, h, v, None)
-    return Y
+    return project(method, Y)
+
+
+def step_ok(method: str, Y: torch.Tensor, banded: bool, delta: float | None) -> torch.Tensor:
+    """Whether `step` would accept Y, as a 0-dim bool tensor on Y's device (nothing read back): every norm
+    finite, inside [1-delta, 1+delta] where the band applies, and (postnorm) no zero token."""
+    norms = Y.norm(dim=-1)
+    ok = torch.isfinite(norms).all()
+    if banded and delta is not None:
+        ok = ok & ((norms - 1).abs() <= delta).all()
+    if method == "postnorm":
+        ok = ok & (norms >= 1e-12).all()
+    return ok
 
 
 def preflight(schedule: Schedule, spec: AttentionSpec, h: float) -> float:
@@ -155,10 +178,14 @@ def preflight(schedule: Schedule, spec: AttentionSpec, h: float) -> float:
     return bound
 
 
+HOST_MEASURES = ("cluster_count",)  # computed with scipy: on a cpu copy of the states
+CHUNK_BYTES = 64 * 2**20  # the states (and Gram matrices) one deferred chunk holds on the device
+
+
 @dataclass
 class _Recorder:
     """Collects measures `[batch]` at every step and states `[batch, token, dim]` at k = 0, every `record_every`
-    steps and the last step."""
+    steps and the last step. `record_many` takes a chunk of consecutive states at once (one read-back)."""
 
     measures: tuple[str, ...]
     steps: int
@@ -169,17 +196,39 @@ class _Recorder:
     states: list[np.ndarray] = field(default_factory=list)
     t_states: list[float] = field(default_factory=list)
 
+    def _kept(self, k: int) -> bool:
+        return k == 0 or k == self.steps or bool(self.record_every and k % self.record_every == 0)
+
     def record(self, k: int, Xk: torch.Tensor) -> None:
         for name, val in M.compute(self.measures, Xk, **self.measure_kw).items():
             self.rows.setdefault(name, []).append(val.numpy())
-        if k == 0 or k == self.steps or (self.record_every and k % self.record_every == 0):
+        if self._kept(k):
             self.states.append(Xk.numpy().copy())
             self.t_states.append(k * self.h)
+
+    def record_many(self, k0: int, Xs: list[torch.Tensor]) -> None:
+        """Record the states of steps k0, k0+1, ... (`Xs`, each `[batch, token, dim]`, on any device): the measures
+        of the whole chunk in one batched call, copied to the host once."""
+        if not Xs:
+            return
+        stack = torch.stack(Xs)  # [m, batch, token, dim]
+        m, B = stack.shape[:2]
+        flat = stack.reshape(m * B, *stack.shape[2:])
+        on_device = tuple(n for n in self.measures if n not in HOST_MEASURES)
+        vals = M.compute(on_device, flat, **self.measure_kw)
+        host = tuple(n for n in self.measures if n in HOST_MEASURES)
+        vals |= M.compute(host, flat.cpu(), **self.measure_kw) if host else {}
+        for name in self.measures:
+            self.rows.setdefault(name, []).extend(vals[name].reshape(m, B).cpu().numpy())
+        kept = [i for i in range(m) if self._kept(k0 + i)]
+        if kept:
+            self.states.extend(stack[kept].cpu().numpy())
+            self.t_states.extend((k0 + i) * self.h for i in kept)
 
     def trajectory(self, X: torch.Tensor, done: int, stopped: str | None) -> Trajectory:
         """The recorded run after `done` steps (the state where a stopped run ended is recorded too)."""
         if stopped and (not self.t_states or self.t_states[-1] != done * self.h):
-            self.states.append(X.numpy().copy())
+            self.states.append(X.cpu().numpy().copy())
             self.t_states.append(done * self.h)
         return Trajectory(
             t=np.arange(done + 1) * self.h,
@@ -192,10 +241,16 @@ class _Recorder:
 
 
 def prepare(
-    X0: torch.Tensor, schedule: Schedule, spec: AttentionSpec, t_max: float, h: float, method: str
+    X0: torch.Tensor,
+    schedule: Schedule,
+    spec: AttentionSpec,
+    t_max: float,
+    h: float,
+    method: str,
+    device: torch.device | None = None,
 ) -> tuple[torch.Tensor, Field]:
     """Check the inputs of `integrate` (names, h, t_max, delta a multiple of h, tokens, the weights at t = 0 and
-    USA overflow); returns the normalised start `[batch, token, dim]` and the field."""
+    USA overflow) on the cpu; returns the normalised start `[batch, token, dim]` on `device` and the field."""
     check_choice(method, METHODS, "integrator")
     if not (math.isfinite(h) and h > 0):
         raise InputError(f"step h must be finite and > 0, got {h}")
@@ -203,9 +258,40 @@ def prepare(
         raise InputError(f"t_max must be finite and > 0, got {t_max}")
     check_schedule_step(schedule, h)
     X = check_tokens(X0)
-    field_ = Field(schedule, spec, X.shape[2], X.shape[0])
+    field_ = Field(schedule, spec, X.shape[2], X.shape[0], device)
     field_.weights(0.0)
-    return X, field_
+    return X.to(field_.device), field_
+
+
+def chunk_steps(X: torch.Tensor, sync_every: int | None) -> int:
+    """Steps per read-back: `sync_every`, or 1 on the cpu (each step checked at once, as always) and on another
+    device as many as keep a chunk's states and Gram matrices under `CHUNK_BYTES` (at most 256)."""
+    if sync_every is not None:
+        return max(1, int(sync_every))
+    if X.device.type == "cpu":
+        return 1
+    B, n, d = X.shape
+    return int(min(256, max(1, CHUNK_BYTES // (8 * B * n * max(n, d)))))
+
+
+def run_chunk(
+    method: str, field_: Field, X: torch.Tensor, k0: int, k1: int, h: float, delta: float | None
+) -> tuple[torch.Tensor, list[torch.Tensor], int | None]:
+    """Steps k0..k1-1 without reading anything back: each step's acceptance (`step_ok`) is kept on the device and
+    a rejected step freezes the state. One read-back at the end gives the first rejected step (None: all taken).
+    Returns (state after the last accepted step, the states after each accepted step, first rejected step)."""
+    ok = torch.ones((), dtype=torch.bool, device=X.device)
+    oks: list[torch.Tensor] = []
+    Xs: list[torch.Tensor] = []
+    for k in range(k0, k1):
+        Y, _, banded = advance(method, field_, k * h, X, h)
+        ok = ok & step_ok(method, Y, banded, delta)
+        X = torch.where(ok, project(method, Y), X)
+        oks.append(ok)
+        Xs.append(X)
+    taken = int(torch.stack(oks).sum())  # the one read-back of the chunk (acceptance is monotone in k)
+    bad = None if taken == k1 - k0 else k0 + taken
+    return Xs[-1], Xs[:taken], bad  # Xs[-1]: the frozen state, that after the last accepted step
 
 
 def integrate(
@@ -221,33 +307,66 @@ def integrate(
     callback: Callable[[int, float, torch.Tensor], None] | None = None,
     progress: bool = False,
     stop_on_error: bool = False,
+    device: torch.device | None = None,
+    sync_every: int | None = None,
     **measure_kw,
 ) -> Trajectory:
     """Integrate from `X0` `[batch, token, dim]` to `t_max` with step `h`; record `measures` every step and the
     state every `record_every` steps (0: only start and end). With `stop_on_error` a `NumericalError` ends the
-    run early and is reported in `Trajectory.stopped` (partial results kept); otherwise it propagates."""
-    X, field_ = prepare(X0, schedule, spec, t_max, h, method)
+    run early and is reported in `Trajectory.stopped` (partial results kept); otherwise it propagates.
+    `device`: where the states are integrated (X0 and the schedule's weights are copied there; float64 kept).
+    `sync_every`: steps between read-backs (`chunk_steps`); the results do not depend on it."""
+    X, field_ = prepare(X0, schedule, spec, t_max, h, method, device)
     preflight(schedule, spec, h)
     steps = int(round(t_max / h))
     rec = _Recorder(measures, steps, h, record_every, measure_kw)
-    rec.record(0, X)
-    stopped = None
-    it: Iterable[int] = range(steps)
+    chunk = chunk_steps(X, sync_every)
+    if chunk == 1:
+        rec.record(0, X)
+    else:
+        rec.record_many(0, [X])
+    bar = None
     if progress:
         from tqdm import tqdm
 
-        it = tqdm(it, desc=f"{method} t<={t_max:g}", leave=False)
-    done = 0
-    for k in it:
-        try:
-            X = step(method, field_, k * h, X, h, delta)
-        except NumericalError as exc:
-            if not stop_on_error:
-                raise
-            stopped = str(exc)
-            break
-        done = k + 1
-        rec.record(done, X)
+        bar = tqdm(total=steps, desc=f"{method} t<={t_max:g}", leave=False)
+    done, stopped = 0, None
+    while done < steps and stopped is None:
+        k1 = min(steps, done + chunk)
+        X, stopped, Xs = _advance_chunk(method, field_, X, done, k1, h, delta, chunk, stop_on_error)
+        if chunk == 1 and Xs:
+            rec.record(done + 1, Xs[0])
+        else:
+            rec.record_many(done + 1, Xs)
         if callback is not None:
-            callback(done, done * h, X)
+            for i, Xk in enumerate(Xs):
+                callback(done + 1 + i, (done + 1 + i) * h, Xk)
+        done += len(Xs)
+        if bar is not None:
+            bar.update(len(Xs))
+    if bar is not None:
+        bar.close()
     return rec.trajectory(X, done, stopped)
+
+
+def _advance_chunk(
+    method: str, field_: Field, X: torch.Tensor, k0: int, k1: int, h: float, delta: float | None, chunk: int,
+    stop_on_error: bool,
+) -> tuple[torch.Tensor, str | None, list[torch.Tensor]]:  # fmt: skip
+    """Steps k0..k1-1: one checked `step` (chunk 1), or a deferred `run_chunk` whose first rejected step is taken
+    again by `step` so that it raises the very error a checked run raises. Returns (state, why it stopped, the
+    states after each accepted step)."""
+    Xs: list[torch.Tensor] = []
+    try:
+        if chunk == 1:
+            Xs = [step(method, field_, k0 * h, X, h, delta)]
+            return Xs[0], None, Xs
+        X, Xs, bad = run_chunk(method, field_, X, k0, k1, h, delta)
+        if bad is not None:
+            step(method, field_, bad * h, X, h, delta)  # raises the checked step's NumericalError
+            raise NumericalError(f"step size too large: a rejected step at t={bad * h:.4g}, h={h:g}; lower h")
+        return X, None, Xs
+    except NumericalError as exc:
+        if not stop_on_error:
+            raise
+        return X, str(exc), Xs

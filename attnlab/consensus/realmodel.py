@@ -73,8 +73,10 @@ class StackRunner:
         self._random_cache: dict[int, list[Any]] = {}
 
     def prepare(self, ids: torch.Tensor) -> tuple[torch.Tensor, BlockCalls]:
-        """The first block's input `[batch, T, d]` and every block's other arguments, from one forward of the model."""
-        return capture_block_calls(self.model, self.layers, ids)
+        """The first block's input `[batch, T, d]` and every block's other arguments, from one forward of the model
+        (tensors among those arguments made on another device, such as a default causal mask, moved to h's)."""
+        h, ctx = capture_block_calls(self.model, self.layers, ids)
+        return h, BlockCalls([_moved(call, h.device) for call in ctx.calls], ctx.batch)
 
     def random_stack(self, seed: int) -> list[Any]:
         """A fresh stack with the model's block shapes: Linear ~ N(0, initializer_range^2), 1-D norm weights 1."""
@@ -147,19 +149,39 @@ class StackRunner:
         return torch.log_softmax(logits.double(), dim=-1)
 
 
+def _moved(value: Any, device: torch.device) -> Any:
+    """`value` (a tensor, or tuples, lists and dicts of them) with every tensor on `device`."""
+    if isinstance(value, torch.Tensor):
+        return value if value.device == device else value.to(device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_moved(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _moved(v, device) for k, v in value.items()}
+    return value
+
+
+def _normal(p: torch.Tensor, std: float, g: torch.Generator) -> None:
+    """p ~ N(0, std^2) from the cpu generator `g`: drawn in place on the cpu, copied elsewhere (the same draws on
+    every device)."""
+    if p.device.type == "cpu":
+        p.normal_(0.0, std, generator=g)
+    else:
+        p.copy_(torch.empty(p.shape, dtype=p.dtype).normal_(0.0, std, generator=g))
+
+
 @torch.no_grad()
 def _redraw(layer: nn.Module, std: float, g: torch.Generator) -> None:
     """In module order: Linear weights ~ N(0, std^2) with zero biases, other weight matrices (Conv1D, stacked MoE
     experts) ~ N(0, std^2), 1-D norm weights 1."""
     for mod in layer.modules():
         if isinstance(mod, nn.Linear):
-            mod.weight.normal_(0.0, std, generator=g)
+            _normal(mod.weight, std, g)
             if mod.bias is not None:
                 mod.bias.zero_()
             continue
         for name, p in mod.named_parameters(recurse=False):
             if p.ndim >= 2:
-                p.normal_(0.0, std, generator=g)
+                _normal(p, std, g)
             elif name == "weight":
                 p.fill_(1.0)
 
@@ -181,15 +203,20 @@ def norm_gain_cv(runner: StackRunner) -> list[float]:
 def state_measures(runner: StackRunner, h: torch.Tensor) -> dict[str, np.ndarray]:
     """Measures of one state `[batch, T, d]`: E_first (final-normed, primary), E_first_raw, E_pair (normed,
     positions >= 1), top_share (normed), res_norm (mean residual norm); each `[batch]`."""
+    return {k: v.cpu().numpy() for k, v in state_tensors(runner, h).items()}
+
+
+def state_tensors(runner: StackRunner, h: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`state_measures` as float64 tensors `[batch]` on h's device (nothing read back but the measures' checks)."""
     with torch.no_grad():
         hn = runner.final(h).double()
     hr = h.detach().double()
     return {
-        "E_first": M.E_first(hn).numpy(),
-        "E_first_raw": M.E_first(hr).numpy(),
-        "E_pair": M.E_pair(hn[:, 1:]).numpy(),
-        "top_share": M.top_share(hn).numpy(),
-        "res_norm": hr.norm(dim=-1).mean(-1).numpy(),
+        "E_first": M.E_first(hn),
+        "E_first_raw": M.E_first(hr),
+        "E_pair": M.E_pair(hn[:, 1:]),
+        "top_share": M.top_share(hn),
+        "res_norm": hr.norm(dim=-1).mean(-1),
     }
 
 
@@ -214,7 +241,10 @@ def control_prompts(ids: torch.Tensor, groups: list[int]) -> torch.Tensor:
 
 class _StackRecorder:
     """Measures of every layer step (`state_measures` of the first B rows) and, at the depth-grid steps, the next
-    token's KL to the one-pass reference, top-1 agreement, entropy and (with controls, rows B:) C(k)."""
+    token's KL to the one-pass reference, top-1 agreement, entropy and (with controls, rows B:) C(k).
+
+    On the cpu each step is measured at once. On another device the states of a pass are kept there and measured
+    together at its end (`flush`: one batched call, one copy to the host), and so are the depth-view values."""
 
     def __init__(
         self,
@@ -224,31 +254,61 @@ class _StackRecorder:
         p_ref: torch.Tensor | None,
         controls: bool,
         decode: bool = False,
+        per_pass: bool = False,
     ):
-        self.runner, self.B, self.p_ref, self.decode = runner, B, p_ref, decode
+        self.runner, self.B, self.p_ref, self.decode, self.per_pass = runner, B, p_ref, decode, per_pass
         self.grid = set(grid.tolist())
         self.rows: dict[str, list[np.ndarray]] = {}
         self.top1: list[np.ndarray] = []  # [batch, T] per pass end (with `decode`)
         self.depth: dict[str, list[np.ndarray]] = {"KL_model": [], "top1_agree": [], "entropy": []}
         if controls:
             self.depth["C(k)"] = []
+        self.pending: list[torch.Tensor] = []  # states [B, T, d] not yet measured
+        self.pending_depth: dict[str, list[torch.Tensor]] = {k: [] for k in self.depth}
 
     def record(self, k: int, h: torch.Tensor) -> None:
         B = self.B
-        for name, val in state_measures(self.runner, h[:B]).items():
-            self.rows.setdefault(name, []).append(val)
+        self.pending.append(h[:B])
         if self.decode and k % self.runner.n_layers == 0:
-            self.top1.append(self.runner.top1(h[:B]).numpy())
-        if self.p_ref is None or k not in self.grid:
-            return
-        p_ref = self.p_ref
-        lp = self.runner.last_logprobs(h)
-        lpm = lp[:B]
-        self.depth["KL_model"].append((p_ref.exp() * (p_ref - lpm)).sum(-1).clamp_min(0).numpy())
-        self.depth["top1_agree"].append((lpm.argmax(-1) == p_ref.argmax(-1)).double().numpy())
-        self.depth["entropy"].append(-(lpm.exp() * lpm).sum(-1).numpy())
-        if "C(k)" in self.depth:
-            self.depth["C(k)"].append((lpm.exp() * (lpm - lp[B:])).sum(-1).clamp_min(0).numpy())
+            self.top1.append(self.runner.top1(h[:B]).cpu().numpy())
+        if self.p_ref is not None and k in self.grid:
+            p_ref = self.p_ref
+            lp = self.runner.last_logprobs(h)
+            lpm = lp[:B]
+            self.pending_depth["KL_model"].append((p_ref.exp() * (p_ref - lpm)).sum(-1).clamp_min(0))
+            self.pending_depth["top1_agree"].append((lpm.argmax(-1) == p_ref.argmax(-1)).double())
+            self.pending_depth["entropy"].append(-(lpm.exp() * lpm).sum(-1))
+            if "C(k)" in self.depth:
+                self.pending_depth["C(k)"].append((lpm.exp() * (lpm - lp[B:])).sum(-1).clamp_min(0))
+        if not self.per_pass or k % self.runner.n_layers == 0:
+            self.flush()
+
+    def flush(self) -> None:
+        """Measure the pending states (one batched call where there are several) and copy everything to the host."""
+        if len(self.pending) == 1:
+            values = {k: v[None] for k, v in state_tensors(self.runner, self.pending[0]).items()}
+        elif self.pending:
+            m, (B, T, d) = len(self.pending), self.pending[0].shape
+            flat = state_tensors(self.runner, torch.stack(self.pending).reshape(m * B, T, d))
+            values = {k: v.reshape(m, B) for k, v in flat.items()}
+        else:
+            values = {}
+        for name, val in values.items():
+            self.rows.setdefault(name, []).extend(val.cpu().numpy())
+        for name, vals in self.pending_depth.items():
+            self.depth[name].extend(v.cpu().numpy() for v in vals)
+            vals.clear()
+        self.pending.clear()
+
+
+def _check_finite(finite: list[torch.Tensor], k: int, variant: str) -> None:
+    """Raise naming the first non-finite layer step among the pending checks of steps k-len+1..k (one read-back)."""
+    ok = torch.stack(finite).cpu().numpy()
+    first = k - len(finite) + 1
+    finite.clear()
+    if not ok.all():
+        step = first + int(np.argmin(ok))
+        raise NumericalError(f"non-finite hidden state at layer step {step} ({variant}); stopping (float32 overflow)")
 
 
 def _check_iteration(runner: StackRunner, ids: torch.Tensor, variant: str, passes: int, layer: int) -> None:
@@ -273,9 +333,11 @@ def iterate_stack(
     controls: torch.Tensor | None = None,
     progress: bool = False,
     decode: bool = False,
+    per_pass: bool | None = None,
 ) -> StackRun:
     """Iterate the stack for `passes` passes on `ids` `[batch, T]`; `controls` (same shape) adds C(k); `decode`
-    adds the top-1 token of every position at every pass end (`StackRun.top1`, R14)."""
+    adds the top-1 token of every position at every pass end (`StackRun.top1`, R14). `per_pass`: measure and
+    check a pass's states together at its end (None: off the cpu; the results do not depend on it)."""
     _check_iteration(runner, ids, variant, passes, layer)
     B, L = ids.shape[0], runner.n_layers
     K = passes * L
@@ -290,17 +352,19 @@ def iterate_stack(
         # the model's own next-token distribution, from its own forward (not from our block-by-block pass, so the
         # one-pass KL_model checks the runner against the model instead of against itself)
         p_ref = runner.model_logprobs(ids) if depth_view else None
-        rec = _StackRecorder(runner, B, grid, p_ref, controls is not None, decode)
+        per_pass = h.device.type != "cpu" if per_pass is None else per_pass
+        rec = _StackRecorder(runner, B, grid, p_ref, controls is not None, decode, per_pass)
         rec.record(0, h)
+        finite: list[torch.Tensor] = []  # per layer step, kept on the device and checked at pass ends
         for k in it:
             h = runner.layer_step(runner.layer_at(variant, k, layer, seed), h, ctx, mlp)
-            if not torch.isfinite(h).all():
-                raise NumericalError(
-                    f"non-finite hidden state at layer step {k} ({variant}); stopping (float32 overflow)"
-                )
+            finite.append(torch.isfinite(h).all())
+            if not per_pass or k % L == 0:
+                _check_finite(finite, k, variant)
             if feedback_final_norm and k % L == 0 and k < K:
                 h = runner.final(h)
             rec.record(k, h)
+        rec.flush()
     return StackRun(
         steps=np.arange(K + 1),
         curves={k: np.stack(v, 1) for k, v in rec.rows.items()},

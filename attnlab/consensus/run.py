@@ -33,6 +33,7 @@ from attnlab.consensus.schedules import Schedule, make_schedule, roughness, sche
 from attnlab.consensus.stats import log_band, timeseries_rows
 from attnlab.consensus.sweeps import PhaseDiagram, phase_diagram
 from attnlab.consensus.theory import fit_log_slope, tail_slope
+from attnlab.device import on_device
 from attnlab.errors import InputError, NumericalError, check
 from attnlab.runs import RunDir, RunResult, check_out_folder, frame, open_run
 
@@ -122,9 +123,10 @@ def simulate(
     """Integrate `config.batch` uniform starts and write the run folder; tables: `timeseries` (median, mean log10
     E_first and its CI per time) and `final` (E_first, E_pair at the last time, per start)."""
     _refuse_resume(mode, "consensus simulate")
-    sch, spec, X0 = simulate_inputs(config)
+    device = _simulate_device(config)
+    sch, spec, X0 = simulate_inputs(config)  # drawn on the cpu, so every device integrates the same starts
     prepare(X0, sch, spec, config.t_max, config.h, config.integrator)  # refuse bad weights before the folder
-    with open_run(out, "consensus simulate", config, mode=mode, seed=config.seed) as run:
+    with open_run(out, "consensus simulate", config, mode=mode, seed=config.seed) as run, on_device(device):
         t0 = time.perf_counter()
         tr = integrate(
             X0,
@@ -137,6 +139,7 @@ def simulate(
             record_every=config.record_every,
             progress=progress,
             stop_on_error=True,
+            device=device,
         )
         metrics = simulate_metrics(config, tr, sch, time.perf_counter() - t0)
         rows = _save_simulate(run, config, X0, sch, tr, metrics)
@@ -154,6 +157,20 @@ def simulate(
             "final": _tables([{"start": i, **{k: float(v[i]) for k, v in final.items()}} for i in range(config.batch)]),
         },
     )
+
+
+def _simulate_device(cfg: SimulateConfig) -> torch.device:
+    """The resolved device of a simulation; on a GPU, refuses (one line) a size over its memory: the states, a
+    deferred chunk's states and Gram matrices, and the scores and weights of RK4's four stages."""
+    from attnlab.budget import check_device_memory
+    from attnlab.consensus.integrators import CHUNK_BYTES
+    from attnlab.device import resolve
+
+    device = resolve(cfg.device)
+    if device.type == "cuda":
+        need = 2 * CHUNK_BYTES + 8 * cfg.batch * cfg.heads * cfg.n**2 * 8
+        check_device_memory(need, f"consensus simulate --batch {cfg.batch} --n {cfg.n}", device)
+    return device
 
 
 # --- phase ---------------------------------------------------------------------------------------------------
@@ -247,12 +264,16 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
     from attnlab.hf.loader import load_causal_lm
 
     _refuse_resume(mode, "consensus model")
+    from attnlab.device import resolve
+
+    device = resolve(config.device)  # cuda without one: one line, before the model is loaded
     if out is not None:  # refuse a bad --out before spending seconds on loading the model
         check_out_folder(Path(out), mode, "consensus model")
     loaded = load_causal_lm(config.model, cache_dir=config.cache_dir, seq_len=config.seq_len, seq_flag="--seq-len")
-    runner = modelrun.runner_for(loaded.model, config)
-    ids, groups = modelrun.load_prompts(loaded.tokenizer, config)
-    with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run:
+    _check_model_memory(loaded.model, config, device)
+    runner = modelrun.runner_for(loaded.model.to(device), config)
+    ids, groups = modelrun.load_prompts(loaded.tokenizer, config)  # on the cpu: saved as they are
+    with open_run(out, "consensus model", config, mode=mode, seed=config.seed) as run, on_device(device):
         run.save_npy("prompts.npy", ids.numpy())
         run.write_json(
             "model.json",
@@ -264,7 +285,7 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
                 "measures": modelrun.MEASURES_NOTE,
             },
         )
-        res = modelrun.iterate_groups(runner, ids, groups, config, progress)
+        res = modelrun.iterate_groups(runner, ids.to(device), groups, config, progress)
         metrics = modelrun.model_metrics(runner, res)
         rows = modelrun.save_model(run, config, runner.n_layers, res, metrics)
         modelrun.save_decode(run, res, loaded.tokenizer)
@@ -283,6 +304,20 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
         ]
     )
     return RunResult(run.path, config, metrics, {"groups": table, "timeseries": _tables(rows)})
+
+
+def _check_model_memory(model: torch.nn.Module, cfg: ModelConfig, device: torch.device) -> None:
+    """On a GPU, one line when the model, a random stack's copy of its blocks and a pass's kept states (prompts
+    and controls, float32 hidden states and their float64 measures) exceed its memory."""
+    from attnlab.budget import check_device_memory
+
+    if device.type != "cuda":
+        return
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    d, L = int(getattr(model.config, "hidden_size", 0) or 0), int(getattr(model.config, "num_hidden_layers", 1) or 1)
+    rows = 2 * cfg.prompts * len(cfg.domains)
+    states = rows * cfg.seq_len * d * (L + 1) * (4 + 3 * 8)
+    check_device_memory(2 * params + states, f"consensus model --model {cfg.model}", device)
 
 
 # --- norm ----------------------------------------------------------------------------------------------------

@@ -260,7 +260,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _task_args(p)
     _sampler_args(p)
     _outputs_arg(p)
-    add_device_arg(p, "float64 (cpu only so far: cuda is refused)")
+    add_device_arg(p, "float64; the chains run there, the theory solve on the cpu; --outputs > 1 is cpu only")
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_sample, make_config=_sample_config)
     p = sub.add_parser(

@@ -116,7 +116,7 @@ class SolveConfig(_Common):
     attention: str = "task"
     from_run: str | None = None
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "paths solve"  # --device cuda is refused in one line
+    CPU_ONLY: ClassVar[str] = "paths solve computes with scipy on the cpu (an L-BFGS solve)"  # refused in one line
 
     def __post_init__(self) -> None:
         check_device(self.device)
@@ -142,7 +142,7 @@ class SweepConfig(_Common):
     tol: float = 1e-8
     allow_unconverged: bool = False
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "paths sweep"  # --device cuda is refused in one line
+    CPU_ONLY: ClassVar[str] = "paths sweep computes with scipy on the cpu (an L-BFGS solve per width)"
 
     def __post_init__(self) -> None:
         check_device(self.device)
@@ -169,10 +169,14 @@ class SampleConfig(_Common):
     predict_every: int = 5
     outputs: int = 1
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "paths sample"  # --device cuda is refused in one line
 
     def __post_init__(self) -> None:
         check_device(self.device)
+        check(
+            self.outputs == 1 or not self.device.startswith("cuda"),
+            f"--device {self.device}: --outputs {self.outputs} samples on the cpu only (its multi-output target is "
+            "not ported); use --outputs 1 or --device cpu",
+        )
         self._check_common()
         check(
             math.isfinite(self.N) and self.N >= 1 and float(self.N).is_integer(),
@@ -228,7 +232,7 @@ class PruneConfig:
     pool: int = 4000
     seed: int = 42
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "paths prune"  # --device cuda is refused in one line
+    CPU_ONLY: ClassVar[str] = "paths prune scores its heads with scipy theory solves on the cpu"
 
     def __post_init__(self) -> None:
         check_device(self.device)

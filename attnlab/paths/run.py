@@ -311,15 +311,21 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
 
     if config.outputs > 1:
         return _sample_outputs(config, out, mode)
+    from attnlab.device import on_device, resolve
+    from attnlab.paths.sampling.posterior import check_sample_memory
+
     _precheck(config)
+    device = resolve(config.device)  # the chains run there; the theory solve stays on the cpu (scipy)
     with open_run(out, "paths sample", config, mode=mode, seed=config.seed, prefix="paths-sample") as run:
         _check_resume(run, config, mode)
         data = _data(config)
+        check_sample_memory(config, data.gram, device)  # one line; the failed run leaves no folder
         T = config.temperature
         sp, th = theory_point(data, config.N, T, config.entropy_form, config.method)
-        rec = sample_point(data, int(config.N), T, config.chains, config.warmup, config.draws, config.sampler,
-                           config.leapfrog, config.thin, config.predict_every, config.seed,
-                           target_kind=config.target)  # fmt: skip
+        with on_device(device):
+            rec = sample_point(data, int(config.N), T, config.chains, config.warmup, config.draws, config.sampler,
+                               config.leapfrog, config.thin, config.predict_every, config.seed,
+                               target_kind=config.target, device=device)  # fmt: skip
         rec["rel_frob_err"] = float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U))
         rec["theory"] = th
         theory_mean = predict(sp.U, data.gram, data.y_train, T, data.xit_test).mean

@@ -82,6 +82,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--vocab-chars", type=count, default=None, help="BB characters (default 64)")
     p.add_argument("--triggers", type=count, default=None, help="BB trigger characters (default 3)")
     p.add_argument("--corpus", default=None, help="UTF-8 text file for the BB statistics (default: pydoc topics)")
-    add_device_arg(p, "float32 (cpu only so far: cuda is refused)", None)
+    add_device_arg(p, "float32 on any device (a resumed run keeps its own)", None)
     add_run_args(p, threads_default=1, resume=True)
     p.set_defaults(func=cmd_train, make_config=train_config)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from attnlab import budget
 from attnlab.device import check_device
@@ -51,8 +50,8 @@ class SeriesTrainConfig:
     steps: int = 800
     save_every: int = 20
     eval_batch: int = 64
-    device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "series train"  # --device cuda is refused in one line
+    # issue 22 (absent: cpu); hashed with the checkpoints, so a resumed run keeps its device
+    device: str = field(default="cpu", metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
         check_device(self.device)

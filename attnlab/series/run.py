@@ -19,6 +19,7 @@ import torch
 
 from attnlab.checkpoint import checkpoint_steps
 from attnlab.configs import config_from_dict
+from attnlab.device import on_device, resolve
 from attnlab.resume import Resume, not_a_config, resumed_config
 from attnlab.runs import RunDir, RunResult, check_out_folder, open_run, write_text
 from attnlab.series import _train as T
@@ -46,11 +47,17 @@ def eval_text(task: Any, cfg: SeriesTrainConfig) -> tuple[torch.Tensor, str]:
     return seqs, "".join(chars[int(i)] for row in seqs[:, 1:].tolist() for i in row)
 
 
-def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, resume: bool) -> dict:
+def train_loop(
+    run: RunDir, cfg: SeriesTrainConfig, task: Any, resume: bool, device: torch.device | None = None
+) -> dict:
     """Updates to cfg.steps (from the newest checkpoint when `resume`), a checkpoint and a metrics line (train loss
-    of the last update, evaluation loss) at every save step; returns {'step', 'resumed_from', 'checkpoints'}."""
-    model, tok = T.build_model(cfg, task), T.char_tokenizer(task)
+    of the last update, evaluation loss) at every save step; returns {'step', 'resumed_from', 'checkpoints'}.
+    `device`: where the model trains. Its initial weights and every batch are drawn on the cpu (seeded, the same on
+    every device) and copied there; losses are read back only at save steps (the metrics lines)."""
+    device = torch.device("cpu") if device is None else device
+    model, tok = T.build_model(cfg, task).to(device), T.char_tokenizer(task)
     seqs, text = eval_text(task, cfg)
+    seqs = seqs.to(device)
 
     def record(step: int, last: float) -> dict:
         model.eval()
@@ -58,7 +65,8 @@ def train_loop(run: RunDir, cfg: SeriesTrainConfig, task: Any, resume: bool) -> 
             return {"train_loss": last, "eval_loss": float(T.loss_of(model, seqs[:, :-1], seqs[:, 1:]))}
 
     def loss(step: int) -> torch.Tensor:
-        return T.loss_of(model, *T.batch(task, cfg, step))
+        inputs, targets = T.batch(task, cfg, step)
+        return T.loss_of(model, inputs.to(device), targets.to(device))
 
     saves = frozenset(save_steps(cfg))
     job = Job(model, T.make_optimizer(model, cfg), loss, record, cfg, MAY_CHANGE, T.hf_writer(tok))
@@ -82,17 +90,32 @@ def train_series(config: SeriesTrainConfig | Resume, out: str | Path | None = No
     not_a_config(config, mode, "series train")
     config = resumed_config(config, out, "series train", saved_config, MAY_CHANGE) if mode == "resume" else config
     assert isinstance(config, SeriesTrainConfig)
+    device = _device(config)
     task = T.build_task(config)
     with open_run(out, "series train", config, mode=mode, seed=config.seed) as run:
         if mode == "resume" and nothing_to_do(run, config.steps, "summary.json"):
             return _unchanged(run, config)
         t0 = time.perf_counter()
-        result = train_loop(run, config, task, mode == "resume")
+        with on_device(device):
+            result = train_loop(run, config, task, mode == "resume", device)
         summary = {**result, "wall_seconds": round(time.perf_counter() - t0, 2), "task": task.meta(),
                    "final_eval_loss": run.metrics()[-1]["eval_loss"]}  # fmt: skip
         run.write_json("summary.json", summary)
         write_report(run)
     return RunResult(path=run.path, config=config, summary=summary, tables={"metrics": pd.DataFrame(run.metrics())})
+
+
+def _device(cfg: SeriesTrainConfig) -> torch.device:
+    """The resolved device of a series run; on a GPU, a size over its memory is refused in one line (the same
+    estimate as the RAM check)."""
+    from attnlab import budget
+
+    device = resolve(cfg.device)
+    vocab = cfg.vocab_chars + 2
+    sizes = (vocab, cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.d_mlp, cfg.n_heads, max(cfg.batch, cfg.eval_batch))
+    need = budget.transformer_train_bytes(*sizes)
+    budget.check_device_memory(need, f"series train --batch {cfg.batch} --seq-len {cfg.seq_len}", device)
+    return device
 
 
 def _unchanged(run: RunDir, config: SeriesTrainConfig) -> RunResult:

@@ -81,24 +81,45 @@ def test_resolve_counts_gpus(monkeypatch):
         D.resolve("cuda:2")
 
 
+CPU_ONLY = {  # the commands that keep computing on the cpu, and why (their one-line refusal says it)
+    "paths solve": "scipy", "paths sweep": "scipy", "paths prune": "scipy", "bb intervene": "evaluates on the cpu",
+}  # fmt: skip
+
+
 def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
+    """With a GPU present, a cpu-only command refuses cuda in one line that says why; auto means cpu for it."""
+    from attnlab.registry import resolve
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(InputError, match="paths solve computes on the cpu only"):
-        D.resolve("cuda", gpu="paths solve")
-    assert D.resolve("auto", gpu="paths solve") == torch.device("cpu")
+    for command, why in CPU_ONLY.items():
+        cls, _ = resolve(command)
+        reason = cls.CPU_ONLY
+        assert reason.startswith(command) and why in reason
+        with pytest.raises(InputError) as exc:
+            D.resolve("cuda", gpu=reason)
+        line = str(exc.value)
+        assert "\n" not in line and line.startswith(f"--device cuda: {command} ") and "not available" in line
+        assert D.resolve("auto", gpu=reason) == torch.device("cpu")
+    for command in ("series train", "consensus simulate", "consensus phase", "consensus model", "paths sample",
+                    "bb train"):  # fmt: skip
+        assert getattr(resolve(command)[0], "CPU_ONLY", None) is None, command  # these compute on the device
 
 
 @pytest.mark.parametrize(
     "argv",
     [["bb", "train", *TINY_BB], ["consensus", "phase", "--num-betas", "2", "--starts", "2", "--t-max", "1"],
-     ["consensus", "simulate", "--batch", "2", "--t-max", "1"], ["paths", "solve", "--P", "20", "--n-test", "20"]],
-    ids=["bb train", "consensus phase", "consensus simulate", "paths solve"],
+     ["consensus", "simulate", "--batch", "2", "--t-max", "1"], ["paths", "solve", "--P", "20", "--n-test", "20"],
+     ["series", "train", "--steps", "2", "--save-every", "1", "--batch", "2", "--seq-len", "8", "--d-model", "8",
+      "--d-mlp", "8", "--layers", "1"],
+     ["consensus", "model", "--passes", "1"], ["paths", "sample", "--P", "20", "--n-test", "20"]],
+    ids=["bb train", "consensus phase", "consensus simulate", "paths solve", "series train", "consensus model",
+         "paths sample"],
 )  # fmt: skip
 def test_cli_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path, no_cuda, argv):
     out = tmp_path / "run"
     line = _one_line_error(capsys, [*argv, "--device", "cuda", "--out", str(out)])
-    assert "--device cuda" in line and ("no CUDA device" in line or "cpu only" in line)
+    assert "--device cuda" in line and ("no CUDA device" in line or "not available" in line)
     assert not out.exists()
 
 
@@ -224,3 +245,196 @@ def test_a_report_written_without_plotly_gets_a_stub(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "plotly.offline", None)  # `from plotly.offline import ...` raises ImportError
     assert report.plotly_asset(tmp_path) == report.PLOTLY_ASSET
     assert (tmp_path / report.PLOTLY_ASSET).read_text() == report.PLOTLY_MISSING
+
+
+# --- consensus simulate, series train, consensus model on the requested device -----------------------------------
+def _random_run(sync_every, **kw):
+    import warnings
+
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import integrate
+    from attnlab.consensus.schedules import make_schedule
+
+    X0 = torch.randn(4, 6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sch = make_schedule("random", 3, 1, 0, scale=kw.pop("scale", 1.0), value="random", delta=0.5)
+    spec = AttentionSpec("SA", "full", torch.tensor([1.0]))
+    measures = ("E_first", "E_pair", "clustered_fraction", "cluster_count")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the step-bound warning of the blow-up case
+        return integrate(X0, sch, spec, 6.0, 0.1, kw.pop("method", "euler"), measures=measures, record_every=3,
+                         stop_on_error=True, sync_every=sync_every, **kw)  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["rk4", "euler", "exp_euler", "postnorm", "prenorm"])
+def test_deferred_chunks_give_the_checked_steps_results(method):
+    """The GPU loop (`sync_every` > 1: acceptance kept on the device, one read-back a chunk, a chunk's measures in one
+    batched call) gives what the checked loop (one step at a time, the cpu's) gives: the same states bit for bit
+    (the step's ops are the same), the measures to rounding (batched; bit for bit on this machine)."""
+    checked, deferred = _random_run(1, method=method), _random_run(7, method=method)
+    assert checked.stopped is None and len(checked.t) == 61
+    for name, values in checked.measures.items():  # bit for bit here; batched matmuls may round apart elsewhere
+        assert np.allclose(values, deferred.measures[name], rtol=1e-13, atol=1e-15), name
+    assert np.array_equal(checked.states, deferred.states) and np.array_equal(checked.t_states, deferred.t_states)
+    assert torch.equal(checked.final, deferred.final)
+
+
+def test_deferred_chunks_stop_at_the_same_step_with_the_same_message():
+    """A step rejected inside a chunk (step 31 of chunks of 7) ends the run where the checked loop ends it: the same
+    NumericalError text, the same partial measures and states, the state before the bad step recorded."""
+    checked, deferred = _random_run(1, scale=3.0), _random_run(7, scale=3.0)
+    assert checked.stopped is not None and "t=3," in checked.stopped and len(checked.t) == 31
+    assert deferred.stopped == checked.stopped
+    for name, values in checked.measures.items():
+        assert values.shape == (4, 31) and np.allclose(values, deferred.measures[name], rtol=1e-13, atol=1e-15), name
+    assert np.array_equal(checked.states, deferred.states) and np.array_equal(checked.t_states, deferred.t_states)
+
+
+def test_the_integration_step_follows_the_device_argument():
+    """Every tensor the hot loop makes (weights, beta, the step's update, its acceptance, the projected state) is
+    made on the field's device: checked on torch's meta device (shapes only, no data)."""
+    from attnlab.consensus.dynamics import AttentionSpec
+    from attnlab.consensus.integrators import Field, advance, project, step_ok
+    from attnlab.consensus.schedules import make_schedule
+
+    meta = torch.device("meta")
+    sch = make_schedule("random", 3, 2, 0, value="random", delta=0.5)
+    field_ = Field(sch, AttentionSpec("SA", "causal", torch.tensor([1.0, 2.0])), 3, 4, meta)
+    assert field_.spec.beta.device == meta and all(w.device == meta for w in field_.weights(0.0))
+    X = torch.empty(4, 5, 3, dtype=torch.float64, device=meta)
+    for method in ("rk4", "euler", "exp_euler", "postnorm", "prenorm"):
+        Y, F, _ = advance(method, field_, 0.0, X, 0.1)
+        ok = step_ok(method, Y, True, 0.05)
+        assert {Y.device, F.device, ok.device, project(method, Y).device} == {meta}, method
+        assert Y.dtype == torch.float64 and Y.shape == X.shape and ok.shape == ()
+
+
+def test_chunk_size_is_one_on_the_cpu_and_bounded_elsewhere():
+    from attnlab.consensus.integrators import CHUNK_BYTES, chunk_steps
+
+    assert chunk_steps(torch.zeros(2, 3, 3), None) == 1 and chunk_steps(torch.zeros(2, 3, 3), 9) == 9
+    assert chunk_steps(torch.empty(2, 3, 3, device="meta"), None) == 256
+    mid = chunk_steps(torch.empty(64, 64, 8, device="meta"), None)  # 2 MiB of Gram matrices a step
+    assert mid == 32 and mid * 8 * 64 * 64 * 64 <= CHUNK_BYTES
+    assert chunk_steps(torch.empty(64, 512, 8, device="meta"), None) == 1  # a step alone exceeds the bound
+
+
+def test_model_stack_helpers_follow_the_device():
+    """consensus model: captured block arguments are moved to the state's device; random blocks are drawn from the
+    cpu generator and copied, so every device gets the same draws."""
+    from attnlab.consensus.realmodel import _moved, _normal
+
+    meta = torch.device("meta")
+    call = ((torch.zeros(2),), {"mask": torch.ones(1, 1, 3, 3), "rope": (torch.ones(3), torch.ones(3)), "n": 3})
+    args, kw = _moved(call, meta)
+    assert args[0].device == meta and kw["mask"].device == meta and {t.device for t in kw["rope"]} == {meta}
+    assert kw["n"] == 3
+    cpu, other = torch.empty(4, 5), torch.empty(4, 5, device=meta)
+    _normal(cpu, 0.02, torch.Generator().manual_seed(7))
+    _normal(other, 0.02, torch.Generator().manual_seed(7))  # drawn on the cpu, copied (meta keeps no data)
+    again = torch.empty(4, 5).normal_(0.0, 0.02, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(cpu, again) and other.device == meta
+
+
+SIM = ["consensus", "simulate", "--batch", "3", "--n", "6", "--t-max", "2", "--schedule", "random", "--threads", "1"]
+SAMPLE = ["paths", "sample", "--P", "20", "--n-test", "20", "--chains", "2", "--warmup", "10", "--draws", "8",
+          "--leapfrog", "2", "--threads", "1"]  # fmt: skip
+SERIES = ["series", "train", "--steps", "4", "--save-every", "2", "--batch", "2", "--seq-len", "8", "--d-model", "8",
+          "--d-mlp", "16", "--layers", "1", "--threads", "1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", [SIM, SERIES, SAMPLE], ids=["consensus simulate", "series train", "paths sample"])
+def test_auto_is_the_cpu_run_bit_for_bit_and_is_recorded(tmp_path, no_cuda, argv):
+    """`--device auto` on a machine without CUDA: config.json keeps "auto", manifest.json names the cpu, every
+    result file equals the `--device cpu` run's (whose config.json has no device field)."""
+    assert main([*argv, "--out", str(tmp_path / "cpu")]) == 0
+    assert main([*argv, "--device", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert "device" not in json.loads((tmp_path / "cpu" / "config.json").read_text())
+    assert json.loads((tmp_path / "auto" / "config.json").read_text())["device"] == "auto"
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["device"] == "cpu"
+    files = [p.relative_to(tmp_path / "cpu") for p in (tmp_path / "cpu").rglob("*")
+             if p.suffix in (".npy", ".npz", ".jsonl", ".safetensors", ".csv")]  # fmt: skip
+    assert len(files) >= 2
+    for name in files:
+        assert (tmp_path / "cpu" / name).read_bytes() == (tmp_path / "auto" / name).read_bytes(), name
+
+
+def test_series_and_simulate_refuse_a_size_over_the_gpu_memory(monkeypatch):
+    from attnlab.consensus import run as cons_run
+    from attnlab.consensus.config import SimulateConfig
+    from attnlab.series import run as series_run
+    from attnlab.series.config import SeriesTrainConfig
+
+    monkeypatch.setattr(D, "memory_bytes", lambda device: 2**20)  # a GPU with 1 MiB free
+    monkeypatch.setattr(series_run, "resolve", lambda device: torch.device("cuda"))
+    with pytest.raises(InputError, match=r"series train --batch 32 --seq-len 64 would need about .* GiB on cuda"):
+        series_run._device(SeriesTrainConfig())
+    monkeypatch.setattr(D, "resolve", lambda device, *a, **k: torch.device("cuda"))
+    with pytest.raises(InputError, match=r"consensus simulate --batch 64 --n 32 would need about"):
+        cons_run._simulate_device(SimulateConfig())
+
+
+def test_the_sampler_follows_the_device_of_its_path_kernels():
+    """paths sample: the target built on kernels on a device (meta here) makes its prior draw, log density,
+    gradient and HMC transition there (the draws come from the cpu generator and are copied)."""
+    from attnlab.paths.networks.kernels import PathGram
+    from attnlab.paths.sampling.sampler import CollapsedTarget, FullTarget, PredictorSums, _Chains, _transition
+    from attnlab.paths.tasks.data import build_data
+
+    data, meta = build_data("markov", 20, 20), torch.device("meta")
+    gram = PathGram(data.gram.xit.to(meta), data.gram.mode)
+    for cls in (CollapsedTarget, FullTarget):
+        target = cls(data.cfg.with_widths(10), gram, data.y_train, 0.1)
+        q = target.prior_draw(3, torch.Generator().manual_seed(0))
+        chains = _Chains(q, *target.log_prob_and_grad(q))
+        eps = torch.full((3,), 0.1, dtype=torch.float64, device=meta)
+        minv = torch.ones(3, target.dim, dtype=torch.float64, device=meta)
+        stats = _transition(target, chains, eps, minv, 2, torch.Generator().manual_seed(1))
+        made = [q, chains.q, chains.lp, chains.g, chains.bad, *stats.values()]
+        assert {t.device for t in made} == {meta}, cls.__name__
+    sums = PredictorSums(target, data.xit_test.to(meta))
+    assert {sums.mean.device, sums.cvar.device, sums.fixed_idx.device} == {meta}
+
+
+def test_multi_output_sampling_refuses_cuda():
+    from attnlab.paths.config import SampleConfig
+
+    with pytest.raises(InputError, match="--outputs 2 samples on the cpu only"):
+        SampleConfig(outputs=2, device="cuda")
+    assert SampleConfig(outputs=2, device="auto").device == "auto"
+
+
+def test_paths_sample_refuses_a_size_over_the_gpu_memory(monkeypatch):
+    from attnlab.paths.config import SampleConfig
+    from attnlab.paths.sampling.posterior import check_sample_memory
+    from attnlab.paths.tasks.data import build_data
+
+    gram = build_data("markov", 20, 20).gram
+    check_sample_memory(SampleConfig(P=20), gram, torch.device("cpu"))  # the cpu: the config checked the RAM
+    monkeypatch.setattr(D, "memory_bytes", lambda device: 2**10)
+    with pytest.raises(InputError, match=r"paths sample --chains 4 --draws 2000 --P 20 would need about"):
+        check_sample_memory(SampleConfig(P=20), gram, torch.device("cuda"))
+
+
+@pytest.mark.parametrize("variant", ["periodic", "random"])
+def test_model_stack_measured_per_pass_gives_the_per_step_results(variant):
+    """consensus model's GPU recording (a pass's states measured in one batched call at its end, finiteness checked
+    once a pass) gives what the cpu's per-step recording gives, on a tiny random Llama."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from attnlab.consensus.realmodel import StackRunner, control_prompts, iterate_stack
+
+    cfg = LlamaConfig(vocab_size=53, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=32)  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        runner = StackRunner(LlamaForCausalLM(cfg).eval())
+    ids = torch.randint(0, 53, (4, 8), generator=torch.Generator().manual_seed(1))
+    ctrl = control_prompts(ids, [2, 2])
+    step, per_pass = (iterate_stack(runner, ids, variant, 3, True, 1, 0, controls=ctrl, decode=True, per_pass=p)
+                      for p in (False, True))  # fmt: skip
+    assert step.curves.keys() == per_pass.curves.keys() and step.depth.keys() == per_pass.depth.keys()
+    for name, values in step.curves.items():
+        assert values.shape == (4, 7) and np.allclose(values, per_pass.curves[name], rtol=1e-12, atol=1e-14), name
+    for name, values in step.depth.items():
+        assert np.array_equal(values, per_pass.depth[name]), name
+    assert np.array_equal(step.top1, per_pass.top1)

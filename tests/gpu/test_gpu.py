@@ -8,6 +8,15 @@ float64 phase diagram):
   and equal in most cells.
 - Determinism: the same seed on the same GPU gives byte-identical metrics.jsonl (deterministic algorithms on,
   `attnlab.device.on_device`; ops without a deterministic kernel are listed in `attnlab.device.NONDETERMINISTIC`).
+- consensus simulate (float64, the same starts and weights, drawn on the cpu): every E_first / E_pair within 1e-9
+  (absolute) after 100 RK4 steps, clustered fractions within two ordered pairs a start (one pair crossing the
+  cosine threshold); a second CUDA run gives the same arrays.
+- series train (float32, GPT-2, 12 steps): train and evaluation losses within 2e-3 (relative) of the CPU run;
+  byte-identical metrics.jsonl on a second CUDA run.
+- paths sample (float64 HMC, both targets, 13 iterations; the same cpu-generator draws): every kept U draw and
+  log density within 1e-8 (relative, or absolute below 1) of the CPU run; bit-identical on a second CUDA run.
+- consensus model on a tiny random Llama (float32 blocks, float64 measures; 4 passes): E_first and the depth view
+  within 1e-3 (absolute, or relative above 1) of the CPU run; a second CUDA run gives the same curves.
 """
 
 from __future__ import annotations
@@ -92,3 +101,99 @@ def test_cuda_index_past_the_last_gpu_is_refused():
 
     with pytest.raises(InputError, match="CUDA device"):
         resolve(f"cuda:{torch.cuda.device_count()}")
+
+
+def _simulate(tmp_path, name, device):
+    from attnlab.consensus.config import SimulateConfig
+    from attnlab.consensus.run import simulate
+
+    cfg = SimulateConfig(batch=16, n=16, d=3, t_max=10.0, h=0.1, schedule="random", record_every=20, device=device)
+    return simulate(cfg, tmp_path / name, progress=False).path
+
+
+def test_simulate_cuda_agrees_with_cpu_and_is_deterministic(tmp_path):
+    cpu, gpu, again = (_simulate(tmp_path, n, d) for n, d in (("cpu", "cpu"), ("gpu", "cuda"), ("again", "cuda")))
+    for name in ("E.npy", "E_pair.npy"):
+        a, b = np.load(cpu / name), np.load(gpu / name)
+        assert a.shape == b.shape == (16, 101) and np.abs(a - b).max() <= 1e-9, name
+        assert np.array_equal(b, np.load(again / name)), name
+    assert np.array_equal(np.load(cpu / "x0.npy"), np.load(gpu / "x0.npy"))  # the same starts
+    assert np.abs(np.load(cpu / "states.npy") - np.load(gpu / "states.npy")).max() <= 1e-9
+    assert json.loads((gpu / "manifest.json").read_text())["device"].startswith("cuda")
+
+
+def _series(tmp_path, name, device):
+    from attnlab.series.config import SeriesTrainConfig
+    from attnlab.series.run import train_series
+
+    cfg = SeriesTrainConfig(steps=12, save_every=4, batch=8, seq_len=32, d_model=32, d_mlp=64, n_layers=2,
+                            eval_batch=16, device=device)  # fmt: skip
+    return train_series(cfg, tmp_path / name).path
+
+
+def test_series_cuda_agrees_with_cpu_and_is_deterministic(tmp_path):
+    """Byte-identical CUDA runs, unless torch warned that an op ran without a deterministic kernel (listed in
+    `attnlab.device.NONDETERMINISTIC`: the memory-efficient attention backward); then within 1e-5."""
+    import warnings
+
+    cpu = _series(tmp_path, "cpu", "cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gpu, again = _series(tmp_path, "gpu", "cuda"), _series(tmp_path, "again", "cuda")
+    a, b = _metrics(cpu), _metrics(gpu)
+    assert [r["step"] for r in a] == [r["step"] for r in b] == [0, 4, 8, 12]
+    bad = [(r["step"], k) for r, s in zip(a, b, strict=True) for k in r if not _close(r[k], s[k], 2e-3)]
+    assert not bad, bad[:10]
+    if any("non-deterministic" in str(w.message) for w in caught):
+        assert _close([list(r.values()) for r in b], [list(r.values()) for r in _metrics(again)], 1e-5)
+    else:
+        assert (gpu / "metrics.jsonl").read_bytes() == (again / "metrics.jsonl").read_bytes()
+
+
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return LlamaForCausalLM(cfg).eval()
+
+
+def _stack(device, variant):
+    from attnlab.consensus.realmodel import StackRunner, control_prompts, iterate_stack
+
+    ids = torch.randint(0, 97, (4, 12), generator=torch.Generator().manual_seed(1))
+    runner = StackRunner(_tiny_llama().to(device))
+    ctrl = control_prompts(ids, [2, 2]).to(device)
+    return iterate_stack(runner, ids.to(device), variant, 4, True, 1, 0, controls=ctrl, decode=True)
+
+
+@pytest.mark.parametrize("variant", ["periodic", "random"])
+def test_model_stack_cuda_agrees_with_cpu_and_is_deterministic(variant):
+    cpu, gpu, again = _stack("cpu", variant), _stack("cuda", variant), _stack("cuda", variant)
+    for name, values in cpu.curves.items():
+        assert values.shape == gpu.curves[name].shape == (4, 13), name
+        assert _close(values.tolist(), gpu.curves[name].tolist(), 1e-3), name
+        assert np.array_equal(gpu.curves[name], again.curves[name]), name
+    for name, values in cpu.depth.items():
+        assert _close(values.tolist(), gpu.depth[name].tolist(), 1e-3) or name == "top1_agree", name
+    assert gpu.top1 is not None and gpu.top1.shape == (4, 5, 12)
+
+
+@pytest.mark.parametrize("target", ["collapsed", "full"])
+def test_paths_sample_cuda_agrees_with_cpu_and_is_deterministic(target):
+    from attnlab.paths.sampling.posterior import sample_point
+    from attnlab.paths.tasks.data import build_data
+
+    data = build_data("markov", 20, 20)
+
+    def run(device):
+        return sample_point(data, 10, 0.1, 2, 5, 8, "hmc", 4, seed=3, progress=False, target_kind=target,
+                            device=torch.device(device))  # fmt: skip
+
+    cpu, gpu, again = run("cpu"), run("cuda"), run("cuda")
+    for key in ("U_hat", "pred_mean", "pred_var"):
+        assert _close(np.asarray(cpu[key]).tolist(), np.asarray(gpu[key]).tolist(), 1e-8), key
+        assert np.array_equal(np.asarray(gpu[key]), np.asarray(again[key])), key
+    assert cpu["divergences"] == gpu["divergences"] and cpu["accept_mean"] == pytest.approx(gpu["accept_mean"], 1e-8)

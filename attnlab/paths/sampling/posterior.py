@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.paths.networks.kernels import PathGram
 from attnlab.paths.sampling.diagnostics import ebfmi, summarize
 from attnlab.paths.sampling.sampler import CollapsedTarget, FullTarget, PredictorSums, SamplerResult, sample_chains
 from attnlab.paths.tasks.data import PathData
@@ -32,14 +33,19 @@ def sample_point(
     seed: int = 0,
     progress: bool = True,
     target_kind: str = "collapsed",
+    device: Any = None,
 ) -> dict:
     """Sampling at width N: U_hat (Eq 14) with MCSE, diagnostics, gates and the sampled predictor. The predictor
     is the Rao-Blackwellised mean over the upper-weight draws (valid for both targets: their upper-weight
-    marginals are the same posterior). Diagnostics that too few draws leave undefined are NaN."""
+    marginals are the same posterior). Diagnostics that too few draws leave undefined are NaN. `device` (a
+    `torch.device`; None: the cpu): where the chains run; the path kernels are rebuilt there from the data's."""
     cfg = data.cfg.with_widths(N)
     cls = FullTarget if target_kind == "full" else CollapsedTarget
-    target = cls(cfg, data.gram, data.y_train, T)
-    sums = PredictorSums(target, data.xit_test, every=predict_every)
+    gram, xit_test = data.gram, data.xit_test
+    if device is not None and device.type != "cpu":
+        gram, xit_test = PathGram(gram.xit.to(device), gram.mode), xit_test.to(device)
+    target = cls(cfg, gram, data.y_train, T)
+    sums = PredictorSums(target, xit_test, every=predict_every)
     t0 = time.perf_counter()
     res = sample_chains(
         target, chains, warmup, draws, n_leapfrog, kind, seed=seed, thin=thin, on_draw=sums, progress=progress
@@ -59,6 +65,19 @@ def sample_point(
         and rec["divergences"] <= GATES["divergence_rate"] * chains * n_iter
     )
     return rec
+
+
+def check_sample_memory(config: Any, gram: PathGram, device: Any) -> None:
+    """On a GPU, one line when the path kernels (M [n, n, P, P] in gram mode, xi~ [P, n, N0] in factor mode), each
+    chain's [P, P] kernels and their temporaries (8 copies) and the kept draws ([n, n] each) exceed its memory."""
+    from attnlab.budget import check_device_memory
+
+    if getattr(device, "type", "cpu") != "cuda":
+        return
+    n, P = gram.n_paths, gram.P
+    kernels = 8.0 * (n * n * P * P if gram.mode == "gram" else P * n * gram.N0)
+    need = kernels + 8.0 * 8 * config.chains * P**2 + 8.0 * config.chains * config.draws * (n * n + 6)
+    check_device_memory(need, f"paths sample --chains {config.chains} --draws {config.draws} --P {config.P}", device)
 
 
 def _nan_extreme(values: np.ndarray, fn: str) -> float:

@@ -1,6 +1,10 @@
 """Posterior sampling in PyTorch, float64 (spec §7): the `collapsed` target (V^(0) integrated out exactly) and an
 HMC / MALA sampler with dual-averaging step size and windowed diagonal-mass adaptation, C chains batched.
 
+Device: the chains run where the target's path kernels are (`gram.xit.device`). Every random draw comes from a cpu
+`torch.Generator` seeded with `seed` and is copied over, so every device makes the same draws; nothing is read
+back to the host between kept draws but the predictor's Cholesky check.
+
 Collapsed log density (theta = upper weights {V^(l)h, a}, flat [C, d]):
   log p = -sum |W|^2/(2 sigma_W^2) - 1/2 ln det(K(U(theta)) + T I) - 1/2 Y^T (K + T I)^{-1} Y,
 with U(theta) = V_eff V_eff^T / N_1 [N8]. A failed Cholesky gives -inf (a numerical rejection).
@@ -20,6 +24,11 @@ from attnlab.paths.networks.architecture import PathConfig, PathNetwork
 from attnlab.paths.networks.kernels import PathGram
 
 
+def _draw(values: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Draws made on the cpu generator, on `device` (the same numbers on every device; no copy on the cpu)."""
+    return values if values.device == device else values.to(device)
+
+
 class CollapsedTarget:
     """log p(theta_up | data) for C chains at once; widths from cfg (finite integers)."""
 
@@ -29,14 +38,24 @@ class CollapsedTarget:
         for w in cfg.widths:
             check(math.isfinite(w) and w >= 1, f"widths: sampling needs finite positive widths, got {w}")
         self.cfg, self.gram, self.T = cfg, gram, float(T)
+        self.device = gram.xit.device
         self.net = PathNetwork(cfg)
-        self.Y = torch.as_tensor(Y, dtype=torch.float64)
+        self.Y = torch.as_tensor(Y, dtype=torch.float64).to(self.device)
+        self.eye = torch.eye(gram.P, dtype=torch.float64, device=self.device)
         Ns = [int(w) for w in cfg.widths]
         self.shapes = [(cfg.H[l], Ns[l + 1], Ns[l]) for l in range(cfg.L)] + [(Ns[-1],)]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
         self.dim = sum(self.sizes)
         sd = [math.sqrt(cfg.variances[l + 1]) for l in range(cfg.L + 1)]
         self.prior_sd = torch.cat([torch.full((n,), s, dtype=torch.float64) for n, s in zip(self.sizes, sd)])
+        self.prior_sd = self.prior_sd.to(self.device)
+
+    def _fix_failed(self, Lc: torch.Tensor, bad: torch.Tensor) -> torch.Tensor:
+        """Failed Cholesky factors replaced by the identity (their chains are rejected). On the cpu only when one
+        failed, as always; elsewhere unconditionally (the same values, and no read-back)."""
+        if self.device.type != "cpu" or bool(bad.any()):
+            return torch.where(bad[:, None, None], self.eye, Lc)
+        return Lc
 
     def unpack(self, theta: torch.Tensor) -> dict:
         """theta [C, d] -> {'V': [V_l [C, H_l, N_{l+1}, N_l]], 'a': [C, N_a]}."""
@@ -51,11 +70,10 @@ class CollapsedTarget:
     def log_prob(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log p [C], numerical-failure mask [C])."""
         Us, _ = self.order_parameters(theta)
-        K = self.gram.kernel(Us[0]) + self.T * torch.eye(self.gram.P, dtype=torch.float64)
+        K = self.gram.kernel(Us[0]) + self.T * self.eye
         Lc, info = torch.linalg.cholesky_ex(K)
         bad = info != 0
-        if bool(bad.any()):
-            Lc = torch.where(bad[:, None, None], torch.eye(self.gram.P, dtype=torch.float64), Lc)
+        Lc = self._fix_failed(Lc, bad)
         a = torch.cholesky_solve(self.Y.expand(theta.shape[0], -1)[..., None], Lc)[..., 0]
         lp = (
             -0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
@@ -70,15 +88,14 @@ class CollapsedTarget:
         th = theta.detach().requires_grad_(True)
         if self.prior_only:
             lp = -0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
-            return lp, -theta / self.prior_sd**2, torch.zeros(theta.shape[0], dtype=torch.bool)
+            return lp, -theta / self.prior_sd**2, torch.zeros(theta.shape[0], dtype=torch.bool, device=theta.device)
         Us, _ = self.order_parameters(th)
         U = Us[0]
         with torch.no_grad():
-            K = self.gram.kernel(U) + self.T * torch.eye(self.gram.P, dtype=torch.float64)
+            K = self.gram.kernel(U) + self.T * self.eye
             Lc, info = torch.linalg.cholesky_ex(K)
             bad = info != 0
-            if bool(bad.any()):
-                Lc = torch.where(bad[:, None, None], torch.eye(self.gram.P, dtype=torch.float64), Lc)
+            Lc = self._fix_failed(Lc, bad)
             a = torch.cholesky_solve(self.Y.expand(theta.shape[0], -1)[..., None], Lc)
             B = torch.cholesky_inverse(Lc) - a @ a.transpose(-1, -2)
             GU = -0.5 * self.gram.contract(B)
@@ -90,7 +107,7 @@ class CollapsedTarget:
         return torch.where(bad, torch.full_like(lp, -math.inf), lp), g, bad
 
     def prior_draw(self, C: int, generator: torch.Generator) -> torch.Tensor:
-        return torch.randn(C, self.dim, generator=generator, dtype=torch.float64) * self.prior_sd
+        return _draw(torch.randn(C, self.dim, generator=generator, dtype=torch.float64), self.device) * self.prior_sd
 
 
 @dataclass
@@ -143,8 +160,8 @@ class _Adaptation:
     def __post_init__(self) -> None:
         C = self.eps.shape[0]
         self.mu = torch.log(10 * self.eps)
-        self.Hbar = torch.zeros(C, dtype=torch.float64)
-        self.logeps_bar = torch.zeros(C, dtype=torch.float64)
+        self.Hbar = torch.zeros(C, dtype=torch.float64, device=self.eps.device)
+        self.logeps_bar = torch.zeros(C, dtype=torch.float64, device=self.eps.device)
 
     def update(self, it: int, q: torch.Tensor, acc_prob: torch.Tensor, prior_sd: torch.Tensor, warmup: int) -> None:
         """One warmup iteration: step-size update, window bookkeeping, and the final step size at the end."""
@@ -185,7 +202,7 @@ def _transition(
     momentum p ~ N(0, M) with M = 1/minv, Metropolis on H = -log p + p^T minv p / 2; a non-finite or failed
     proposal is a numerical rejection, dH > 1000 a divergence. Updates `s` in place; returns the statistics."""
     C, d = s.q.shape
-    p = torch.randn(C, d, generator=gen, dtype=torch.float64) / torch.sqrt(minv)
+    p = _draw(torch.randn(C, d, generator=gen, dtype=torch.float64), s.q.device) / torch.sqrt(minv)
     H0 = -s.lp + 0.5 * (p * p * minv).sum(-1)
     qn, pn, gn, lpn, badn = s.q, p + 0.5 * e[:, None] * s.g, s.g, s.lp, s.bad
     for k in range(n_lf):
@@ -199,7 +216,7 @@ def _transition(
     divergent = finite & (dH > 1000)
     acc_prob = torch.where(finite, torch.exp(torch.clamp(-dH, max=0.0)), torch.zeros_like(dH))
     acc_prob = torch.where(divergent, torch.zeros_like(acc_prob), acc_prob)
-    accept = torch.rand(C, generator=gen, dtype=torch.float64) < acc_prob
+    accept = _draw(torch.rand(C, generator=gen, dtype=torch.float64), s.q.device) < acc_prob
     s.q = torch.where(accept[:, None], qn, s.q)
     s.g = torch.where(accept[:, None], gn, s.g)
     s.lp = torch.where(accept, lpn, s.lp)
@@ -225,10 +242,10 @@ class _Draws:
         self.keep["dH"].append(st["dH"])
 
     def result(self, L: int, div: torch.Tensor, numrej: torch.Tensor, eps: torch.Tensor) -> SamplerResult:
-        st = {k: torch.stack(v, 1).numpy() for k, v in self.keep.items()}
-        chain_Us = [torch.stack([u[l] for u in self.chain], 1).numpy() for l in range(L)]
-        return SamplerResult(st["U"], st["U_a"], chain_Us, st["lp"], st["acc"], st["H"], st["dH"], div.numpy(),
-                             numrej.numpy(), eps.numpy())  # fmt: skip
+        st = {k: torch.stack(v, 1).cpu().numpy() for k, v in self.keep.items()}
+        chain_Us = [torch.stack([u[l] for u in self.chain], 1).cpu().numpy() for l in range(L)]
+        return SamplerResult(st["U"], st["U_a"], chain_Us, st["lp"], st["acc"], st["H"], st["dH"], div.cpu().numpy(),
+                             numrej.cpu().numpy(), eps.cpu().numpy())  # fmt: skip
 
 
 def sample_chains(
@@ -259,16 +276,20 @@ def sample_chains(
     C, d = chains, target.dim
     q = target.prior_draw(C, gen)
     s = _Chains(q, *target.log_prob_and_grad(q))
+    dev = q.device  # the target's (its prior draw is made there)
     ad = _Adaptation(
-        eps=torch.full((C,), 0.1 if kind == "hmc" else 0.05, dtype=torch.float64),
-        minv=torch.ones(C, d, dtype=torch.float64) * target.prior_sd**2,
+        eps=torch.full((C,), 0.1 if kind == "hmc" else 0.05, dtype=torch.float64, device=dev),
+        minv=torch.ones(C, d, dtype=torch.float64, device=dev) * target.prior_sd**2,
         delta=target_accept if target_accept is not None else (0.75 if kind == "hmc" else 0.574),
         win_ends=_windows(warmup),
         win_start=int(0.15 * warmup),
     )
-    div, numrej, kept = torch.zeros(C, dtype=torch.long), torch.zeros(C, dtype=torch.long), _Draws()
+    div, numrej = (torch.zeros(C, dtype=torch.long, device=dev) for _ in range(2))
+    kept = _Draws()
     for it in tqdm(range(warmup + draws * thin), desc=f"paths {kind}", disable=not progress):
-        jitter = 1 + 0.2 * (2 * torch.rand(C, generator=gen, dtype=torch.float64) - 1) if it >= warmup else None
+        jitter = None
+        if it >= warmup:
+            jitter = 1 + 0.2 * (2 * _draw(torch.rand(C, generator=gen, dtype=torch.float64), dev) - 1)
         st = _transition(target, s, ad.eps if jitter is None else ad.eps * jitter, ad.minv, n_lf, gen)
         if it < warmup:
             ad.update(it, s.q, st["acc"], target.prior_sd, warmup)
@@ -295,10 +316,11 @@ class PredictorSums:
         self.Dt = torch.einsum("tpi,tqi->pqt", xit_test, xit_test).reshape(n * n, -1)
         self.n_test = xit_test.shape[0]
         self.count = 0
-        self.mean = torch.zeros(self.n_test, dtype=torch.float64)
-        self.m2 = torch.zeros(self.n_test, dtype=torch.float64)
-        self.cvar = torch.zeros(self.n_test, dtype=torch.float64)
-        self.fixed_idx = torch.linspace(0, self.n_test - 1, min(n_fixed, self.n_test)).long()
+        dev = target.device
+        self.mean = torch.zeros(self.n_test, dtype=torch.float64, device=dev)
+        self.m2 = torch.zeros(self.n_test, dtype=torch.float64, device=dev)
+        self.cvar = torch.zeros(self.n_test, dtype=torch.float64, device=dev)
+        self.fixed_idx = torch.linspace(0, self.n_test - 1, min(n_fixed, self.n_test)).long().to(dev)
         self.fixed: list[torch.Tensor] = []
 
     def __call__(self, theta: torch.Tensor) -> None:
@@ -309,7 +331,7 @@ class PredictorSums:
             Us, _ = self.t.order_parameters(theta)
             U = Us[0]  # [C, n, n]
             C, P = U.shape[0], self.t.gram.P
-            K = self.t.gram.kernel(U) + self.t.T * torch.eye(P, dtype=torch.float64)
+            K = self.t.gram.kernel(U) + self.t.T * self.t.eye
             Lc = torch.linalg.cholesky(K)
             k = (U.reshape(C, -1) @ self.Ct).reshape(C, self.n_test, P)
             f = (k @ torch.cholesky_solve(self.t.Y.expand(C, -1)[..., None], Lc))[..., 0]  # [C, n_test]
@@ -326,7 +348,7 @@ class PredictorSums:
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean [n_test], variance [n_test], fixed-point draws [C, n_draws, 16])."""
         var = self.cvar + self.m2 / max(self.count - 1, 1)
-        return self.mean.numpy(), var.numpy(), torch.stack(self.fixed, 1).numpy()
+        return self.mean.cpu().numpy(), var.cpu().numpy(), torch.stack(self.fixed, 1).cpu().numpy()
 
 
 class FullTarget(CollapsedTarget):
@@ -344,8 +366,9 @@ class FullTarget(CollapsedTarget):
         self.n_v0 = self.N1 * self.N0
         self.dim = self.n_v0 + self.dim
         self.prior_sd = torch.cat(
-            [torch.full((self.n_v0,), math.sqrt(cfg.variances[0]), dtype=torch.float64), self.prior_sd]
-        )
+            [torch.full((self.n_v0,), math.sqrt(cfg.variances[0]), dtype=torch.float64, device=self.device),
+             self.prior_sd]
+        )  # fmt: skip
 
     def unpack(self, theta: torch.Tensor) -> dict:
         w = super().unpack(theta[..., self.n_v0 :])
@@ -360,7 +383,7 @@ class FullTarget(CollapsedTarget):
         Veff = self.net.partial_weights(w)[0]  # [C, n_paths, N_1]
         f = torch.einsum("cpj,cji,mpi->cm", Veff, w["V0"], self.gram.xit) / math.sqrt(self.cfg.variances[0] * self.N1)
         lp = -0.5 * ((f - self.Y) ** 2).sum(-1) / self.T - 0.5 * ((theta / self.prior_sd) ** 2).sum(-1)
-        return lp, torch.zeros(theta.shape[0], dtype=torch.bool)
+        return lp, torch.zeros(theta.shape[0], dtype=torch.bool, device=theta.device)
 
     def log_prob_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         th = theta.detach().requires_grad_(True)
