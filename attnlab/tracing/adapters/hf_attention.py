@@ -9,8 +9,8 @@ queries (and `CHUNK_ELEMENTS` scores), each multiplied only against the keys its
 [B,H,T,T] tensor is held and the masked future half is never computed. Each chunk of weights [B,H,C,K] goes to the
 session's recorder (`attention_rows`; the learned-sink mass [B,H,C] to `learned_sink`); the pre-mask logit
 statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h); from the capped score rows
-under a softcap), and the value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) from the session's Gram matrices.
-`MoveToSink` interventions make a head's rows one-hot on key 0 here.
+under a softcap), and the value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) from the session's factors of
+the Gram matrices (`value_factor`). `MoveToSink` interventions make a head's rows one-hot on key 0 here.
 
 Hand-written rather than sdpa because the statistics need every weight of every row; the chunking, scratch
 buffers and grouped GEMMs keep it within a few tens of percent of sdpa's fused kernel (benchmarks/RESULTS.md).
