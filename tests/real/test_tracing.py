@@ -191,7 +191,7 @@ def test_entropy_fast_path_with_peaked_rows():
 
 
 def test_session_is_bound_to_the_block_and_leaves_nothing_on_the_model():
-    """The session (recorder, value-norm factor cache, plan) lives on the yielded object; hooks and the attention
+    """The session (recorder, Gram cache, plan) lives on the yielded object; hooks and the attention
     implementation are gone after the block; nesting on one model is refused."""
     model = MODELS["llama-gqa"]()
     ids = _ids(2, seed=6)
@@ -199,7 +199,7 @@ def test_session_is_bound_to_the_block_and_leaves_nothing_on_the_model():
     rec = new_recorder(model, T)
     with traced(model, rec, [ZeroHead(0, 1)]) as session:
         session.forward(ids)
-        assert session.recorder is rec and {layer for layer, _ in session.value_factors} == {0, 1}
+        assert session.recorder is rec and {layer for layer, _ in session.grams} == {0, 1}
         assert session.plan.zero_heads == {0: (1,)}
         with pytest.raises(InputError, match="cannot be nested"):
             with traced(model, new_recorder(model, T)):

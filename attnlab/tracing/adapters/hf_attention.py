@@ -9,8 +9,8 @@ queries (and `CHUNK_ELEMENTS` scores), each multiplied only against the keys its
 [B,H,T,T] tensor is held and the masked future half is never computed. Each chunk of weights [B,H,C,K] goes to the
 session's recorder (`attention_rows`; the learned-sink mass [B,H,C] to `learned_sink`); the pre-mask logit
 statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h); from the capped score rows
-under a softcap), and the value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) from the session's factors of
-the Gram matrices (`value_factor`). `MoveToSink` interventions make a head's rows one-hot on key 0 here.
+under a softcap), and the value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) from the session's Gram
+matrices (`value_gram`). `MoveToSink` interventions make a head's rows one-hot on key 0 here.
 
 Hand-written rather than sdpa because the statistics need every weight of every row; the chunking, scratch
 buffers and grouped GEMMs keep it within a few tens of percent of sdpa's fused kernel (benchmarks/RESULTS.md).
@@ -236,35 +236,30 @@ def attnlab_attention(
         out[:, :, q0:q1] = av.view(B, H, q1 - q0, D)
     if rec is not None and sess is not None:
         rec.logits(layer, *(stats if stats is not None else _logit_stats(query, key, var.scaling)))
-        rec.value_norms(layer, _value_norms(value, sess.value_factor(layer, value.shape[1])))
+        rec.value_norms(layer, _value_norms(value, sess.value_gram(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous(), None
 
 
-def value_factor(w_heads: torch.Tensor, n_kv: int) -> torch.Tensor:
-    """[H_kv, d_h, G·d_h] fp32 factors F with ‖W_O^h v‖ = ‖v F_h‖ for the G = H/H_kv query heads h of each KV
-    head, side by side (column block r of KV head g is F_{g·G+r}). w_heads [H, d, d_h] = W_O^h (`Arch.w_o_heads`).
-
-    F_h is the Cholesky factor L_h of the Gram matrix W_O^hᵀ W_O^h = L_h L_hᵀ (fp32; the Gram costs d·d_h² per head,
-    a QR of W_O^h 4× more), or for a singular Gram (a zeroed head) its eigen-factor U_h Λ_h^{1/2}."""
+def value_gram(w_heads: torch.Tensor, n_kv: int) -> torch.Tensor:
+    """[H_kv, d_h, G·d_h] fp32 Gram matrices G_h = W_O^hᵀ W_O^h of the G = H/H_kv query heads h of each KV head,
+    side by side (column block r of KV head g is G_{g·G+r}), so that ‖W_O^h v‖² = vᵀ G_h v. w_heads [H, d, d_h] =
+    W_O^h (`Arch.w_o_heads`). fp32: the quadratic form agrees with ‖W_O^h v‖² to ~1e-6 relative."""
     w = w_heads.float()
     H, _, D = w.shape
     gram = w.transpose(1, 2) @ w  # [H,d_h,d_h]
-    L, info = torch.linalg.cholesky_ex(gram)
-    bad = info != 0
-    if bool(bad.any()):
-        lam, U = torch.linalg.eigh(gram[bad])
-        L[bad] = U * lam.clamp_min(0).sqrt().unsqueeze(-2)  # (U Λ^½)(U Λ^½)ᵀ = G
-    return L.reshape(n_kv, H // n_kv, D, D).permute(0, 2, 1, 3).reshape(n_kv, D, H // n_kv * D)
+    return gram.reshape(n_kv, H // n_kv, D, D).permute(0, 2, 1, 3).reshape(n_kv, D, H // n_kv * D)
 
 
-def _value_norms(value: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """[B,T,H] ‖W_O^h v_{g(h),i}‖ = ‖v F_h‖ from value [B,H_kv,T,d_h] and `value_factor` [H_kv,d_h,G·d_h]: one GEMM
-    per KV head for its G query heads and one fused norm reduction (g(h) = h ÷ G, no copy of v per query head)."""
+def _value_norms(value: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
+    """[B,T,H] ‖W_O^h v_{g(h),i}‖ = sqrt(vᵀ G_h v) from value [B,H_kv,T,d_h] and `value_gram` [H_kv,d_h,G·d_h]: one
+    GEMM per KV head for its G query heads, then one batched matrix-vector product per token with v itself
+    (g(h) = h ÷ G; no copy of v per query head)."""
     B, Hkv, T, D = value.shape
-    G = factor.shape[-1] // D
-    y = torch.matmul(value.float(), factor.to(value.device))  # [B,H_kv,T,G·d_h]
-    norms = torch.linalg.vector_norm(y.view(B, Hkv, T, G, D), dim=-1)  # [B,H_kv,T,G]
-    return norms.transpose(1, 2).reshape(B, T, Hkv * G)
+    G = grams.shape[-1] // D
+    v = value.float()
+    y = torch.matmul(v, grams.to(v.device)).view(B, Hkv, T, G, D)  # (G_h v)ᵀ
+    vn2 = torch.matmul(y, v.unsqueeze(-1)).squeeze(-1)  # [B,H_kv,T,G]
+    return vn2.clamp_min(0).sqrt().transpose(1, 2).reshape(B, T, Hkv * G)
 
 
 def _attend_chunk(
