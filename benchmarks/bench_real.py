@@ -11,6 +11,8 @@ further forwards (median, process CPU time and wall time). Modes:
 TransformerLens `run_with_cache` is measured only if `transformer_lens` is importable (it is an optional extra).
 
 Usage: .venv/bin/python benchmarks/bench_real.py [--tokens 128 512] [--long 4096] [--repeats 3] [--out FILE]
+       .venv/bin/python benchmarks/bench_real.py --long-context 8192 --model smollm2 --threads 2
+       .venv/bin/python benchmarks/bench_real.py --long-context 32768 --model tiny --threads 2
        .venv/bin/python benchmarks/bench_real.py --interleaved --tokens 512 4096 --repeats 5 --threads 2
        .venv/bin/python benchmarks/bench_real.py --families llama gemma2 gpt-oss --tokens 512 4096 --threads 2
 
@@ -40,28 +42,50 @@ def _rss_kib(field: str) -> int:
     return 0
 
 
-def child(mode: str, T: int, repeats: int, threads: int) -> dict:
-    """Run inside the subprocess: one measured forward for memory, then `repeats` timed forwards."""
+def _long_model(kind: str, T: int):
+    """(model, ids [1,T]) for `--long-context`: SmolLM2 with its position limit raised to T where T exceeds it
+    (RoPE positions past the trained 8192 are extrapolated: the numbers mean nothing there, the cost is what is
+    measured), or "tiny": a random 4-layer Llama of the `SMALL` sizes whose positions reach T."""
+    import torch
+
+    if kind == "tiny":
+        sys.path.insert(0, str(ROOT))
+        from tests.real.families import tiny_family
+
+        model = tiny_family("llama", **{**SMALL, "max_position_embeddings": max(T, 8192)})
+        return model, torch.randint(3, SMALL["vocab_size"], (1, T), generator=torch.Generator().manual_seed(0))
+    from attnlab.hf.loader import load_causal_lm
+    from attnlab.hf.texts import domain_windows
+
+    lm = load_causal_lm("smollm2")
+    ids = domain_windows(lm.tokenizer, "prose", 1, min(T, 8192), 0)
+    if T > ids.shape[1]:  # the prose domain repeated: the cost does not depend on the text
+        ids = ids.repeat(1, -(-T // ids.shape[1]))[:, :T]
+    lm.model.config.max_position_embeddings = max(T, lm.model.config.max_position_embeddings)
+    return lm.model, ids
+
+
+def child(mode: str, T: int, repeats: int, threads: int, kind: str = "smollm2") -> dict:
+    """Run inside the subprocess: one measured forward for memory, then `repeats` timed forwards. `kind`: the model
+    ("smollm2", or the `_long_model` kinds; "window" mode: one `trace_windows` window, what the scan does)."""
     import torch
 
     torch.set_num_threads(threads)  # a benchmark subprocess of its own: no library code sets threads
-    from attnlab.hf.loader import load_causal_lm
-    from attnlab.hf.texts import domain_windows
-    from attnlab.tracing.adapters.hf import new_recorder, traced
+    from attnlab.tracing.adapters.hf import new_recorder, trace_windows, traced
 
-    lm = load_causal_lm("smollm2")
-    model = lm.model
-    ids = domain_windows(lm.tokenizer, "prose", 1, T, 0)
+    model, all_ids = _long_model(kind, T)
 
-    def run_once():
+    def run_once(ids: torch.Tensor = all_ids) -> None:
         with torch.no_grad():
             if mode == "sdpa":
                 model(input_ids=ids, use_cache=False)
             elif mode == "scan":
-                rec = new_recorder(model, T)
+                rec = new_recorder(model, ids.shape[1])
                 with traced(model, rec) as session:
                     session.forward(ids)
                 rec.result()
+            elif mode == "window":
+                trace_windows(model, ids, desc="")
             elif mode == "eager":
                 model.set_attn_implementation("eager")
                 out = model(input_ids=ids, use_cache=False, output_attentions=True)
@@ -73,6 +97,7 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
     with torch.no_grad():  # page in the memory-mapped weights first
         for p in model.parameters():
             p.sum()
+    run_once(all_ids[:, :64])  # one-time set-up (kernels, allocator) outside the measured forward
     rss0 = _rss_kib("VmRSS")
     try:
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS high-water mark
@@ -99,11 +124,13 @@ def child(mode: str, T: int, repeats: int, threads: int) -> dict:
         "wall_s": statistics.median(wall) if wall else first,
         "repeats": repeats,
         "threads": threads,
+        "model": kind,
+        "load": f"{os.getloadavg()[0]:.1f}",
     }
 
 
-def measure(mode: str, T: int, repeats: int, threads: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, str(T), str(repeats), str(threads)]
+def measure(mode: str, T: int, repeats: int, threads: int, kind: str = "smollm2") -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, str(T), str(repeats), str(threads), kind]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if out.returncode:
@@ -211,6 +238,26 @@ def smollm2_interleaved(tokens: list[int], repeats: int, threads: int, windows: 
     return rows
 
 
+def long_context(tokens: list[int], threads: int, kind: str, out: Path | None) -> int:
+    """`--long-context`: per T, a plain forward and a scan window, each once in a fresh process (time, peak RSS)."""
+    rows = []
+    for T in tokens:
+        for mode in ("sdpa", "window"):
+            rows.append(measure(mode, T, 0, threads, kind))
+            print(json.dumps(rows[-1]), flush=True)
+    print("\n| model | T | threads | mode | wall s | extra peak MiB | peak RSS MiB | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {kind} | {r['tokens']} | {threads} | {r['mode']} | error: {r['error']} | | | |")
+            continue
+        print(f"| {kind} | {r['tokens']} | {threads} | {r['mode']} | {r['first_s']:.1f} | {r['extra_peak_mib']:.0f} | "
+              f"{r['peak_rss_mib']:.0f} | {r['load']} |")  # fmt: skip
+    if out:
+        out.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, nargs="*", default=[128, 512], help="sequence lengths (default 128 512)")
@@ -218,7 +265,11 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="timed forwards per measurement (default 3)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
-    ap.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--long-context", nargs="*", type=int, default=None, metavar="T",
+                    help="one plain forward and one scan window (trace_windows) per T, each in its own process: "
+                         "time and peak memory (--model smollm2 or tiny)")  # fmt: skip
+    ap.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"), help="--long-context: the model")
     ap.add_argument("--families", nargs="*", default=None, help="family kinds (tests/real/families.py) instead")
     ap.add_argument("--interleaved", action="store_true", help="SmolLM2 sdpa and scan alternated in one process")
     ap.add_argument("--windows", type=int, default=1, help="--interleaved: windows per scan session (default 1)")
@@ -242,9 +293,11 @@ def main() -> int:
             args.out.write_text(json.dumps(rows, indent=2))
         return 0
     if args.child:
-        mode, T, rep, thr = args.child
-        print(json.dumps(child(mode, int(T), int(rep), int(thr))))
+        mode, T, rep, thr, kind = args.child
+        print(json.dumps(child(mode, int(T), int(rep), int(thr), kind)))
         return 0
+    if args.long_context is not None:
+        return long_context(args.long_context, args.threads, args.model, args.out)
     try:
         import transformer_lens  # noqa: F401
 

@@ -170,3 +170,27 @@ def test_massive_entries_are_the_largest_over_the_threshold_across_batches():
     expected.sort(key=lambda e: -abs(e[3]))
     got = [(m["sample"], m["pos"], m["dim"], m["value"]) for m in rec.massive[0]]
     assert got == expected[:MAX_MASSIVE_ENTRIES] and len(got) == 8 and all(abs(e[3]) != 300.0 for e in got)
+
+
+def test_massive_entries_are_capped_at_the_largest_and_the_maximum_is_the_first():
+    """More entries over the threshold than the cap: the largest `MAX_MASSIVE_ENTRIES` by magnitude, largest first;
+    the stream's maximum |x| is its first occurrence in (sample, pos, dim) order, as torch.argmax gives it."""
+    from attnlab.tracing.recorder import MAX_MASSIVE_ENTRIES
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 40, 30, generator=g)
+    big = 1000.0 + torch.randperm(100, generator=g).double() * 10.0  # 100 distinct values over the threshold
+    flat = x.view(-1)
+    where = torch.randperm(x.numel(), generator=g)[:100]
+    flat[where] = big.float() * torch.where(torch.arange(100) % 2 == 0, 1.0, -1.0)
+    flat[where[0]] = flat[where[1]] = 5000.0  # a tie at the maximum
+    rec = TraceRecorder(1, 1, 40)
+    rec.begin_batch(None, batch_size=2)
+    rec.residual(0, x)
+    got = [m["value"] for m in rec.massive[0]]
+    expected = sorted(flat.tolist(), key=lambda v: -abs(v))[:MAX_MASSIVE_ENTRIES]
+    assert len(got) == MAX_MASSIVE_ENTRIES and sorted(got) == sorted(expected)
+    assert [abs(v) for v in got] == sorted((abs(v) for v in got), reverse=True)
+    first = int(x.abs().argmax())
+    tr = rec.result()
+    assert (tr.max_abs[0], tr.max_pos[0], tr.max_dim[0]) == (5000.0, (first // 30) % 40, first % 30)

@@ -96,7 +96,7 @@ def capture_block_calls(
             h.remove()
     h0 = first[0]
     T = ids.shape[1]
-    causal = torch.full((T, T), torch.finfo(h0.dtype).min, dtype=h0.dtype).triu(1)[None, None]
+    causal = torch.full((T, T), torch.finfo(h0.dtype).min, dtype=h0.dtype, device=h0.device).triu(1)[None, None]
     for _args, kw in calls:
         if "attention_mask" in kw and kw["attention_mask"] is None:
             kw["attention_mask"] = causal  # transformers left plain causal attention implicit

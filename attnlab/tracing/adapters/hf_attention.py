@@ -9,8 +9,8 @@ queries (and `CHUNK_ELEMENTS` scores), each multiplied only against the keys its
 [B,H,T,T] tensor is held and the masked future half is never computed. Each chunk of weights [B,H,C,K] goes to the
 session's recorder (`attention_rows`; the learned-sink mass [B,H,C] to `learned_sink`); the pre-mask logit
 statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h); from the capped score rows
-under a softcap), and the value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) from the session's Gram matrices.
-`MoveToSink` interventions make a head's rows one-hot on key 0 here.
+under a softcap), and the value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) from the session's Gram
+matrices (`value_gram`). `MoveToSink` interventions make a head's rows one-hot on key 0 here.
 
 Hand-written rather than sdpa because the statistics need every weight of every row; the chunking, scratch
 buffers and grouped GEMMs keep it within a few tens of percent of sdpa's fused kernel (benchmarks/RESULTS.md).
@@ -50,20 +50,21 @@ def _expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """s0 [B,H,T] = s_i0 and rest [B,H,T] = (1/(i−1)) Σ_{j=1}^{i−1} s_ij, via a running sum of keys (fp32).
+    """s0 [B,H,T] = s_i0 and rest [B,H,T] = (1/(i−1)) Σ_{j=1}^{i−1} s_ij = q_i·(Σ_{j=1}^{i−1} k_j)·scaling/(i−1),
+    via running sums of keys (fp32; rest = 0 at i < 2). Spec extreme-tokens §5.
 
     key [B,H_kv,T,d_h] stays grouped: query head h = g·(H/H_kv) + r reads KV head g (the running sum is taken
-    once per KV head)."""
+    once per KV head); s0 is one batched matrix-vector product."""
     B, H, T, D = query.shape
     Hkv = key.shape[1]
     q = query.float().view(B, Hkv, H // Hkv, T, D)
-    k = key.float().unsqueeze(2)  # [B,H_kv,1,T,d_h]
-    s0 = (q * k[..., :1, :]).sum(-1) * scaling
-    ksum = torch.zeros_like(k)
+    k = key.float()
+    s0 = torch.matmul(q, k[:, :, None, :1, :].transpose(-1, -2)).squeeze(-1).mul_(scaling)  # [B,H_kv,G,T]
+    rest = torch.zeros(B, Hkv, H // Hkv, T, dtype=torch.float32, device=q.device)
     if T > 2:
-        ksum[..., 2:, :] = torch.cumsum(k[..., 1 : T - 1, :], dim=3)  # Σ_{j=1}^{i-1} k_j at i
-    denom = (torch.arange(T, dtype=torch.float32, device=q.device) - 1).clamp_min(1.0)
-    rest = (q * ksum).sum(-1) * scaling / denom
+        ksum = torch.cumsum(k[:, :, 1 : T - 1], dim=2).unsqueeze(2)  # Σ_{j=1}^{i−1} k_j, i = 2..T−1: [B,H_kv,1,T−2,d]
+        denom = torch.arange(1, T - 1, dtype=torch.float32, device=q.device).div_(scaling)
+        torch.div((q[..., 2:, :] * ksum).sum(-1), denom, out=rest[..., 2:])
     return s0.reshape(B, H, T), rest.reshape(B, H, T)
 
 
@@ -235,18 +236,30 @@ def attnlab_attention(
         out[:, :, q0:q1] = av.view(B, H, q1 - q0, D)
     if rec is not None and sess is not None:
         rec.logits(layer, *(stats if stats is not None else _logit_stats(query, key, var.scaling)))
-        rec.value_norms(layer, _value_norms(value, sess.gram(layer)).transpose(1, 2))
+        rec.value_norms(layer, _value_norms(value, sess.value_gram(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous(), None
 
 
-def _value_norms(value: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
-    """[B,H,T] ‖W_O^h v_{g(h),i}‖ = sqrt(vᵀ G_h v) from value [B,H_kv,T,d_h] and gram [H,d_h,d_h] (fp32), with
-    the query heads of one KV head g(h) = h ÷ (H/H_kv) reading it without a copy."""
+def value_gram(w_heads: torch.Tensor, n_kv: int) -> torch.Tensor:
+    """[H_kv, d_h, G·d_h] fp32 Gram matrices G_h = W_O^hᵀ W_O^h of the G = H/H_kv query heads h of each KV head,
+    side by side (column block r of KV head g is G_{g·G+r}), so that ‖W_O^h v‖² = vᵀ G_h v. w_heads [H, d, d_h] =
+    W_O^h (`Arch.w_o_heads`). fp32: the quadratic form agrees with ‖W_O^h v‖² to ~1e-6 relative."""
+    w = w_heads.float()
+    H, _, D = w.shape
+    gram = w.transpose(1, 2) @ w  # [H,d_h,d_h]
+    return gram.reshape(n_kv, H // n_kv, D, D).permute(0, 2, 1, 3).reshape(n_kv, D, H // n_kv * D)
+
+
+def _value_norms(value: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
+    """[B,T,H] ‖W_O^h v_{g(h),i}‖ = sqrt(vᵀ G_h v) from value [B,H_kv,T,d_h] and `value_gram` [H_kv,d_h,G·d_h]: one
+    GEMM per KV head for its G query heads, then one batched matrix-vector product per token with v itself
+    (g(h) = h ÷ G; no copy of v per query head)."""
     B, Hkv, T, D = value.shape
-    H = gram.shape[0]
-    v = value.float().unsqueeze(2)  # [B,H_kv,1,T,d_h]
-    vn2 = (torch.matmul(v, gram.to(v.device).view(Hkv, H // Hkv, D, D)) * v).sum(-1)  # [B,H_kv,G,T]
-    return vn2.clamp_min(0).sqrt().reshape(B, H, T)
+    G = grams.shape[-1] // D
+    v = value.float()
+    y = torch.matmul(v, grams.to(v.device)).view(B, Hkv, T, G, D)  # (G_h v)ᵀ
+    vn2 = torch.matmul(y, v.unsqueeze(-1)).squeeze(-1)  # [B,H_kv,T,G]
+    return vn2.clamp_min(0).sqrt().transpose(1, 2).reshape(B, T, Hkv * G)
 
 
 def _attend_chunk(

@@ -40,8 +40,10 @@ def fused_kernel(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(O [B,H,T,d_v], lse [B,H,T] fp32) of softmax(q kᵀ·scale + mask) v, causal when `mask` is None (else the
-    additive mask [B|1,1|H,T,Tk] in q's dtype). q, k, v: [B,H,T,d] with as many KV heads as query heads."""
+    additive mask [B|1,1|H,T,Tk] in q's dtype). q [B,H,T,d]; k, v [B,H_kv,T,d] with H_kv dividing H: query head h
+    reads KV head h ÷ (H/H_kv) (the CPU kernel indexes grouped heads itself, as sdpa's enable_gqa does)."""
     if q.device.type == "cuda":  # pragma: no cover - no GPU in the test environment (prepared, untested)
+        k, v = _expand(k, q.shape[1]), _expand(v, q.shape[1])
         if mask is None and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
             out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
             return out[0], out[1][..., : q.shape[2]].float()
@@ -82,9 +84,12 @@ def key_columns(
     scale: float,
 ) -> torch.Tensor:  # fmt: skip
     """[B,H,T,|J|] A_ij = exp(s·q_i·k_j − lse_i) for the keys j in `keys` [|J|] (0 where j > i or hidden), fp32.
-    q [B,H,T,d], k [B,H,Tk,d] (expanded to the query heads); visible [B|1,1,T,|J|] bool or None (causal)."""
-    T = q.shape[2]
-    s = torch.matmul(q.float(), k[:, :, keys].float().transpose(-1, -2)) * scale
+    q [B,H,T,d], k [B,H_kv,Tk,d] (query head h reads KV head h ÷ (H/H_kv)); visible [B|1,1,T,|J|] bool or None
+    (causal)."""
+    B, H, T, D = q.shape
+    Hkv = k.shape[1]
+    qg = q.float().view(B, Hkv, H // Hkv, T, D)
+    s = torch.matmul(qg, k[:, :, None, keys].float().transpose(-1, -2)).reshape(B, H, T, -1) * scale
     a = torch.exp(s - lse.unsqueeze(-1))
     causal = keys.view(1, -1) <= torch.arange(T, device=q.device).view(-1, 1)
     keep = causal if visible is None else causal & visible
@@ -160,12 +165,11 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
     rec = sess.recorder
     assert rec is not None
     B, H, T, _ = query.shape
-    k, v = _expand(key, H), _expand(value, H)
     add = None
     if bool_mask is not None:  # the kernel takes an additive mask in q's dtype
         add = torch.zeros(bool_mask.shape, dtype=query.dtype, device=query.device)
         add.masked_fill_(~bool_mask, float("-inf"))
-    out, lse = fused_kernel(query, k, v, add, scale)
+    out, lse = fused_kernel(query, key, value, add, scale)
     lse_keys = lse
     mass = None
     if sinks is not None:  # fold the learned sink logit into the softmax: one more term in the normaliser
@@ -180,22 +184,35 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
         key0 = torch.where(vis0, key0, torch.zeros((), device=key0.device))
     entropy = cols = None
     if sess.stats == "full":
-        kv_out, _ = fused_kernel(query, k, k, add, scale)  # (P K)_i with P the softmax over the keys
-        entropy = lse_keys - (query.float() * kv_out.float()).sum(-1) * scale
-        cols = column_sums(query, k, out if sinks is None else out / torch.exp(lse_keys - lse).unsqueeze(-1).to(
-            out.dtype), lse_keys, add, scale, torch.exp(lse_keys - lse))  # fmt: skip
+        entropy, cols = _full_rows(query, key, out, (lse_keys, lse), add, scale)
     rec.fused_rows(layer, key0, entropy=entropy, col_sum=cols)
     if mass is not None:
         rec.learned_sink(layer, 0, mass)
-    _record_key_sets(rec, layer, (query, k, lse, bool_mask, cols), scale)
+    _record_key_sets(rec, layer, (query, key, lse, bool_mask, cols), scale)
     rec.logits(layer, s0, rest)
-    rec.value_norms(layer, _value_norms(value, sess.gram(layer)).transpose(1, 2))
+    rec.value_norms(layer, _value_norms(value, sess.value_gram(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous()
 
 
+def _full_rows(q: torch.Tensor, key: torch.Tensor, out: torch.Tensor, lses: tuple[torch.Tensor, torch.Tensor],
+               add: torch.Tensor | None, scale: float) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """`stats="full"`: (row entropy H_i, column sums Σ_i A_ij), both [B,H,T], of the key distribution P (module
+    docstring). q [B,H,T,d], key [B,H_kv,T,d], out [B,H,T,d] the layer's output; lses = (lse over the keys, lse
+    with the learned sink folded in: the same tensor without one); the sink scales the rows of A by
+    exp(lse_keys − lse) and the output by the same factor."""
+    lse_keys, lse = lses
+    kv_out, _ = fused_kernel(q, key, key, add, scale)  # (P K)_i
+    entropy = lse_keys - (q.float() * kv_out.float()).sum(-1) * scale
+    keep = torch.exp(lse_keys - lse)  # [B,H,T] the keys' share of row i (1 without a sink)
+    out_keys = out if lse is lse_keys else out / keep.unsqueeze(-1).to(out.dtype)
+    cols = column_sums(q, _expand(key, q.shape[1]), out_keys, lse_keys, add, scale, keep)
+    return entropy, cols
+
+
 def _record_key_sets(rec: Any, layer: int, tensors: tuple, scale: float) -> None:
-    """Column sums Σ_i A_ij on the key set each extra asks for (`ExtraStatistic.key_set`). tensors: q, k
-    [B,H,T,d], lse [B,H,T], the boolean mask or None, and every column sum [B,H,T] when `stats="full"` (else None)."""
+    """Column sums Σ_i A_ij on the key set each extra asks for (`ExtraStatistic.key_set`). tensors: q [B,H,T,d],
+    k [B,H_kv,T,d], lse [B,H,T], the boolean mask or None, and every column sum [B,H,T] when `stats="full"` (else
+    None)."""
     q, k, lse, bool_mask, cols = tensors
     for extra in rec.extras.values():
         if not needs_attention(extra):

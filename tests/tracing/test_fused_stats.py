@@ -1,0 +1,57 @@
+"""The per-layer reductions of the fused trace path against float64 recomputations (issue 23): value norms from
+the per-session Gram matrices (singular heads included), the logit statistics on grouped KV heads, the key
+columns."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.tracing.adapters.hf_attention import _logit_stats, _value_norms, value_gram
+from attnlab.tracing.adapters.hf_fused import fused_kernel, key_columns
+
+
+def _grouped(B: int, H: int, Hkv: int, T: int, D: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [B,H,T,D] and k [B,H_kv,T,D] in transformers' layout (a transposed [B,T,heads,D] tensor)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, T, H, D, generator=g).transpose(1, 2)
+    k = (torch.randn(B, T, Hkv, D, generator=g) + 2.0).transpose(1, 2)
+    return q, k
+
+
+def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_head():
+    g = torch.Generator().manual_seed(0)
+    H, Hkv, D, d, T = 6, 2, 8, 20, 11
+    w = torch.randn(H, d, D, generator=g)
+    w[1] = 0.0  # a zeroed head: its Gram is 0
+    w[4, :, :3] = w[4, :, 3:6]  # repeated columns: a singular Gram
+    v = torch.randn(2, Hkv, T, D, generator=g)
+    got = _value_norms(v, value_gram(w, Hkv))  # [B,T,H]
+    vq = v.double().repeat_interleave(H // Hkv, dim=1)  # query head h reads KV head h ÷ (H/H_kv)
+    direct = torch.linalg.vector_norm(torch.einsum("bhtd,hed->bhte", vq, w.double()), dim=-1).transpose(1, 2)
+    assert got.shape == (2, T, H)
+    torch.testing.assert_close(got.double(), direct, rtol=1e-5, atol=1e-5)
+    assert bool((got[..., 1] == 0).all())
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 130])
+def test_logit_statistics_on_grouped_heads_equal_the_score_matrix(T):
+    q, k = _grouped(2, 6, 2, T, 16, seed=T)
+    s0, rest = _logit_stats(q, k, 0.25)
+    s = q.double() @ k.double().repeat_interleave(3, dim=1).transpose(-1, -2) * 0.25  # [B,H,T,T]
+    torch.testing.assert_close(s0.double(), s[..., 0], rtol=1e-5, atol=1e-5)
+    for i in range(2, T):
+        torch.testing.assert_close(rest[..., i].double(), s[..., i, 1:i].mean(-1), rtol=1e-5, atol=1e-5)
+    assert bool((rest[..., : min(T, 2)] == 0).all())
+
+
+def test_key_columns_on_grouped_heads_equal_the_softmax():
+    T = 40
+    q, k = _grouped(1, 6, 3, T, 16, seed=9)
+    v = torch.randn(1, 3, T, 16)
+    _, lse = fused_kernel(q, k, v, None, 0.25)
+    keys = torch.tensor([0, 5, 39])
+    got = key_columns(q, k, lse, keys, None, 0.25)  # [B,H,T,J]
+    s = q.double() @ k.double().repeat_interleave(2, dim=1).transpose(-1, -2) * 0.25
+    A = torch.softmax(s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")), dim=-1)
+    torch.testing.assert_close(got.double(), A[..., keys], rtol=1e-5, atol=1e-6)
