@@ -65,7 +65,9 @@ def head_grid(heads: Any, domain: str, stat: str) -> np.ndarray:
 def _views(a: Any, b: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:
     shared = [d for d in dict.fromkeys(a["domain"]) if d in set(b["domain"])]
     stats = [s for s in GRID_STATS if s in a and s in b]
-    return [(f"{GRID_STATS[s]}: {d}", head_grid(a, d, s), head_grid(b, d, s)) for s in stats for d in shared]
+    views = [(f"{GRID_STATS[s]}: {d}", head_grid(a, d, s), head_grid(b, d, s)) for s in stats for d in shared]
+    # a statistic neither scan measured (row entropy is NaN under the default fused statistics) has no view
+    return [v for v in views if np.isfinite(v[1]).any() and np.isfinite(v[2]).any()]
 
 
 HOVER = "<br>layer %{y}, head %{x}: %{z:.3f}<extra></extra>"

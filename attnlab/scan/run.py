@@ -13,7 +13,7 @@ from pathlib import Path
 from attnlab.errors import InputError
 from attnlab.hf.loader import LoadedModel, check_unloaded, load_checked
 from attnlab.hf.texts import config_windows
-from attnlab.runs import RunDir, RunResult, open_run
+from attnlab.runs import RunDir, RunResult, config_hash, open_run, write_json
 from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
 from attnlab.scan.report import write_report
@@ -56,6 +56,13 @@ def _checkpoint_config(config: ScanConfig, model: str, revision: str | None) -> 
     return dataclasses.replace(config, model=model, revision=revision, checkpoints=())
 
 
+def mark_scan_run(sub: RunDir, cfg: ScanConfig) -> None:
+    """Make a checkpoint's folder a `scan` run folder of its own (its config.json, and the command and config hash
+    that write_scan's manifest keeps), so `attnlab compare` and `attnlab view` read two checkpoints of a series."""
+    sub.write_config(cfg)
+    write_json(sub.file("manifest.json"), {"command": "scan", "config_hash": config_hash(cfg)})
+
+
 def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """A checkpoint series (`attnlab.scan.series`): every checkpoint is loaded and checked before the folder opens
     (one at a time: only one model is held), then scanned into checkpoints/<k>-<label>/; series.csv and
@@ -79,6 +86,7 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
             lm = load_checked(cfg)
             label = checkpoint_label(model, rev)
             sub = RunDir(run.file("checkpoints") / f"{k:03d}-{label}")
+            mark_scan_run(sub, cfg)
             ids = {d: config_windows(lm.tokenizer, cfg, d) for d in cfg.domains}
             summary = write_scan(sub, lm, cfg, ids)
             traces = {d: Trace.load(sub.file("traces") / d) for d in cfg.domains}

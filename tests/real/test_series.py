@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
@@ -114,3 +115,24 @@ def test_bad_series_is_one_line_and_leaves_no_folder(ckpts, tmp_path, capsys, ex
     err = capsys.readouterr().err.strip()
     assert rc == 1 and message in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_two_checkpoints_of_a_series_compare_side_by_side(ckpts, tmp_path):
+    """Issue 21: each checkpoint's folder of a series is a `scan` run of its own, so `attnlab compare` draws two
+    checkpoints' grids and their difference (second − first of the sink scores in their heads.csv); statistics
+    that neither measured (row entropy under the default fused statistics) get no view."""
+    import pandas as pd
+
+    from attnlab.compare import CompareConfig, compare
+
+    out = tmp_path / "series"
+    assert main(["scan", "--model", str(ckpts), "--out", str(out)] + SMALL) == 0
+    first, last = sorted((out / "checkpoints").iterdir())[:: len(STEPS) - 1]
+    assert json.loads((first / "manifest.json").read_text())["command"] == "scan"
+    assert json.loads((first / "config.json").read_text())["model"].endswith("step-000")
+    res = compare(CompareConfig(run_dirs=(str(first), str(last))), tmp_path / "cmp")
+    page = (res.path / "report.html").read_text()
+    assert re.search(r'id="[\w-]*scan-pair"', page) and not re.search(r"\bNaN\b", page)
+    assert re.findall(r'"label": "([^"]*)"', page) == ["sink score: prose", "value-norm ratio: prose"]
+    a, b = (pd.read_csv(p / "heads.csv") for p in (first, last))
+    assert (b["sink_score"] - a["sink_score"]).abs().max() > 0  # training moved the sink scores
