@@ -130,9 +130,9 @@ def test_served_window_selector_shows_a_later_window(runs, browser):
         server.server_close()
 
 
-def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_path, monkeypatch):
-    """Past CANVAS_FROM tokens the pattern is a canvas (one pixel per query and key), its hover line naming both
-    tokens and the weight: the 16-token scan is redrawn with the threshold at 8 (the report reads the folder)."""
+def _rewritten_scan(runs, tmp_path, monkeypatch, **figure_settings):
+    """A copy of the scan with its report written again under other `attnlab.scan.figures` settings (the report
+    reads the folder only)."""
     import shutil
 
     from attnlab.runs import RunDir
@@ -141,8 +141,16 @@ def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_p
 
     run = tmp_path / "scan"
     shutil.copytree(runs["scan"], run)
-    monkeypatch.setattr(scan_figures, "CANVAS_FROM", 8)
+    for name, value in figure_settings.items():
+        monkeypatch.setattr(scan_figures, name, value)
     write_report(RunDir(run))
+    return run
+
+
+def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_path, monkeypatch):
+    """Past CANVAS_FROM tokens the pattern is a canvas (one pixel per query and key), its hover line naming both
+    tokens and the weight: the 16-token scan is redrawn with the threshold at 8 (the report reads the folder)."""
+    run = _rewritten_scan(runs, tmp_path, monkeypatch, CANVAS_FROM=8)
     view = element_id(run, "pattern")
     kept = json.loads((run / "summary.json").read_text())["pattern_heads"][0]
     A = np.load(run / "patterns" / "prose" / f"{kept}.npy")
@@ -200,16 +208,7 @@ def test_compare_two_scans_side_by_side(runs, browse, tmp_path):
 def test_layer_view_thumbnails_are_max_pooled(runs, browse, tmp_path, monkeypatch):
     """Past THUMB_SIDE tokens a small multiple is max-pooled: with the side at 8, the 16-token head is 8 x 8 pixels,
     each the colour of its 2 x 2 block's largest weight (red = round(255 sqrt(w)) on the 16-bit weight step)."""
-    import shutil
-
-    from attnlab.runs import RunDir
-    from attnlab.scan import figures as scan_figures
-    from attnlab.scan.report import write_report
-
-    run = tmp_path / "scan"
-    shutil.copytree(runs["scan"], run)
-    monkeypatch.setattr(scan_figures, "THUMB_SIDE", 8)
-    write_report(RunDir(run))
+    run = _rewritten_scan(runs, tmp_path, monkeypatch, THUMB_SIDE=8)
     view = element_id(run, "pattern")
     kept = json.loads((run / "summary.json").read_text())["pattern_heads"][0]
     A = np.load(run / "patterns" / "prose" / f"{kept}.npy")
