@@ -172,18 +172,18 @@ def verdict_R20(run_dir: str | Path) -> Verdict:
     return three, not wrong and three > PEAK_RATIO, why
 
 
-def ablated_record(path: Path, layer: int | None = 0) -> dict:
+def ablated_record(path: Path, layer: int | None = 0, sublayer: str = "mlp") -> dict:
     """The §6 metrics of the final model in `path` on its evaluation batch with layer `layer`'s MLP output zeroed
-    (R10; None: no intervention)."""
+    (sublayer "mlp": R21) or the whole layer removed ("layer": `ZeroLayer`, the spec's R10; None: no intervention)."""
     from attnlab.bb.experiment import Evaluator, load_run
     from attnlab.bb.metrics import bb_metrics
-    from attnlab.tracing.interventions import ZeroMLP
+    from attnlab.tracing.interventions import ZeroLayer, ZeroMLP
 
     cfg, task, model, state = load_run(path)
     seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)
     ev = Evaluator(model, task, seqs)
     with torch.no_grad():
-        ivs = () if layer is None else (ZeroMLP(layer),)
+        ivs = () if layer is None else ((ZeroLayer if sublayer == "layer" else ZeroMLP)(layer),)
         trace, logits = ev.trace(ivs, chunk=ev.inputs.shape[0])
     return {"step": int(state["step"]), **bb_metrics(trace, logits, seqs, task, ev.attn_layers)}
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import AttnlabError
-from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, Run
+from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, Run, longest_first
 from attnlab.runs import RunResult, read_json, write_json
 
 MARKS = "experiments"
@@ -144,7 +144,7 @@ def run_all(names: list[str], root: Path, marks: Path, seed: int, sizes: dict, w
     `address`: those that need another in a second wave); returns name -> mark, in `names` order."""
     marks_of = {n: m for n in names if (m := finished_mark(marks, n)) is not None}
     for wave in ([n for n in names if n not in NEEDS], [n for n in names if n in NEEDS]):
-        todo = [n for n in wave if n not in marks_of]
+        todo = longest_first([n for n in wave if n not in marks_of])
         failed = {n for n in todo if n in NEEDS and NEEDS[n] not in marks_of}
         for n in failed:
             marks_of[n] = {"seconds": 0.0, "error": f"needs {NEEDS[n]}, which failed", "run_seconds": {}}

@@ -88,7 +88,6 @@ FULL_SIZES: dict[str, dict] = {
     "bb_adam3": dict(n_layers=3, steps=3000),
     "bb_sgd3": dict(n_layers=3, steps=3000, optimizer="sgd"),
     "bb_ablate3": dict(n_layers=3, steps=3000, no_attn=(2,)),
-    "bb_ablate3_nomlp0": dict(n_layers=3, steps=3000, no_attn=(2,), no_mlp=(0,)),
     "bb_paper": dict(steps=10000),
     "cons_causal": dict(batch=256, t_max=60.0, schedules=("constant", "random")),
     "cons_full": dict(batch=256, t_max=100.0, n=32),
@@ -311,7 +310,6 @@ EXPERIMENTS: dict[str, Experiment] = {
     "bb_adam3": _trained(),
     "bb_sgd3": _trained(),
     "bb_ablate3": _trained(),
-    "bb_ablate3_nomlp0": _trained(),
     "bb_paper": _trained(),
     "real_scan": _one(
         "scan",
@@ -376,13 +374,33 @@ EXPERIMENTS: dict[str, Experiment] = {
     "real_ablate": _later("ablate", _ablate),
     "paths_2path": _one("paths solve", lambda seed, size, root: {"variant": "2path", **size, "seed": seed}),
 }
-GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_ablate3_nomlp0", "bb_paper",
+GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
        "bb_variants", "bb_stability", "cons_phase")  # fmt: skip
 NEEDS = {
     "bb_intervene": "bb_softmax",
     "paths_plugin": "paths_prune_long",
     "real_ablate": "real_scan",
 }  # experiments that need another first
+
+
+PAPER_SCALE = {"bb_paper": "paper scale, 10,000 steps at d 256, T 256, batch 512 (about 19 h on 2 cpu cores)"}
+"""Experiments the full profile runs only on a GPU (`--device cuda`); on the cpu their rows are not run, with the
+command that runs them."""
+MINUTES = {"cons_rst": 60, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "cons_phase": 20,
+           "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
+           "paths_layers": 10, "cons_decode": 8, "cons_depth": 8, "real_quant": 6, "real_window": 6}  # fmt: skip
+"""Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
+the longest first, so two workers finish close together."""
+
+
+def runs_at(profile: str, device: str) -> dict[str, dict]:
+    """The experiments `profile` runs on `device` (name -> size settings): the paper-scale ones only on a GPU."""
+    return {n: s for n, s in SIZES[profile].items() if device != "cpu" or n not in PAPER_SCALE}
+
+
+def longest_first(names: list[str]) -> list[str]:
+    """`names` ordered by `MINUTES` (longest first; the rest keep their order after them)."""
+    return sorted(names, key=lambda n: -MINUTES.get(n, 0))
 
 
 def sized(name: str, profile: str, device: str) -> dict:

@@ -25,7 +25,7 @@ from attnlab.errors import InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
 from attnlab.reproduce.execute import MARKS, clean, finished_mark, one_line, outcome, run_all
-from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES, sized
+from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, PAPER_SCALE, SIZES, runs_at, sized
 from attnlab.reproduce.targets import TARGETS, Target
 from attnlab.reproduce.verdict import NOT_RUN, verdict
 from attnlab.runs import RunResult, open_run
@@ -37,7 +37,7 @@ def plan(config: ReproduceConfig) -> tuple[list[Target], list[str]]:
     unknown = sorted(set(config.targets) - {t.id for t in targets})
     if unknown:
         raise InputError(f"--targets: no target {', '.join(unknown)} in the studies {', '.join(config.studies)}")
-    sizes = SIZES[config.profile]
+    sizes = runs_at(config.profile, config.device)
     wanted = {e for t in targets if t.needs and all(n in sizes for n in t.needs) for e in t.needs}
     wanted |= {NEEDS[e] for e in wanted if e in NEEDS}
     return targets, [e for e in EXPERIMENTS if e in wanted]
@@ -54,13 +54,15 @@ def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> 
     return done, log
 
 
-def evaluate(target: Target, done: dict, log: dict, profile: str) -> dict:
+def evaluate(target: Target, done: dict, log: dict, profile: str, device: str = "cpu") -> dict:
     """One table row: our numbers from the runs, the verdict from the checks, and why."""
     numbers, reason = None, target.not_run
     if target.measure is not None:
-        missing = [n for n in target.needs if n not in SIZES[profile]]
+        missing = [n for n in target.needs if n not in runs_at(profile, device)]
         failed = [n for n in target.needs if n in log and log[n]["error"]]
-        if missing:
+        if missing and all(n in SIZES[profile] for n in missing):
+            reason = _paper_scale(missing, target)
+        elif missing:
             reason = f"the {profile} profile does not run {', '.join(missing)}" + _where(missing, target.study)
         elif failed:
             reason = "; ".join(f"{n} failed: {log[n]['error']}" for n in failed)
@@ -98,6 +100,13 @@ def judge_recorded(target: Target) -> tuple[str, str]:
     return v, f"recorded by hand, not by this run: {why}; measured in {rec.where}; command: `{rec.command}`"
 
 
+def _paper_scale(names: list[str], target: Target) -> str:
+    """Why a row of a paper-scale experiment is not run on the cpu, with the command that runs it on a GPU."""
+    what = "; ".join(PAPER_SCALE[n] for n in names)
+    return (f"not run: paper scale, GPU ({what}): `attnlab reproduce {target.study} --profile full --device cuda "
+            f"--targets {target.id}`")
+
+
 def _where(names: list[str], study: str) -> str:
     """Where `names` run: " (full profile: `attnlab reproduce <study> --profile full`)", the smallest profile that
     runs them all, or "" if none does."""
@@ -128,7 +137,7 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
             _check_resume(run.read_config(), config)
         t0 = time.perf_counter()
         done, log = run_experiments(names, run.path, config)
-        rows = [evaluate(t, done, log, config.profile) for t in targets]
+        rows = [evaluate(t, done, log, config.profile, config.device) for t in targets]
         record: dict[str, Any] = {
             "profile": config.profile,
             "studies": list(config.studies),

@@ -196,12 +196,14 @@ def test_full_profile_runs_every_measured_target_and_its_configs_build(tmp_path)
     from attnlab.configs import config_from_dict
     from attnlab.registry import resolve
     from attnlab.reproduce.config import ReproduceConfig
-    from attnlab.reproduce.experiments import EXPERIMENTS, SIZES, sized
+    from attnlab.reproduce.experiments import EXPERIMENTS, PAPER_SCALE, SIZES, sized
     from attnlab.reproduce.run import plan
 
-    targets, names = plan(ReproduceConfig(profile="full"))
+    targets, names = plan(ReproduceConfig(profile="full", device="cuda"))
     measured = {n for t in targets if t.measure is not None for n in t.needs}
     assert measured <= set(names) <= set(EXPERIMENTS)
+    on_cpu = plan(ReproduceConfig(profile="full"))[1]
+    assert set(names) - set(on_cpu) == set(PAPER_SCALE) == {"bb_paper"}  # paper scale: only on a GPU
     built = waits = 0
     for name in names:
         exp = EXPERIMENTS[name]
