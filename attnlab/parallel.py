@@ -19,6 +19,7 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -100,6 +101,13 @@ def start_ray(address: str | None, num_cpus: int | None) -> Any:
             where = f"--address {address}" if address else "a local Ray instance"
             raise InputError(f"{where}: Ray did not start ({_first_line(exc)})") from None
     return ray
+
+
+def joined_ray() -> Any | None:
+    """`ray` if this process is already connected to a Ray instance (a Ray task's worker, or a driver that started
+    one), else None. Work started from inside a Ray task joins that instance: a second `ray.init` there fails."""
+    ray = sys.modules.get("ray")
+    return ray if ray is not None and ray.is_initialized() else None
 
 
 def _first_line(exc: BaseException) -> str:

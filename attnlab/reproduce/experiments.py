@@ -2,8 +2,8 @@
 
 Each experiment is a list of `Run(sub, command, config)`: a study command (as typed after `attnlab`) and its
 config fields, run through `attnlab.registry.resolve` into runs/<experiment>/<sub> (`execute.py`), so `attnlab
-rerun` can redo any of them. A few experiments are direct computations of library functions (`computations.py`).
-Experiments that a profile does not run are absent from `SIZES[profile]`.
+rerun` can redo any of them. A few experiments are direct computations of library functions
+(`attnlab/<study>/reproduction.py`). Experiments that a profile does not run are absent from `SIZES[profile]`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnlab.reproduce import computations
+from attnlab.consensus import reproduction as consensus_rows
+from attnlab.paths import reproduction as paths_rows
+from attnlab.scan import reproduction as real_rows
 
 # profile -> experiment -> its size settings (absent: not run at that profile). full: the paper-scale settings.
 BB_TINY = dict(steps=60, d_model=32, d_mlp=64, batch=16, eval_batch=32, lin_every=10, lin_until=60, ckpt_every=60)
@@ -320,22 +322,22 @@ EXPERIMENTS: dict[str, Experiment] = {
             "seed": seed,
         },
     ),
-    "real_probe": Experiment(compute=computations.real_probe),
+    "real_probe": Experiment(compute=real_rows.real_probe),
     "real_quant": _one("deploy quantize", lambda seed, size, root: {**size, "seed": seed}),
     "real_window": _one("deploy window", lambda seed, size, root: {**size, "seed": seed}),
     "series_scan": Experiment(runs=_series),
     "cons_causal": Experiment(runs=_causal),
     "cons_full": Experiment(runs=_full),
     "cons_cluster": Experiment(runs=_cluster),
-    "cons_tails": Experiment(compute=computations.cons_tails),
-    "cons_late": Experiment(compute=computations.cons_late),
-    "cons_rho": Experiment(compute=computations.cons_rho),
+    "cons_tails": Experiment(compute=consensus_rows.cons_tails),
+    "cons_late": Experiment(compute=consensus_rows.cons_late),
+    "cons_rho": Experiment(compute=consensus_rows.cons_rho),
     "cons_phase": _one(
         "consensus phase", lambda seed, size, root: {"n": 32, "beta_min": 0.5, "beta_max": 5.0, **size, "seed": seed}
     ),
-    "paths_ua": Experiment(compute=computations.paths_ua),
-    "paths_units": Experiment(compute=computations.paths_units),
-    "paths_sampling_units": Experiment(compute=computations.paths_sampling_units),
+    "paths_ua": Experiment(compute=paths_rows.paths_ua),
+    "paths_units": Experiment(compute=paths_rows.paths_units),
+    "paths_sampling_units": Experiment(compute=paths_rows.paths_sampling_units),
     "paths_solve": _one("paths solve", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
     "paths_sweep": _one("paths sweep", lambda seed, size, root: {**size, "seed": seed}),
     "paths_sample": _one("paths sample", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
@@ -354,8 +356,8 @@ EXPERIMENTS: dict[str, Experiment] = {
     "paths_prune_long": _one("paths prune", lambda seed, size, root: {**size}),
     "paths_smoke": _one("paths prune", lambda seed, size, root: {**size}),
     "paths_plugin": _later("paths solve", _plugin),
-    "cons_bench": Experiment(compute=computations.cons_bench),
-    "cons_units": Experiment(compute=computations.cons_units),
+    "cons_bench": Experiment(compute=consensus_rows.cons_bench),
+    "cons_units": Experiment(compute=consensus_rows.cons_units),
     "cons_b2": _one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # PhaseConfig's defaults: B2
     "cons_rst": _one(
         "consensus model",

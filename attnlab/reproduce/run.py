@@ -103,8 +103,10 @@ def judge_recorded(target: Target) -> tuple[str, str]:
 def _paper_scale(names: list[str], target: Target) -> str:
     """Why a row of a paper-scale experiment is not run on the cpu, with the command that runs it on a GPU."""
     what = "; ".join(PAPER_SCALE[n] for n in names)
-    return (f"not run: paper scale, GPU ({what}): `attnlab reproduce {target.study} --profile full --device cuda "
-            f"--targets {target.id}`")
+    return (
+        f"not run: paper scale, GPU ({what}): `attnlab reproduce {target.study} --profile full --device cuda "
+        f"--targets {target.id}`"
+    )
 
 
 def _where(names: list[str], study: str) -> str:

@@ -9,47 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from attnlab.targets import OPS, Check  # noqa: F401 - the checks' home, re-exported
+
 MET, MISSED, NOT_RUN = "met", "missed", "not run"
-OPS = ("<", "<=", ">", ">=", "abs<=", "in")
-
-
-@dataclass(frozen=True)
-class Check:
-    """`key op bound`, e.g. Check("backcopy_risk", "<", 0.05); `bound` is a pair for "in"."""
-
-    key: str
-    op: str
-    bound: Any
-
-    def __post_init__(self) -> None:
-        if self.op not in OPS:
-            raise ValueError(f"unknown operator {self.op!r}; valid: {', '.join(OPS)}")
-
-    def passes(self, value: float) -> bool:
-        """Whether a finite `value` satisfies the check (a non-finite value never does)."""
-        if value is None or not math.isfinite(float(value)):
-            return False
-        x, b = float(value), self.bound
-        if self.op == "in":
-            return float(b[0]) <= x <= float(b[1])
-        return {
-            "<": x < b,
-            "<=": x <= b,
-            ">": x > b,
-            ">=": x >= b,
-            "abs<=": abs(x) <= b,
-        }[self.op]
-
-    def text(self) -> str:
-        """The check as written, bounds to 6 significant digits."""
-        if self.op == "in":
-            return f"{self.key} in [{self.bound[0]:.6g}, {self.bound[1]:.6g}]"
-        if self.op == "abs<=":
-            return f"|{self.key}| <= {self.bound:.6g}"
-        return f"{self.key} {self.op} {self.bound:.6g}"
 
 
 def fmt(x: Any) -> str:

@@ -104,9 +104,11 @@ def execute(
     trials = list(trials)
     if not trials:
         return
-    from attnlab.parallel import start_ray
+    from attnlab.parallel import joined_ray, start_ray
 
-    ray = start_ray(config.address, config.cpus)
+    joined = joined_ray()  # inside a Ray task (a sweep that `attnlab reproduce --workers` runs): its instance
+    own = joined is None
+    ray = start_ray(config.address, config.cpus) if joined is None else joined
     try:
         check_cluster_fits(ray, config)
         task = ray.remote(run_trial).options(
@@ -121,9 +123,10 @@ def execute(
             ): t
             for t in trials
         }
-        _collect(ray, refs, on_done, cancel_on_interrupt=bool(config.address))
+        _collect(ray, refs, on_done, cancel_on_interrupt=bool(config.address) or not own)
     finally:
-        ray.shutdown()
+        if own:
+            ray.shutdown()
 
 
 def _collect(

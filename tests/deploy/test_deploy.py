@@ -154,12 +154,12 @@ def test_cli_runs_and_verdict(llama_dir, tmp_path, capsys):
     r = v["quant"]["domains"]["prose"]
     assert r["ratio"] == pytest.approx(r["naive"] / r["exclude"])
     # the reproduce row R23 computes its numbers from these two folders, and its checks agree with the verdict
-    from attnlab.reproduce import measures
     from attnlab.reproduce.targets import TARGETS
     from attnlab.reproduce.verdict import MET, MISSED, verdict
+    from attnlab.scan import reproduction as real_rows
 
     row = next(t for t in TARGETS if t.id == "R23")
-    numbers = measures.r_r23({"real_quant": q, "real_window": w})
+    numbers = real_rows.r_r23({"real_quant": q, "real_window": w})
     assert numbers["claims_met"] == float(v["met"])
     assert numbers["quant_ratio_min"] == min(d["ratio"] for d in v["quant"]["domains"].values())
     assert verdict(row.checks, numbers)[0] == (MET if v["met"] else MISSED)

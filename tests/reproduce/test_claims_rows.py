@@ -13,11 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnlab.reproduce import measures as m
+from attnlab.bb import reproduction as bb_rows
+from attnlab.consensus import reproduction as consensus_rows
+from attnlab.paths import reproduction as paths_rows
 from attnlab.reproduce.execute import Outcome, outcome, run_experiment
 from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, verdict
+from attnlab.scan import reproduction as real_rows
 
 ISSUE14 = {"bb": ("R19", "R20", "R21", "R22", "R25"), "consensus": ("R12", "R13", "R14"),
            "paths": ("S6", "S7", "S8", "S9", "S10"), "real": ("R23", "R24")}  # fmt: skip
@@ -35,7 +38,7 @@ def test_issue14_rows_are_steps_of_reproduce() -> None:
     assert {"cons_counter", "paths_renorm"} <= tiny  # seconds: part of the fast profile
     assert not tiny & {"bb_variants", "bb_stability", "cons_norm", "cons_decode", "paths_layers"}
     assert {"cons_norm", "cons_decode"} <= set(SIZES["quick"])
-    assert ROWS[("real", "R23")].measure is m.r_r23 and {"real_quant", "real_window"} <= set(SIZES["quick"])
+    assert ROWS[("real", "R23")].measure is real_rows.r_r23 and {"real_quant", "real_window"} <= set(SIZES["quick"])
     assert ROWS[("real", "R24")].needs == ("real_scan",) and "series_scan" in SIZES["full"]
 
 
@@ -169,17 +172,17 @@ def _r25(f: Path, good: bool) -> None:
 
 
 CASES: list[tuple[str, str, str, Callable, Callable]] = [
-    ("real", "R24", "real_scan", _r24, m.r_r24),
-    ("bb", "R25", "series_scan", _r25, m.r_r25),
-    ("consensus", "R12", "cons_counter", _r12, m.c_r12),
-    ("consensus", "R13", "cons_norm", _r13, m.c_r13),
-    ("consensus", "R14", "cons_decode", _r14, m.c_r14),
-    ("paths", "S6", "paths_layers", _s6, m.p_s6),
-    ("paths", "S7", "paths_ensemble", _s7, m.p_s7),
-    ("paths", "S8", "paths_outputs", _s8, m.p_s8),
-    ("paths", "S9", "paths_renorm", _s9, m.p_s9),
-    ("paths", "S10", "paths_plugin", _s10, m.p_s10),
-    ("bb", "R22", "bb_stability", _r22, m.b_r22),
+    ("real", "R24", "real_scan", _r24, real_rows.r_r24),
+    ("bb", "R25", "series_scan", _r25, bb_rows.r_r25),
+    ("consensus", "R12", "cons_counter", _r12, consensus_rows.c_r12),
+    ("consensus", "R13", "cons_norm", _r13, consensus_rows.c_r13),
+    ("consensus", "R14", "cons_decode", _r14, consensus_rows.c_r14),
+    ("paths", "S6", "paths_layers", _s6, paths_rows.p_s6),
+    ("paths", "S7", "paths_ensemble", _s7, paths_rows.p_s7),
+    ("paths", "S8", "paths_outputs", _s8, paths_rows.p_s8),
+    ("paths", "S9", "paths_renorm", _s9, paths_rows.p_s9),
+    ("paths", "S10", "paths_plugin", _s10, paths_rows.p_s10),
+    ("bb", "R22", "bb_stability", _r22, bb_rows.b_r22),
 ]
 
 
@@ -210,11 +213,11 @@ def _outcome(path: Path, sub: str = "") -> Outcome:
 
 def test_known_numbers_of_the_fake_folders(tmp_path: Path) -> None:
     _r22(tmp_path / "r22", False)
-    n = m.b_r22({"bb_stability": _outcome(tmp_path / "r22")})
+    n = bb_rows.b_r22({"bb_stability": _outcome(tmp_path / "r22")})
     assert (n["diverged_softmax"], n["diverged_relu"], n["diverged_relu_minus_softmax"]) == (1, 2, 1.0)
     assert (n["runs_softmax"], n["lrs_relu"]) == (12, 4)
     _r14(tmp_path / "r14", True)
-    n = m.c_r14({"cons_decode": _outcome(tmp_path / "r14")})
+    n = consensus_rows.c_r14({"cons_decode": _outcome(tmp_path / "r14")})
     assert n["min_share_final"] == pytest.approx(0.9) and n["passes"] == 1
     assert n["share periodic, MLP off"] == pytest.approx(0.9)
 
@@ -233,11 +236,11 @@ def test_layer_variants_rows_from_tiny_bb_runs(tmp_path: Path) -> None:
     assert (folder / "r20_peak_by_layout.png").is_file()
     assert (folder / "1-layer-parallel-block" / "figures" / "dynamics.png").is_file()
     done = {"bb_variants": outcome("bb_variants", tmp_path, mark, 0, size)}
-    for tid, measure in (("R19", m.b_r19), ("R20", m.b_r20), ("R21", m.b_r21)):
+    for tid, measure in (("R19", bb_rows.b_r19), ("R20", bb_rows.b_r20), ("R21", bb_rows.b_r21)):
         numbers = measure(done)
         expected = MET if numbers["claims_met"] == 1.0 else MISSED
         assert verdict(ROWS[("bb", tid)].checks, numbers)[0] == expected, (tid, numbers)
-    three = m.b_three_layer(done)  # SC-3layer: ρ per layer of the 3-layer run, and ρ_2 with its last MLP zeroed
+    three = bb_rows.b_three_layer(done)  # SC-3layer: ρ per layer of the 3-layer run, and ρ_2 with its last MLP zeroed
     rows = {r["variant"]: r for r in claims.variant_table(folder)}
     assert [three[f"rho_{i}"] for i in range(3)] == pytest.approx(rows["3 layers"]["peak_ratio_by_layer"], abs=1e-3)
     assert three["rho_2_mlp2_zeroed"] != three["rho_2"] and all(v > 0 for v in three.values())
@@ -249,7 +252,7 @@ def test_series_experiment_trains_scans_and_feeds_the_r25_row(tmp_path: Path) ->
     assert mark["error"] is None, mark
     checkpoints = tmp_path / "series_scan" / "train" / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == ["step_0", "step_20", "step_40"]
-    numbers = m.r_r25({"series_scan": outcome("series_scan", tmp_path, mark, 0, size)})
+    numbers = bb_rows.r_r25({"series_scan": outcome("series_scan", tmp_path, mark, 0, size)})
     assert numbers["claims_met"] in (0.0, 1.0) and 0.0 <= numbers["sink_rise"] < 1.0  # max − first of a share
     row = verdict(ROWS[("bb", "R25")].checks, numbers)[0]
     assert row in (MET, MISSED) and (row == MET) == (numbers["claims_met"] == 1.0)

@@ -12,11 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.reproduce import measures, report
+from attnlab.bb import reproduction as bb_rows
+from attnlab.consensus import reproduction as consensus_rows
+from attnlab.paths import reproduction as paths_rows
+from attnlab.reproduce import report
 from attnlab.reproduce.execute import Outcome
 from attnlab.reproduce.run import evaluate
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, verdict
+from attnlab.scan import reproduction as real_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 BY_ID = {(t.study, t.id): t for t in TARGETS}
@@ -55,7 +59,7 @@ def test_s9_measure_reads_the_same_temperature_ratio(tmp_path: Path, monkeypatch
     comp = {"rms_pred_scalar_vs_gp": 0.2, "rms_pred_scalar_vs_gp_matched_T": 5e-15, "rms_pred_gp": 5.0}
     (tmp_path / "metrics.json").write_text(json.dumps({"renorm_comparison": comp}))
     monkeypatch.setattr(claims, "verdict_S9", lambda folder: (0.1, True, "stub"))
-    nums = measures.p_s9({"paths_renorm": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})
+    nums = paths_rows.p_s9({"paths_renorm": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})
     assert nums["scalar_vs_gp_same_T"] == pytest.approx(0.04) and nums["scalar_vs_gp_matched_T"] == pytest.approx(1e-15)
 
 
@@ -68,11 +72,11 @@ def test_b3_keeps_the_full_sampler_clause() -> None:
 def test_bos_over_next_min_is_the_smallest_of_the_first_ten() -> None:
     norms = np.full((1, 1, 64), 5.0)
     norms[0, 0, 0] = 1.0
-    assert measures.bos_over_next_min(norms) == pytest.approx(0.2)
+    assert bb_rows.bos_over_next_min(norms) == pytest.approx(0.2)
     norms[0, 0, 7] = 0.5  # below the mean of the others, not the smallest of the first 10: the old reading passed it
-    assert measures.bos_over_next_min(norms) == pytest.approx(2.0)
+    assert bb_rows.bos_over_next_min(norms) == pytest.approx(2.0)
     norms[0, 0, 12] = 0.1  # position 12 is outside the first 10
-    assert measures.bos_over_next_min(norms) == pytest.approx(2.0)
+    assert bb_rows.bos_over_next_min(norms) == pytest.approx(2.0)
 
 
 def test_r5_row_reads_final_value_norms(tmp_path: Path) -> None:
@@ -82,7 +86,7 @@ def test_r5_row_reads_final_value_norms(tmp_path: Path) -> None:
     np.save(tmp_path / "final" / "value_norms.npy", norms)
     metrics = pd.DataFrame({"value_norm_bos": [2.0, 8.0, 1.0], "value_norm_others": [4.0, 4.0, 4.0]})
     runs = {"bb_softmax": Outcome(runs={"": SimpleNamespace(path=str(tmp_path), tables={"metrics": metrics})})}
-    nums = measures.r5(runs)
+    nums = bb_rows.r5(runs)
     assert nums == pytest.approx({"final_over_peak": 0.125, "bos_over_min_positions1_9": 1.25,
                                   "bos_over_others_mean": 0.25})  # fmt: skip
     assert _judge("bb", "R5", nums) == MISSED  # the old reading (0.25 < 1) would have met it
@@ -178,9 +182,9 @@ def test_r9_and_r10_read_the_rst_groups_as_the_spec_words_them() -> None:
                 "final_band_log10": {"mean_log10": mean, "lo_log10": mean - 0.2, "hi_log10": mean + 0.2},
             }  # fmt: skip
     runs = {"cons_rst": _model_run(groups)}
-    r9 = measures.c_r9(runs)
+    r9 = consensus_rows.c_r9(runs)
     assert (r9["min_fall_decades"], r9["min_fall_ci_low"], r9["max_spearman"]) == (0.8, pytest.approx(0.7), -0.85)
-    r10 = measures.c_r10(runs)
+    r10 = consensus_rows.c_r10(runs)
     assert r10["ci_gap_off_constant_periodic"] == pytest.approx(0.6)  # -2.2 - (-2.8): disjoint and ordered
     assert r10["ci_gap_on_periodic_random"] == pytest.approx(-0.5)  # random's mean is below periodic's
     t10 = next(t for t in TARGETS if (t.study, t.id) == ("consensus", "R10"))
@@ -202,25 +206,25 @@ def test_new_rows_read_their_runs(tmp_path: Path) -> None:
     import json
 
     ci = {"C0": 0.0, "k_star_layers": 60, "k_star_passes": 2.0, "C_peak": 0.4, "C_final": 0.1, "interior_peak": True}
-    r11 = measures.c_r11({"cons_depth": _model_run({"periodic, MLP on": {"context_influence": ci}})})
+    r11 = consensus_rows.c_r11({"cons_depth": _model_run({"periodic, MLP on": {"context_influence": ci}})})
     assert r11 == {"C0": 0.0, "interior_peak": 1.0, "C_final_over_peak": 0.25, "k_star_passes": 2.0}
     t11 = next(t for t in TARGETS if (t.study, t.id) == ("consensus", "R11"))
     assert verdict(t11.checks, r11) == (MISSED, verdict(t11.checks, r11)[1])  # the KL clause has no number
     assert "KL_model_30_independent <= 1e-05: None NO" in verdict(t11.checks, r11)[1]
     phase = Outcome(runs={"": SimpleNamespace(summary={"wall_seconds": 70.0})}, seconds={"": 75.0})  # type: ignore[dict-item]
-    assert measures.c_b2({"cons_b2": phase}) == {"phase_seconds": 70.0, "run_seconds": 75.0}
+    assert consensus_rows.c_b2({"cons_b2": phase}) == {"phase_seconds": 70.0, "run_seconds": 75.0}
     decode = SimpleNamespace(summary={"seconds_per_group": {"a": 30.0, "b": 10.0}}, config=SimpleNamespace(passes=10))
-    b4 = measures.c_b4({"cons_decode": Outcome(runs={"": decode}, peak_rss_mb=900.0)})  # type: ignore[dict-item]
+    b4 = consensus_rows.c_b4({"cons_decode": Outcome(runs={"": decode}, peak_rss_mb=900.0)})  # type: ignore[dict-item]
     assert b4 == {"seconds_per_pass": 3.0, "peak_rss_mb": 900.0}
     solve = SimpleNamespace(summary={"converged": True, "accuracy": 0.9, "accuracy_gp": 0.903})
-    assert measures.p_s3({"paths_2path": Outcome(runs={"": solve})})["gap_points"] == pytest.approx(-0.3)  # type: ignore[dict-item]
+    assert paths_rows.p_s3({"paths_2path": Outcome(runs={"": solve})})["gap_points"] == pytest.approx(-0.3)  # type: ignore[dict-item]
     states = {"dormant": {"n": 3, "max_abs_dnll": 0.02}, "active": {"n": 2, "max_abs_dnll": 0.1}}
     abl = SimpleNamespace(summary={"by_state": states})
-    dormant = measures.r_dormant({"real_ablate": Outcome(runs={"": abl})})  # type: ignore[dict-item]
+    dormant = real_rows.r_dormant({"real_ablate": Outcome(runs={"": abl})})  # type: ignore[dict-item]
     t = next(t for t in TARGETS if t.id == "SC-dormant")
     assert dormant["max_abs_dnll_dormant"] == 0.02 and verdict(t.checks, dormant)[0] == MISSED
     curves = {"ascending score": [0.8, 0.79, 0.7], "descending score": [0.8, 0.6], "random 0": [0.8, 0.7, 0.6]}
     (tmp_path / "metrics.json").write_text(json.dumps({"progressive": curves, "gd_test_accuracy": 0.8}))
-    prune = measures.p_prune({"paths_prune": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})  # type: ignore[dict-item]
+    prune = paths_rows.p_prune({"paths_prune": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})  # type: ignore[dict-item]
     assert prune["drop_first_pruned"] == pytest.approx(0.01) and prune["heads_pruned"] == 2
     assert prune["ascending_minus_random_mean"] == pytest.approx((0.8 + 0.79 + 0.7) / 3 - 0.7)

@@ -1,35 +1,196 @@
-"""The direct computations behind a few targets: library functions checked against the spec's formulas, with no
-study command to run (each returns named numbers, which reproduce saves). The unit tests that cover the same
-formulas call the same library functions."""
+"""Our number for each measured reproduction target of consensus.
+
+Measures are computed from the study runs of `attnlab.reproduce.experiments`, read back from their
+folders: each takes `runs` (experiment name -> `attnlab.reproduce.execute.Outcome`) and returns named
+numbers, the keys its target's `Check`s compare. Direct computations (`compute(seed, size)`) call library
+functions with no study command, checked against the spec's formulas; the unit tests call the same
+functions. The rows are in `targets.py`."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 
-def real_probe(seed: int, size: dict) -> dict:
-    """Greedy next token after "The capital of France is", the same with dim 507 zeroed after block 11, and the
-    time of a cached reload of SmolLM2."""
+from attnlab.targets import claim_numbers, folder_of, model_groups, run_of, runs_of
+
+
+def _states(res: Any) -> np.ndarray:
+    return np.load(Path(res.path) / "states.npy")  # [batch, records, token, dim]
+
+
+def c_r1a(runs: dict) -> dict:
+    drifts = []
+    for res in runs_of(runs, "cons_causal").values():
+        st = _states(res)
+        drifts.append(float(np.abs(st[:, :, 0, :] - st[:, :1, 0, :]).max()))
+    return {"first_token_drift": max(drifts)}  # no run: ValueError, so never a vacuous "met"
+
+
+def c_r1b(runs: dict) -> dict:
+    shares = {k: r.summary["share_E_first_below_1e-6"] for k, r in runs_of(runs, "cons_causal").items()}
+    starts = next(iter(runs_of(runs, "cons_causal").values())).config.batch
+    return {"min_share_converged": min(shares.values()), "starts": starts} | {
+        f"share {k}": v for k, v in shares.items()
+    }
+
+
+def c_r2b(runs: dict) -> dict:
+    return dict(runs["cons_late"].numbers)
+
+
+def c_r2c(runs: dict) -> dict:
+    out = {k: v for k, v in runs["cons_tails"].numbers.items() if k.endswith("_rel_err")}
+    return out | {"worst_rel_err": max(out.values())}
+
+
+def c_r3(runs: dict) -> dict:
+    full = runs_of(runs, "cons_full")
+    shares = {k: float((np.load(Path(r.path) / "E_pair.npy")[:, -1] < 1e-6).mean()) for k, r in full.items()}
+    return {"min_share_E_pair_below_1e-6": min(shares.values()), "starts": full["constant"].config.batch}
+
+
+def _counts_at(res: Any, times: tuple[float, ...]) -> list[float]:
     import torch
 
-    from attnlab.hf.loader import load_causal_lm
-    from attnlab.tracing.adapters.hf import forward_logits
-    from attnlab.tracing.interventions import ZeroDims
+    from attnlab.consensus.measures import cluster_count
 
-    load_causal_lm("smollm2")  # builds the fp32 cache on the first call
-    t0 = time.perf_counter()
-    lm = load_causal_lm("smollm2")
-    reload_s = time.perf_counter() - t0
-    ids = torch.tensor([lm.tokenizer("The capital of France is", add_special_tokens=False)["input_ids"]])
-    clean = int(forward_logits(lm.model, ids)[0, -1].argmax())
-    ablated = int(forward_logits(lm.model, ids, interventions=[ZeroDims(11, (507,), (0,))])[0, -1].argmax())
+    st, ts = _states(res), np.load(Path(res.path) / "t_states.npy")
+    out = []
+    for t in times:
+        i = int(np.argmin(np.abs(ts - t)))
+        out.append(float(cluster_count(torch.as_tensor(st[:, i])).double().mean()))
+    return out
+
+
+def c_r7a(runs: dict) -> dict:
+    import torch
+
+    from attnlab.consensus.measures import cluster_count
+
+    shares = []
+    for key in ("beta0.5", "beta1"):
+        st = _states(run_of(runs, "cons_cluster", key))
+        shares.append(float((cluster_count(torch.as_tensor(st[:, -1])) == 1).double().mean()))
+    return {"min_share_one_cluster": min(shares)}
+
+
+def c_r7b(runs: dict) -> dict:
+    c9 = _counts_at(run_of(runs, "cons_cluster", "beta9"), (30.0, 100.0, 200.0))
+    c4 = _counts_at(run_of(runs, "cons_cluster", "beta4"), (30.0,))
     return {
-        "greedy": lm.tokenizer.decode([clean]),
-        "greedy_dim507_zeroed": lm.tokenizer.decode([ablated]),
-        "reload_seconds": reload_s,
+        "count_beta9_t30": c9[0],
+        "count_beta9_t100": c9[1],
+        "count_beta9_t200": c9[2],
+        "min_count_beta9": min(c9),
+        "max_increase_beta9": max(c9[1] - c9[0], c9[2] - c9[1]),
+        "count_beta4_t30": c4[0],
     }
+
+
+def c_r5a(runs: dict) -> dict:
+    return dict(runs["cons_rho"].numbers)
+
+
+def c_r6a(runs: dict) -> dict:
+    m = run_of(runs, "cons_phase").summary
+    gaps = np.abs(np.asarray(m["relative_gap_t50_vs_t_eq"], dtype=float))
+    return {
+        "max_abs_rel_gap": float(np.nanmax(gaps)) if np.isfinite(gaps).any() else math.nan,
+        "median_abs_rel_gap": m["median_abs_relative_gap"],
+        "betas_never_half": m["betas_never_half_clustered"],
+    }
+
+
+def c_r12(runs: dict) -> dict:
+    """R12: share of starts reaching consensus with Q = K = 0, V = I and V = J."""
+    from attnlab.consensus.claims import verdict_R12
+
+    folder = folder_of(runs["cons_counter"])
+    out = claim_numbers(verdict_R12, folder, "share_rotation")
+    ident = json.loads((folder / "identity" / "metrics.json").read_text())["share_E_first_below_1e-6"]
+    return out | {"share_identity": float(ident)}
+
+
+def c_r13(runs: dict) -> dict:
+    """R13: largest per-layer relative error of the sphere idealisation; whether the consensus conclusion holds."""
+    from attnlab.consensus.claims import verdict_R13
+
+    folder = folder_of(runs["cons_norm"])
+    out = claim_numbers(verdict_R13, folder, "max_layer_rel_error")
+    m = json.loads((folder / "metrics.json").read_text())
+    return out | {"same_conclusion": float(bool(m["same_conclusion"])), "passes": m["passes"]}
+
+
+def c_r14(runs: dict) -> dict:
+    """R14: after the last pass, the smallest over groups of the mean share of positions decoding to the prompt's
+    most common top-1 token, and each group's share."""
+    from attnlab.consensus.claims import verdict_R14
+
+    folder = folder_of(runs["cons_decode"])
+    out = claim_numbers(verdict_R14, folder, "min_share_final")
+    groups = json.loads((folder / "decode.json").read_text())["groups"]
+    out |= {f"share {g}": v["final"]["share_mean"] for g, v in groups.items()}
+    return out | {"passes": max(v["passes"][-1] for v in groups.values())}
+
+
+def c_r9(runs: dict) -> dict:
+    """R9: per MLP setting, the fall of mean log10 E_first from pass 1 to the last periodic pass, its CI low end and
+    Spearman; the smallest fall and CI end and the largest Spearman over MLP on and off."""
+    g = model_groups(runs, "cons_rst")
+    rows = {mlp: g[f"periodic, MLP {mlp}"] for mlp in ("on", "off")}
+    out = {f"fall MLP {k}": r["fall_pass1_to_last"] for k, r in rows.items()}
+    out |= {f"spearman MLP {k}": r["spearman_pass_vs_mean_log10_E"] for k, r in rows.items()}
+    return out | {
+        "min_fall_decades": min(r["fall_pass1_to_last"] for r in rows.values()),
+        "min_fall_ci_low": min(r["fall_ci95"][0] for r in rows.values()),
+        "max_spearman": max(r["spearman_pass_vs_mean_log10_E"] for r in rows.values()),
+    }
+
+
+def c_r10(runs: dict) -> dict:
+    """R10: at the final depth, mean log10 E_first per schedule with its bootstrap CI; per MLP setting the gap
+    between the CIs of consecutive schedules (lower end of the later minus upper end of the earlier: disjoint and
+    ordered when > 0) and the gap of the means."""
+    g = model_groups(runs, "cons_rst")
+    out: dict[str, float] = {}
+    for mlp in ("off", "on"):
+        band = {s: g[f"{s}, MLP {mlp}"]["final_band_log10"] for s in ("constant", "periodic", "random")}
+        for a, b in (("constant", "periodic"), ("periodic", "random")):
+            out[f"ci_gap_{mlp}_{a}_{b}"] = band[b]["lo_log10"] - band[a]["hi_log10"]
+            out[f"mean_gap_{mlp}_{a}_{b}"] = band[b]["mean_log10"] - band[a]["mean_log10"]
+    return out
+
+
+def c_r11(runs: dict) -> dict:
+    """R11 (the model version): the context influence C(k) of the periodic, MLP-on group: C(0), whether the peak is
+    interior, C(final) over C(peak). The KL clause has no number: the depth view's KL_model compares the
+    layer-by-layer pass with itself (0 by construction), so `KL_model_30_independent` stays missing."""
+    ci = model_groups(runs, "cons_depth")["periodic, MLP on"]["context_influence"]
+    return {"C0": ci["C0"], "interior_peak": float(ci["interior_peak"]),
+            "C_final_over_peak": ci["C_final"] / ci["C_peak"], "k_star_passes": ci["k_star_passes"]}  # fmt: skip
+
+
+def c_b1(runs: dict) -> dict:
+    return dict(runs["cons_bench"].numbers)
+
+
+def c_b2(runs: dict) -> dict:
+    """B2: the phase diagram's compute seconds (its metrics' wall_seconds) and the whole run's."""
+    phase = run_of(runs, "cons_b2").summary["wall_seconds"]
+    return {"phase_seconds": phase, "run_seconds": runs["cons_b2"].seconds[""]}
+
+
+def c_b4(runs: dict) -> dict:
+    """B4: SmolLM2 (full stack) seconds per pass, from the decode run's seconds per group, and the peak RSS of the
+    process that ran it."""
+    res = run_of(runs, "cons_decode")
+    secs = res.summary["seconds_per_group"]
+    return {"seconds_per_pass": max(secs.values()) / res.config.passes, "peak_rss_mb": runs["cons_decode"].peak_rss_mb}
 
 
 def cons_tails(seed: int, size: dict) -> dict:
@@ -138,28 +299,6 @@ def cons_rho(seed: int, size: dict) -> dict:
     return {"rho_rhs_at_1": fixed, "sa_slope_abs_err": worst_sa, "usa_slope_rel_err": worst_usa}
 
 
-def paths_ua(seed: int, size: dict) -> dict:
-    """T5: U_a's closed form against a 1-D bounded minimiser of its action, and the stationarity residual."""
-    import math
-
-    import torch
-    from scipy.optimize import minimize_scalar
-
-    from attnlab.paths.theory.action import U_a_closed_form
-
-    err, resid, s2L, s2a = 0.0, 0.0, 1.3, 0.8
-    for H_L, N_L, N_a, trace in [(2, 10.0, 10.0, 3.0), (1, 5.0, 20.0, 0.4), (4, 30.0, 7.0, 9.0)]:
-
-        def action(u: float, H_L: int = H_L, N_L: float = N_L, N_a: float = N_a, tr: float = trace) -> float:
-            return N_a * (u / s2a - math.log(u)) + N_L * (tr / (u * s2L) + H_L * math.log(u))
-
-        ref = minimize_scalar(action, bounds=(1e-6, 1e3), method="bounded", options={"xatol": 1e-13}).x
-        cf = float(U_a_closed_form(torch.tensor(trace, dtype=torch.float64), H_L, N_L, N_a, s2L, s2a))
-        err = max(err, abs(cf - ref) / max(1.0, ref))
-        resid = max(resid, abs(N_a / s2a - N_a / cf - N_L * trace / (s2L * cf**2) + N_L * H_L / cf))
-    return {"closed_form_vs_minimiser": err, "stationarity_residual": resid}
-
-
 def _loop_euler_step(X: Any, P: Any, beta: float, h: float) -> Any:
     """One projected-Euler step of one start X [n, d] with a Python loop over queries and keys (B1's baseline)."""
     import numpy as np
@@ -211,132 +350,6 @@ def cons_bench(seed: int, size: dict) -> dict:
     return out
 
 
-# --- attention-paths §13 CI-fast checks (T1-T4, T7-T9): the library functions tests/paths/ checks, on a tiny random
-# network of bilinear heads (P = 10, N0 = 6, n_tok = 4), their largest deviation recorded ------------------------
-def _tiny_paths(H: tuple[int, ...], P: int = 10, readout: str = "last", seed: int = 0) -> tuple:
-    """(network, x [P, n_tok, N0], y [P], its path Gram) for random bilinear heads per layer `H`."""
-    import numpy as np
-    import torch
-
-    from attnlab.paths.networks.architecture import HeadSpec, PathConfig, PathNetwork
-    from attnlab.paths.networks.kernels import PathGram, scaled_paths
-
-    rng = np.random.default_rng(seed)
-    layers = [[HeadSpec("bilinear", W=rng.standard_normal((6, 6)) / 2) for _ in range(h)] for h in H]
-    net = PathNetwork(PathConfig(layers, tuple([5.0] * (len(H) + 1)), tuple([1.0] * (len(H) + 2)), readout))
-    x = torch.tensor(rng.standard_normal((P, 4, 6)))
-    y = np.where(np.arange(P) < P // 2, 1.0, -1.0)
-    return net, x, y, PathGram(scaled_paths(net.paths(x)))
-
-
-def _problem(gram: Any, y: Any, H: tuple[int, ...], N: float = 5.0, T: float = 0.1, form: str = "chain",
-             variances: tuple[float, ...] | None = None) -> Any:  # fmt: skip
-    import torch
-
-    from attnlab.paths.theory.action import Problem
-
-    L = len(H)
-    return Problem(gram, torch.tensor(y), T, list(H), tuple([float(N)] * (L + 1)),
-                   tuple(variances or [1.0] * (L + 2)), form)  # fmt: skip
-
-
-def _paths_t1_t3() -> dict:
-    """T1 layer form vs path form; T2 attention rows sum to 1 and layer 2 is softmax of the raw x; T3 Gram mode,
-    factor mode and the direct contraction."""
-    import numpy as np
-    import torch
-
-    from attnlab.paths.networks.kernels import PathGram
-
-    t1 = 0.0
-    for H, readout in [((2, 2), "last"), ((2, 1), "mean"), ((3,), "first")]:
-        net, x, _, _ = _tiny_paths(H, readout=readout)
-        w = net.init_weights(x.shape[-1], torch.Generator().manual_seed(1))
-        t1 = max(t1, float((net.forward(x, w) - net.forward_paths(x, w)).abs().max()))
-    net, x, _, gram = _tiny_paths((2, 2))
-    A = net.attention(x)
-    t2 = max(float((a.sum(-1) - 1).abs().max()) for a in A)
-    for h, head in enumerate(net.cfg.layers[1]):
-        score = (x @ torch.as_tensor(head.W) @ x.transpose(1, 2)).transpose(1, 2)
-        t2 = max(t2, float((A[1][:, h] - torch.softmax(score, -1)).abs().max()))
-    M = torch.tensor(np.random.default_rng(2).standard_normal((4, 4)))
-    U = M @ M.T
-    direct = sum(U[p, q] * gram.xit[:, p] @ gram.xit[:, q].T for p in range(4) for q in range(4))
-    fac = PathGram(gram.xit, mode="factor")
-    t3 = max(float((g.kernel(U) - direct).abs().max()) for g in (gram, fac))
-    return {"T1_max_abs_diff": t1, "T2_max_abs_diff": t2, "T3_max_abs_diff": t3}
-
-
-def _paths_t4_t7() -> dict:
-    """T4 the entropy gradient at the GP point and the solver at N = 1e12; T7 the analytic gradient against
-    autograd and central finite differences (relative)."""
-    import numpy as np
-    import torch
-
-    from attnlab.paths.theory.action import action_value, entropy_gp_gradient, evaluate
-    from attnlab.paths.theory.solver import solve_saddle_point
-
-    _, _, y, gram = _tiny_paths((2, 2))
-    grad = max(entropy_gp_gradient(_problem(gram, y, (2, 2), 7.0, form=f, variances=(1.0, 1.3, 0.7, 1.1)))
-               for f in ("chain", "simple"))  # fmt: skip
-    huge = float(np.abs(solve_saddle_point(_problem(gram, y, (2, 2), N=1e12), hessian=False).U - np.eye(4)).max())
-    auto_err, fd_err, rng = 0.0, 0.0, np.random.default_rng(0)
-    for form in ("chain", "simple"):
-        prob = _problem(gram, y, (2, 2), N=4.0, form=form)
-        Ms = [torch.tensor(rng.standard_normal((n, n))) for n in prob.sizes()]
-        Us = [(M @ M.T / M.shape[0] + torch.eye(M.shape[0], dtype=torch.float64)).requires_grad_(True) for M in Ms]
-        ev = evaluate(prob, Us)
-        for g, auto in zip(ev.grads, torch.autograd.grad(action_value(prob, Us), Us)):
-            auto_err = max(auto_err, float((g.detach() - 0.5 * (auto + auto.T)).abs().max()))
-        for l, U in enumerate(Us):
-            D = torch.tensor(rng.standard_normal(U.shape))
-            D = D + D.T
-            shifted = [[u.detach() + (s * 1e-5 * D if k == l else 0) for k, u in enumerate(Us)] for s in (1, -1)]
-            fd = float(action_value(prob, shifted[0]) - action_value(prob, shifted[1])) / 2e-5
-            an = float((ev.grads[l].detach() * D).sum())
-            fd_err = max(fd_err, abs(fd - an) / max(1.0, abs(an)))
-    return {"T4_gp_entropy_gradient": float(grad), "T4_huge_N_max_abs_U_minus_I": huge,
-            "T7_grad_vs_autograd": auto_err, "T7_grad_vs_fd_rel": fd_err}  # fmt: skip
-
-
-def _paths_t8_t9() -> dict:
-    """T8 H = 1 (L = 1, 2; both forms): the solver (tol 1e-11) against `scalar_reference`, and U -> Σ² as α -> 0;
-    T9 the predictor at U = Σ²I against GP regression (mean, variance) and the smallest variance."""
-    import numpy as np
-    import torch
-
-    from attnlab.paths.theory.action import scalar_reference
-    from attnlab.paths.theory.predictor import gp_U, predict
-    from attnlab.paths.theory.solver import solve_saddle_point
-
-    ref_err, small_err = 0.0, 0.0
-    for L in (1, 2):
-        _, _, y, gram = _tiny_paths((1,) * L, P=12)
-        for form in ("chain", "simple"):
-            for N in (3.0, 30.0):
-                prob = _problem(gram, y, (1,) * L, N=N, T=0.05, form=form)
-                sp = solve_saddle_point(prob, tol=1e-11, hessian=False)
-                ref = scalar_reference(gram.path_kernels()[0, 0], prob.Y, 0.05, prob.alpha, L, form)
-                ref_err = max(ref_err, abs(sp.U[0, 0] - ref) / max(1, ref) if sp.converged else math.inf)
-            small = solve_saddle_point(_problem(gram, y, (1,) * L, N=1e10, T=0.05, form=form), hessian=False)
-            small_err = max(small_err, abs(small.U[0, 0] - 1.0))
-    _, _, y, gram = _tiny_paths((2, 2))
-    K = sum(gram.xit[:, p] @ gram.xit[:, p].T for p in range(4))
-    pred = predict(gp_U(4), gram, y, 0.1, gram.xit)
-    reg = K + 0.1 * torch.eye(10, dtype=torch.float64)
-    mean = (K @ torch.linalg.solve(reg, torch.tensor(y))).numpy()
-    var = torch.diag(K - K @ torch.linalg.solve(reg, K)).numpy()
-    return {"T8_solver_vs_root_finder": float(ref_err), "T8_small_alpha_U_minus_1": float(small_err),
-            "T9_mean_vs_gp": float(np.abs(pred.mean - mean).max()), "T9_var_vs_gp": float(np.abs(pred.var - var).max()),
-            "T9_min_var": float(pred.var.min())}  # fmt: skip
-
-
-def paths_units(seed: int, size: dict) -> dict:
-    """The attention-paths T1-T4 and T7-T9 numbers (module section above)."""
-    return {**_paths_t1_t3(), **_paths_t4_t7(), **_paths_t8_t9()}
-
-
-# --- consensus §7 CI-fast checks (R2a, R4a, R4b, C-norm): `integrate` as tests/consensus/test_invariants.py runs it --
 def _sphere_starts(B: int, n: int, d: int, seed: int) -> Any:
     """[B, n, d] Gaussian tokens normalised onto the sphere (float64)."""
     import torch
@@ -523,70 +536,3 @@ def cons_units(seed: int, size: dict) -> dict:
     """The consensus R2a, R4a, R4b, C-norm, C-order, C-ref and C-meas numbers (module section above)."""
     return {**_hemisphere_drops(), **_energy_and_top_eigenvector(), **_norms(), **_orders_and_references(),
             **_measure_identities()}  # fmt: skip
-
-
-# --- attention-paths §13 sampler checks (T12, T14, T17): the diagnostics and the collapsed target tests/paths/ uses --
-def _ar1_chains(rho: float, n: int, chains: int, seed: int) -> Any:
-    """[chains, n] stationary AR(1) chains with coefficient `rho` and unit innovations."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    x = np.zeros((chains, n))
-    x[:, 0] = rng.standard_normal(chains) / math.sqrt(1 - rho**2)
-    for t in range(1, n):
-        x[:, t] = rho * x[:, t - 1] + rng.standard_normal(chains)
-    return x
-
-
-def _diagnostics() -> dict:
-    """T12: the largest relative error of ESS and bulk ESS against n(1 − ρ)/(1 + ρ) for ρ = 0, 0.5, 0.9 (4 chains
-    of 4000), and R̂ of 4 chains of 1000 when one is shifted by 2."""
-    from attnlab.paths.sampling.diagnostics import ess, ess_bulk, rhat
-
-    err = 0.0
-    for rho in (0.0, 0.5, 0.9):
-        x = _ar1_chains(rho, 4000, 4, 1)
-        expect = x.size * (1 - rho) / (1 + rho)
-        err = max(err, abs(ess(x) - expect) / expect, abs(ess_bulk(x) - expect) / expect)
-    x = _ar1_chains(0.5, 1000, 4, 2)
-    x[0] += 2.0
-    return {"T12_ess_max_rel_err": float(err), "T12_rhat_shifted": float(rhat(x))}
-
-
-def _collapsed() -> dict:
-    """T14: prior-only collapsed HMC (4 chains, 300 + 600 draws) on a tiny network: the largest |mean Û − Σ²I| in
-    MCSE units; T17: the collapsed log density against the explicit Gaussian marginal over V^(0) (its Jacobian)."""
-    import numpy as np
-    import torch
-
-    from attnlab.paths.networks.architecture import PathNetwork
-    from attnlab.paths.sampling.diagnostics import summarize
-    from attnlab.paths.sampling.sampler import CollapsedTarget, sample_chains
-
-    net, x, y, gram = _tiny_paths((2, 2), P=6)
-    tgt = CollapsedTarget(net.cfg.with_widths(4), gram, y, 0.1, prior_only=True)
-    res = sample_chains(tgt, chains=4, warmup=300, draws=600, n_leapfrog=8, seed=0, progress=False)
-    iu = np.triu_indices(4)
-    s = summarize(res.U[:, :, iu[0], iu[1]])
-    z = float(np.max(np.abs(s["mean"] - np.eye(4)[iu]) / s["mcse"]))
-    net, x, y, gram = _tiny_paths((2, 2), P=8)
-    cfg = net.cfg.with_widths(3)
-    tgt = CollapsedTarget(cfg, gram, y, 0.2)
-    theta = tgt.prior_draw(2, torch.Generator().manual_seed(5))
-    lp, _ = tgt.log_prob(theta)
-    pnet, Y, worst = PathNetwork(cfg), torch.tensor(y), 0.0
-    for c in range(2):
-        w = tgt.unpack(theta[c : c + 1])
-        w = {"V": [v[0] for v in w["V"]], "a": w["a"][0]}
-        V0 = torch.zeros(3, x.shape[-1], dtype=torch.float64)
-        J = torch.autograd.functional.jacobian(lambda v, w=w: pnet.forward(x, {**w, "V0": v}), V0).reshape(8, -1)
-        cov = J @ J.T * cfg.variances[0] + 0.2 * torch.eye(8, dtype=torch.float64)
-        marg = -0.5 * torch.logdet(cov) - 0.5 * Y @ torch.linalg.solve(cov, Y)
-        prior = -0.5 * (theta[c] ** 2 / tgt.prior_sd**2).sum()
-        worst = max(worst, abs(float(lp[c] - prior - marg)))
-    return {"T14_max_z": z, "T17_max_abs_diff": worst}
-
-
-def paths_sampling_units(seed: int, size: dict) -> dict:
-    """The attention-paths T12, T14 and T17 numbers (module section above)."""
-    return {**_diagnostics(), **_collapsed()}

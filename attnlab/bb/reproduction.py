@@ -1,0 +1,275 @@
+"""Our number for each measured reproduction target of the extreme-tokens toy model (bb).
+
+Measures are computed from the study runs of `attnlab.reproduce.experiments`, read back from their
+folders: each takes `runs` (experiment name -> `attnlab.reproduce.execute.Outcome`) and returns named
+numbers, the keys its target's `Check`s compare. Direct computations (`compute(seed, size)`) call library
+functions with no study command, checked against the spec's formulas; the unit tests call the same
+functions. The rows are in `targets.py`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnlab.targets import claim_numbers, folder_of, last_record, records_of, run_of
+
+
+def r1(runs: dict) -> dict:
+    res = run_of(runs, "bb_sample")
+    meta = json.loads((Path(res.path) / "meta.json").read_text())
+    chars = sorted(meta["trigger_chars"])
+    return {
+        "trigger_fraction": res.summary["trigger_fraction"],
+        "oracle_entropy": res.summary["oracle_bigram_entropy"],
+        "triggers_are_space_e_t": float(chars == sorted([" ", "e", "t"])),
+    }
+
+
+def r3(runs: dict) -> dict:
+    m = records_of(runs, "bb_smoke")
+    return {"loss_fall": 1 - m[-1]["loss"] / m[0]["loss"]}
+
+
+def r4(runs: dict) -> dict:
+    last = last_record(runs, "bb_softmax")
+    return {
+        "attn_sink": last["attn_sink"],
+        "attn_sink_with_query0": last["attn_sink_with0"],
+        "backcopy_excess_risk": last["excess_risk_backcopy"],
+        "delta_logit": last["delta_logit"],
+        "delta_logit_trigger": last["delta_logit_trigger"],
+    }
+
+
+def r5(runs: dict) -> dict:
+    """Final ‖W_O v⟨s⟩‖ over its peak; over the smallest of positions 1–9 in final/value_norms.npy (the spec's
+    "smallest of the first 10 positions", layer 0 head 0); and over the mean of the others (our earlier reading)."""
+    m = records_of(runs, "bb_softmax")
+    last = m[-1]
+    peak = max(r["value_norm_bos"] for r in m)
+    return {
+        "final_over_peak": last["value_norm_bos"] / peak,
+        "bos_over_min_positions1_9": bos_over_next_min(
+            np.load(Path(run_of(runs, "bb_softmax").path) / "final" / "value_norms.npy")
+        ),
+        "bos_over_others_mean": last["value_norm_bos"] / last["value_norm_others"],
+    }
+
+
+def bos_over_next_min(norms: np.ndarray, first: int = 10) -> float:
+    """Position 0's norm over the smallest of positions 1..first-1, from value norms [layer, head, position] (layer
+    0, head 0): at most 1 exactly when position 0 is the smallest of the first `first` positions."""
+    row = np.asarray(norms, dtype=float)[0, 0, :first]
+    return float(row[0] / row[1:].min())
+
+
+def r6(runs: dict) -> dict:
+    """Rise of mean Δlogit from the first snapshot with Attn⟨s⟩ >= 0.6 to the end, and the R² of Δlogit against
+    log(step) over that stretch ("about linearly in log t" read as R² >= 0.9)."""
+    m = records_of(runs, "bb_softmax")
+    start = next((i for i, r in enumerate(m) if r["attn_sink"] >= 0.6), None)
+    if start is None or start >= len(m) - 2:
+        return {"rise": math.nan, "r2_vs_log_step": math.nan}
+    steps = np.log([r["step"] for r in m[start:]])
+    dl = np.array([r["delta_logit"] for r in m[start:]])
+    fit = np.polyval(np.polyfit(steps, dl, 1), steps)
+    r2 = 1 - ((dl - fit) ** 2).sum() / max(((dl - dl.mean()) ** 2).sum(), 1e-300)
+    return {"rise": float(dl[-1] - dl[0]), "r2_vs_log_step": float(r2)}
+
+
+def r7(runs: dict) -> dict:
+    saved = json.loads((Path(run_of(runs, "bb_intervene").path) / "interventions.json").read_text())
+    rows = {r["intervention"]: r for r in saved}
+    full = rows["none (full model)"]
+    return {
+        "zero_head_backcopy_risk": rows["zero head 0.0"]["risk_backcopy"],
+        "zero_head_bigram_change": abs(rows["zero head 0.0"]["risk_bigram"] - full["risk_bigram"]),
+        "zero_mlp_bigram_risk": rows["zero MLP 0"]["risk_bigram"],
+    }
+
+
+def r8(runs: dict) -> dict:
+    m = records_of(runs, "bb_relu")
+    return {
+        "max_attn_sink": max(r["attn_sink"] for r in m),
+        "max_attn_sink_with_query0": max(r["attn_sink_with0"] for r in m),
+        "final_backcopy_excess_risk": m[-1]["excess_risk_backcopy"],
+        "value_norm_end_over_start": m[-1]["value_norm_bos"] / m[0]["value_norm_bos"],
+    }
+
+
+def _res_growth(runs: dict, name: str) -> float:
+    """‖Res⟨s⟩‖ after block 0 at the end over its value at the first snapshot (the residual peak of §9.5)."""
+    m = records_of(runs, name)
+    return m[-1]["resid_norm_bos[0]"] / m[0]["resid_norm_bos[0]"]
+
+
+def r9(runs: dict) -> dict:
+    return {"sgd_growth": _res_growth(runs, "bb_sgd3"), "adam_growth": _res_growth(runs, "bb_adam3")}
+
+
+def _fall(full: float, zeroed: float) -> float:
+    """full / zeroed of a positive statistic; inf when it falls to ≤ 0, NaN (a miss) when it was not positive."""
+    if full <= 0:
+        return math.nan
+    return full / zeroed if zeroed > 0 else math.inf
+
+
+def r10(runs: dict) -> dict:
+    """R10 by the spec's protocol (§7's table): the trained 3-layer `no_attn=[2]` model, evaluated as it is and with
+    layer 0 zeroed (`ZeroLayer(0)`). Peak statistic ‖Res⟨s⟩‖ − others after block 0 (a difference, as the spec's
+    106.1 → 0.71), the layer-1 Δlogit and ‖W_O v⟨s⟩‖; the falls and the rise are ratios of full to zeroed."""
+    from attnlab.bb import claims
+    from attnlab.bb.metrics import metric
+
+    path = Path(run_of(runs, "bb_ablate3").path)
+    full, zeroed = claims.ablated_record(path, None), claims.ablated_record(path, 0, "layer")
+    both = (("full", full), ("zeroed", zeroed))
+
+    def num(record: dict, name: str, layer: int) -> float:
+        value = metric(record, name, layer)
+        return math.nan if value is None else float(value)
+
+    peak = {k: num(r, "resid_norm_bos", 0) - num(r, "resid_norm_others", 0) for k, r in both}
+    logit = {k: num(r, "delta_logit", 1) for k, r in both}
+    value = {k: num(r, "value_norm_bos", 1) for k, r in both}
+    return {
+        "peak_fall": _fall(peak["full"], peak["zeroed"]),
+        "layer1_delta_logit_fall": _fall(logit["full"], logit["zeroed"]),
+        "layer1_value_norm_rise": value["zeroed"] / value["full"],
+        **{f"peak_stat_{k}": v for k, v in peak.items()},
+        **{f"layer1_delta_logit_{k}": v for k, v in logit.items()},
+        **{f"layer1_value_norm_{k}": v for k, v in value.items()},
+        "step": full["step"],
+    }
+
+
+def r11(runs: dict) -> dict:
+    m = {r["step"]: r for r in records_of(runs, "bb_paper")}
+    out = {f"attn_sink_step{s}": m[s]["attn_sink"] for s in (200, 400, 1000, 10000) if s in m}
+    return out | {"delta_logit_step10000": m[max(m)]["delta_logit"]}
+
+
+def r13(runs: dict) -> dict:
+    s = json.loads((Path(run_of(runs, "bb_theory").path) / "metrics.json").read_text())["late_slopes"]
+    return {
+        "alpha_slope_min": min(s["alpha"]),
+        "alpha_slope_max": max(s["alpha"]),
+        "log_beta_spread_slope": s["log_beta_spread"],
+        "log_loss_slope": s["log_loss"],
+    }
+
+
+def r14(runs: dict) -> dict:
+    s = json.loads((Path(run_of(runs, "bb_theory").path) / "metrics.json").read_text())
+    rr, tp = s["reduced_recursion"], s["two_param"]
+    return {
+        "adam_m": rr["m_adam"],
+        "sgd_m": rr["m_sgd"],
+        "two_param_adam_min_ratio": min(tp["m_ratio_adam"]),
+        "two_param_sgd_max_ratio": max(tp["m_ratio_sgd"]),
+    }
+
+
+def b_r19(runs: dict) -> dict:
+    """R19: attention energy in the MLP subspace (1-layer run) and the parallel-vs-sequential differences."""
+    from attnlab.bb import claims
+    from attnlab.bb.metrics import metric
+
+    folder = folder_of(runs["bb_variants"])
+    out = claim_numbers(claims.verdict_R19, folder, "attn_energy_in_mlp_subspace")
+    found = claims.variants(folder)
+    seq, par = (claims.final_record(found[k]) for k in ("1 layer", "1 layer, parallel block"))
+    for key, name in (("excess_risk_backcopy", "d_excess_backcopy"), ("excess_risk_bigram", "d_excess_bigram"),
+                      ("attn_sink", "d_attn_sink")):  # fmt: skip
+        out[name] = abs(metric(par, key) - metric(seq, key))  # type: ignore[operator]
+    return out
+
+
+def b_r20(runs: dict) -> dict:
+    """R20: the 3-layer model's largest residual peak ratio and the largest of the four shallow layouts."""
+    from attnlab.bb import claims
+
+    folder = folder_of(runs["bb_variants"])
+    out = claim_numbers(claims.verdict_R20, folder, "peak_ratio_3_layers")
+    rows = {r["variant"]: r["peak_ratio_max"] for r in claims.variant_table(folder)}
+    shallow = ("1 layer", "attn + attn (no MLP)", "MLP + attn + MLP", "attn + attn + MLP")
+    return out | {"max_peak_ratio_shallow": max(rows[k] for k in shallow)}
+
+
+def b_r21(runs: dict) -> dict:
+    """R21: 3-layer minus 1-layer sink Attn⟨s⟩ and value ratio; with layer 0's MLP zeroed, the layer-0 peak ratio
+    and whether an advantage is gone (Attn⟨s⟩ below the 1-layer model's or value ratio not below it)."""
+    from attnlab.bb import claims
+
+    folder = folder_of(runs["bb_variants"])
+    out = claim_numbers(claims.verdict_R21, folder, "attn_sink_3_minus_1")
+    n = claims.r21_numbers(folder)
+    one, three, abl = n["1 layer"], n["3 layers"], n["3 layers, MLP 0 zeroed"]
+    gone = abl["attn_sink"] < one["attn_sink"] or abl["value_ratio"] >= one["value_ratio"]
+    return out | {
+        "value_ratio_3_minus_1": three["value_ratio"] - one["value_ratio"],
+        "peak_ratio_0_mlp0_zeroed": abl["peak_ratio_0"],
+        "strengthening_gone_mlp0_zeroed": float(gone),
+    }
+
+
+def b_r22(runs: dict) -> dict:
+    """R22: diverged ReLU minus diverged softmax runs, and the sweep's size per form (runs, learning rates)."""
+    from attnlab.bb import claims
+
+    folder = folder_of(runs["bb_stability"])
+    table = claims.stability_table(folder)
+    out: dict[str, Any] = {}
+    for a in ("softmax", "relu"):
+        rows = [r for r in table if r["attention"] == a]
+        out |= {f"runs_{a}": sum(r["runs"] for r in rows), f"lrs_{a}": len(rows)}
+        out[f"diverged_{a}"] = sum(r["diverged"] for r in rows)
+    number, met, _ = claims.verdict_R22(folder)
+    return {"diverged_relu_minus_softmax": number, "claims_met": float(met)} | out
+
+
+def r_r25(runs: dict) -> dict:
+    """R25: along the trained series (first domain), the rise of Attn⟨s⟩ and the onsets (half of each change) of
+    the sink, the value drain and the residual peak of token 0, as the differences the ordering is checked on."""
+    from attnlab.scan.claims import verdict_R25
+    from attnlab.scan.series import onset
+
+    folder = Path(run_of(runs, "series_scan", "scan").path)
+    out = claim_numbers(verdict_R25, folder, "onset_gap_steps")
+    rows = json.loads((folder / "summary.json").read_text())["sink_dynamics"]
+    rows = [r for r in rows if r["domain"] == rows[0]["domain"]]
+    steps = [int(r["step"]) for r in rows]
+    sink, value, resid = ([float(r[k]) for r in rows] for k in ("attn_sink", "value_norm_ratio", "resid_norm_ratio"))
+    on = [onset(steps, sink, rising=True), onset(steps, value, rising=False), onset(steps, resid, rising=True)]
+    out["sink_rise"] = max(sink) - sink[0]
+    if None not in on:
+        out["value_minus_sink_onset"] = float(on[1] - on[0])  # type: ignore[operator]
+        out["resid_minus_value_onset"] = float(on[2] - on[1])  # type: ignore[operator]
+    return out
+
+
+def b_relu_risks(runs: dict) -> dict:
+    """Seed claim: ReLU attention (no sink) against softmax at the same scale: final excess risks, ReLU minus
+    softmax."""
+    soft, relu = last_record(runs, "bb_softmax"), last_record(runs, "bb_relu")
+    return {
+        "d_excess_backcopy": relu["excess_risk_backcopy"] - soft["excess_risk_backcopy"],
+        "d_excess_bigram": relu["excess_risk_bigram"] - soft["excess_risk_bigram"],
+        "relu_attn_sink": relu["attn_sink"],
+    }
+
+
+def b_three_layer(runs: dict) -> dict:
+    """Seed claim (the three-layer intuitions): ρ_l = ‖Res⟨s⟩‖/others after each block of the trained 3-layer model,
+    and ρ_2 with the last MLP zeroed (ZeroMLP(2), `bb.claims.ablated_record`)."""
+    from attnlab.bb import claims
+
+    path = Path(run_of(runs, "bb_variants", "3-layers").path)
+    rho = claims.peak_ratios(claims.final_record(path), 3)
+    zeroed = claims.peak_ratios(claims.ablated_record(path, 2), 3)
+    return {"rho_0": rho[0], "rho_1": rho[1], "rho_2": rho[2], "rho_2_mlp2_zeroed": zeroed[2]}

@@ -1,0 +1,207 @@
+"""The reproduction targets of the attention-paths spec (§13, §16 and the seed claims).
+
+One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (names in
+`attnlab.reproduce.experiments`) and its measure (`reproduction.py`). `attnlab reproduce` collects these rows
+(`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
+
+from __future__ import annotations
+
+from attnlab.paths import reproduction as r
+from attnlab.targets import CLAIMS_NOTE, SEED, Target, computed
+from attnlab.targets import Check as C
+from attnlab.targets import recorded as _rec
+from attnlab.targets import target as _t
+
+_PT, _PT16 = "attention-paths §13", "attention-paths §16"
+# fmt: off
+UNIT_CHECKS = {  # CI fast-tier checks that unit tests cover (id, check, tolerance, test file)
+    "T1": ("[N1–N4] equals the path form [N7]", "1e-10", "tests/paths/test_network.py"),
+    "T2": ("attention columns sum to 1; attention depends only on x", "1e-12", "tests/paths/test_network.py"),
+    "T3": ("Gram mode = factor mode = direct contraction", "1e-12", "tests/paths/test_network.py"),
+    "T4": ("chain entropy gradient zero at the GP point; solver at N = 1e12 returns Σ²I", "1e-10; 1e-8",
+           "tests/paths/test_theory.py"),
+    "T7": ("analytic gradient vs autograd; vs central finite differences", "1e-10; 1e-6 rel.",
+           "tests/paths/test_theory.py"),
+    "T8": ("H = 1, L ∈ {1, 2}: each form's solver = scalar_reference; U → Σ² as α → 0", "1e-8",
+           "tests/paths/test_theory.py"),
+    "T9": ("U = Σ²I reproduces GP regression; full U = direct solve; σ_f² ≥ 0", "1e-10", "tests/paths/test_theory.py"),
+    "T12": ("AR(1) chains: ESS within 15% of n(1−ρ)/(1+ρ); R̂ > 1.1 for shifted chains", "—",
+            "tests/paths/test_sampling.py"),
+    "T13": ("HMC and MALA on a correlated 20-d Gaussian: mean and covariance", "5 MCSE",
+        "tests/paths/test_sampling.py"),
+    "T14": ("prior-only sampling gives E[Û] = Σ²I", "5 MCSE", "tests/paths/test_sampling.py"),
+    "T15": ("Markov shapes 31×231, balance, stay rates 0.7/0.3; digits: disjoint classes, balance, determinism",
+            "±0.02", "tests/paths/test_tasks.py"),
+    "T16": ("each bad input of §12 raises its error; memory refusal before allocation", "exact",
+            "tests/paths/test_errors.py, tests/paths/test_bad_inputs.py"),
+    "T17": ("collapsed log density = explicit Gaussian marginal over V^(0)", "1e-10", "tests/paths/test_sampling.py"),
+}
+MEASURED_UNITS = {  # id -> its checks on the numbers of reproduction.paths_units (the functions the tests call)
+    "T1": [C("T1_max_abs_diff", "<=", 1e-10)],
+    "T2": [C("T2_max_abs_diff", "<=", 1e-12)],
+    "T3": [C("T3_max_abs_diff", "<=", 1e-12)],
+    "T4": [C("T4_gp_entropy_gradient", "<=", 1e-10), C("T4_huge_N_max_abs_U_minus_I", "<=", 1e-8)],
+    "T7": [C("T7_grad_vs_autograd", "<=", 1e-10), C("T7_grad_vs_fd_rel", "<=", 1e-6)],
+    "T8": [C("T8_solver_vs_root_finder", "<=", 1e-8), C("T8_small_alpha_U_minus_1", "<=", 1e-8)],
+    "T9": [C("T9_mean_vs_gp", "<=", 1e-10), C("T9_var_vs_gp", "<=", 1e-10), C("T9_min_var", ">=", 0)],
+    # reproduction.paths_sampling_units
+    "T12": [C("T12_ess_max_rel_err", "<=", 0.15), C("T12_rhat_shifted", ">", 1.1)],
+    "T14": [C("T14_max_z", "<=", 5)],
+    "T17": [C("T17_max_abs_diff", "<=", 1e-10)],
+}
+SAMPLING_UNITS = ("T12", "T14", "T17")
+
+
+def _unit(tid: str, claim: str, tol: str, test: str) -> Target:
+    """A CI-fast row of attention-paths §13: measured from `reproduction.paths_units` where that computes it, else
+    "not run" with the test that checks it."""
+    if tid not in MEASURED_UNITS:
+        return _t(tid, "paths", _PT, claim, tol, not_run=f"unit check: {test} (make test), not re-measured here")
+    exp, on = ("paths_sampling_units", "AR(1) chains and tiny networks (P = 6, 8)") if tid in SAMPLING_UNITS else (
+        "paths_units", "a tiny random bilinear network (P = 10, N0 = 6, n_tok = 4)")
+    return _t(tid, "paths", _PT, claim, tol, checks=MEASURED_UNITS[tid], needs=[exp],
+              measure=computed(exp, f"{tid}_"), note=f"the library functions {test} checks, on {on}")
+
+
+PATHS = [
+    *[_unit(i, c, tol, f) for i, (c, tol, f) in UNIT_CHECKS.items()],
+    _t("T5", "paths", _PT, "U_a closed form = 1-D bounded minimiser", "1e-10",
+       checks=[C("closed_form_vs_minimiser", "<=", 1e-10)], needs=["paths_ua"], measure=r.p_t5,
+       note="a bounded 1-D minimiser finds a smooth minimum only to about sqrt(machine eps) (~1e-8), so the "
+            "spec's 1e-10 cannot be shown this way; the closed form solves the stationarity condition to "
+            "stationarity_residual (tests/paths/test_theory.py keeps 1e-7 against the minimiser)"),
+    _t("T6", "paths", _PT, "[T8] satisfies [T7]", "1e-10", not_run="no test or measurement exists yet (fidelity debt)"),
+    _t("T10", "paths", _PT, "newton = lbfgs = fixed_point; max|grad| < 1e-8; Hessian PD", "1e-7",
+       checks=[C("max_grad", "<", 1e-8), C("converged", ">=", 1)], needs=["paths_solve"], measure=r.p_t10,
+       note="only the Newton solve at N = 10 is measured here; method agreement: tests/paths/test_theory.py",
+       figure="figures/solver_trace.png"),
+    _t("T11", "paths", _PT, "head scores on hand-computed U; invariant under head relabelling", "exact",
+       not_run="no test or measurement exists yet (fidelity debt)"),
+    _t("S1", "paths", _PT, "Markov sweep (P = 100, 7 widths, T = 0.01)",
+       "every point converges to 1e-8 with a PD Hessian; ‖U − I‖_F decreases monotonically in N; renormalised "
+       "accuracy ≥ GP accuracy − 0.5 points at every N; the largest gap occurs at N ≤ 30",
+       checks=[C("max_grad", "<", 1e-8), C("min_hessian_eig", ">", 0), C("max_increase_U_minus_I", "<", 0),
+               C("min_gap_points", ">=", -0.5), C("N_of_largest_gap", "<=", 30)],
+       needs=["paths_sweep"], measure=r.p_s1, note="‖U − I‖_F along increasing N must fall at every step",
+       figure="figures/accuracy_vs_alpha.png"),
+    _t("S2", "paths", _PT, "alignment at N = 10", "c_k of the renormalised kernel > c_k of the GP kernel for k = 1…5",
+       checks=[C("min_c_k_difference_k1_5", ">", 0)], needs=["paths_solve"], measure=r.p_s2,
+       figure="figures/kernel_alignment.png"),
+    _t("S3", "paths", _PT, "2-path variant", "converges; renormalised accuracy ≥ GP(g+d) − 0.5 points; ablations",
+       checks=[C("converged", ">=", 1), C("gap_points", ">=", -0.5), C("ablations_run", ">=", 1)],
+       needs=["paths_2path"], measure=r.p_s3,
+       note="`paths solve --variant 2path` at N = 10; the GP baseline is the solve's GP on the same 2 paths (g+d); "
+            "the ablation clause has no implementation, so ablations_run is missing and the row misses",
+       figure="figures/kernel_alignment.png"),
+    _t("S4", "paths", _PT, "full and collapsed Û agree (N = 4, N0 = 6, P = 8)", "within 4 combined MCSE",
+       not_run="slow test: tests/paths/test_slow.py::test_full_and_collapsed_samplers_agree, not re-measured"),
+    _t("S5", "paths", _PT, "digits smoke test", "200 GD steps → hand-off (1e-6) → theory → finite head scores",
+       checks=[C("gd_steps", ">=", 200), C("handoff_attention_err", "<=", 1e-6), C("head_scores_finite", ">=", 1)],
+       needs=["paths_smoke"], measure=r.p_s5,
+       note="`paths prune` on a small digits problem (pool 200, P = 40, 2 heads, width 16, one (N, T) point), as "
+            "tests/paths/test_slow.py::test_prune_pipeline_smoke runs it; the tiny profile runs 10 steps (so misses)"),
+    _t("B1", "paths", _PT, "solver on the Markov task (P = 100, H = 2, L = 2)",
+       "max|grad| < 1e-8 in < 1 s per (N, T) point on 2 cores; the 7-width sweep, GP baselines and 1000-point "
+       "predictions in < 10 s",
+       checks=[C("max_grad", "<", 1e-8), C("max_point_seconds", "<", 1.0), C("sweep_seconds", "<", 10.0),
+               C("widths", ">=", 7)], needs=["paths_sweep"], measure=r.p_b1,
+       note="times on this machine, shared with other jobs when the committed run was made; the ratio against "
+            "the Adam baseline is in benchmarks/, not here",
+       figure="figures/accuracy_vs_alpha.png"),
+    _t("B2", "paths", _PT, "image-like synthetic problem (P = 600, N0 = 192, n_tok = 48, H = 4, L = 2)",
+       "1e-8 in < 30 s per point", not_run="not implemented: no P = 600 problem generator exists (fidelity debt)"),
+    _t("B3", "paths", _PT, "theory against sampling on the Markov task at N = 10",
+       "collapsed < 3 min, full < 20 min (4 chains); suggested: relative Frobenius error < 20%, "
+       "accuracy within 2 points",
+       checks=[C("collapsed_seconds", "<", 180), C("full_seconds", "<", 1200), C("rel_frob_err", "<", 0.2),
+               C("accuracy_gap_points", "<=", 2)],
+       needs=["paths_sample"], measure=r.p_b3,
+       note="the full-weight sampler is not run, so its clause (full < 20 min) has no number and the row misses; "
+            "collapsed HMC, 4 chains of 1000 warmup + 2000 draws; times on this machine depend on its load",
+       figure="figures/U_heatmap_N10.png"),
+    _t("B4", "paths", _PT, "the §10 adjudication", "§10.8 verdict with the R̂/ESS gates and the s ≥ 0.10 filter",
+       checks=[C("points_failing_rhat_1.01", "<=", 0), C("points_failing_ess_400", "<=", 0),
+               C("gate1_full_vs_collapsed_run", ">=", 1)],
+       recorded=_rec("docs/attention-paths.md (§10 adjudication): 25 points, 300 warmup + 600 draws (shorter than "
+                     "§10 asks); R̂ 1.012–1.034 at the failing points, bulk ESS 337–390",
+                     "python benchmarks/bench_paths_entropy.py --out runs/paths-entropy --paper-point; then "
+                     "`... --out runs/paths-entropy --Ns 64 --configs C3 C2 C1 --alphas 4 1`",
+                     **{"points_failing_rhat_1.01": 8, "points_failing_ess_400": 7,
+                        "gate1_full_vs_collapsed_run": 0}),
+       not_run="not run by reproduce (about 30 points of collapsed HMC: benchmarks/bench_paths_entropy.py); in "
+               "the last recorded run the R̂ ≤ 1.01 gate failed at 8 of 25 points and ESS at 7, the s ≥ 0.10 filter "
+               "is not applied by paths/sampling/adjudicate.py, and gate 1 (full vs collapsed) was not run: missed as "
+               "recorded; tests/paths/test_slow.py checks only R̂ < 1.1 on a short run"),
+    _t("B5", "paths", _PT, "digits pipeline",
+       "GD training < 5 min, (N, T) grid chosen on validation, head scores vs single-head drops, pruning; "
+       "GD test accuracy ≥ 70% (§15.4)",
+       checks=[C("gd_test_accuracy", ">=", 0.70), C("gd_seconds", "<", 300)], needs=["paths_prune"],
+       measure=r.p_b5, note="gd_seconds covers the whole prune pipeline, not only training; full profile",
+       recorded=_rec("docs/attention-paths.md (head scores and pruning, short-training run): 300 GD steps, the "
+                     "steps reproduce uses; no time recorded",
+                     "attnlab paths prune --steps 300 --pool 4000 --P 200 --n-test 500",
+                     gd_test_accuracy=0.586)),
+    _t("S6", "paths", _PT16, "deeper networks (L = 3, H = 2)",
+       "U near diagonal at small α, cross-path structure at large α",
+       checks=[C("sampled_vs_theory_err", "<=", 0.1), C("offdiag_small_alpha", "<", 0.1),
+               C("offdiag_growth", ">", 3), C("sampler_converged", ">=", 1)],
+       needs=["paths_layers"], measure=r.p_s6,
+       note=CLAIMS_NOTE.format("paths", "S6") + "; off-diagonal fraction ‖U − diag U‖/‖U‖, growth = its largest "
+            "over its smallest-α value; digits, P = 100, T = 0.1; HMC at N = 10, P = 40",
+       figure="S6.png"),
+    _t("S7", "paths", _PT16, "U from gradient-descent ensembles", "U_GD vs theory and sampled U",
+       checks=[C("rel_frob_err_gd", "<=", 0.3)], needs=["paths_ensemble"], measure=r.p_s7,
+       note=CLAIMS_NOTE.format("paths", "S7") + "; 16 runs of 10,000 full-batch Adam steps",
+       figure="figures/U_theory_vs_gd.png",
+       recorded=_rec("docs/attention-paths.md (S7): 16 GD runs of 10,000 steps, run-to-run s.e. 0.006",
+                     "attnlab paths ensemble --N 10 --runs 16 --steps 10000 --sampled SAMPLE_RUN",
+                     rel_frob_err_gd=1.00)),
+    _t("S8", "paths", _PT16, "multiple outputs", "theory vs sampling at one point with Y ∈ R^{P×M}",
+       checks=[C("rel_frob_err", "<=", 0.2), C("sampler_converged", ">=", 1)], needs=["paths_outputs"],
+       measure=r.p_s8, note=CLAIMS_NOTE.format("paths", "S8") + "; M = 2 Markov targets, collapsed HMC"),
+    _t("S9", "paths", _PT16, "scalar vs matrix renormalisation", "scalar: predictions equal the GP's to 1e-8",
+       checks=[C("scalar_vs_gp_same_T", "<", 1e-8), C("matrix_minus_gp_accuracy", ">", 0)],
+       needs=["paths_renorm"], measure=r.p_s9,
+       note="spec note: the spec compares at its own temperature T, where the scalar predictor is the GP's at T/u₁, "
+            "not at T, so it cannot meet 1e-8 (the gap shrinks linearly in T; docs/attention-paths.md); "
+            "scalar_vs_gp_matched_T checks the identity at T/u₁, which holds by construction, shown, not judged "
+            "(claims_met, from verdict_S9, still judges that identity)",
+       figure="figures/kernel_alignment.png"),
+    _t("S10", "paths", _PT16, "plug in a trained transformer's attention", "accuracy against the GP and the network",
+       checks=[C("theory_minus_gp_accuracy", ">", 0)], needs=["paths_prune_long", "paths_plugin"],
+       measure=r.p_s10,
+       note=CLAIMS_NOTE.format("paths", "S10") + "; the `paths prune` network trained 2,000 steps, (N, T) = "
+            "(20, 0.1)"),
+    _t("SC-prune", "paths", f"attention-paths §8, B5 ({SEED})", "pruning with minimal performance loss",
+       "pruning the lowest-scored head costs little test accuracy",
+       checks=[C("drop_first_pruned", "<=", 0.02), C("ascending_minus_random_mean", ">=", 0)],
+       needs=["paths_prune"], measure=r.p_prune,
+       note="our reading: the GD network's test-accuracy drop after pruning its lowest-scored head ≤ 0.02 (B3's "
+            "'within 2 points'), and pruning in ascending score keeps more accuracy on average than random orders "
+            "(`paths prune`, full profile)"),
+    _t("SC-H1", "paths", f"attention-paths §5.3, §10 ({SEED})",
+       "the authors' H = 1 entropy σ^(−2(L+1))U − ln U",
+       "supported by sampling in the H = 1 configurations: |a| ≤ 3 SE on every diagonal entry and e ≤ 0.05 at "
+       "N = 64 (§10.8)",
+       checks=[C("simple_max_a_over_se_H1", "<=", 3), C("simple_e_N64_max_H1", "<=", 0.05)],
+       note="the simple form at H = 1 is the authors' statement (§5.3); judged by the §10 adjudication in C1 "
+            "(L = 1) and C2 (L = 2), which B4's run makes (benchmarks/bench_paths_entropy.py, not run by reproduce)",
+       not_run="the §10 adjudication is not run by reproduce (about 30 points of collapsed HMC)",
+       recorded=_rec("docs/attention-paths.md (§10 adjudication, reduced protocol: 300 warmup + 600 draws): simple "
+                     "form |a|/SE 0.6 and 3.2 in C1, 9.2 and 44.6 in C2; e_simple at N = 64: 0.21, 0.39 (C1), "
+                     "1.60, 2.50 (C2)",
+                     "python benchmarks/bench_paths_entropy.py --out runs/paths-entropy --Ns 64 --configs C2 C1 "
+                     "--alphas 4 1", simple_max_a_over_se_H1=44.6, simple_e_N64_max_H1=2.498)),
+]
+# fmt: on
+
+
+def _order(t: Target) -> tuple[int, int, str]:
+    """T, S, B in the spec's order, by number."""
+    digits = "".join(ch for ch in t.id if ch.isdigit())
+    if t.id.startswith("SC-"):
+        return (3, 0, t.id)  # the seed claims after the spec's targets
+    return ("TSB".index(t.id[0]), int(digits), t.id)
+
+
+TARGETS: tuple[Target, ...] = tuple(sorted(PATHS, key=_order))
