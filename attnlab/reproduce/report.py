@@ -66,6 +66,13 @@ def _run_note(record: dict) -> str:
     failed = [f"{k} ({v['error']})" for k, v in record["experiments"].items() if v["error"]]
     note = (f"Profile `{record['profile']}`, studies {', '.join(record['studies'])}; {record['seconds']:.0f} s in all "
             f"({len(record['experiments'])} study runs).")  # fmt: skip
+    if record.get("machine"):
+        sessions = record.get("sessions", [])
+        done = [x for x in sessions if x.get("wall_seconds") is not None]
+        workers = sorted({x.get("workers", 1) for x in sessions})
+        note += (f" Finished {record['finished']} on {record['machine']}; wall time {record['wall_seconds']:.0f} s "
+                 f"over {len(done)} finished session(s) of {len(sessions)} (the others were interrupted and resumed), "
+                 f"--workers {'/'.join(map(str, workers))}.")  # fmt: skip
     if record.get("updated"):
         added = record["updated"]
         secs = sum(record["experiments"][n]["seconds"] for n in added)

@@ -138,13 +138,18 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
         if mode == "resume":
             _check_resume(run.read_config(), config)
         t0 = time.perf_counter()
+        sessions = start_session(run.path, config)
         done, log = run_experiments(names, run.path, config)
         rows = [evaluate(t, done, log, config.profile, config.device) for t in targets]
+        sessions = end_session(run.path, sessions, time.perf_counter() - t0)
         record: dict[str, Any] = {
             "profile": config.profile,
             "studies": list(config.studies),
             "seconds": round(sum(v["seconds"] for v in log.values()), 1),
-            "wall_seconds": round(time.perf_counter() - t0, 1),
+            "wall_seconds": round(sum(s["wall_seconds"] or 0.0 for s in sessions), 1),
+            "finished": sessions[-1]["ended"],
+            "machine": machine(),
+            "sessions": sessions,
             "experiments": log,
             "counts": report.counts(rows),
             "rows": rows,
@@ -155,6 +160,60 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
         report.export_docs(run.path, Path(config.docs))
     table = pd.DataFrame([{k: r[k] for k in ("id", "study", "verdict", "why")} for r in rows])
     return RunResult(run.path, config, record["counts"], {"targets": table})
+
+
+SESSIONS = "sessions.json"
+
+
+def start_session(folder: Path, config: ReproduceConfig) -> list[dict]:
+    """Note in folder/sessions.json that a session (the first run or a `--resume`) starts now; returns the list.
+    A session a kill ended keeps `ended` None: the table's wall time is the sum of the sessions that finished."""
+    import datetime as dt
+
+    import torch
+
+    from attnlab.runs import read_json, write_json
+
+    path = folder / SESSIONS
+    sessions = read_json(path, "reproduce sessions") if path.is_file() else []
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    sessions.append({"started": now, "ended": None, "wall_seconds": None, "workers": config.workers,
+                     "address": config.address, "threads": torch.get_num_threads()})  # fmt: skip
+    write_json(path, sessions)
+    return sessions
+
+
+def end_session(folder: Path, sessions: list[dict], seconds: float) -> list[dict]:
+    """Close the last session of folder/sessions.json with its wall seconds; returns the list."""
+    import datetime as dt
+
+    from attnlab.runs import write_json
+
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    sessions = [*sessions[:-1], sessions[-1] | {"ended": now, "wall_seconds": round(seconds, 1)}]
+    write_json(folder / SESSIONS, sessions)
+    return sessions
+
+
+def machine() -> str:
+    """The machine in words: cpu model, logical cores, memory, torch version (and the GPU when one is present)."""
+    import os
+    import platform
+
+    import torch
+
+    model = platform.processor() or platform.machine()
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), model)
+    except OSError:
+        pass
+    try:
+        mem = f", {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB"
+    except (ValueError, OSError, AttributeError):
+        mem = ""
+    gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+    return f"{model}, {os.cpu_count()} logical cores{mem}{gpu}; torch {torch.__version__}"
 
 
 def _check_resume(saved: dict, config: ReproduceConfig) -> None:

@@ -62,6 +62,10 @@ def test_kill_9_then_resume_gives_the_same_table(sequential, tmp_path) -> None:
     assert {p.name: p.read_text() for p in done} == kept  # the finished experiments were not run again
     table = [(f / "reproduction.md").read_text().split("\n", 3)[3] for f in (out, sequential)]
     assert table[0] == table[1]  # the same table below the run note (whose seconds differ)
+    record = json.loads((out / "reproduction.json").read_text())
+    killed, resumed = record["sessions"]  # the header's wall time counts the session that finished
+    assert killed["ended"] is None and resumed["wall_seconds"] == record["wall_seconds"] > 0
+    assert "over 1 finished session(s) of 2" in (out / "reproduction.md").read_text()
 
 
 def test_resume_refuses_other_settings_and_a_missing_run(sequential, tmp_path, capsys) -> None:
