@@ -12,7 +12,7 @@ from attnlab.registry import STUDY_TITLES
 from attnlab.report import Report
 from attnlab.reproduce.figures import copy_figure, figure_of
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, fmt
-from attnlab.runs import read_json, write_text
+from attnlab.runs import read_json, write_json, write_text
 
 METRIC_DEBT = [
     "extreme-tokens §6: `col_entropy` (max column entropy) is not computed by `bb` metrics.",
@@ -143,4 +143,43 @@ def export_docs(folder: Path, docs: Path) -> Path:
         links[f"{r['study']}/{r['id']}"] = (fig, None)
     note = _run_note(record) + (" Regenerate with `make reproduce` (run folder `runs/reproduce`: each row's study "
                                 "run is under `runs/reproduce/runs/<name>/`).")  # fmt: skip
+    write_json(docs / "reproduction.json", record)
+    for study, name in STUDY_DOCS.items():
+        if (docs / name).is_file() and study in record["counts"]:
+            write_study_section(docs / name, record, study)
     return write_text(docs / "reproduction.md", markdown(record, links, note))
+
+
+STUDY_DOCS = {"bb": "extreme-tokens.md", "real": "real-models.md", "consensus": "consensus.md",
+              "paths": "attention-paths.md"}  # fmt: skip
+"""The study doc that holds each study's generated section of the table (between `SECTION_MARKS`)."""
+SECTION_MARKS = (
+    "<!-- reproduction rows: written by `attnlab reproduce --docs docs` from reproduction.json; do not edit -->",
+    "<!-- end of the reproduction rows -->",
+)
+
+
+def study_section(record: dict, study: str) -> str:
+    """The study's rows as a Markdown block (between `SECTION_MARKS`): counts, then id, claim, our numbers and
+    verdict of each row, as the committed reproduce run measured them."""
+    c = record["counts"][study]
+    lines = [SECTION_MARKS[0], "",
+             f"{c[MET]} met, {c[MISSED]} missed, {c[NOT_RUN]} not run (profile `{record['profile']}`, finished "
+             f"{record.get('finished', '?')}; the thresholds, why and links: [reproduction.md](reproduction.md)).",
+             "", "| id | claim | our numbers | verdict |", "|---|---|---|---|"]  # fmt: skip
+    for r in (r for r in record["rows"] if r["study"] == study):
+        cells = [r["id"], r["claim"], _numbers(r), f"**{r['verdict']}**" + (" (recorded)" if r.get("recorded") else "")]
+        lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+    return "\n".join([*lines, "", SECTION_MARKS[1]])
+
+
+def write_study_section(doc: Path, record: dict, study: str) -> None:
+    """Replace the generated section of `doc` (or append it under "## Reproduction table" when absent)."""
+    text, (begin, end) = doc.read_text(), SECTION_MARKS
+    block = study_section(record, study)
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n## Reproduction table\n\n" + block + "\n"
+    write_text(doc, text)
