@@ -90,7 +90,6 @@ def test_two_workers_give_the_sequential_table(sequential, tmp_path) -> None:
 def test_docs_folder_is_written_by_the_python_api(sequential, tmp_path) -> None:
     """`ReproduceConfig(docs=...)`: the run function exports the table and the rows' figures (no CLI needed)."""
     from attnlab.reproduce import ReproduceConfig, reproduce
-
     from attnlab.reproduce.report import SECTION_MARKS
 
     docs = tmp_path / "docs"
