@@ -64,13 +64,21 @@ def p_b1(runs: dict) -> dict:
 
 
 def p_b3(runs: dict) -> dict:
+    """B3: the collapsed sampler's run (its seconds, agreement with the theory) and, where the profile runs it, the
+    full-weight sampler's seconds and agreement; ESS per second of both (the spec reports them)."""
     s = run_of(runs, "paths_sample").summary
-    return {
+    out = {
         "collapsed_seconds": runs["paths_sample"].seconds[""],
         "rel_frob_err": s["rel_frob_err"],
         "accuracy_gap_points": 100 * abs(s["sampled_accuracy"] - s["theory_accuracy"]),
         "rhat_max": s["rhat_max"],
+        "collapsed_ess_per_s": s.get("ess_per_s", math.nan),
     }
+    if "paths_sample_full" in runs:
+        f = run_of(runs, "paths_sample_full").summary
+        out |= {"full_seconds": runs["paths_sample_full"].seconds[""], "full_rel_frob_err": f["rel_frob_err"],
+                "full_rhat_max": f["rhat_max"], "full_ess_per_s": f.get("ess_per_s", math.nan)}  # fmt: skip
+    return out
 
 
 def p_b5(runs: dict) -> dict:

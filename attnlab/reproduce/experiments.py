@@ -95,6 +95,7 @@ FULL_SIZES: dict[str, dict] = {
     "cons_full": dict(batch=256, t_max=100.0, n=32),
     "cons_phase": dict(d=128, starts=64, num_betas=46, t_max=30.0),
     "paths_sample": dict(warmup=1000, draws=2000),
+    "paths_sample_full": dict(warmup=1000, draws=2000),  # B3's full-weight clause: about 6 min on one thread
     "paths_prune": {},
     # issue 14: the scales of docs/extreme-tokens.md, docs/attention-paths.md and docs/consensus.md (minutes to
     # about half an hour each on the shared 2-core machine)
@@ -341,6 +342,9 @@ EXPERIMENTS: dict[str, Experiment] = {
     "paths_solve": _one("paths solve", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
     "paths_sweep": _one("paths sweep", lambda seed, size, root: {**size, "seed": seed}),
     "paths_sample": _one("paths sample", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
+    "paths_sample_full": _one(
+        "paths sample", lambda seed, size, root: {"N": 10.0, "target": "full", **size, "seed": seed}
+    ),
     "paths_prune": _one("paths prune", lambda seed, size, root: {**size}),
     "bb_variants": Experiment(runs=_variants, figure=_variant_figure),
     "bb_stability": Experiment(runs=_stability),
@@ -390,7 +394,8 @@ PAPER_SCALE = {"bb_paper": "paper scale, 10,000 steps at d 256, T 256, batch 512
 command that runs them."""
 MINUTES = {"cons_rst": 60, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "cons_phase": 20,
            "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
-           "paths_layers": 10, "cons_decode": 8, "cons_depth": 8, "real_quant": 6, "real_window": 6}  # fmt: skip
+           "paths_layers": 10, "paths_sample_full": 8, "cons_decode": 8, "cons_depth": 8, "real_quant": 6,
+           "real_window": 6}  # fmt: skip
 """Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
 the longest first, so two workers finish close together."""
 

@@ -228,3 +228,20 @@ def test_new_rows_read_their_runs(tmp_path: Path) -> None:
     prune = paths_rows.p_prune({"paths_prune": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))})})  # type: ignore[dict-item]
     assert prune["drop_first_pruned"] == pytest.approx(0.01) and prune["heads_pruned"] == 2
     assert prune["ascending_minus_random_mean"] == pytest.approx((0.8 + 0.79 + 0.7) / 3 - 0.7)
+
+
+def test_b3_judges_the_full_sampler_clause_when_it_ran() -> None:
+    """B3's 'full < 20 min' clause: a number once paths_sample_full ran (full profile), a miss when it is slow, and
+    no number (a miss, never a silent pass) at a profile that does not run it."""
+    from attnlab.paths import reproduction as paths_rows
+    from attnlab.reproduce.verdict import verdict
+
+    row = next(t for t in TARGETS if (t.study, t.id) == ("paths", "B3"))
+    summary = {"rel_frob_err": 0.1, "sampled_accuracy": 0.9, "theory_accuracy": 0.9, "rhat_max": 1.0}
+    collapsed = Outcome(runs={"": SimpleNamespace(summary=summary)}, seconds={"": 90.0})  # type: ignore[dict-item]
+    full = Outcome(runs={"": SimpleNamespace(summary=summary)}, seconds={"": 700.0})  # type: ignore[dict-item]
+    nums = paths_rows.p_b3({"paths_sample": collapsed, "paths_sample_full": full})
+    assert nums["full_seconds"] == 700.0 and verdict(row.checks, nums)[0] == "met"
+    slow = Outcome(runs=full.runs, seconds={"": 1300.0})
+    assert verdict(row.checks, paths_rows.p_b3({"paths_sample": collapsed, "paths_sample_full": slow}))[0] == "missed"
+    assert verdict(row.checks, paths_rows.p_b3({"paths_sample": collapsed}))[0] == "missed"
