@@ -136,8 +136,12 @@ PATHS = [
     _t("B5", "paths", _PT, "digits pipeline",
        "GD training < 5 min, (N, T) grid chosen on validation, head scores vs single-head drops, pruning; "
        "GD test accuracy ≥ 70% (§15.4)",
-       checks=[C("gd_test_accuracy", ">=", 0.70), C("gd_seconds", "<", 300)], needs=["paths_prune"],
-       measure=r.p_b5, note="gd_seconds covers the whole prune pipeline, not only training; full profile",
+       checks=[C("gd_test_accuracy", ">=", 0.70), C("gd_train_seconds", "<", 300), C("chosen_on_validation", ">=", 1),
+               C("spearman_score_vs_drop", ">", 0), C("heads_pruned_progressively", ">=", 1)],
+       needs=["paths_prune"], measure=r.p_b5,
+       note="full profile, 3,000 GD steps (§15.4's provisional setting); 'head scores against single-head drops' "
+            "has no number in the spec: our reading is a positive Spearman ρ (a lower score, a smaller drop); "
+            "pipeline_seconds (training, grid, scores, pruning) is shown, not judged",
        recorded=_rec("docs/attention-paths.md (head scores and pruning, short-training run): 300 GD steps, the "
                      "steps reproduce uses; no time recorded",
                      "attnlab paths prune --steps 300 --pool 4000 --P 200 --n-test 500",

@@ -96,7 +96,7 @@ FULL_SIZES: dict[str, dict] = {
     "cons_phase": dict(d=128, starts=64, num_betas=46, t_max=30.0),
     "paths_sample": dict(warmup=1000, draws=2000),
     "paths_sample_full": dict(warmup=1000, draws=2000),  # B3's full-weight clause: about 6 min on one thread
-    "paths_prune": {},
+    "paths_prune": dict(steps=3000),  # B5: the spec's provisional 3,000 GD steps (§15.4)
     # issue 14: the scales of docs/extreme-tokens.md, docs/attention-paths.md and docs/consensus.md (minutes to
     # about half an hour each on the shared 2-core machine)
     "bb_variants": dict(steps=500, eval_batch=128),  # docs/specs/bb-layer-variants.toml
@@ -392,7 +392,8 @@ NEEDS = {
 PAPER_SCALE = {"bb_paper": "paper scale, 10,000 steps at d 256, T 256, batch 512 (about 19 h on 2 cpu cores)"}
 """Experiments the full profile runs only on a GPU (`--device cuda`); on the cpu their rows are not run, with the
 command that runs them."""
-MINUTES = {"cons_rst": 60, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "cons_phase": 20,
+MINUTES = {"cons_rst": 60, "paths_prune": 15, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20,
+           "cons_phase": 20,
            "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
            "paths_layers": 10, "paths_sample_full": 8, "cons_decode": 8, "cons_depth": 8, "real_quant": 6,
            "real_window": 6}  # fmt: skip

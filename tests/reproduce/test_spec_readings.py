@@ -245,3 +245,26 @@ def test_b3_judges_the_full_sampler_clause_when_it_ran() -> None:
     slow = Outcome(runs=full.runs, seconds={"": 1300.0})
     assert verdict(row.checks, paths_rows.p_b3({"paths_sample": collapsed, "paths_sample_full": slow}))[0] == "missed"
     assert verdict(row.checks, paths_rows.p_b3({"paths_sample": collapsed}))[0] == "missed"
+
+
+def test_b5_judges_every_clause_of_the_digits_pipeline(tmp_path: Path) -> None:
+    """B5 checks each spec clause from the prune run's metrics: accuracy, training time, (N, T) chosen on
+    validation, scores against drops, progressive pruning; a wrong choice or a slow training misses."""
+    import json
+
+    from attnlab.reproduce.verdict import verdict
+
+    row = next(t for t in TARGETS if (t.study, t.id) == ("paths", "B5"))
+    grid = [{"N": 10.0, "T": 0.1, "val_accuracy": 0.7}, {"N": 30.0, "T": 0.1, "val_accuracy": 0.8}]
+    metrics = {"gd_test_accuracy": 0.75, "gd_train_seconds": 120.0, "grid": grid, "chosen_N": 30.0, "chosen_T": 0.1,
+               "spearman_rho": 0.6, "progressive": {"ascending score": [0.75, 0.74, 0.7]}}  # fmt: skip
+
+    def judge(**change: float) -> str:
+        (tmp_path / "metrics.json").write_text(json.dumps(metrics | change))
+        runs = {"paths_prune": Outcome(runs={"": SimpleNamespace(path=str(tmp_path))}, seconds={"": 200.0})}
+        return verdict(row.checks, paths_rows.p_b5(runs))[0]  # type: ignore[arg-type]
+
+    assert judge() == "met"
+    assert judge(chosen_N=10.0) == "missed"  # not the validation argmax
+    assert judge(gd_train_seconds=400.0) == "missed"
+    assert judge(spearman_rho=-0.2) == "missed"
