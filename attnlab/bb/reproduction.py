@@ -273,3 +273,89 @@ def b_three_layer(runs: dict) -> dict:
     rho = claims.peak_ratios(claims.final_record(path), 3)
     zeroed = claims.peak_ratios(claims.ablated_record(path, 2), 3)
     return {"rho_0": rho[0], "rho_1": rho[1], "rho_2": rho[2], "rho_2_mlp2_zeroed": zeroed[2]}
+
+
+# --- R12: the paper-scale mitigations of spec §8, each number within 25 % ---------------------------------------------
+INF = math.inf
+# (name, run, metric, step, lo, hi): §8's value as [lo, hi] (a point: lo = hi; "≤ x": [0, x]; "over x": [x, inf])
+PAPER_8 = (
+    ("relu_attn_sink_max_from_step100", "bb_paper_relu", "attn_sink_with0", 100, 0.0, 6.5e-4),
+    ("relu_backcopy_risk_step200", "bb_paper_relu", "risk_backcopy", 200, 3e-3, 3e-3),
+    ("relu_backcopy_risk_step10000", "bb_paper_relu", "risk_backcopy", 10000, 3.9e-6, 3.9e-6),
+    ("relu_bigram_risk_step10000", "bb_paper_relu", "risk_bigram", 10000, 2.2284, 2.2284),
+    ("relu_value_norm_step0", "bb_paper_relu", "value_norm_bos", 0, 5.2, 5.2),
+    ("relu_value_norm_step1000", "bb_paper_relu", "value_norm_bos", 1000, 40.0, 56.0),
+    ("relu_value_norm_step10000", "bb_paper_relu", "value_norm_bos", 10000, 600.0, INF),
+    *(
+        (f"resid_{form}_step{step}", f"bb_paper_{form}3", "resid_norm_bos", step, v, v)
+        for form, values in (
+            ("adam", (24.3, 34.4, 70.9, 140.7)),
+            ("sgd", (24.3, 29.1, 23.1, 20.4)),
+            ("relu", (23.4, 23.6, 24.2, 24.5)),
+        )
+        for step, v in zip((0, 1000, 5000, 10000), values, strict=True)
+    ),
+    ("adam3_backcopy_risk_step10000", "bb_paper_adam3", "risk_backcopy", 10000, 5e-5, 5e-5),
+    ("sgd3_backcopy_risk_step10000", "bb_paper_sgd3", "risk_backcopy", 10000, 0.056, 0.056),
+)
+PAPER_8_RUNS = tuple(dict.fromkeys(run for _, run, *_ in PAPER_8))
+
+
+def off_by(x: float, lo: float, hi: float) -> float:
+    """How far `x` lies outside [lo, hi], relative to the bound it passes: 0 inside, (x − hi)/hi above, (x − lo)/lo
+    below (no lower bound when lo ≤ 0). |off_by| ≤ 0.25 is "within 25 %" of a point (lo = hi) or of a range."""
+    if x > hi:
+        return (x - hi) / hi
+    if lo > 0 and x < lo:
+        return (x - lo) / lo
+    return 0.0 if math.isfinite(x) else math.nan
+
+
+def at_step(records: list[dict], name: str, step: int, layer: int = 0) -> float:
+    """Metric `name` (layer `layer`) at `step`: the snapshot's value, or linear in log(step) between the two
+    snapshots around it (the paper preset snapshots 4,870 and 5,623, not 5,000); NaN outside the run."""
+    from attnlab.bb.metrics import metric
+
+    points = [(int(r["step"]), metric(r, name, layer)) for r in records]
+    points = [(s, float(v)) for s, v in points if v is not None]
+    exact = [v for s, v in points if s == step]
+    if exact or step <= 0:
+        return exact[0] if exact else math.nan
+    below = [(s, v) for s, v in points if 0 < s < step]
+    above = [(s, v) for s, v in points if s > step]
+    if not below or not above:
+        return math.nan
+    (s0, v0), (s1, v1) = below[-1], above[0]
+    w = (math.log(step) - math.log(s0)) / (math.log(s1) - math.log(s0))
+    return v0 + w * (v1 - v0)
+
+
+def _paper_value(records: list[dict], name: str, metric_name: str, step: int) -> float:
+    """Our value of one §8 number: the largest from `step` on for "…_max_from_step…", else the value at `step`."""
+    from attnlab.bb.metrics import metric
+
+    if "_max_from_step" in name:
+        vals = [metric(r, metric_name) for r in records if int(r["step"]) >= step]
+        return max((float(v) for v in vals if v is not None), default=math.nan)
+    return at_step(records, metric_name, step)
+
+
+def paper_mitigations(records: dict[str, list[dict]]) -> dict:
+    """R12 from the metrics records of the paper-scale runs (run name -> records): for each §8 number our value
+    `<name>` and `<name>_off` (`off_by` its §8 value or range; the check is |off| ≤ 0.25)."""
+    out: dict[str, float] = {}
+    for name, run, metric_name, step, lo, hi in PAPER_8:
+        value = _paper_value(records[run], name, metric_name, step)
+        out[name], out[f"{name}_off"] = value, off_by(value, lo, hi)
+    relu = records["bb_paper_relu"]
+    out["relu_attn_sink_ours_max_from_step100"] = max(float(r["attn_sink"]) for r in relu if int(r["step"]) >= 100)
+    return out
+
+
+def r12(runs: dict) -> dict:
+    """R12: `paper_mitigations` of the four paper-scale runs (`bb_paper_relu`, `bb_paper_{adam,sgd,relu}3`)."""
+    from attnlab.runs import read_jsonl
+
+    return paper_mitigations(
+        {n: read_jsonl(Path(run_of(runs, n).path) / "metrics.jsonl") for n in PAPER_8_RUNS}
+    )
