@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnlab.bb import reproduction as bb_rows
 from attnlab.consensus import reproduction as consensus_rows
 from attnlab.paths import reproduction as paths_rows
 from attnlab.scan import reproduction as real_rows
@@ -43,6 +44,8 @@ TINY_SIZES: dict[str, dict] = {
     "cons_counter": dict(batch=4, t_max=30.0),
     "paths_renorm": dict(P=30, n_test=100),
     "paths_2path": dict(P=30, n_test=100),
+    # issue 18, bb R2 (wt-rbb): a direct computation on tiny random toy models (about 2 s)
+    "bb_units": {},
 }
 QUICK_SIZES: dict[str, dict] = {
     "bb_sample": dict(n=512),
@@ -82,6 +85,10 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_b2": {},
     "real_ablate": dict(samples=8, tokens=128, sweep_layers=(19, 29)),  # the windows of real_scan
     "paths_2path": dict(P=100, n_test=1000),
+    # issue 18, bb R2 and real R15 (wt-rbb): direct computations on tiny random models (R2 about 2 s; R15 about 8 s,
+    # most of it transformers' first model build)
+    "bb_units": {},
+    "real_units": {},
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -380,7 +387,10 @@ EXPERIMENTS: dict[str, Experiment] = {
     ),
     "real_ablate": _later("ablate", _ablate),
     "paths_2path": _one("paths solve", lambda seed, size, root: {"variant": "2path", **size, "seed": seed}),
-    # issue 18, bb R12 (wt-rbb): ReLU attention at §8's lr 3e-3; Adam / SGD / ReLU + Adam with 3 layers
+    # issue 18, bb R2, real R15 and bb R12 (wt-rbb). R2, R15: direct computations on tiny random models; R12:
+    # ReLU attention at §8's lr 3e-3; Adam / SGD / ReLU + Adam with 3 layers
+    "bb_units": Experiment(compute=bb_rows.bb_units),
+    "real_units": Experiment(compute=real_rows.real_units),
     "bb_paper_relu": _trained(attention="relu", lr=3e-3),
     "bb_paper_adam3": _trained(),
     "bb_paper_sgd3": _trained(),

@@ -114,7 +114,9 @@ def test_the_paper_runs_have_the_specs_settings() -> None:
     for name in bb_rows.PAPER_8_RUNS:
         (run,) = EXPERIMENTS[name].runs(0, SIZES["full"][name], Path("."))  # type: ignore[misc]
         got[name] = config_from_dict(cls, dict(run.config))  # type: ignore[arg-type]
-    assert all((c.preset, c.steps, c.d_model, c.seq_len, c.batch) == ("paper", 10000, 256, 256, 512) for c in got.values())
+    assert all(
+        (c.preset, c.steps, c.d_model, c.seq_len, c.batch) == ("paper", 10000, 256, 256, 512) for c in got.values()
+    )
     relu, adam, sgd, relu3 = (got[n] for n in runs_order())
     assert (relu.attention, relu.n_layers, relu.lr) == ("relu", 1, 3e-3)
     assert (adam.attention, adam.optimizer, adam.n_layers, adam.lr) == ("softmax", "adam", 3, 3e-4)
@@ -124,3 +126,56 @@ def test_the_paper_runs_have_the_specs_settings() -> None:
 
 def runs_order() -> tuple[str, ...]:
     return ("bb_paper_relu", "bb_paper_adam3", "bb_paper_sgd3", "bb_paper_relu3")
+
+
+# --- R2 -----------------------------------------------------------------------------------------------------------
+def test_r2_numbers_pass_the_spec_tolerances() -> None:
+    numbers = bb_rows.bb_units(0, {})
+    assert set(bb_rows.r2_diff_keys()) <= set(numbers)
+    assert max(numbers[k] for k in bb_rows.r2_diff_keys()) <= 1e-6
+    # the fused kernel really ran without hooks (other rounding), so the equivalence is not trivially exact
+    assert numbers["R2_softmax_traced_logits_max_abs_diff"] > 0 == numbers["R2_relu_traced_logits_max_abs_diff"]
+    row = evaluate(ROWS[("bb", "R2")], {"bb_units": Outcome(numbers=numbers)}, {}, "tiny")
+    assert row["verdict"] == MET and not ROWS[("bb", "R2")].not_run
+    assert "bb_units" in SIZES["tiny"] and "bb_units" in SIZES["quick"]
+
+
+def test_r2_gaps_catch_a_reducer_fed_other_inputs() -> None:
+    import torch
+
+    from attnlab.tracing.adapters.toy import trace_toy
+
+    model = bb_rows._toy_model("softmax", 0, 8)
+    tokens = torch.randint(0, 12, (4, 8), generator=torch.Generator().manual_seed(1))
+    other = torch.randint(0, 12, (4, 8), generator=torch.Generator().manual_seed(2))
+    trace, _ = trace_toy(model, tokens, chunk=2)
+    dense = bb_rows.dense_statistics(model, bb_rows.dense_capture(model, tokens))
+    assert max(bb_rows.reducer_gaps(trace, dense).values()) <= 1e-6
+    wrong = bb_rows.dense_statistics(model, bb_rows.dense_capture(model, other))
+    gaps = bb_rows.reducer_gaps(trace, wrong)
+    assert set(gaps) == set(bb_rows.R2_FIELDS) and min(gaps.values()) > 1e-4, gaps
+
+
+# --- R15 ----------------------------------------------------------------------------------------------------------
+def test_r15_one_family_passes_and_a_wrong_hand_computation_is_caught() -> None:
+    import torch
+
+    from attnlab.scan import reproduction as real_rows
+
+    model = real_rows.tiny_hf_model("llama", 4, 2, 0)
+    ids = torch.randint(0, 64, (3, real_rows.R15_T), generator=torch.Generator().manual_seed(0))
+    got = {**real_rows._recorded_vs_eager(model, ids), **real_rows._ablation_vs_hand(model, ids),
+           **real_rows._move_to_sink(model, ids)}  # fmt: skip
+    assert set(real_rows.R15_DIFFS) <= set(got) and max(got[k] for k in real_rows.R15_DIFFS) <= 1e-5
+    assert got["move_to_sink_other_head_sink"] < 0.9
+    assert real_rows._ablation_vs_hand(model, ids, hand_head=0)["ablation_vs_hand"] > 1e-3
+
+
+def test_r15_row_is_met_on_every_family() -> None:  # under a second once transformers has built one model
+    from attnlab.scan import reproduction as real_rows
+
+    numbers = real_rows.real_units(0, {})
+    row = evaluate(ROWS[("real", "R15")], {"real_units": Outcome(numbers=numbers)}, {}, "quick")
+    assert row["verdict"] == MET, row["why"]
+    assert len(row["checks"]) == len(real_rows.R15_FAMILIES) * (len(real_rows.R15_DIFFS) + 1)
+    assert "real_units" in SIZES["quick"] and not ROWS[("real", "R15")].not_run
