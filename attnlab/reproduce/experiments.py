@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnlab.bb import reproduction as bb_rows
 from attnlab.consensus import reproduction as consensus_rows
 from attnlab.paths import reproduction as paths_rows
 from attnlab.scan import reproduction as real_rows
@@ -43,6 +44,8 @@ TINY_SIZES: dict[str, dict] = {
     "cons_counter": dict(batch=4, t_max=30.0),
     "paths_renorm": dict(P=30, n_test=100),
     "paths_2path": dict(P=30, n_test=100),
+    # issue 18, bb R2 (wt-rbb): a direct computation on tiny random toy models (about 2 s)
+    "bb_units": {},
 }
 QUICK_SIZES: dict[str, dict] = {
     "bb_sample": dict(n=512),
@@ -82,6 +85,10 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_b2": {},
     "real_ablate": dict(samples=8, tokens=128, sweep_layers=(19, 29)),  # the windows of real_scan
     "paths_2path": dict(P=100, n_test=1000),
+    # issue 18, bb R2 and real R15 (wt-rbb): direct computations on tiny random models (R2 about 2 s; R15 about 8 s,
+    # most of it transformers' first model build)
+    "bb_units": {},
+    "real_units": {},
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -114,6 +121,11 @@ FULL_SIZES: dict[str, dict] = {
     # issue 18: the pre-registered SmolLM2 protocols (R9, R10: 100 passes; R11: 30 passes with the depth view)
     "cons_rst": dict(passes=100, prompts=3),
     "cons_depth": dict(passes=30, prompts=3),
+    # issue 18, bb R12 (wt-rbb): the paper-scale mitigations of extreme-tokens §8 (GPU only, PAPER_SCALE)
+    "bb_paper_relu": dict(steps=10000),
+    "bb_paper_adam3": dict(n_layers=3, steps=10000),
+    "bb_paper_sgd3": dict(n_layers=3, steps=10000, optimizer="sgd"),
+    "bb_paper_relu3": dict(n_layers=3, steps=10000),
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
@@ -379,9 +391,18 @@ EXPERIMENTS: dict[str, Experiment] = {
     ),
     "real_ablate": _later("ablate", _ablate),
     "paths_2path": _one("paths solve", lambda seed, size, root: {"variant": "2path", **size, "seed": seed}),
+    # issue 18, bb R2, real R15 and bb R12 (wt-rbb). R2, R15: direct computations on tiny random models; R12:
+    # ReLU attention at §8's lr 3e-3; Adam / SGD / ReLU + Adam with 3 layers
+    "bb_units": Experiment(compute=bb_rows.bb_units),
+    "real_units": Experiment(compute=real_rows.real_units),
+    "bb_paper_relu": _trained(attention="relu", lr=3e-3),
+    "bb_paper_adam3": _trained(),
+    "bb_paper_sgd3": _trained(),
+    "bb_paper_relu3": _trained(attention="relu", lr=3e-3),
 }
 GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
-       "bb_variants", "bb_stability", "cons_phase")  # fmt: skip
+       "bb_variants", "bb_stability", "cons_phase",
+       "bb_paper_relu", "bb_paper_adam3", "bb_paper_sgd3", "bb_paper_relu3")  # fmt: skip
 NEEDS = {
     "bb_intervene": "bb_softmax",
     "paths_plugin": "paths_prune_long",
@@ -389,7 +410,14 @@ NEEDS = {
 }  # experiments that need another first
 
 
-PAPER_SCALE = {"bb_paper": "paper scale, 10,000 steps at d 256, T 256, batch 512 (about 19 h on 2 cpu cores)"}
+PAPER_SCALE = {
+    "bb_paper": "paper scale, 10,000 steps at d 256, T 256, batch 512 (about 19 h on 2 cpu cores)",
+    # issue 18, bb R12 (wt-rbb): the §8 mitigation runs at the paper preset
+    "bb_paper_relu": "paper scale, ReLU attention, 1 layer, lr 3e-3, 10,000 steps (about 19 h on 2 cpu cores)",
+    "bb_paper_adam3": "paper scale, 3 layers, Adam, 10,000 steps (about 2.5 days on 2 cpu cores)",
+    "bb_paper_sgd3": "paper scale, 3 layers, SGD lr 0.03, 10,000 steps (about 2.5 days on 2 cpu cores)",
+    "bb_paper_relu3": "paper scale, 3 layers, ReLU + Adam lr 3e-3, 10,000 steps (about 2.5 days on 2 cpu cores)",
+}
 """Experiments the full profile runs only on a GPU (`--device cuda`); on the cpu their rows are not run, with the
 command that runs them."""
 MINUTES = {"cons_rst": 60, "paths_prune": 15, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20,

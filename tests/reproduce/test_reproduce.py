@@ -203,7 +203,7 @@ def test_full_profile_runs_every_measured_target_and_its_configs_build(tmp_path)
     measured = {n for t in targets if t.measure is not None for n in t.needs}
     assert measured <= set(names) <= set(EXPERIMENTS)
     on_cpu = plan(ReproduceConfig(profile="full"))[1]
-    assert set(names) - set(on_cpu) == set(PAPER_SCALE) == {"bb_paper"}  # paper scale: only on a GPU
+    assert set(names) - set(on_cpu) == set(PAPER_SCALE) >= {"bb_paper"}  # paper scale (R11, R12): only on a GPU
     built = waits = 0
     for name in names:
         exp = EXPERIMENTS[name]
