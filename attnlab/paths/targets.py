@@ -48,19 +48,34 @@ MEASURED_UNITS = {  # id -> its checks on the numbers of reproduction.paths_unit
     "T12": [C("T12_ess_max_rel_err", "<=", 0.15), C("T12_rhat_shifted", ">", 1.1)],
     "T14": [C("T14_max_z", "<=", 5)],
     "T17": [C("T17_max_abs_diff", "<=", 1e-10)],
+    # reproduction.paths_samplers (T13 and S4) and reproduction.paths_more_units (T6, T11, T15, T16): issue 18
+    "T13": [C("T13_hmc_max_z", "<=", 5), C("T13_mala_max_z", "<=", 5)],
+    "T15": [C("T15_markov_shapes_ok", ">=", 1), C("T15_markov_label_sum", "<=", 0),
+            C("T15_stay_plus_minus_0.7", "abs<=", 0.02), C("T15_stay_minus_minus_0.3", "abs<=", 0.02),
+            C("T15_digits_disjoint", ">=", 1), C("T15_digits_label_sum", "<=", 0), C("T15_digits_ok", ">=", 1)],
+    "T16": [C("T16_not_refused", "<=", 0), C("T16_bad_inputs_tried", ">=", 1)],
 }
-SAMPLING_UNITS = ("T12", "T14", "T17")
+UNIT_EXPERIMENTS = {  # id -> (experiment, what it runs on); the others: paths_units on a tiny bilinear network
+    **{i: ("paths_sampling_units", "AR(1) chains and tiny networks (P = 6, 8)") for i in ("T12", "T14", "T17")},
+    "T13": ("paths_samplers", "a correlated 20-d Gaussian (4 chains; HMC 400 + 800 draws, MALA 400 + 2000)"),
+    "T15": ("paths_more_units", "400 Markov sequences (seed 5) and 40 test-class digit episodes"),
+    "T16": ("paths_more_units", "28 bad inputs of §12 (shapes, values, NaN, conditioning, user kernels, configs, "
+            "the n_π cap) and the memory refusal (allocation during it: T16_refusal_peak_bytes, tracemalloc)"),
+}
+_TINY_NET = "a tiny random bilinear network (P = 10, N0 = 6, n_tok = 4)"
 
 
 def _unit(tid: str, claim: str, tol: str, test: str) -> Target:
-    """A CI-fast row of attention-paths §13: measured from `reproduction.paths_units` where that computes it, else
-    "not run" with the test that checks it."""
-    if tid not in MEASURED_UNITS:
-        return _t(tid, "paths", _PT, claim, tol, not_run=f"unit check: {test} (make test), not re-measured here")
-    exp, on = ("paths_sampling_units", "AR(1) chains and tiny networks (P = 6, 8)") if tid in SAMPLING_UNITS else (
-        "paths_units", "a tiny random bilinear network (P = 10, N0 = 6, n_tok = 4)")
-    return _t(tid, "paths", _PT, claim, tol, checks=MEASURED_UNITS[tid], needs=[exp],
-              measure=computed(exp, f"{tid}_"), note=f"the library functions {test} checks, on {on}")
+    """A CI-fast row of attention-paths §13, measured by the direct computation that calls the functions `test`
+    calls (`UNIT_EXPERIMENTS`, else `reproduction.paths_units`)."""
+    exp, on = UNIT_EXPERIMENTS.get(tid, ("paths_units", _TINY_NET))
+    note = f"the library functions {test} checks, on {on}"
+    if tid == "T16":
+        note += ("; T16_not_refused_names lists the inputs that were not refused in one line (a NaN in y reaches "
+                 "the solver unrefused, against §12's 'no NaN or Inf anywhere'); the spec's three error classes are "
+                 "one InputError here (docs/design.md)")
+    return _t(tid, "paths", _PT, claim, tol, checks=MEASURED_UNITS[tid], needs=[exp], measure=computed(exp, f"{tid}_"),
+              note=note)
 
 
 PATHS = [
@@ -70,13 +85,22 @@ PATHS = [
        note="a bounded 1-D minimiser finds a smooth minimum only to about sqrt(machine eps) (~1e-8), so the "
             "spec's 1e-10 cannot be shown this way; the closed form solves the stationarity condition to "
             "stationarity_residual (tests/paths/test_theory.py keeps 1e-7 against the minimiser)"),
-    _t("T6", "paths", _PT, "[T8] satisfies [T7]", "1e-10", not_run="no test or measurement exists yet (fidelity debt)"),
+    _t("T6", "paths", _PT, "[T8] satisfies [T7]", "1e-10",
+       checks=[C("T6_T8_vs_T7_residual", "<=", 1e-10), C("T6_b_signs_tried", ">=", 1)], needs=["paths_more_units"],
+       measure=computed("paths_more_units", "T6_"),
+       note="one [T8] sweep (the fixed-point method's block update, solver._chain_blocks) from random PD blocks, "
+            "L = 2 and 3, b ≥ 0 and b < 0; the residual is max|LHS of [T7]|/N_max (a U-space gradient entry, "
+            "§5.4) with the neighbours the sweep used; tests/reproduce/test_rows_paths.py"),
     _t("T10", "paths", _PT, "newton = lbfgs = fixed_point; max|grad| < 1e-8; Hessian PD", "1e-7",
        checks=[C("max_grad", "<", 1e-8), C("converged", ">=", 1)], needs=["paths_solve"], measure=r.p_t10,
        note="only the Newton solve at N = 10 is measured here; method agreement: tests/paths/test_theory.py",
        figure="figures/solver_trace.png"),
     _t("T11", "paths", _PT, "head scores on hand-computed U; invariant under head relabelling", "exact",
-       not_run="no test or measurement exists yet (fidelity debt)"),
+       checks=[C("T11_hand_max_abs_diff", "<=", 0), C("T11_relabel_mismatches", "<=", 0)],
+       needs=["paths_more_units"], measure=computed("paths_more_units", "T11_"),
+       note="pruning.pipeline.head_scores on a 4 × 4 U scored by hand (reproduction.T11_SCORES), and on a random "
+            "integer U (H = [2, 3]) under all 12 relabellings of the heads within each layer; integer entries keep "
+            "the sums exact, so 'exact' is equality; tests/reproduce/test_rows_paths.py"),
     _t("S1", "paths", _PT, "Markov sweep (P = 100, 7 widths, T = 0.01)",
        "every point converges to 1e-8 with a PD Hessian; ‖U − I‖_F decreases monotonically in N; renormalised "
        "accuracy ≥ GP accuracy − 0.5 points at every N; the largest gap occurs at N ≤ 30",
@@ -94,7 +118,9 @@ PATHS = [
             "the ablation clause has no implementation, so ablations_run is missing and the row misses",
        figure="figures/kernel_alignment.png"),
     _t("S4", "paths", _PT, "full and collapsed Û agree (N = 4, N0 = 6, P = 8)", "within 4 combined MCSE",
-       not_run="slow test: tests/paths/test_slow.py::test_full_and_collapsed_samplers_agree, not re-measured"),
+       checks=[C("S4_max_diff_over_mcse", "<", 4)], needs=["paths_samplers"], measure=computed("paths_samplers", "S4_"),
+       note="what tests/paths/test_slow.py::test_full_and_collapsed_samplers_agree runs: 4 chains of 200 warmup + "
+            "400 draws each, T = 0.5, the largest |Û_full − Û_collapsed| / combined MCSE over U's upper triangle"),
     _t("S5", "paths", _PT, "digits smoke test", "200 GD steps → hand-off (1e-6) → theory → finite head scores",
        checks=[C("gd_steps", ">=", 200), C("handoff_attention_err", "<=", 1e-6), C("head_scores_finite", ">=", 1)],
        needs=["paths_smoke"], measure=r.p_s5,

@@ -82,6 +82,9 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_b2": {},
     "real_ablate": dict(samples=8, tokens=128, sweep_layers=(19, 29)),  # the windows of real_scan
     "paths_2path": dict(P=100, n_test=1000),
+    # issue 18, paths rows T6, T11, T13, T15, T16, S4, B2 (about 10 s, 20 s and 30 s on one thread)
+    "paths_more_units": {},
+    "paths_samplers": {},
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -375,6 +378,9 @@ EXPERIMENTS: dict[str, Experiment] = {
     ),
     "real_ablate": _later("ablate", _ablate),
     "paths_2path": _one("paths solve", lambda seed, size, root: {"variant": "2path", **size, "seed": seed}),
+    # issue 18, paths rows T6, T11, T15, T16 (paths_more_units), T13 and S4 (paths_samplers), B2, B4 and SC-H1
+    "paths_more_units": Experiment(compute=paths_rows.paths_more_units),
+    "paths_samplers": Experiment(compute=paths_rows.paths_samplers),
 }
 GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
        "bb_variants", "bb_stability", "cons_phase")  # fmt: skip
