@@ -687,3 +687,104 @@ def _s4_samplers() -> dict:
 def paths_samplers(seed: int, size: dict) -> dict:
     """T13 (HMC 800 draws, MALA 2000, as the test) and S4 (module section above)."""
     return {"T13_hmc_max_z": _t13_kind("hmc", 800), "T13_mala_max_z": _t13_kind("mala", 2000), **_s4_samplers()}
+
+
+# B2: the solver on the image-like synthetic problem (P = 600, N0 = 192, n_tok = 48, H = 4, L = 2) ------------------
+B2_POINT = {"N": 100.0, "T": 0.1}  # alpha = P/N = 6
+
+
+def image_data(P: int = 600, n_test: int = 1000, d_qk: int = 128, seed: int = 0) -> Any:
+    """`PathData` of `tasks.images` for 2 layers of 4 random qk heads (d_qk = 128, entries N(0, 1/N0)), unit
+    variances, mean readout; the memory is checked before anything is drawn (`tasks.data.check_sizes`)."""
+    import torch
+
+    from attnlab.paths.networks.architecture import PathConfig, PathNetwork
+    from attnlab.paths.networks.kernels import PathGram, scaled_paths
+    from attnlab.paths.tasks.data import PathData, check_sizes, random_qk_layers
+    from attnlab.paths.tasks.images import N0, N_TOK, image_task
+
+    mode = check_sizes(P, n_test, N_TOK, N0, [4, 4])
+    cfg = PathConfig(random_qk_layers([4, 4], N0, d_qk, seed + 1000), (10.0, 10.0, 10.0), (1.0,) * 4, "mean")
+    xtr, ytr, xte, yte = image_task(P, n_test)
+    net = PathNetwork(cfg)
+    xit = scaled_paths(net.paths(torch.tensor(xtr)), cfg.variances[0])
+    xit_test = scaled_paths(net.paths(torch.tensor(xte)), cfg.variances[0])
+    return PathData(cfg, PathGram(xit, mode), xit_test, ytr, yte, {}, "images")
+
+
+def paths_b2(seed: int, size: dict) -> dict:
+    """B2: one (N, T) point (`B2_POINT`) solved by `theory.points.theory_point` (Newton, tol 1e-8, Hessian check):
+    max|grad|, convergence, the smallest Hessian eigenvalue, the solve's seconds (data building excluded) and the
+    test accuracies of the theory and the GP."""
+    import time
+
+    from attnlab.paths.theory.points import theory_point
+
+    t0 = time.perf_counter()
+    data = image_data(size.get("P", 600), size.get("n_test", 1000), seed=seed)
+    build = time.perf_counter() - t0
+    sp, rec = theory_point(data, B2_POINT["N"], B2_POINT["T"])
+    return {"B2_max_grad": sp.max_grad, "B2_converged": float(sp.converged), "B2_point_seconds": sp.wall_s,
+            "B2_hessian_min_eig": sp.hessian_min_eig if sp.hessian_min_eig is not None else math.nan,
+            "B2_iterations": float(sp.iterations), "B2_build_seconds": build, "B2_accuracy": rec["accuracy"],
+            "B2_accuracy_gp": rec["accuracy_gp"], "B2_P": float(data.P)}  # fmt: skip
+
+
+# B4 and SC-H1: the §10 adjudication (sampling.protocol), full profile --------------------------------------------
+def _gate_numbers(points: list[dict]) -> dict:
+    """How many points failed R̂ <= 1.01 and bulk ESS >= 400 after their doublings, and the extremes."""
+    rh = [float(p["rhat_max"]) for p in points]
+    ess = [float(p["ess_bulk_min"]) for p in points]
+    return {"points": float(len(points)), "points_failing_rhat_1.01": float(sum(r > 1.01 for r in rh)),
+            "points_failing_ess_400": float(sum(e < 400 for e in ess)), "rhat_max": max(rh), "ess_bulk_min": min(ess),
+            "points_counted_s_0.10": float(sum(p["s"] >= 0.10 and p["T"] == 0.1 for p in points)),
+            "draws_doubled_points": float(sum(p["tries"] > 1 for p in points))}  # fmt: skip
+
+
+def _verdict_numbers(points: list[dict], configs: tuple[str, ...], alphas: tuple[float, ...]) -> dict:
+    """§10.8 (`protocol.form_verdict`) as numbers: the winner, each form's status per config, and SC-H1's two
+    numbers (the simple form in the H = 1 configurations C1 and C2)."""
+    from attnlab.paths.sampling.protocol import form_verdict
+
+    v = form_verdict(points, configs, alphas)
+    out: dict[str, Any] = {"winner": v["winner"], "decided": float(v["winner"] != "undecided"),
+                           "winner_chain": float(v["winner"] == "chain")}  # fmt: skip
+    for f, per in v["status"].items():
+        for c, s in per.items():
+            out |= {f"{f}_max_a_over_se_{c}": s["max_a_over_se"], f"{f}_e_N64_{c}": s["e_N64"],
+                    f"{f}_supported_{c}": float(s["supported"]), f"{f}_rejected_{c}": float(s["rejected"])}  # fmt: skip
+    h1 = [c for c in ("C1", "C2") if c in configs]
+    simple = [v["status"]["simple"][c] for c in h1]
+    return out | {"simple_max_a_over_se_H1": max((s["max_a_over_se"] for s in simple), default=math.nan),
+                  "simple_e_N64_max_H1": max((s["e_N64"] for s in simple), default=math.nan)}  # fmt: skip
+
+
+def paths_adjudication(seed: int, size: dict) -> dict:
+    """B4 and SC-H1: every point of §10.3's grid by `protocol.protocol_point` (collapsed HMC, 4 chains, `warmup` +
+    `draws` doubled up to `doublings` times until the gates pass), gate 1 (full against collapsed at C1), then
+    §10.8 with the s >= 0.10 filter. `size` may shrink the grid (configs, alphas, Ns, paper_point) for a check."""
+    import time
+
+    from attnlab.paths.sampling.protocol import gate_full_vs_collapsed, grid, protocol_point
+
+    t0 = time.perf_counter()
+    configs, alphas = tuple(size.get("configs", ("C1", "C2", "C3"))), tuple(size.get("alphas", (1.0, 4.0)))
+    run = {k: size[k] for k in ("warmup", "draws", "n_leapfrog", "n_test")}
+    points = [protocol_point(c, a, N, T, **run, doublings=size.get("doublings", 2), seed=seed)
+              for c, a, N, T in grid(configs, alphas, tuple(size.get("Ns", (8, 16, 32, 64))),
+                                     size.get("paper_point", True))]  # fmt: skip
+    gate = gate_full_vs_collapsed(**run, seed=seed)
+    return {**_gate_numbers(points), **gate, "gate1_full_vs_collapsed_run": 1.0,
+            **_verdict_numbers(points, configs, alphas), "seconds": time.perf_counter() - t0}  # fmt: skip
+
+
+def p_b4(runs: dict) -> dict:
+    """B4: the adjudication's gates and verdict."""
+    return dict(runs["paths_adjudication"].numbers)
+
+
+def p_sc_h1(runs: dict) -> dict:
+    """SC-H1: the simple form's numbers in C1 and C2 from the same run."""
+    n = runs["paths_adjudication"].numbers
+    return {k: n[k] for k in ("simple_max_a_over_se_H1", "simple_e_N64_max_H1", "points_failing_rhat_1.01",
+                              "points_failing_ess_400", "winner")}  # fmt: skip
