@@ -654,7 +654,7 @@ def _t13_kind(kind: str, draws: int) -> float:
     from attnlab.paths.sampling.diagnostics import summarize
     from attnlab.paths.sampling.sampler import sample_chains
 
-    tgt = GaussianTarget()
+    tgt: Any = GaussianTarget()  # the sampler's target interface, duck-typed
     res = sample_chains(tgt, chains=4, warmup=400, draws=draws, n_leapfrog=8, kind=kind, seed=3, progress=False)
     x = res.U[:, :, 0, :]  # [C, n, d]
     s = summarize(x)

@@ -141,7 +141,7 @@ PATHS = [
        note="attnlab/paths/tasks/images.py (oriented gratings in 8 × 8 RGB patches, seeds 27/59), 2 layers of 4 "
             "random qk heads (d_qk = 128, entries N(0, 1/N0)); one point N = 100, T = 0.1 (α = 6) by the Newton "
             "solver with its Hessian check; B2_point_seconds is the solve alone, on one thread (the spec says 2 "
-            "cores); full profile: about 3 min on the shared machine"),
+            "cores); full profile: 165 s and 349 s for the solve in two runs on the shared, loaded 2-core machine"),
     _t("B3", "paths", _PT, "theory against sampling on the Markov task at N = 10",
        "collapsed < 3 min, full < 20 min (4 chains); suggested: relative Frobenius error < 20%, "
        "accuracy within 2 points",
