@@ -141,7 +141,11 @@ PATHS = [
        note="attnlab/paths/tasks/images.py (oriented gratings in 8 × 8 RGB patches, seeds 27/59), 2 layers of 4 "
             "random qk heads (d_qk = 128, entries N(0, 1/N0)); one point N = 100, T = 0.1 (α = 6) by the Newton "
             "solver with its Hessian check; B2_point_seconds is the solve alone, on one thread (the spec says 2 "
-            "cores); full profile: 165 s and 349 s for the solve in two runs on the shared, loaded 2-core machine"),
+            "cores); full profile: 165 s and 349 s for the solve in two runs on the shared, loaded 2-core machine",
+       recorded=_rec("a direct run of reproduction.paths_b2 (the full profile's B2 experiment) on one thread of the "
+                     "loaded 2-core machine, 2026-12-02: 61 iterations, theory accuracy 0.898, GP 0.946",
+                     "attnlab reproduce paths --profile full --targets B2",
+                     B2_max_grad=7.33e-10, B2_converged=1.0, B2_point_seconds=349.3)),
     _t("B3", "paths", _PT, "theory against sampling on the Markov task at N = 10",
        "collapsed < 3 min, full < 20 min (4 chains); suggested: relative Frobenius error < 20%, "
        "accuracy within 2 points",
@@ -167,9 +171,11 @@ PATHS = [
             "2000 draws, 16 leapfrog steps, draws doubled up to twice until R̂ ≤ 1.01, bulk ESS ≥ 400, E-BFMI and "
             "divergences pass; gate 1: full against collapsed Û at C1, N = 8, α = 4 within 3 combined MCSE (gate "
             "1's tests T13, T14, T17 are their own rows); §10.8 counts only points with s ≥ 0.10; decided: a "
-            "winner supported in C1–C3 with the other form rejected in one (winner says which); full profile only, "
-            "its cost is in paths_adjudication's seconds (an estimate from short runs: "
-            "docs/attention-paths.md)"),
+            "winner supported in C1–C3 with the other form rejected in one (winner says which); full profile only. "
+            "Cost: 60-iteration runs (4 chains, 16 leapfrog steps) took 0.05 s per iteration at C1, P = 8, 0.19 s "
+            "at C3, P = 100 and 1.14 s at C3, P = 256 on one thread of the loaded 2-core machine, so the 26 points' "
+            "3000 iterations each come to about 3–5 h before any doubling (the spec budgets 1 h on 2 cores); the "
+            "run's own seconds are in its numbers"),
     _t("B5", "paths", _PT, "digits pipeline",
        "GD training < 5 min, (N, T) grid chosen on validation, head scores vs single-head drops, pruning; "
        "GD test accuracy ≥ 70% (§15.4)",
