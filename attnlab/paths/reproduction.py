@@ -731,6 +731,11 @@ def paths_b2(seed: int, size: dict) -> dict:
 
 
 # B4 and SC-H1: the §10 adjudication (sampling.protocol), full profile --------------------------------------------
+ADJUDICATION = ("paths_adjudication_C1", "paths_adjudication_C2", "paths_adjudication_C3", "paths_adjudication_gate")
+"""The experiments of the adjudication: one per configuration (C3 with the paper's point) and gate 1, so a kill
+loses at most one and `--workers` runs them side by side."""
+
+
 def _gate_numbers(points: list[dict]) -> dict:
     """How many points failed R̂ <= 1.01 and bulk ESS >= 400 after their doublings, and the extremes."""
     rh = [float(p["rhat_max"]) for p in points]
@@ -741,50 +746,90 @@ def _gate_numbers(points: list[dict]) -> dict:
             "draws_doubled_points": float(sum(p["tries"] > 1 for p in points))}  # fmt: skip
 
 
-def _verdict_numbers(points: list[dict], configs: tuple[str, ...], alphas: tuple[float, ...]) -> dict:
-    """§10.8 (`protocol.form_verdict`) as numbers: the winner, each form's status per config, and SC-H1's two
-    numbers (the simple form in the H = 1 configurations C1 and C2)."""
-    from attnlab.paths.sampling.protocol import form_verdict
+def _config_numbers(points: list[dict], config: str, alphas: tuple[float, ...]) -> dict:
+    """§10.8's status of each form in `config` (`protocol.form_status`) as numbers."""
+    from attnlab.paths.sampling.protocol import FORMS, form_status
 
-    v = form_verdict(points, configs, alphas)
-    out: dict[str, Any] = {"winner": v["winner"], "decided": float(v["winner"] != "undecided"),
-                           "winner_chain": float(v["winner"] == "chain")}  # fmt: skip
-    for f, per in v["status"].items():
-        for c, s in per.items():
-            out |= {f"{f}_max_a_over_se_{c}": s["max_a_over_se"], f"{f}_e_N64_{c}": s["e_N64"],
-                    f"{f}_supported_{c}": float(s["supported"]), f"{f}_rejected_{c}": float(s["rejected"])}  # fmt: skip
-    h1 = [c for c in ("C1", "C2") if c in configs]
-    simple = [v["status"]["simple"][c] for c in h1]
-    return out | {"simple_max_a_over_se_H1": max((s["max_a_over_se"] for s in simple), default=math.nan),
-                  "simple_e_N64_max_H1": max((s["e_N64"] for s in simple), default=math.nan)}  # fmt: skip
+    out: dict[str, float] = {}
+    for f in FORMS:
+        st = form_status(points, config, alphas, f)
+        out |= {f"{f}_max_a_over_se_{config}": st["max_a_over_se"], f"{f}_e_N64_{config}": st["e_N64"]}
+        out |= {f"{f}_supported_{config}": float(st["supported"]), f"{f}_rejected_{config}": float(st["rejected"])}
+    return out
 
 
-def paths_adjudication(seed: int, size: dict) -> dict:
-    """B4 and SC-H1: every point of §10.3's grid by `protocol.protocol_point` (collapsed HMC, 4 chains, `warmup` +
-    `draws` doubled up to `doublings` times until the gates pass), gate 1 (full against collapsed at C1), then
-    §10.8 with the s >= 0.10 filter. `size` may shrink the grid (configs, alphas, Ns, paper_point) for a check."""
+def paths_adjudication(config: str, seed: int, size: dict) -> dict:
+    """B4 for one configuration: every point of §10.3's grid in `config` by `protocol.protocol_point` (collapsed
+    HMC, 4 chains, `warmup` + `draws` doubled up to `doublings` times until the gates pass), then its §10.8 status
+    with the s >= 0.10 filter. `size` may shrink the grid (alphas, Ns, paper_point) for a check."""
     import time
 
-    from attnlab.paths.sampling.protocol import gate_full_vs_collapsed, grid, protocol_point
+    from attnlab.paths.sampling.protocol import grid, protocol_point
 
-    t0 = time.perf_counter()
-    configs, alphas = tuple(size.get("configs", ("C1", "C2", "C3"))), tuple(size.get("alphas", (1.0, 4.0)))
+    t0, alphas = time.perf_counter(), tuple(size.get("alphas", (1.0, 4.0)))
     run = {k: size[k] for k in ("warmup", "draws", "n_leapfrog", "n_test")}
     points = [protocol_point(c, a, N, T, **run, doublings=size.get("doublings", 2), seed=seed)
-              for c, a, N, T in grid(configs, alphas, tuple(size.get("Ns", (8, 16, 32, 64))),
+              for c, a, N, T in grid((config,), alphas, tuple(size.get("Ns", (8, 16, 32, 64))),
                                      size.get("paper_point", True))]  # fmt: skip
-    gate = gate_full_vs_collapsed(**run, seed=seed)
-    return {**_gate_numbers(points), **gate, "gate1_full_vs_collapsed_run": 1.0,
-            **_verdict_numbers(points, configs, alphas), "seconds": time.perf_counter() - t0}  # fmt: skip
+    return {**_gate_numbers(points), **_config_numbers(points, config, alphas), "seconds": time.perf_counter() - t0}
+
+
+def paths_adjudication_c1(seed: int, size: dict) -> dict:
+    """`paths_adjudication` in C1 (H = 1, L = 1)."""
+    return paths_adjudication("C1", seed, size)
+
+
+def paths_adjudication_c2(seed: int, size: dict) -> dict:
+    """`paths_adjudication` in C2 (H = 1, L = 2)."""
+    return paths_adjudication("C2", seed, size)
+
+
+def paths_adjudication_c3(seed: int, size: dict) -> dict:
+    """`paths_adjudication` in C3 (the 4-path network), with the paper's point."""
+    return paths_adjudication("C3", seed, size)
+
+
+def paths_adjudication_gate(seed: int, size: dict) -> dict:
+    """§10.1's gate 1 (`protocol.gate_full_vs_collapsed`)."""
+    from attnlab.paths.sampling.protocol import gate_full_vs_collapsed
+
+    run = {k: size[k] for k in ("warmup", "draws", "n_leapfrog", "n_test")}
+    return {**gate_full_vs_collapsed(**run, seed=seed), "gate1_full_vs_collapsed_run": 1.0}
+
+
+def _max_or_nan(xs: list[float]) -> float:
+    """The largest of `xs`, NaN if any is NaN (or none is given)."""
+    return max(xs) if xs and not any(math.isnan(x) for x in xs) else math.nan
+
+
+def combine_adjudication(parts: list[dict], configs: tuple[str, ...] = ("C1", "C2", "C3")) -> dict:
+    """B4's numbers from the experiments' numbers: the gates summed over the points, gate 1, each form's status,
+    and §10.8's winner (supported in every configuration, the other form rejected in one)."""
+    out: dict[str, Any] = {k: v for p in parts for k, v in p.items() if k != "seconds"}
+    points = [p for p in parts if "points" in p]
+    for k in ("points", "points_failing_rhat_1.01", "points_failing_ess_400", "points_counted_s_0.10",
+              "draws_doubled_points"):  # fmt: skip
+        out[k] = float(sum(p[k] for p in points))
+    out["rhat_max"], out["ess_bulk_min"] = max(p["rhat_max"] for p in points), min(p["ess_bulk_min"] for p in points)
+    out["winner"] = "undecided"
+    for f, other in (("chain", "simple"), ("simple", "chain")):
+        if all(out[f"{f}_supported_{c}"] for c in configs) and any(out[f"{other}_rejected_{c}"] for c in configs):
+            out["winner"] = f
+    out |= {"decided": float(out["winner"] != "undecided"), "winner_chain": float(out["winner"] == "chain"),
+            "seconds": float(sum(p.get("seconds", 0.0) for p in parts))}  # fmt: skip
+    h1 = [c for c in ("C1", "C2") if c in configs]
+    out["simple_max_a_over_se_H1"] = _max_or_nan([out[f"simple_max_a_over_se_{c}"] for c in h1])
+    out["simple_e_N64_max_H1"] = _max_or_nan([out[f"simple_e_N64_{c}"] for c in h1])
+    return out
 
 
 def p_b4(runs: dict) -> dict:
-    """B4: the adjudication's gates and verdict."""
-    return dict(runs["paths_adjudication"].numbers)
+    """B4: the adjudication's gates and verdict, over its four experiments."""
+    return combine_adjudication([runs[n].numbers for n in ADJUDICATION])
 
 
 def p_sc_h1(runs: dict) -> dict:
-    """SC-H1: the simple form's numbers in C1 and C2 from the same run."""
-    n = runs["paths_adjudication"].numbers
-    return {k: n[k] for k in ("simple_max_a_over_se_H1", "simple_e_N64_max_H1", "points_failing_rhat_1.01",
-                              "points_failing_ess_400", "winner")}  # fmt: skip
+    """SC-H1: the simple form's numbers in C1 and C2 from the same runs."""
+    n = combine_adjudication([runs[n].numbers for n in ADJUDICATION])
+    return {k: n[k] for k in ("simple_max_a_over_se_H1", "simple_e_N64_max_H1", "simple_rejected_C1",
+                              "simple_rejected_C2", "points_failing_rhat_1.01", "points_failing_ess_400")}  # fmt: skip

@@ -159,7 +159,7 @@ PATHS = [
        checks=[C("points_failing_rhat_1.01", "<=", 0), C("points_failing_ess_400", "<=", 0),
                C("gate1_full_vs_collapsed_run", ">=", 1), C("gate1_max_diff_over_mcse", "<", 3),
                C("decided", ">=", 1)],
-       needs=["paths_adjudication"], measure=r.p_b4,
+       needs=list(r.ADJUDICATION), measure=r.p_b4,
        recorded=_rec("docs/attention-paths.md (§10 adjudication): 25 points, 300 warmup + 600 draws (shorter than "
                      "§10 asks); R̂ 1.012–1.034 at the failing points, bulk ESS 337–390",
                      "python benchmarks/bench_paths_entropy.py --out runs/paths-entropy --paper-point; then "
@@ -174,8 +174,9 @@ PATHS = [
             "winner supported in C1–C3 with the other form rejected in one (winner says which); full profile only. "
             "Cost: 60-iteration runs (4 chains, 16 leapfrog steps) took 0.05 s per iteration at C1, P = 8, 0.19 s "
             "at C3, P = 100 and 1.14 s at C3, P = 256 on one thread of the loaded 2-core machine, so the 26 points' "
-            "3000 iterations each come to about 3–5 h before any doubling (the spec budgets 1 h on 2 cores); the "
-            "run's own seconds are in its numbers"),
+            "3000 iterations each come to about 3–5 h before any doubling (the spec budgets 1 h on 2 cores), C3 "
+            "the longest; one experiment per configuration and one for gate 1 (run side by side with --workers), "
+            "their seconds summed in the numbers"),
     _t("B5", "paths", _PT, "digits pipeline",
        "GD training < 5 min, (N, T) grid chosen on validation, head scores vs single-head drops, pruning; "
        "GD test accuracy ≥ 70% (§15.4)",
@@ -228,7 +229,7 @@ PATHS = [
        "supported by sampling in the H = 1 configurations: |a| ≤ 3 SE on every diagonal entry and e ≤ 0.05 at "
        "N = 64 (§10.8)",
        checks=[C("simple_max_a_over_se_H1", "<=", 3), C("simple_e_N64_max_H1", "<=", 0.05)],
-       needs=["paths_adjudication"], measure=r.p_sc_h1,
+       needs=list(r.ADJUDICATION), measure=r.p_sc_h1,
        note="the simple form at H = 1 is the authors' statement (§5.3); judged by §10.8 in C1 (L = 1) and C2 "
             "(L = 2) from B4's run (the s ≥ 0.10 filter applied; a configuration whose α has fewer than 3 counted "
             "widths has no fit, NaN, and misses); full profile only",

@@ -118,7 +118,7 @@ FULL_SIZES: dict[str, dict] = {
     "cons_depth": dict(passes=30, prompts=3),
     # issue 18, paths rows B2 (one P = 600 point, about 3 min) and B4, SC-H1 (the §10 protocol, hours: its note)
     "paths_b2": {},
-    "paths_adjudication": dict(warmup=1000, draws=2000, n_leapfrog=16, n_test=1000, doublings=2),
+    **{n: dict(warmup=1000, draws=2000, n_leapfrog=16, n_test=1000, doublings=2) for n in paths_rows.ADJUDICATION},
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
@@ -385,7 +385,10 @@ EXPERIMENTS: dict[str, Experiment] = {
     "paths_more_units": Experiment(compute=paths_rows.paths_more_units),
     "paths_samplers": Experiment(compute=paths_rows.paths_samplers),
     "paths_b2": Experiment(compute=paths_rows.paths_b2),
-    "paths_adjudication": Experiment(compute=paths_rows.paths_adjudication),
+    "paths_adjudication_C1": Experiment(compute=paths_rows.paths_adjudication_c1),
+    "paths_adjudication_C2": Experiment(compute=paths_rows.paths_adjudication_c2),
+    "paths_adjudication_C3": Experiment(compute=paths_rows.paths_adjudication_c3),
+    "paths_adjudication_gate": Experiment(compute=paths_rows.paths_adjudication_gate),
 }
 GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
        "bb_variants", "bb_stability", "cons_phase")  # fmt: skip
@@ -402,7 +405,8 @@ command that runs them."""
 MINUTES = {"cons_rst": 60, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "cons_phase": 20,
            "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
            "paths_layers": 10, "cons_decode": 8, "cons_depth": 8, "real_quant": 6, "real_window": 6,
-           "paths_adjudication": 240, "paths_b2": 3}  # fmt: skip
+           "paths_adjudication_C3": 150, "paths_adjudication_C1": 60, "paths_adjudication_C2": 60,
+           "paths_adjudication_gate": 10, "paths_b2": 4}  # fmt: skip
 """Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
 the longest first, so two workers finish close together."""
 

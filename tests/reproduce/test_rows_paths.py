@@ -184,29 +184,46 @@ def test_adjudication_verdict_and_the_s_filter():
     assert low["winner"] == "undecided" and not any(s["supported"] for s in low["status"]["chain"].values())
     # a form that matches nowhere near is not supported, and a winner needs the other form rejected somewhere
     assert form_verdict(_synthetic_points(simple_bias=0.0))["winner"] == "undecided"
-    numbers = r._verdict_numbers(_synthetic_points(), ("C1", "C2", "C3"), (1.0, 4.0))
-    assert numbers["decided"] == 1 and numbers["winner"] == "chain"
-    assert numbers["simple_max_a_over_se_H1"] > 5 and _judged("SC-H1", {**numbers, "points_failing_rhat_1.01": 0,
-                                                                       "points_failing_ess_400": 0,
-                                                                       "winner": "chain"}) == {
-        "simple_max_a_over_se_H1 <= 3": False, "simple_e_N64_max_H1 <= 0.05": False}  # fmt: skip
+    # B4's measure combines the per-configuration experiments into the same verdict
+    parts = [r._config_numbers(_synthetic_points(), c, (1.0, 4.0)) | {"points": 8.0, "points_failing_rhat_1.01": 0.0,
+             "points_failing_ess_400": 1.0, "points_counted_s_0.10": 8.0, "draws_doubled_points": 1.0,
+             "rhat_max": 1.005, "ess_bulk_min": 390.0, "seconds": 10.0} for c in ("C1", "C2", "C3")]  # fmt: skip
+    gate = {"gate1_max_diff_over_mcse": 1.2, "gate1_samplers_converged": 1.0, "gate1_full_vs_collapsed_run": 1.0}
+    outcomes = {n: Outcome(numbers=p) for n, p in zip(r.ADJUDICATION, [*parts, gate])}
+    b4 = _row("B4").measure(outcomes)
+    assert b4["winner"] == "chain" and b4["decided"] == 1 and b4["points"] == 24 and b4["points_failing_ess_400"] == 3
+    assert {c.text(): c.passes(b4[c.key]) for c in _row("B4").checks} == {
+        "points_failing_rhat_1.01 <= 0": True,
+        "points_failing_ess_400 <= 0": False,
+        "gate1_full_vs_collapsed_run >= 1": True,
+        "gate1_max_diff_over_mcse < 3": True,
+        "decided >= 1": True,
+    }
+    h1 = _row("SC-H1").measure(outcomes)
+    assert h1["simple_max_a_over_se_H1"] > 5 and h1["simple_rejected_C1"] == 1
+    assert not any(c.passes(h1[c.key]) for c in _row("SC-H1").checks)
 
 
 def test_b4_and_sc_h1_run_at_the_full_profile_only():
     from attnlab.reproduce.experiments import FULL_SIZES, QUICK_SIZES, TINY_SIZES
 
-    assert "paths_adjudication" in FULL_SIZES and "paths_adjudication" not in QUICK_SIZES | TINY_SIZES
-    size = FULL_SIZES["paths_adjudication"]
-    assert (size["warmup"], size["draws"], size["n_leapfrog"], size["doublings"]) == (1000, 2000, 16, 2)  # §10.4
+    for name in r.ADJUDICATION:
+        assert name in FULL_SIZES and name not in QUICK_SIZES | TINY_SIZES
+        size = FULL_SIZES[name]
+        assert (size["warmup"], size["draws"], size["n_leapfrog"], size["doublings"]) == (1000, 2000, 16, 2)  # §10.4
     for tid in ("B4", "SC-H1"):
         t = _row(tid)
-        assert t.needs == ("paths_adjudication",) and not t.not_run and t.recorded is not None
+        assert t.needs == r.ADJUDICATION and not t.not_run and t.recorded is not None
 
 
 @pytest.mark.slow
 def test_adjudication_runs_end_to_end_on_a_reduced_grid():
-    numbers = r.paths_adjudication(0, dict(configs=("C1",), alphas=(4.0,), Ns=(8, 16, 32), paper_point=False,
-                                           warmup=20, draws=20, n_leapfrog=4, n_test=20, doublings=1))  # fmt: skip
-    assert numbers["points"] == 3 and numbers["gate1_full_vs_collapsed_run"] == 1
-    assert np.isfinite(numbers["gate1_max_diff_over_mcse"]) and numbers["winner"] in ("chain", "simple", "undecided")
-    assert set(_judged("B4", numbers)) and set(_judged("SC-H1", numbers))
+    small = dict(alphas=(4.0,), Ns=(8, 16, 32), paper_point=False, warmup=20, draws=20, n_leapfrog=4, n_test=20,
+                 doublings=1)  # fmt: skip
+    c1 = r.paths_adjudication_c1(0, small)
+    assert c1["points"] == 3 and np.isfinite(c1["chain_max_a_over_se_C1"]) and c1["draws_doubled_points"] >= 0
+    gate = r.paths_adjudication_gate(0, small)
+    assert gate["gate1_full_vs_collapsed_run"] == 1 and np.isfinite(gate["gate1_max_diff_over_mcse"])
+    b4 = r.combine_adjudication([c1, gate], ("C1",))
+    assert b4["points"] == 3 and b4["winner"] in ("chain", "simple", "undecided")
+    assert set(b4) >= {c.key for c in _row("B4").checks}
