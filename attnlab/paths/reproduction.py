@@ -515,12 +515,13 @@ def _shape_inputs() -> list[tuple[str, Any, str]]:
 
 
 def _other_inputs() -> list[tuple[str, Any, str]]:
-    """(what, call, text): the options as configs refuse them, the n_π cap, user kernels and conditioning."""
+    """(what, call, text): the options as configs refuse them, the n_π cap, labels for the classification
+    metrics, user kernels and conditioning."""
     import numpy as np
 
     from attnlab.paths.config import SampleConfig, SolveConfig
     from attnlab.paths.networks.kernels import PathGram
-    from attnlab.paths.theory.predictor import add_jitter
+    from attnlab.paths.theory.predictor import Prediction, add_jitter, metrics
     from attnlab.paths.theory.solver import solve_saddle_point
 
     _, _, y12, gram12 = _tiny_paths((2, 2), P=12)
@@ -532,6 +533,11 @@ def _other_inputs() -> list[tuple[str, Any, str]]:
         ("--N 0.5", lambda: SolveConfig(N=0.5), "widths must be >= 1"),
         ("--thin 0", lambda: SampleConfig(thin=0), "--thin must be an integer >= 1, got 0"),
         ("n_paths cap", lambda: _check_memory_cap(), "exceeds the cap 4096"),
+        (
+            "y not in {±1} for metrics",
+            lambda: metrics(Prediction(np.ones(4), np.ones(4)), np.array([0.5, 1, 2, 3])),
+            "y",
+        ),
         ("kernel not PSD", lambda: add_jitter(np.diag([1.0, -1e-3, 0.0])), "not PSD"),
         ("kernel not symmetric", lambda: add_jitter(np.array([[1.0, 0.5], [0.4, 1.0]])), "not symmetric"),
         ("kernel rank 2 needs jitter", lambda: _jitter_refused(v @ v.T), "jitter"),

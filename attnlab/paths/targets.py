@@ -59,8 +59,8 @@ UNIT_EXPERIMENTS = {  # id -> (experiment, what it runs on); the others: paths_u
     **{i: ("paths_sampling_units", "AR(1) chains and tiny networks (P = 6, 8)") for i in ("T12", "T14", "T17")},
     "T13": ("paths_samplers", "a correlated 20-d Gaussian (4 chains; HMC 400 + 800 draws, MALA 400 + 2000)"),
     "T15": ("paths_more_units", "400 Markov sequences (seed 5) and 40 test-class digit episodes"),
-    "T16": ("paths_more_units", "28 bad inputs of §12 (shapes, values, NaN, conditioning, user kernels, configs, "
-            "the n_π cap) and the memory refusal (allocation during it: T16_refusal_peak_bytes, tracemalloc)"),
+    "T16": ("paths_more_units", "29 bad inputs of §12 (shapes, values, NaN, labels, conditioning, user kernels, "
+            "configs, the n_π cap) and the memory refusal (allocation during it: T16_refusal_peak_bytes, tracemalloc)"),
 }
 _TINY_NET = "a tiny random bilinear network (P = 10, N0 = 6, n_tok = 4)"
 
@@ -71,9 +71,10 @@ def _unit(tid: str, claim: str, tol: str, test: str) -> Target:
     exp, on = UNIT_EXPERIMENTS.get(tid, ("paths_units", _TINY_NET))
     note = f"the library functions {test} checks, on {on}"
     if tid == "T16":
-        note += ("; T16_not_refused_names lists the inputs that were not refused in one line (a NaN in y reaches "
-                 "the solver unrefused, against §12's 'no NaN or Inf anywhere'); the spec's three error classes are "
-                 "one InputError here (docs/design.md)")
+        note += ("; T16_not_refused_names lists the inputs that were not refused in one line: a NaN in y reaches "
+                 "the solver (§12: 'no NaN or Inf anywhere'), and the classification metrics take labels outside "
+                 "{±1} (§12: 'classification metrics need y ∈ {±1}'); the spec's three error classes are one "
+                 "InputError here (docs/design.md)")
     return _t(tid, "paths", _PT, claim, tol, checks=MEASURED_UNITS[tid], needs=[exp], measure=computed(exp, f"{tid}_"),
               note=note)
 
