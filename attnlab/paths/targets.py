@@ -173,11 +173,12 @@ PATHS = [
             "divergences pass; gate 1: full against collapsed Û at C1, N = 8, α = 4 within 3 combined MCSE (gate "
             "1's tests T13, T14, T17 are their own rows); §10.8 counts only points with s ≥ 0.10; decided: a "
             "winner supported in C1–C3 with the other form rejected in one (winner says which); full profile only. "
-            "Cost: 60-iteration runs (4 chains, 16 leapfrog steps) took 0.05 s per iteration at C1, P = 8, 0.19 s "
-            "at C3, P = 100 and 1.14 s at C3, P = 256 on one thread of the loaded 2-core machine, so the 26 points' "
-            "3000 iterations each come to about 3–5 h before any doubling (the spec budgets 1 h on 2 cores), C3 "
-            "the longest; one experiment per configuration and one for gate 1 (run side by side with --workers), "
-            "their seconds summed in the numbers"),
+            "Cost: 60-iteration runs (4 chains, 16 leapfrog steps) on one thread of the loaded 2-core machine took "
+            "0.05 s per iteration at P ≤ 32, 0.35 s at P = 256 in C1 and C2, 0.19 s at P = 100 and 1.14 s at "
+            "P = 256 in C3; at 3000 iterations per point that comes to about 40 min for C1, 40 min for C2 and 2 h "
+            "for C3 (with the paper's point), 3.5 h in all before any doubling (the spec budgets 1 h on 2 cores); "
+            "one experiment per configuration and one for gate 1 (run side by side with --workers), their seconds "
+            "summed in the numbers"),
     _t("B5", "paths", _PT, "digits pipeline",
        "GD training < 5 min, (N, T) grid chosen on validation, head scores vs single-head drops, pruning; "
        "GD test accuracy ≥ 70% (§15.4)",

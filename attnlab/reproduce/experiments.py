@@ -82,7 +82,7 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_b2": {},
     "real_ablate": dict(samples=8, tokens=128, sweep_layers=(19, 29)),  # the windows of real_scan
     "paths_2path": dict(P=100, n_test=1000),
-    # issue 18, paths rows T6, T11, T13, T15, T16, S4, B2 (about 10 s, 20 s and 30 s on one thread)
+    # issue 18, paths rows T6, T11, T15, T16 (about 4 s) and T13, S4 (about 20 s), on one thread
     "paths_more_units": {},
     "paths_samplers": {},
 }
@@ -116,7 +116,7 @@ FULL_SIZES: dict[str, dict] = {
     # issue 18: the pre-registered SmolLM2 protocols (R9, R10: 100 passes; R11: 30 passes with the depth view)
     "cons_rst": dict(passes=100, prompts=3),
     "cons_depth": dict(passes=30, prompts=3),
-    # issue 18, paths rows B2 (one P = 600 point, about 3 min) and B4, SC-H1 (the §10 protocol, hours: its note)
+    # issue 18, paths rows B2 (one P = 600 point, 3-6 min) and B4, SC-H1 (the §10 protocol, about 3.5 h: B4's note)
     "paths_b2": {},
     **{n: dict(warmup=1000, draws=2000, n_leapfrog=16, n_test=1000, doublings=2) for n in paths_rows.ADJUDICATION},
 }  # fmt: skip
@@ -405,7 +405,7 @@ command that runs them."""
 MINUTES = {"cons_rst": 60, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "cons_phase": 20,
            "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
            "paths_layers": 10, "cons_decode": 8, "cons_depth": 8, "real_quant": 6, "real_window": 6,
-           "paths_adjudication_C3": 150, "paths_adjudication_C1": 60, "paths_adjudication_C2": 60,
+           "paths_adjudication_C3": 120, "paths_adjudication_C1": 40, "paths_adjudication_C2": 40,
            "paths_adjudication_gate": 10, "paths_b2": 4}  # fmt: skip
 """Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
 the longest first, so two workers finish close together."""
