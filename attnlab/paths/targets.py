@@ -48,19 +48,35 @@ MEASURED_UNITS = {  # id -> its checks on the numbers of reproduction.paths_unit
     "T12": [C("T12_ess_max_rel_err", "<=", 0.15), C("T12_rhat_shifted", ">", 1.1)],
     "T14": [C("T14_max_z", "<=", 5)],
     "T17": [C("T17_max_abs_diff", "<=", 1e-10)],
+    # reproduction.paths_samplers (T13 and S4) and reproduction.paths_more_units (T6, T11, T15, T16): issue 18
+    "T13": [C("T13_hmc_max_z", "<=", 5), C("T13_mala_max_z", "<=", 5)],
+    "T15": [C("T15_markov_shapes_ok", ">=", 1), C("T15_markov_label_sum", "<=", 0),
+            C("T15_stay_plus_minus_0.7", "abs<=", 0.02), C("T15_stay_minus_minus_0.3", "abs<=", 0.02),
+            C("T15_digits_disjoint", ">=", 1), C("T15_digits_label_sum", "<=", 0), C("T15_digits_ok", ">=", 1)],
+    "T16": [C("T16_not_refused", "<=", 0), C("T16_bad_inputs_tried", ">=", 1)],
 }
-SAMPLING_UNITS = ("T12", "T14", "T17")
+UNIT_EXPERIMENTS = {  # id -> (experiment, what it runs on); the others: paths_units on a tiny bilinear network
+    **{i: ("paths_sampling_units", "AR(1) chains and tiny networks (P = 6, 8)") for i in ("T12", "T14", "T17")},
+    "T13": ("paths_samplers", "a correlated 20-d Gaussian (4 chains; HMC 400 + 800 draws, MALA 400 + 2000)"),
+    "T15": ("paths_more_units", "400 Markov sequences (seed 5) and 40 test-class digit episodes"),
+    "T16": ("paths_more_units", "29 bad inputs of §12 (shapes, values, NaN, labels, conditioning, user kernels, "
+            "configs, the n_π cap) and the memory refusal (allocation during it: T16_refusal_peak_bytes, tracemalloc)"),
+}
+_TINY_NET = "a tiny random bilinear network (P = 10, N0 = 6, n_tok = 4)"
 
 
 def _unit(tid: str, claim: str, tol: str, test: str) -> Target:
-    """A CI-fast row of attention-paths §13: measured from `reproduction.paths_units` where that computes it, else
-    "not run" with the test that checks it."""
-    if tid not in MEASURED_UNITS:
-        return _t(tid, "paths", _PT, claim, tol, not_run=f"unit check: {test} (make test), not re-measured here")
-    exp, on = ("paths_sampling_units", "AR(1) chains and tiny networks (P = 6, 8)") if tid in SAMPLING_UNITS else (
-        "paths_units", "a tiny random bilinear network (P = 10, N0 = 6, n_tok = 4)")
-    return _t(tid, "paths", _PT, claim, tol, checks=MEASURED_UNITS[tid], needs=[exp],
-              measure=computed(exp, f"{tid}_"), note=f"the library functions {test} checks, on {on}")
+    """A CI-fast row of attention-paths §13, measured by the direct computation that calls the functions `test`
+    calls (`UNIT_EXPERIMENTS`, else `reproduction.paths_units`)."""
+    exp, on = UNIT_EXPERIMENTS.get(tid, ("paths_units", _TINY_NET))
+    note = f"the library functions {test} checks, on {on}"
+    if tid == "T16":
+        note += ("; T16_not_refused_names lists the inputs that were not refused in one line: a NaN in y reaches "
+                 "the solver (§12: 'no NaN or Inf anywhere'), and the classification metrics take labels outside "
+                 "{±1} (§12: 'classification metrics need y ∈ {±1}'); the spec's three error classes are one "
+                 "InputError here (docs/design.md)")
+    return _t(tid, "paths", _PT, claim, tol, checks=MEASURED_UNITS[tid], needs=[exp], measure=computed(exp, f"{tid}_"),
+              note=note)
 
 
 PATHS = [
@@ -70,13 +86,22 @@ PATHS = [
        note="the minimiser as tests/paths/test_theory.py computes it: a bounded 1-D minimiser (good to about "
             "sqrt(machine eps) only: closed_form_vs_bounded_minimiser, shown) refined by a root-finder on the "
             "action's derivative within 1e-4 of it (closed_form_vs_minimiser, judged)"),
-    _t("T6", "paths", _PT, "[T8] satisfies [T7]", "1e-10", not_run="no test or measurement exists yet (fidelity debt)"),
+    _t("T6", "paths", _PT, "[T8] satisfies [T7]", "1e-10",
+       checks=[C("T6_T8_vs_T7_residual", "<=", 1e-10), C("T6_b_signs_tried", ">=", 1)], needs=["paths_more_units"],
+       measure=computed("paths_more_units", "T6_"),
+       note="one [T8] sweep (the fixed-point method's block update, solver._chain_blocks) from random PD blocks, "
+            "L = 2 and 3, b ≥ 0 and b < 0; the residual is max|LHS of [T7]|/N_max (a U-space gradient entry, "
+            "§5.4) with the neighbours the sweep used; tests/reproduce/test_rows_paths.py"),
     _t("T10", "paths", _PT, "newton = lbfgs = fixed_point; max|grad| < 1e-8; Hessian PD", "1e-7",
        checks=[C("max_grad", "<", 1e-8), C("converged", ">=", 1)], needs=["paths_solve"], measure=r.p_t10,
        note="only the Newton solve at N = 10 is measured here; method agreement: tests/paths/test_theory.py",
        figure="figures/solver_trace.png"),
     _t("T11", "paths", _PT, "head scores on hand-computed U; invariant under head relabelling", "exact",
-       not_run="no test or measurement exists yet (fidelity debt)"),
+       checks=[C("T11_hand_max_abs_diff", "<=", 0), C("T11_relabel_mismatches", "<=", 0)],
+       needs=["paths_more_units"], measure=computed("paths_more_units", "T11_"),
+       note="pruning.pipeline.head_scores on a 4 × 4 U scored by hand (reproduction.T11_SCORES), and on a random "
+            "integer U (H = [2, 3]) under all 12 relabellings of the heads within each layer; integer entries keep "
+            "the sums exact, so 'exact' is equality; tests/reproduce/test_rows_paths.py"),
     _t("S1", "paths", _PT, "Markov sweep (P = 100, 7 widths, T = 0.01)",
        "every point converges to 1e-8 with a PD Hessian; ‖U − I‖_F decreases monotonically in N; renormalised "
        "accuracy ≥ GP accuracy − 0.5 points at every N; the largest gap occurs at N ≤ 30",
@@ -94,7 +119,9 @@ PATHS = [
             "the ablation clause has no implementation, so ablations_run is missing and the row misses",
        figure="figures/kernel_alignment.png"),
     _t("S4", "paths", _PT, "full and collapsed Û agree (N = 4, N0 = 6, P = 8)", "within 4 combined MCSE",
-       not_run="slow test: tests/paths/test_slow.py::test_full_and_collapsed_samplers_agree, not re-measured"),
+       checks=[C("S4_max_diff_over_mcse", "<", 4)], needs=["paths_samplers"], measure=computed("paths_samplers", "S4_"),
+       note="what tests/paths/test_slow.py::test_full_and_collapsed_samplers_agree runs: 4 chains of 200 warmup + "
+            "400 draws each, T = 0.5, the largest |Û_full − Û_collapsed| / combined MCSE over U's upper triangle"),
     _t("S5", "paths", _PT, "digits smoke test", "200 GD steps → hand-off (1e-6) → theory → finite head scores",
        checks=[C("gd_steps", ">=", 200), C("handoff_attention_err", "<=", 1e-6), C("head_scores_finite", ">=", 1)],
        needs=["paths_smoke"], measure=r.p_s5,
@@ -109,7 +136,17 @@ PATHS = [
             "the Adam baseline is in benchmarks/, not here",
        figure="figures/accuracy_vs_alpha.png"),
     _t("B2", "paths", _PT, "image-like synthetic problem (P = 600, N0 = 192, n_tok = 48, H = 4, L = 2)",
-       "1e-8 in < 30 s per point", not_run="not implemented: no P = 600 problem generator exists (fidelity debt)"),
+       "1e-8 in < 30 s per point",
+       checks=[C("B2_max_grad", "<", 1e-8), C("B2_converged", ">=", 1), C("B2_point_seconds", "<", 30)],
+       needs=["paths_b2"], measure=computed("paths_b2", "B2_"),
+       note="attnlab/paths/tasks/images.py (oriented gratings in 8 × 8 RGB patches, seeds 27/59), 2 layers of 4 "
+            "random qk heads (d_qk = 128, entries N(0, 1/N0)); one point N = 100, T = 0.1 (α = 6) by the Newton "
+            "solver with its Hessian check; B2_point_seconds is the solve alone, on one thread (the spec says 2 "
+            "cores); full profile: 165 s and 349 s for the solve in two runs on the shared, loaded 2-core machine",
+       recorded=_rec("a direct run of reproduction.paths_b2 (the full profile's B2 experiment) on one thread of the "
+                     "loaded 2-core machine, 2026-12-02: 61 iterations, theory accuracy 0.898, GP 0.946",
+                     "attnlab reproduce paths --profile full --targets B2",
+                     B2_max_grad=7.33e-10, B2_converged=1.0, B2_point_seconds=349.3)),
     _t("B3", "paths", _PT, "theory against sampling on the Markov task at N = 10",
        "collapsed < 3 min, full < 20 min (4 chains); suggested: relative Frobenius error < 20%, "
        "accuracy within 2 points",
@@ -122,17 +159,27 @@ PATHS = [
        figure="figures/U_heatmap_N10.png"),
     _t("B4", "paths", _PT, "the §10 adjudication", "§10.8 verdict with the R̂/ESS gates and the s ≥ 0.10 filter",
        checks=[C("points_failing_rhat_1.01", "<=", 0), C("points_failing_ess_400", "<=", 0),
-               C("gate1_full_vs_collapsed_run", ">=", 1)],
+               C("gate1_full_vs_collapsed_run", ">=", 1), C("gate1_max_diff_over_mcse", "<", 3),
+               C("decided", ">=", 1)],
+       needs=list(r.ADJUDICATION), measure=r.p_b4,
        recorded=_rec("docs/attention-paths.md (§10 adjudication): 25 points, 300 warmup + 600 draws (shorter than "
                      "§10 asks); R̂ 1.012–1.034 at the failing points, bulk ESS 337–390",
                      "python benchmarks/bench_paths_entropy.py --out runs/paths-entropy --paper-point; then "
                      "`... --out runs/paths-entropy --Ns 64 --configs C3 C2 C1 --alphas 4 1`",
                      **{"points_failing_rhat_1.01": 8, "points_failing_ess_400": 7,
                         "gate1_full_vs_collapsed_run": 0}),
-       not_run="not run by reproduce (about 30 points of collapsed HMC: benchmarks/bench_paths_entropy.py); in "
-               "the last recorded run the R̂ ≤ 1.01 gate failed at 8 of 25 points and ESS at 7, the s ≥ 0.10 filter "
-               "is not applied by paths/sampling/adjudicate.py, and gate 1 (full vs collapsed) was not run: missed as "
-               "recorded; tests/paths/test_slow.py checks only R̂ < 1.1 on a short run"),
+       note="the §10 protocol (attnlab/paths/sampling/protocol.py): C1–C3 × α ∈ {1, 4} × N ∈ {8, 16, 32, 64} at "
+            "T = 0.1 and C3 at P = 100, T = 0.01, N ∈ {10, 30} (26 points); collapsed HMC, 4 chains of 1000 warmup + "
+            "2000 draws, 16 leapfrog steps, draws doubled up to twice until R̂ ≤ 1.01, bulk ESS ≥ 400, E-BFMI and "
+            "divergences pass; gate 1: full against collapsed Û at C1, N = 8, α = 4 within 3 combined MCSE (gate "
+            "1's tests T13, T14, T17 are their own rows); §10.8 counts only points with s ≥ 0.10; decided: a "
+            "winner supported in C1–C3 with the other form rejected in one (winner says which); full profile only. "
+            "Cost: 60-iteration runs (4 chains, 16 leapfrog steps) on one thread of the loaded 2-core machine took "
+            "0.05 s per iteration at P ≤ 32, 0.35 s at P = 256 in C1 and C2, 0.19 s at P = 100 and 1.14 s at "
+            "P = 256 in C3; at 3000 iterations per point that comes to about 40 min for C1, 40 min for C2 and 2 h "
+            "for C3 (with the paper's point), 3.5 h in all before any doubling (the spec budgets 1 h on 2 cores); "
+            "one experiment per configuration and one for gate 1 (run side by side with --workers), their seconds "
+            "summed in the numbers"),
     _t("B5", "paths", _PT, "digits pipeline",
        "GD training < 5 min, (N, T) grid chosen on validation, head scores vs single-head drops, pruning; "
        "GD test accuracy ≥ 70% (§15.4)",
@@ -189,9 +236,10 @@ PATHS = [
        "supported by sampling in the H = 1 configurations: |a| ≤ 3 SE on every diagonal entry and e ≤ 0.05 at "
        "N = 64 (§10.8)",
        checks=[C("simple_max_a_over_se_H1", "<=", 3), C("simple_e_N64_max_H1", "<=", 0.05)],
-       note="the simple form at H = 1 is the authors' statement (§5.3); judged by the §10 adjudication in C1 "
-            "(L = 1) and C2 (L = 2), which B4's run makes (benchmarks/bench_paths_entropy.py, not run by reproduce)",
-       not_run="the §10 adjudication is not run by reproduce (about 30 points of collapsed HMC)",
+       needs=list(r.ADJUDICATION), measure=r.p_sc_h1,
+       note="the simple form at H = 1 is the authors' statement (§5.3); judged by §10.8 in C1 (L = 1) and C2 "
+            "(L = 2) from B4's run (the s ≥ 0.10 filter applied; a configuration whose α has fewer than 3 counted "
+            "widths has no fit, NaN, and misses); full profile only",
        recorded=_rec("docs/attention-paths.md (§10 adjudication, reduced protocol: 300 warmup + 600 draws): simple "
                      "form |a|/SE 0.6 and 3.2 in C1, 9.2 and 44.6 in C2; e_simple at N = 64: 0.21, 0.39 (C1), "
                      "1.60, 2.50 (C2)",

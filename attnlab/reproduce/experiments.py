@@ -89,6 +89,9 @@ QUICK_SIZES: dict[str, dict] = {
     # most of it transformers' first model build)
     "bb_units": {},
     "real_units": {},
+    # issue 18, paths rows T6, T11, T15, T16 (about 4 s) and T13, S4 (about 20 s), on one thread
+    "paths_more_units": {},
+    "paths_samplers": {},
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -126,6 +129,9 @@ FULL_SIZES: dict[str, dict] = {
     "bb_paper_adam3": dict(n_layers=3, steps=10000),
     "bb_paper_sgd3": dict(n_layers=3, steps=10000, optimizer="sgd"),
     "bb_paper_relu3": dict(n_layers=3, steps=10000),
+    # issue 18, paths rows B2 (one P = 600 point, 3-6 min) and B4, SC-H1 (the §10 protocol, about 3.5 h: B4's note)
+    "paths_b2": {},
+    **{n: dict(warmup=1000, draws=2000, n_leapfrog=16, n_test=1000, doublings=2) for n in paths_rows.ADJUDICATION},
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
@@ -399,6 +405,14 @@ EXPERIMENTS: dict[str, Experiment] = {
     "bb_paper_adam3": _trained(),
     "bb_paper_sgd3": _trained(),
     "bb_paper_relu3": _trained(attention="relu", lr=3e-3),
+    # issue 18, paths rows T6, T11, T15, T16 (paths_more_units), T13 and S4 (paths_samplers), B2, B4 and SC-H1
+    "paths_more_units": Experiment(compute=paths_rows.paths_more_units),
+    "paths_samplers": Experiment(compute=paths_rows.paths_samplers),
+    "paths_b2": Experiment(compute=paths_rows.paths_b2),
+    "paths_adjudication_C1": Experiment(compute=paths_rows.paths_adjudication_c1),
+    "paths_adjudication_C2": Experiment(compute=paths_rows.paths_adjudication_c2),
+    "paths_adjudication_C3": Experiment(compute=paths_rows.paths_adjudication_c3),
+    "paths_adjudication_gate": Experiment(compute=paths_rows.paths_adjudication_gate),
 }
 GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
        "bb_variants", "bb_stability", "cons_phase",
@@ -424,7 +438,8 @@ MINUTES = {"cons_rst": 60, "paths_prune": 15, "bb_stability": 25, "bb_adam3": 20
            "cons_phase": 20,
            "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
            "paths_layers": 10, "paths_sample_full": 8, "cons_decode": 8, "cons_depth": 8, "real_quant": 6,
-           "real_window": 6}  # fmt: skip
+           "real_window": 6, "paths_adjudication_C3": 120, "paths_adjudication_C1": 40, "paths_adjudication_C2": 40,
+           "paths_adjudication_gate": 10, "paths_b2": 4}  # fmt: skip
 """Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
 the longest first, so two workers finish close together."""
 
