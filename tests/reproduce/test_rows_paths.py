@@ -89,10 +89,10 @@ def test_t15_task_numbers_pass():
 def test_t16_counts_the_bad_inputs_and_names_the_ones_not_refused():
     numbers = r._t16_errors()
     assert numbers["T16_bad_inputs_tried"] == len(r._bad_inputs()) + 1 >= 25
-    # known misses: a NaN in y is not refused (spec §12: no NaN or Inf anywhere), nor labels outside {±1} in the
-    # classification metrics, so the row is missed
-    assert numbers["T16_not_refused_names"] == "NaN y, y not in {±1} for metrics" and numbers["T16_not_refused"] == 2
-    assert _judged("T16", numbers) == {"T16_not_refused <= 0": False, "T16_bad_inputs_tried >= 1": True}
+    # every bad input is refused in one line (a NaN in y and labels outside {±1} for the classification metrics
+    # were the last two gaps of spec §12)
+    assert numbers["T16_not_refused_names"] == "none" and numbers["T16_not_refused"] == 0
+    assert _judged("T16", numbers) == {"T16_not_refused <= 0": True, "T16_bad_inputs_tried >= 1": True}
     assert numbers["T16_refusal_peak_bytes"] < 2**20
     # the counter is not blind: a call that raises the wrong text, another error type or nothing is not refused
     from attnlab.errors import InputError

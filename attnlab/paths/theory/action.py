@@ -38,6 +38,7 @@ class Problem:
         check(self.T > 0 and math.isfinite(self.T), f"temperature: must be > 0, got {self.T}")
         check(self.form in FORMS, f"entropy_form must be one of {FORMS}, got {self.form!r}")
         self.Y = torch.as_tensor(self.Y, dtype=torch.float64)
+        check(bool(torch.isfinite(self.Y).all()), "Y: the targets must be finite (no NaN or Inf, spec §12)")
         check(
             self.Y.ndim == 1 and self.Y.shape[0] == self.gram.P,
             f"Y: expected shape [P] = [{self.gram.P}], got {tuple(self.Y.shape)}",

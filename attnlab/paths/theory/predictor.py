@@ -63,6 +63,8 @@ def metrics(pred: Prediction, y: np.ndarray) -> dict:
     from scipy.special import ndtr
 
     y = np.asarray(y, dtype=np.float64)
+    bad = y[~np.isin(y, (-1.0, 1.0))]
+    check(bad.size == 0, f"y: the classification metrics need labels in {{-1, +1}} (spec §12), got {bad[:3].tolist()}")
     sd = np.sqrt(np.maximum(pred.var, 1e-300))
     return {
         "accuracy": float(np.mean(np.sign(pred.mean) == y)),
