@@ -22,6 +22,8 @@ def reproduce_config(args: argparse.Namespace) -> Any:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from attnlab.reproduce.run import reproduce
 
+    if args.table_only:
+        return table_only(args)
     config = reproduce_config(args)
     with threads(args.threads):
         result = reproduce(config, args.out, mode=run_mode(args))
@@ -30,6 +32,22 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if config.docs is not None:
         print(f"table: {Path(config.docs) / 'reproduction.md'}")
     print(f"run folder: {result.path}")
+    return 0
+
+
+def table_only(args: argparse.Namespace) -> int:
+    """`--table-only`: the table of the run in --out from its ended experiments (nothing runs)."""
+    from attnlab.errors import InputError
+    from attnlab.reproduce.run import table_so_far
+
+    if args.out is None:
+        raise InputError("--table-only needs --out: the reproduce run folder to read")
+    record = table_so_far(args.out, args.docs)
+    for study, c in record["counts"].items():
+        print(f"{study}: {c['met']} met, {c['missed']} missed, {c['not run']} not run")
+    print(f"not ended yet: {', '.join(record['pending']) or 'none'}")
+    if args.docs is not None:
+        print(f"table: {Path(args.docs) / 'reproduction.md'}")
     return 0
 
 
@@ -67,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--resume",
         action="store_true",
         help="finish the interrupted reproduce run in --out: its finished study runs are kept",
+    )
+    p.add_argument(
+        "--table-only",
+        action="store_true",
+        help="write the table of the reproduce run in --out from the experiments that have ended so far, while it "
+        "runs or after a kill (nothing runs; the run folder is not written; with --docs, exported there)",
     )
     add_run_args(p, threads_default=1)
     p.set_defaults(func=cmd_reproduce, make_config=reproduce_config)

@@ -66,7 +66,10 @@ def _run_note(record: dict) -> str:
     failed = [f"{k} ({v['error']})" for k, v in record["experiments"].items() if v["error"]]
     note = (f"Profile `{record['profile']}`, studies {', '.join(record['studies'])}; {record['seconds']:.0f} s in all "
             f"({len(record['experiments'])} study runs).")  # fmt: skip
-    if record.get("machine"):
+    if record.get("machine") and record.get("partial"):
+        started = (record.get("sessions") or [{}])[0].get("started") or record.get("started", "?")
+        note += f" As of {record['finished']} (started {started}) on {record['machine']}."
+    elif record.get("machine"):
         sessions = record.get("sessions", [])
         done = [x for x in sessions if x.get("wall_seconds") is not None]
         workers = sorted({x.get("workers", 1) for x in sessions})
@@ -78,6 +81,10 @@ def _run_note(record: dict) -> str:
         secs = sum(record["experiments"][n]["seconds"] for n in added)
         note += (f" Study runs added later to the same folder by `attnlab.reproduce.run.update` (targets added "
                  f"since): {', '.join(added)} ({secs:.0f} s).")  # fmt: skip
+    if record.get("partial"):
+        note = (f"**Partial: the run has not finished** ({len(record['pending'])} of "
+                f"{len(record['pending']) + len(record['experiments'])} experiments not ended yet: "
+                f"{', '.join(record['pending'])}; their rows read \"not run yet\"). " + note)  # fmt: skip
     return note + (" Failed study runs: " + "; ".join(failed) + "." if failed else "")
 
 
@@ -133,10 +140,11 @@ def check_docs_folder(docs: Path) -> None:
     check(os.access(parent, os.W_OK | os.X_OK), f"--docs {docs}: {parent} is not writable")
 
 
-def export_docs(folder: Path, docs: Path) -> Path:
+def export_docs(folder: Path, docs: Path, record: dict | None = None) -> Path:
     """Copy the table to docs/reproduction.md and each row's figure to docs/figures/<study>/<run>-<name>.png;
-    links to run folders name the path a `make reproduce` run creates (runs/reproduce/...)."""
-    record = read_json(folder / "reproduction.json", "reproduction.json")
+    links to run folders name the path a `make reproduce` run creates (runs/reproduce/...). `record`: the table
+    of an unfinished run (`run.table_so_far`), else the folder's reproduction.json."""
+    record = read_json(folder / "reproduction.json", "reproduction.json") if record is None else record
     links: dict[str, tuple[str | None, str | None]] = {}
     for r in record["rows"]:
         fig = copy_figure(folder, r, docs)

@@ -54,13 +54,18 @@ def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> 
     return done, log
 
 
-def evaluate(target: Target, done: dict, log: dict, profile: str, device: str = "cpu") -> dict:
-    """One table row: our numbers from the runs, the verdict from the checks, and why."""
+def evaluate(target: Target, done: dict, log: dict, profile: str, device: str = "cpu",
+             pending: tuple[str, ...] = ()) -> dict:  # fmt: skip
+    """One table row: our numbers from the runs, the verdict from the checks, and why. `pending`: experiments of
+    an unfinished run that have not ended yet (`table_so_far`)."""
     numbers, reason = None, target.not_run
     if target.measure is not None:
         missing = [n for n in target.needs if n not in runs_at(profile, device)]
         failed = [n for n in target.needs if n in log and log[n]["error"]]
-        if missing and all(n in SIZES[profile] for n in missing):
+        waiting = [n for n in target.needs if n in pending]
+        if waiting and not missing:
+            reason = f"not run yet: the {profile}-profile run has not finished {', '.join(waiting)}"
+        elif missing and all(n in SIZES[profile] for n in missing):
             reason = _paper_scale(missing, target)
         elif missing:
             reason = f"the {profile} profile does not run {', '.join(missing)}" + _where(missing, target.study)
@@ -274,3 +279,50 @@ def update(folder: str | Path, seed: int = 0) -> dict:
 
 
 RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {"reproduce": (ReproduceConfig, reproduce)}
+
+
+def table_so_far(folder: str | Path, docs: str | Path | None = None) -> dict:
+    """The table of the reproduce run in `folder` from the experiments that have ended so far, while it runs or
+    after a kill (nothing runs, and the run folder is not written): a row whose experiments have not ended reads
+    "not run yet". Returns the record; with `docs`, exported there as `reproduce --docs` does (marked partial)."""
+    import datetime as dt
+
+    from attnlab.configs import config_from_dict
+    from attnlab.runs import read_json
+
+    folder = Path(folder)
+    check_reproduce_folder(folder)
+    config = config_from_dict(ReproduceConfig, read_json(folder / "config.json", "reproduce config"))
+    targets, names = plan(config)
+    marks, root = folder / MARKS, folder / "runs"
+    ended = {n: read_json(marks / f"{n}.json", "experiment mark") for n in names if (marks / f"{n}.json").is_file()}
+    log = {n: {"seconds": m["seconds"], "error": m["error"]} for n, m in ended.items()}
+    sizes = {n: sized(n, config.profile, config.device) for n in names}
+    done = {n: outcome(n, root, m, config.seed, sizes[n]) for n, m in ended.items() if m["error"] is None}
+    pending = tuple(n for n in names if n not in ended)
+    rows = [evaluate(t, done, log, config.profile, config.device, pending) for t in targets]
+    sessions = read_json(folder / SESSIONS, "reproduce sessions") if (folder / SESSIONS).is_file() else []
+    record: dict[str, Any] = {
+        "profile": config.profile, "studies": list(config.studies),
+        "seconds": round(sum(v["seconds"] for v in log.values()), 1),
+        "wall_seconds": round(sum(x["wall_seconds"] or 0.0 for x in sessions), 1),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine(),
+        "sessions": sessions, "experiments": log, "partial": True, "pending": list(pending),
+        "started": read_json(folder / "manifest.json", "run manifest").get("created"),
+        "counts": report.counts(rows), "rows": rows,
+    }  # fmt: skip
+    if docs is not None:
+        report.check_docs_folder(Path(docs))
+        report.export_docs(folder, Path(docs), record)
+    return record
+
+
+def check_reproduce_folder(folder: Path) -> None:
+    """One line unless `folder` is a reproduce run folder (its config.json names the command)."""
+    from attnlab.runs import read_json
+
+    if not (folder / "config.json").is_file() or not (folder / "manifest.json").is_file():
+        raise InputError(f"{folder} is not an attnlab run folder (no config.json and manifest.json)")
+    command = read_json(folder / "manifest.json", "run manifest").get("command")
+    if command != "reproduce":
+        raise InputError(f"{folder} is a `{command}` run, not a `reproduce` run")

@@ -107,3 +107,27 @@ def test_docs_folder_is_written_by_the_python_api(sequential, tmp_path) -> None:
     assert all(f"| {r['id']} | {r['claim']} |" in doc and f"**{r['verdict']}**" in doc for r in rows)
     reproduce(config, tmp_path / "r2")  # a second export replaces the section, keeping the hand text
     assert (docs / "consensus.md").read_text().count(SECTION_MARKS[0]) == 1
+
+
+def test_table_only_reads_the_ended_experiments_and_writes_nothing_in_the_run(sequential, tmp_path, capsys) -> None:
+    """`--table-only`: the rows of ended experiments are the finished table's; a row whose experiment has not
+    ended reads "not run yet"; the run folder is left as it was; a folder of another command is refused."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(sequential, out)
+    (out / "reproduction.json").unlink()  # as a run that has not finished
+    (out / "experiments" / "cons_counter.json").unlink()  # R12's experiment has not ended yet
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    docs = tmp_path / "docs"
+    assert main(["reproduce", "--table-only", "--out", str(out), "--docs", str(docs)]) == 0
+    assert "not ended yet: cons_counter" in capsys.readouterr().out
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before  # nothing written in the run
+    partial = {r["id"]: r for r in json.loads((docs / "reproduction.json").read_text())["rows"]}
+    full = {r["id"]: r for r in _rows(sequential)}
+    assert partial["R12"]["verdict"] == "not run" and "has not finished cons_counter" in partial["R12"]["why"]
+    same = [k for k in full if k != "R12" and partial[k]["verdict"] == full[k]["verdict"]]
+    assert len(same) == len(full) - 1
+    assert "**Partial: the run has not finished**" in (docs / "reproduction.md").read_text()
+    assert main(["reproduce", "--table-only", "--out", str(out / "runs" / "cons_full" / "constant")]) == 1
+    assert "not a `reproduce` run" in capsys.readouterr().err
