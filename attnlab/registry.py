@@ -53,6 +53,13 @@ STUDY_TITLES = MappingProxyType({
     "consensus": "Consensus (spec consensus)",
     "paths": "Attention paths (spec attention-paths)",
 })  # fmt: skip
+# each spec study's doc under docs/, which holds its generated rows of the reproduction table
+STUDY_DOCS = MappingProxyType({
+    "bb": "extreme-tokens.md",
+    "real": "real-models.md",
+    "consensus": "consensus.md",
+    "paths": "attention-paths.md",
+})  # fmt: skip
 # first word of a runnable command -> the package whose run.py holds its RUNNERS
 STUDY_PACKAGES = MappingProxyType({r.command: f"attnlab.{r.command}" for r in ROOMS if r.runs})
 

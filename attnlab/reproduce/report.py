@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from attnlab.errors import check
-from attnlab.registry import STUDY_TITLES
+from attnlab.registry import STUDY_DOCS, STUDY_TITLES
 from attnlab.report import Report
 from attnlab.reproduce.figures import copy_figure, figure_of
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, fmt
@@ -158,9 +158,6 @@ def export_docs(folder: Path, docs: Path, record: dict | None = None) -> Path:
     return write_text(docs / "reproduction.md", markdown(record, links, note))
 
 
-STUDY_DOCS = {"bb": "extreme-tokens.md", "real": "real-models.md", "consensus": "consensus.md",
-              "paths": "attention-paths.md"}  # fmt: skip
-"""The study doc that holds each study's generated section of the table (between `SECTION_MARKS`)."""
 SECTION_MARKS = (
     "<!-- reproduction rows: written by `attnlab reproduce --docs docs` from reproduction.json; do not edit -->",
     "<!-- end of the reproduction rows -->",
