@@ -43,6 +43,12 @@ TINY_SIZES: dict[str, dict] = {
     "cons_counter": dict(batch=4, t_max=30.0),
     "paths_renorm": dict(P=30, n_test=100),
     "paths_2path": dict(P=30, n_test=100),
+    # issue 18, consensus R4c, R5b, R6b, R8, C-llama (wt-rcons): a few seconds each at tiny
+    "cons_lag": dict(masks=("full",), omegas=(0.005, 0.04), starts=2),
+    "cons_rho_sim": dict(starts=1),
+    "cons_sweep_integrator": dict(starts=32),
+    "cons_llama_stack": dict(passes=10),
+    "cons_llama_units": {},
 }
 QUICK_SIZES: dict[str, dict] = {
     "bb_sample": dict(n=512),
@@ -82,6 +88,12 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_b2": {},
     "real_ablate": dict(samples=8, tokens=128, sweep_layers=(19, 29)),  # the windows of real_scan
     "paths_2path": dict(P=100, n_test=1000),
+    # issue 18, consensus R4c, R5b, R6b, R8, C-llama (wt-rcons): the spec's sizes, 15 s or less each on one thread
+    "cons_lag": dict(masks=("full", "causal"), omegas=(0.005, 0.01, 0.02, 0.04), starts=8),
+    "cons_rho_sim": dict(starts=8),
+    "cons_sweep_integrator": dict(starts=256),
+    "cons_llama_stack": dict(passes=50),
+    "cons_llama_units": {},
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -113,6 +125,8 @@ FULL_SIZES: dict[str, dict] = {
     # issue 18: the pre-registered SmolLM2 protocols (R9, R10: 100 passes; R11: 30 passes with the depth view)
     "cons_rst": dict(passes=100, prompts=3),
     "cons_depth": dict(passes=30, prompts=3),
+    # issue 18, consensus B3 (wt-rcons): B2's sweep at d = 128, about 10 minutes on one thread
+    "cons_b3": dict(d=128),
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
@@ -299,6 +313,14 @@ def _ablate(seed: int, size: dict, root: Path) -> dict:
             "sweep_layers": list(size["sweep_layers"]), "sink_from": str(root / "real_scan")}  # fmt: skip
 
 
+def _sweep_integrators(seed: int, size: dict, root: Path) -> list[Run]:
+    """R6b: `consensus phase` at d = 8, n = 32, beta in {1, 3, 5}, t <= 30, h = 0.1 with projected Euler (the sweep's
+    default) and with RK4 (`--integrator rk4`), from the same starts."""
+    return [Run(m, "consensus phase", dict(d=8, beta_min=1.0, beta_max=5.0, num_betas=3, integrator=m,
+                                           starts=size["starts"], seed=seed))
+            for m in ("euler", "rk4")]  # fmt: skip
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     "bb_sample": _one("bb sample", lambda seed, size, root: {"n": size["n"], "seq_len": 256, "seed": seed}),
     "bb_smoke": _one(
@@ -375,6 +397,13 @@ EXPERIMENTS: dict[str, Experiment] = {
     ),
     "real_ablate": _later("ablate", _ablate),
     "paths_2path": _one("paths solve", lambda seed, size, root: {"variant": "2path", **size, "seed": seed}),
+    # issue 18, consensus R4c, R5b, R6b, R8, C-llama, B3 (wt-rcons)
+    "cons_lag": Experiment(compute=consensus_rows.cons_lag),
+    "cons_rho_sim": Experiment(compute=consensus_rows.cons_rho_sim),
+    "cons_sweep_integrator": Experiment(runs=_sweep_integrators),
+    "cons_llama_stack": Experiment(compute=consensus_rows.cons_llama_stack),
+    "cons_llama_units": Experiment(compute=consensus_rows.cons_llama_units),
+    "cons_b3": _one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # B2's defaults at d = 128
 }
 GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
        "bb_variants", "bb_stability", "cons_phase")  # fmt: skip
@@ -390,7 +419,8 @@ PAPER_SCALE = {"bb_paper": "paper scale, 10,000 steps at d 256, T 256, batch 512
 command that runs them."""
 MINUTES = {"cons_rst": 60, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "cons_phase": 20,
            "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
-           "paths_layers": 10, "cons_decode": 8, "cons_depth": 8, "real_quant": 6, "real_window": 6}  # fmt: skip
+           "paths_layers": 10, "cons_decode": 8, "cons_depth": 8, "real_quant": 6, "real_window": 6,
+           "cons_b3": 10}  # fmt: skip
 """Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
 the longest first, so two workers finish close together."""
 
