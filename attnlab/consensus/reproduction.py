@@ -617,8 +617,8 @@ def rho_gap(X0: Any, kind: str, beta: float) -> float:
     from attnlab.consensus.theory import rho_solution
 
     n = X0.shape[1]
-    tr = integrate(X0, Constant(), AttentionSpec(kind, "full", beta), t_max=12.0, h=0.05, method="rk4", measures=(),
-                   record_every=4)  # fmt: skip
+    spec = AttentionSpec(kind, "full", torch.tensor([beta]))
+    tr = integrate(X0, Constant(), spec, t_max=12.0, h=0.05, method="rk4", measures=(), record_every=4)
     assert tr.states is not None  # record_every=4 keeps every fourth state
     S = torch.from_numpy(tr.states)
     off = ((S @ S.transpose(-1, -2)).sum((-1, -2)) - n) / (n * (n - 1))  # [batch, records]

@@ -88,7 +88,7 @@ QUICK_SIZES: dict[str, dict] = {
     "cons_b2": {},
     "real_ablate": dict(samples=8, tokens=128, sweep_layers=(19, 29)),  # the windows of real_scan
     "paths_2path": dict(P=100, n_test=1000),
-    # issue 18, consensus R4c, R5b, R6b, R8, C-llama (wt-rcons): the spec's sizes, 15 s or less each on one thread
+    # issue 18, consensus R4c, R5b, R6b, R8, C-llama (wt-rcons): the spec's sizes, 10-20 s each on one thread
     "cons_lag": dict(masks=("full", "causal"), omegas=(0.005, 0.01, 0.02, 0.04), starts=8),
     "cons_rho_sim": dict(starts=8),
     "cons_sweep_integrator": dict(starts=256),
