@@ -197,7 +197,7 @@ CONSENSUS = [
        note="reported only (the spec sets no bound; the checks say the sweep completed and its fractions are "
             "finite): `consensus phase --d 128` at B2's other settings (n = 32, 256 starts, 90 β in [0.1, 9], t ≤ 30, "
             "h = 0.1, projected Euler, float64), its compute seconds with the reproduce run's threads, size and "
-            "nominal score work; full profile only (about 10 minutes on one thread of the shared 2-core machine). "
+            "nominal score work; full profile only (671 s measured on one thread of the loaded 2-core machine). "
             "The spec's optional GPU preset (2048 starts, d = 128 and 1024) is not run",
        figure="figures/phase_diagram.png"),
     _t("B4", "consensus", "consensus §11", "SmolLM2 full", "seconds per pass and peak RSS",

@@ -125,7 +125,7 @@ FULL_SIZES: dict[str, dict] = {
     # issue 18: the pre-registered SmolLM2 protocols (R9, R10: 100 passes; R11: 30 passes with the depth view)
     "cons_rst": dict(passes=100, prompts=3),
     "cons_depth": dict(passes=30, prompts=3),
-    # issue 18, consensus B3 (wt-rcons): B2's sweep at d = 128, about 10 minutes on one thread
+    # issue 18, consensus B3 (wt-rcons): B2's sweep at d = 128, about 11 minutes on one thread
     "cons_b3": dict(d=128),
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
@@ -313,6 +313,7 @@ def _ablate(seed: int, size: dict, root: Path) -> dict:
             "sweep_layers": list(size["sweep_layers"]), "sink_from": str(root / "real_scan")}  # fmt: skip
 
 
+# issue 18, consensus R6b (wt-rcons)
 def _sweep_integrators(seed: int, size: dict, root: Path) -> list[Run]:
     """R6b: `consensus phase` at d = 8, n = 32, beta in {1, 3, 5}, t <= 30, h = 0.1 with projected Euler (the sweep's
     default) and with RK4 (`--integrator rk4`), from the same starts."""
@@ -420,7 +421,7 @@ command that runs them."""
 MINUTES = {"cons_rst": 60, "bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "cons_phase": 20,
            "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
            "paths_layers": 10, "cons_decode": 8, "cons_depth": 8, "real_quant": 6, "real_window": 6,
-           "cons_b3": 10}  # fmt: skip
+           "cons_b3": 11}  # fmt: skip
 """Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
 the longest first, so two workers finish close together."""
 
