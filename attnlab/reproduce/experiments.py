@@ -46,6 +46,12 @@ TINY_SIZES: dict[str, dict] = {
     "paths_2path": dict(P=30, n_test=100),
     # issue 18, bb R2 (wt-rbb): a direct computation on tiny random toy models (about 2 s)
     "bb_units": {},
+    # issue 18, consensus R4c, R5b, R6b, R8, C-llama (wt-rcons): a few seconds each at tiny
+    "cons_lag": dict(masks=("full",), omegas=(0.005, 0.04), starts=2),
+    "cons_rho_sim": dict(starts=1),
+    "cons_sweep_integrator": dict(starts=32),
+    "cons_llama_stack": dict(passes=10),
+    "cons_llama_units": {},
 }
 QUICK_SIZES: dict[str, dict] = {
     "bb_sample": dict(n=512),
@@ -92,6 +98,12 @@ QUICK_SIZES: dict[str, dict] = {
     # issue 18, paths rows T6, T11, T15, T16 (about 4 s) and T13, S4 (about 20 s), on one thread
     "paths_more_units": {},
     "paths_samplers": {},
+    # issue 18, consensus R4c, R5b, R6b, R8, C-llama (wt-rcons): the spec's sizes, 10-20 s each on one thread
+    "cons_lag": dict(masks=("full", "causal"), omegas=(0.005, 0.01, 0.02, 0.04), starts=8),
+    "cons_rho_sim": dict(starts=8),
+    "cons_sweep_integrator": dict(starts=256),
+    "cons_llama_stack": dict(passes=50),
+    "cons_llama_units": {},
 }
 FULL_SIZES: dict[str, dict] = {
     **QUICK_SIZES,
@@ -132,6 +144,8 @@ FULL_SIZES: dict[str, dict] = {
     # issue 18, paths rows B2 (one P = 600 point, 3-6 min) and B4, SC-H1 (the §10 protocol, about 3.5 h: B4's note)
     "paths_b2": {},
     **{n: dict(warmup=1000, draws=2000, n_leapfrog=16, n_test=1000, doublings=2) for n in paths_rows.ADJUDICATION},
+    # issue 18, consensus B3 (wt-rcons): B2's sweep at d = 128, about 11 minutes on one thread
+    "cons_b3": dict(d=128),
 }  # fmt: skip
 SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 
@@ -318,6 +332,15 @@ def _ablate(seed: int, size: dict, root: Path) -> dict:
             "sweep_layers": list(size["sweep_layers"]), "sink_from": str(root / "real_scan")}  # fmt: skip
 
 
+# issue 18, consensus R6b (wt-rcons)
+def _sweep_integrators(seed: int, size: dict, root: Path) -> list[Run]:
+    """R6b: `consensus phase` at d = 8, n = 32, beta in {1, 3, 5}, t <= 30, h = 0.1 with projected Euler (the sweep's
+    default) and with RK4 (`--integrator rk4`), from the same starts."""
+    return [Run(m, "consensus phase", dict(d=8, beta_min=1.0, beta_max=5.0, num_betas=3, integrator=m,
+                                           starts=size["starts"], seed=seed))
+            for m in ("euler", "rk4")]  # fmt: skip
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     "bb_sample": _one("bb sample", lambda seed, size, root: {"n": size["n"], "seq_len": 256, "seed": seed}),
     "bb_smoke": _one(
@@ -413,6 +436,13 @@ EXPERIMENTS: dict[str, Experiment] = {
     "paths_adjudication_C2": Experiment(compute=paths_rows.paths_adjudication_c2),
     "paths_adjudication_C3": Experiment(compute=paths_rows.paths_adjudication_c3),
     "paths_adjudication_gate": Experiment(compute=paths_rows.paths_adjudication_gate),
+    # issue 18, consensus R4c, R5b, R6b, R8, C-llama, B3 (wt-rcons)
+    "cons_lag": Experiment(compute=consensus_rows.cons_lag),
+    "cons_rho_sim": Experiment(compute=consensus_rows.cons_rho_sim),
+    "cons_sweep_integrator": Experiment(runs=_sweep_integrators),
+    "cons_llama_stack": Experiment(compute=consensus_rows.cons_llama_stack),
+    "cons_llama_units": Experiment(compute=consensus_rows.cons_llama_units),
+    "cons_b3": _one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # B2's defaults at d = 128
 }
 GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
        "bb_variants", "bb_stability", "cons_phase",
@@ -439,7 +469,7 @@ MINUTES = {"cons_rst": 60, "paths_prune": 15, "bb_stability": 25, "bb_adam3": 20
            "paths_ensemble": 15, "paths_prune_long": 12, "series_scan": 10, "bb_variants": 10, "cons_b2": 10,
            "paths_layers": 10, "paths_sample_full": 8, "cons_decode": 8, "cons_depth": 8, "real_quant": 6,
            "real_window": 6, "paths_adjudication_C3": 120, "paths_adjudication_C1": 40, "paths_adjudication_C2": 40,
-           "paths_adjudication_gate": 10, "paths_b2": 4}  # fmt: skip
+           "paths_adjudication_gate": 10, "paths_b2": 4, "cons_b3": 11}  # fmt: skip
 """Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
 the longest first, so two workers finish close together."""
 
