@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attnlab-installed
 
-.PHONY: demo test test-fast setup bench clean browser reproduce lock
+.PHONY: demo test test-fast setup bench clean browser reproduce reproduce-full lock
 
 # Every install goes through the lock, constraints.txt (exact versions of everything); pyproject.toml keeps ranges.
 LOCK := constraints.txt
@@ -43,10 +43,18 @@ test: $(STAMP) browser
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-# The specs' reproduction targets at the quick profile (5.5 min on 2 free cores, measured 2026-11-30); --docs refreshes
-# docs/reproduction.md and the figures under docs/figures/<study>/ from this run.
+# The specs' reproduction targets at the quick profile (minutes; the table's header gives the run's time); --docs
+# refreshes docs/reproduction.md, the study docs' generated rows and the figures under docs/figures/<study>/.
 reproduce: $(STAMP)
 	$(BIN)/attnlab reproduce --profile quick --out runs/reproduce --overwrite --docs docs
+
+# The full profile (hours on 2 cores; the paper-scale rows only with DEVICE=cuda): run it again to resume after
+# Ctrl-C, SIGTERM or kill -9; `attnlab reproduce --table-only --out runs/reproduce-full` shows the table so far.
+WORKERS ?= 2
+DEVICE ?= cpu
+reproduce-full: $(STAMP)
+	if [ -f runs/reproduce-full/config.json ]; then RESUME=--resume; else RESUME=; fi; \
+	$(BIN)/attnlab reproduce --profile full --workers $(WORKERS) --device $(DEVICE) --out runs/reproduce-full $$RESUME --docs docs
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
