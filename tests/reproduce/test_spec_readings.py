@@ -130,9 +130,12 @@ def test_docs_show_the_readings_the_code_gives() -> None:
         elif line.startswith("| ") and section:
             cells = [c.strip() for c in line.strip("|").split(" | ")]
             rows[(section, cells[0])] = cells
+    # an unfinished (partial) table leaves the rows of experiments not ended yet "not run yet"; a known miss
+    # never reads "not run" otherwise (it is judged on its recorded hand run until its run ends)
+    waiting = {k for k, cells in rows.items() if len(cells) > 5 and cells[5].startswith("not run yet")}
     for key in [*KNOWN_MISSES, ("bb", "R8"), ("paths", "S9"), ("paths", "B3")]:
-        assert rows[key][4] == f"**{MISSED}**", key
-    assert rows[("bb", "R8 (ours)")][4] == f"**{MET}**"
+        assert rows[key][4] == f"**{MISSED}**" or key in waiting, key
+    assert rows[("bb", "R8 (ours)")][4] == f"**{MET}**" or ("bb", "R8 (ours)") in waiting
     assert "R11 met" not in (ROOT / "docs" / "consensus.md").read_text()
 
 
