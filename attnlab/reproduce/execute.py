@@ -74,6 +74,18 @@ def _kept(path: Path, mark: Path, config: Any) -> float | None:
     return float(read_json(mark, "run mark")["seconds"]) if manifest.get("config_hash") == config_hash(config) else None
 
 
+def _resumable(path: Path, config: Any) -> bool:
+    """Whether `path` holds an interrupted run of `config` with a checkpoint to go on from (a `bb train` or
+    `series train` run: `checkpoints/step_*`), so resuming it keeps its finished steps (bit-identical resume)."""
+    from attnlab.runs import config_hash, run_status
+
+    ckpts = path / "checkpoints"
+    if not ckpts.is_dir() or not any(ckpts.glob("step_*")) or run_status(path) != "interrupted":
+        return False
+    manifest = read_json(path / "manifest.json", "run manifest")
+    return manifest.get("config_hash") == config_hash(config)
+
+
 def execute(run: Run, folder: Path, marks: Path) -> float:
     """Run one study run into folder/<sub> through the registry (kept if it already finished with this config);
     returns its seconds and notes them in marks/<sub>.json."""
@@ -87,11 +99,14 @@ def execute(run: Run, folder: Path, marks: Path) -> float:
     kept = _kept(path, mark, config)
     if kept is not None:
         return kept
-    if path.exists():  # an attempt a kill interrupted, or another config: ours to replace (inside runs/)
-        shutil.rmtree(path)
     quiet = {"progress": False} if "progress" in inspect.signature(fn).parameters else {}
     t0 = time.perf_counter()
-    fn(config, path, mode="new", **quiet)
+    if _resumable(path, config):  # a training run a kill interrupted: on from its newest checkpoint
+        fn(config, path, mode="resume", **quiet)
+    else:
+        if path.exists():  # an attempt a kill interrupted, or another config: ours to replace (inside runs/)
+            shutil.rmtree(path)
+        fn(config, path, mode="new", **quiet)
     seconds = round(time.perf_counter() - t0, 2)
     write_json(mark, {"seconds": seconds})
     return seconds
