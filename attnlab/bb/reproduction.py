@@ -104,8 +104,11 @@ def r8(runs: dict) -> dict:
 
 def _res_growth(runs: dict, name: str) -> float:
     """‖Res⟨s⟩‖ after block 0 at the end over its value at the first snapshot (the residual peak of §9.5)."""
+    from attnlab.bb.metrics import metric
+
     m = records_of(runs, name)
-    return m[-1]["resid_norm_bos[0]"] / m[0]["resid_norm_bos[0]"]
+    first, last = metric(m[0], "resid_norm_bos", 0), metric(m[-1], "resid_norm_bos", 0)
+    return math.nan if first is None or last is None else last / first
 
 
 def r9(runs: dict) -> dict:

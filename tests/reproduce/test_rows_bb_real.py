@@ -179,3 +179,25 @@ def test_r15_row_is_met_on_every_family() -> None:  # under a second once transf
     assert row["verdict"] == MET, row["why"]
     assert len(row["checks"]) == len(real_rows.R15_FAMILIES) * (len(real_rows.R15_DIFFS) + 1)
     assert "real_units" in SIZES["quick"] and not ROWS[("real", "R15")].not_run
+
+
+def test_r9_and_r10_read_a_trained_three_layer_run(tmp_path) -> None:
+    """R9 (‖Res⟨s⟩‖ growth after block 0) and R10 (ZeroLayer(0) on the trained model) from a real 3-layer
+    `bb train` folder, whose per-layer metrics are lists: finite numbers, and R10's falls are full / zeroed."""
+    import math
+
+    from attnlab.bb import reproduction as bb_rows
+    from attnlab.cli import main
+    from attnlab.reproduce.execute import Outcome
+    from attnlab.results import load_run
+
+    out = tmp_path / "three"
+    args = ["bb", "train", "--layers", "3", "--no-attn", "2", "--steps", "20", "--d-model", "16", "--d-mlp", "32",
+            "--seq-len", "16", "--batch", "4", "--eval-batch", "8", "--threads", "1", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    run = Outcome(runs={"": load_run(out)})
+    r9 = bb_rows.r9({"bb_adam3": run, "bb_sgd3": run})
+    assert r9["adam_growth"] == r9["sgd_growth"] and math.isfinite(r9["adam_growth"]) and r9["adam_growth"] > 0
+    r10 = bb_rows.r10({"bb_ablate3": run})
+    assert r10["layer1_value_norm_rise"] == r10["layer1_value_norm_zeroed"] / r10["layer1_value_norm_full"]
+    assert all(math.isfinite(r10[k]) for k in ("peak_stat_full", "peak_stat_zeroed", "layer1_value_norm_rise"))
