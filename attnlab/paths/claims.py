@@ -87,9 +87,14 @@ def run_S6(
     sw = sweep(SweepConfig(Ns=Ns, P=P, allow_unconverged=True, **common), out / "sweep", mode="overwrite")
     sa = sample(SampleConfig(N=float(sample_N), P=sample_P, chains=chains, warmup=warmup, draws=draws, **common),
                 out / "sample", mode="overwrite")  # fmt: skip
-    write_json(out / "S6.json", _s6_fractions(out))
+    write_s6_fractions(out)
     layers_figure(out)
     return {"sweep": sw.path, "sample": sa.path}
+
+
+def write_s6_fractions(out: Path) -> Path:
+    """`out/S6.json`: the off-diagonal fractions of `out/sweep` and `out/sample` (what `layers_figure` draws)."""
+    return write_json(out / "S6.json", _s6_fractions(out))
 
 
 def _s6_fractions(out: Path) -> dict:

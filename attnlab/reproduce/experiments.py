@@ -299,8 +299,11 @@ def _layers(seed: int, size: dict, root: Path) -> list[Run]:
 
 
 def _layers_figure(folder: Path) -> Any:
+    """S6's figure from the two runs: their off-diagonal fractions saved as S6.json first (as `claims.run_S6`)."""
+    from attnlab.paths.claims import write_s6_fractions
     from attnlab.paths.figures import layers_figure
 
+    write_s6_fractions(folder)
     return layers_figure(folder)
 
 

@@ -258,3 +258,14 @@ def test_series_experiment_trains_scans_and_feeds_the_r25_row(tmp_path: Path) ->
     assert numbers["claims_met"] in (0.0, 1.0) and 0.0 <= numbers["sink_rise"] < 1.0  # max − first of a share
     row = verdict(ROWS[("bb", "R25")].checks, numbers)[0]
     assert row in (MET, MISSED) and (row == MET) == (numbers["claims_met"] == 1.0)
+
+
+def test_every_experiment_figure_draws_from_its_runs_alone(tmp_path: Path) -> None:
+    """An experiment's figure reads only what its study runs saved: S6's (paths_layers) writes the off-diagonal
+    fractions it draws first (it failed in the first full-profile run, looking for an S6.json no run wrote)."""
+    from attnlab.reproduce.experiments import EXPERIMENTS
+
+    folder = tmp_path / "paths_layers"
+    _s6(folder, True)
+    fig = EXPERIMENTS["paths_layers"].figure(folder)  # type: ignore[misc]
+    assert Path(fig).is_file() and (folder / "S6.json").is_file()
