@@ -168,11 +168,13 @@ def c_r10(runs: dict) -> dict:
 
 def c_r11(runs: dict) -> dict:
     """R11 (the model version): the context influence C(k) of the periodic, MLP-on group: C(0), whether the peak is
-    interior, C(final) over C(peak). The KL clause has no number: the depth view's KL_model compares the
-    layer-by-layer pass with itself (0 by construction), so `KL_model_30_independent` stays missing."""
-    ci = model_groups(runs, "cons_depth")["periodic, MLP on"]["context_influence"]
-    return {"C0": ci["C0"], "interior_peak": float(ci["interior_peak"]),
-            "C_final_over_peak": ci["C_final"] / ci["C_peak"], "k_star_passes": ci["k_star_passes"]}  # fmt: skip
+    interior, C(final) over C(peak); and KL_model after one pass (30 layer steps), our layer-by-layer pass against
+    the model's own forward (`StackRunner.model_logprobs`, an independent reference: None if the run predates it)."""
+    group = model_groups(runs, "cons_depth")["periodic, MLP on"]
+    ci = group["context_influence"]
+    return {"C0": ci["C0"], "KL_model_30_independent": group.get("KL_model_at_one_pass"),
+            "interior_peak": float(ci["interior_peak"]), "C_final_over_peak": ci["C_final"] / ci["C_peak"],
+            "k_star_passes": ci["k_star_passes"]}  # fmt: skip
 
 
 def c_b1(runs: dict) -> dict:

@@ -136,9 +136,9 @@ CONSENSUS = [
        checks=[C("C0", "abs<=", 0), C("KL_model_30_independent", "<=", 1e-5), C("interior_peak", ">=", 1),
                C("C_final_over_peak", "<=", 0.5)],
        needs=["cons_depth"], measure=r.c_r11,
-       note="SmolLM2 periodic, MLP on, 30 passes with the depth view (full profile). KL_model(30) has no number: "
-            "the depth view's KL compares the layer-by-layer pass with itself (0 by construction), so that clause "
-            "is untested and the row misses until an independent reference exists; toy version: "
+       note="SmolLM2 periodic, MLP on, 30 passes with the depth view (full profile). KL_model(30): our "
+            "layer-by-layer pass after one pass against the model's own forward (transformers' logits), the "
+            "reference since issue 18 (it was the pass against itself before); toy version: "
             "tests/consensus/test_invariants.py::test_toy_optimal_depth_context_influence",
        figure="figures/context_influence.png"),
     _t("C-llama", "consensus", "consensus §7, further CI-fast checks",

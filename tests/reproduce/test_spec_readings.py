@@ -209,11 +209,17 @@ def test_new_rows_read_their_runs(tmp_path: Path) -> None:
     import json
 
     ci = {"C0": 0.0, "k_star_layers": 60, "k_star_passes": 2.0, "C_peak": 0.4, "C_final": 0.1, "interior_peak": True}
-    r11 = consensus_rows.c_r11({"cons_depth": _model_run({"periodic, MLP on": {"context_influence": ci}})})
-    assert r11 == {"C0": 0.0, "interior_peak": 1.0, "C_final_over_peak": 0.25, "k_star_passes": 2.0}
+    old = consensus_rows.c_r11({"cons_depth": _model_run({"periodic, MLP on": {"context_influence": ci}})})
+    assert old == {"C0": 0.0, "KL_model_30_independent": None, "interior_peak": 1.0, "C_final_over_peak": 0.25,
+                   "k_star_passes": 2.0}  # fmt: skip
     t11 = next(t for t in TARGETS if (t.study, t.id) == ("consensus", "R11"))
-    assert verdict(t11.checks, r11) == (MISSED, verdict(t11.checks, r11)[1])  # the KL clause has no number
-    assert "KL_model_30_independent <= 1e-05: None NO" in verdict(t11.checks, r11)[1]
+    assert verdict(t11.checks, old)[0] == MISSED  # a run without the model-forward reference: no KL number
+    assert "KL_model_30_independent <= 1e-05: None NO" in verdict(t11.checks, old)[1]
+    group = {"context_influence": ci, "KL_model_at_one_pass": 3e-12}  # against the model's own forward
+    r11 = consensus_rows.c_r11({"cons_depth": _model_run({"periodic, MLP on": group})})
+    assert r11["KL_model_30_independent"] == 3e-12 and verdict(t11.checks, r11)[0] == "met"
+    bad = {**group, "KL_model_at_one_pass": 0.2}  # a pass that is not the model's forward
+    assert verdict(t11.checks, consensus_rows.c_r11({"cons_depth": _model_run({"periodic, MLP on": bad})}))[0] == MISSED
     phase = Outcome(runs={"": SimpleNamespace(summary={"wall_seconds": 70.0})}, seconds={"": 75.0})  # type: ignore[dict-item]
     assert consensus_rows.c_b2({"cons_b2": phase}) == {"phase_seconds": 70.0, "run_seconds": 75.0}
     decode = SimpleNamespace(summary={"seconds_per_group": {"a": 30.0, "b": 10.0}}, config=SimpleNamespace(passes=10))
