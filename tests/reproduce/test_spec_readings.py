@@ -246,7 +246,7 @@ def test_b3_judges_the_full_sampler_clause_when_it_ran() -> None:
     from attnlab.reproduce.verdict import verdict
 
     row = next(t for t in TARGETS if (t.study, t.id) == ("paths", "B3"))
-    summary = {"rel_frob_err": 0.1, "sampled_accuracy": 0.9, "theory_accuracy": 0.9, "rhat_max": 1.0}
+    summary = {"rel_frob_err": 0.1, "sampled_accuracy": 0.9, "theory": {"accuracy": 0.9}, "rhat_max": 1.0}
     collapsed = Outcome(runs={"": SimpleNamespace(summary=summary)}, seconds={"": 90.0})  # type: ignore[dict-item]
     full = Outcome(runs={"": SimpleNamespace(summary=summary)}, seconds={"": 700.0})  # type: ignore[dict-item]
     nums = paths_rows.p_b3({"paths_sample": collapsed, "paths_sample_full": full})
@@ -277,3 +277,20 @@ def test_b5_judges_every_clause_of_the_digits_pipeline(tmp_path: Path) -> None:
     assert judge(chosen_N=10.0) == "missed"  # not the validation argmax
     assert judge(gd_train_seconds=400.0) == "missed"
     assert judge(spearman_rho=-0.2) == "missed"
+
+
+def test_b3_reads_a_real_sample_folder(tmp_path: Path) -> None:
+    """B3's measure on a `paths sample` folder as reproduce reads it back (metrics.json: the theory's accuracy sits
+    under "theory"; the measure raised KeyError on every real folder before the full profile ran it)."""
+    import math
+
+    from attnlab.cli import main
+    from attnlab.results import load_run
+
+    out = tmp_path / "sample"
+    args = ["paths", "sample", "--P", "12", "--n-test", "20", "--chains", "1", "--warmup", "4", "--draws", "4",
+            "--threads", "1", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    run = Outcome(runs={"": load_run(out)}, seconds={"": 1.0})  # type: ignore[dict-item]
+    nums = paths_rows.p_b3({"paths_sample": run, "paths_sample_full": run})
+    assert all(math.isfinite(nums[k]) for k in ("accuracy_gap_points", "rel_frob_err", "full_seconds"))
