@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import AttnlabError
-from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, Run, longest_first
+from attnlab.reproduce.experiments import EXPERIMENTS, LAST, NEEDS, Run, longest_first
 from attnlab.runs import RunResult, read_json, write_json
 
 MARKS = "experiments"
@@ -156,9 +156,12 @@ def finished_mark(marks: Path, name: str) -> dict | None:
 def run_all(names: list[str], root: Path, marks: Path, seed: int, sizes: dict, workers: int = 1,
             address: str | None = None) -> dict[str, dict]:  # fmt: skip
     """Run the experiments not yet finished (in this process, or as Ray tasks with `workers` > 1 or an
-    `address`: those that need another in a second wave); returns name -> mark, in `names` order."""
+    `address`: those that need another in a second wave, the hours-long `LAST` ones in a third); returns name ->
+    mark, in `names` order."""
     marks_of = {n: m for n in names if (m := finished_mark(marks, n)) is not None}
-    for wave in ([n for n in names if n not in NEEDS], [n for n in names if n in NEEDS]):
+    first = [n for n in names if n not in NEEDS and n not in LAST]
+    waves = (first, [n for n in names if n in NEEDS], [n for n in names if n in LAST])  # LAST: hours, after all
+    for wave in waves:
         todo = longest_first([n for n in wave if n not in marks_of])
         failed = {n for n in todo if n in NEEDS and NEEDS[n] not in marks_of}
         for n in failed:
