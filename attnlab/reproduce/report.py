@@ -149,8 +149,11 @@ def export_docs(folder: Path, docs: Path, record: dict | None = None) -> Path:
     for r in record["rows"]:
         fig = copy_figure(folder, r, docs)
         links[f"{r['study']}/{r['id']}"] = (fig, None)
-    note = _run_note(record) + (" Regenerate with `make reproduce` (run folder `runs/reproduce`: each row's study "
-                                "run is under `runs/reproduce/runs/<name>/`).")  # fmt: skip
+    make, where = (
+        ("reproduce-full", "runs/reproduce-full") if record["profile"] == "full" else ("reproduce", "runs/reproduce")
+    )
+    note = _run_note(record) + (f" Regenerate with `make {make}` (run folder `{where}`: each row's study run is "
+                                f"under `{where}/runs/<name>/`).")  # fmt: skip
     write_json(docs / "reproduction.json", record)
     for study, name in STUDY_DOCS.items():
         if (docs / name).is_file() and study in record["counts"]:
