@@ -6,6 +6,7 @@ One `Target` row each: the spec's threshold in words and as `Check`s, the study 
 
 from __future__ import annotations
 
+from attnlab.paths import computations as checks
 from attnlab.paths import reproduction as r
 from attnlab.targets import CLAIMS_NOTE, SEED, Target, computed
 from attnlab.targets import Check as C
@@ -161,7 +162,7 @@ PATHS = [
        checks=[C("points_failing_rhat_1.01", "<=", 0), C("points_failing_ess_400", "<=", 0),
                C("gate1_full_vs_collapsed_run", ">=", 1), C("gate1_max_diff_over_mcse", "<", 3),
                C("decided", ">=", 1)],
-       needs=list(r.ADJUDICATION), measure=r.p_b4,
+       needs=list(checks.ADJUDICATION), measure=r.p_b4,
        recorded=_rec("docs/attention-paths.md (§10 adjudication): 25 points, 300 warmup + 600 draws (shorter than "
                      "§10 asks); R̂ 1.012–1.034 at the failing points, bulk ESS 337–390",
                      "python benchmarks/bench_paths_entropy.py --out runs/paths-entropy --paper-point; then "
@@ -236,7 +237,7 @@ PATHS = [
        "supported by sampling in the H = 1 configurations: |a| ≤ 3 SE on every diagonal entry and e ≤ 0.05 at "
        "N = 64 (§10.8)",
        checks=[C("simple_max_a_over_se_H1", "<=", 3), C("simple_e_N64_max_H1", "<=", 0.05)],
-       needs=list(r.ADJUDICATION), measure=r.p_sc_h1,
+       needs=list(checks.ADJUDICATION), measure=r.p_sc_h1,
        note="the simple form at H = 1 is the authors' statement (§5.3); judged by §10.8 in C1 (L = 1) and C2 "
             "(L = 2) from B4's run (the s ≥ 0.10 filter applied; a configuration whose α has fewer than 3 counted "
             "widths has no fit, NaN, and misses); full profile only",

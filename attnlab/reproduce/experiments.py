@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.bb import reproduction as bb_rows
-from attnlab.consensus import reproduction as consensus_rows
-from attnlab.paths import reproduction as paths_rows
+from attnlab.consensus import computations as consensus_checks
+from attnlab.paths import computations as paths_checks
 from attnlab.scan import reproduction as real_rows
 
 # profile -> experiment -> its size settings (absent: not run at that profile). full: the paper-scale settings.
@@ -49,8 +49,6 @@ TINY_SIZES: dict[str, dict] = {
     # issue 18, consensus R4c, R5b, R6b, R8, C-llama (wt-rcons): a few seconds each at tiny
     "cons_lag": dict(masks=("full",), omegas=(0.005, 0.04), starts=2),
     "cons_rho_sim": dict(starts=1),
-    "cons_sweep_integrator": dict(starts=32),
-    "cons_llama_stack": dict(passes=10),
     "cons_llama_units": {},
 }
 QUICK_SIZES: dict[str, dict] = {
@@ -143,7 +141,7 @@ FULL_SIZES: dict[str, dict] = {
     "bb_paper_relu3": dict(n_layers=3, steps=10000),
     # issue 18, paths rows B2 (one P = 600 point, 3-6 min) and B4, SC-H1 (the §10 protocol, about 3.5 h: B4's note)
     "paths_b2": {},
-    **{n: dict(warmup=1000, draws=2000, n_leapfrog=16, n_test=1000, doublings=2) for n in paths_rows.ADJUDICATION},
+    **{n: dict(warmup=1000, draws=2000, n_leapfrog=16, n_test=1000, doublings=2) for n in paths_checks.ADJUDICATION},
     # issue 18, consensus B3 (wt-rcons): B2's sweep at d = 128, about 11 minutes on one thread
     "cons_b3": dict(d=128),
 }  # fmt: skip
@@ -374,15 +372,15 @@ EXPERIMENTS: dict[str, Experiment] = {
     "cons_causal": Experiment(runs=_causal),
     "cons_full": Experiment(runs=_full),
     "cons_cluster": Experiment(runs=_cluster),
-    "cons_tails": Experiment(compute=consensus_rows.cons_tails),
-    "cons_late": Experiment(compute=consensus_rows.cons_late),
-    "cons_rho": Experiment(compute=consensus_rows.cons_rho),
+    "cons_tails": Experiment(compute=consensus_checks.cons_tails),
+    "cons_late": Experiment(compute=consensus_checks.cons_late),
+    "cons_rho": Experiment(compute=consensus_checks.cons_rho),
     "cons_phase": _one(
         "consensus phase", lambda seed, size, root: {"n": 32, "beta_min": 0.5, "beta_max": 5.0, **size, "seed": seed}
     ),
-    "paths_ua": Experiment(compute=paths_rows.paths_ua),
-    "paths_units": Experiment(compute=paths_rows.paths_units),
-    "paths_sampling_units": Experiment(compute=paths_rows.paths_sampling_units),
+    "paths_ua": Experiment(compute=paths_checks.paths_ua),
+    "paths_units": Experiment(compute=paths_checks.paths_units),
+    "paths_sampling_units": Experiment(compute=paths_checks.paths_sampling_units),
     "paths_solve": _one("paths solve", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
     "paths_sweep": _one("paths sweep", lambda seed, size, root: {**size, "seed": seed}),
     "paths_sample": _one("paths sample", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
@@ -404,8 +402,8 @@ EXPERIMENTS: dict[str, Experiment] = {
     "paths_prune_long": _one("paths prune", lambda seed, size, root: {**size}),
     "paths_smoke": _one("paths prune", lambda seed, size, root: {**size}),
     "paths_plugin": _later("paths solve", _plugin),
-    "cons_bench": Experiment(compute=consensus_rows.cons_bench),
-    "cons_units": Experiment(compute=consensus_rows.cons_units),
+    "cons_bench": Experiment(compute=consensus_checks.cons_bench),
+    "cons_units": Experiment(compute=consensus_checks.cons_units),
     "cons_b2": _one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # PhaseConfig's defaults: B2
     "cons_rst": _one(
         "consensus model",
@@ -432,19 +430,19 @@ EXPERIMENTS: dict[str, Experiment] = {
     "bb_paper_sgd3": _trained(),
     "bb_paper_relu3": _trained(attention="relu", lr=3e-3),
     # issue 18, paths rows T6, T11, T15, T16 (paths_more_units), T13 and S4 (paths_samplers), B2, B4 and SC-H1
-    "paths_more_units": Experiment(compute=paths_rows.paths_more_units),
-    "paths_samplers": Experiment(compute=paths_rows.paths_samplers),
-    "paths_b2": Experiment(compute=paths_rows.paths_b2),
-    "paths_adjudication_C1": Experiment(compute=paths_rows.paths_adjudication_c1),
-    "paths_adjudication_C2": Experiment(compute=paths_rows.paths_adjudication_c2),
-    "paths_adjudication_C3": Experiment(compute=paths_rows.paths_adjudication_c3),
-    "paths_adjudication_gate": Experiment(compute=paths_rows.paths_adjudication_gate),
+    "paths_more_units": Experiment(compute=paths_checks.paths_more_units),
+    "paths_samplers": Experiment(compute=paths_checks.paths_samplers),
+    "paths_b2": Experiment(compute=paths_checks.paths_b2),
+    "paths_adjudication_C1": Experiment(compute=paths_checks.paths_adjudication_c1),
+    "paths_adjudication_C2": Experiment(compute=paths_checks.paths_adjudication_c2),
+    "paths_adjudication_C3": Experiment(compute=paths_checks.paths_adjudication_c3),
+    "paths_adjudication_gate": Experiment(compute=paths_checks.paths_adjudication_gate),
     # issue 18, consensus R4c, R5b, R6b, R8, C-llama, B3 (wt-rcons)
-    "cons_lag": Experiment(compute=consensus_rows.cons_lag),
-    "cons_rho_sim": Experiment(compute=consensus_rows.cons_rho_sim),
+    "cons_lag": Experiment(compute=consensus_checks.cons_lag),
+    "cons_rho_sim": Experiment(compute=consensus_checks.cons_rho_sim),
     "cons_sweep_integrator": Experiment(runs=_sweep_integrators),
-    "cons_llama_stack": Experiment(compute=consensus_rows.cons_llama_stack),
-    "cons_llama_units": Experiment(compute=consensus_rows.cons_llama_units),
+    "cons_llama_stack": Experiment(compute=consensus_checks.cons_llama_stack),
+    "cons_llama_units": Experiment(compute=consensus_checks.cons_llama_units),
     "cons_b3": _one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # B2's defaults at d = 128
 }
 GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",

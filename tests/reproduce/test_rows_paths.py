@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnlab.paths import computations as paths_checks
 from attnlab.paths import reproduction as r
 from attnlab.paths.targets import PATHS
 from attnlab.reproduce.execute import Outcome
@@ -33,34 +34,34 @@ def _judged(tid: str, numbers: dict) -> dict[str, bool]:
 
 
 def test_t6_block_update_satisfies_t7_and_a_wrong_block_does_not():
-    numbers = r._t6_blocks()
+    numbers = paths_checks._t6_blocks()
     assert all(_judged("T6", numbers).values()), numbers
     assert numbers["T6_b_signs_tried"] == 2  # both signs of b = N_{l-1} H_{l-1} - N_l
     # the residual is not blind: a block moved off the update by 1e-6 leaves a residual far above 1e-10
     from attnlab.paths.theory.action import Problem
     from attnlab.paths.theory.solver import _chain_blocks
 
-    _, _, y, gram = r._tiny_paths((2, 2))
+    _, _, y, gram = paths_checks._tiny_paths((2, 2))
     prob = Problem(gram, torch.tensor(y), 0.1, [2, 2], (5.0, 5.0, 5.0), (1.0, 1.3, 0.7, 1.1))
     before = [torch.eye(n, dtype=torch.float64) * (1 + 0.1 * k) for k, n in enumerate(prob.sizes())]
     after = [U.clone() for U in before]
     _chain_blocks(prob, after)
-    assert r._t7_residual(prob, before, after) < 1e-12
+    assert paths_checks._t7_residual(prob, before, after) < 1e-12
     after[1] = after[1] + 1e-6 * torch.eye(2, dtype=torch.float64)
-    assert r._t7_residual(prob, before, after) > 1e-8
+    assert paths_checks._t7_residual(prob, before, after) > 1e-8
 
 
 def test_t11_hand_scores_and_relabelling(monkeypatch):
     from attnlab.paths.pruning import pipeline
 
-    numbers = r._t11_scores()
+    numbers = paths_checks._t11_scores()
     assert all(_judged("T11", numbers).values()) and numbers["T11_hand_max_abs_diff"] == 0, numbers
     # the hand values are the spec's definition (§8), written out by loops here
-    U = np.abs(np.array(r.T11_U, dtype=float))
+    U = np.abs(np.array(paths_checks.T11_U, dtype=float))
     paths = [(h1, h2) for h1 in range(2) for h2 in range(2)]
     raw = [sum(U[p, q] for p in range(4) for q in range(4) if paths[p][l] == h or paths[q][l] == h)
            for l in range(2) for h in range(2)]  # fmt: skip
-    assert np.array_equal(np.array(raw) / max(raw), np.array(r.T11_SCORES))
+    assert np.array_equal(np.array(raw) / max(raw), np.array(paths_checks.T11_SCORES))
 
     # scores that read the paths in the wrong order, or sum U without |.|, are caught
     original = pipeline.head_scores
@@ -77,18 +78,18 @@ def test_t11_hand_scores_and_relabelling(monkeypatch):
 
     for buggy in (shifted, signed):
         monkeypatch.setattr(pipeline, "head_scores", buggy)
-        assert r._t11_scores()["T11_hand_max_abs_diff"] > 0
+        assert paths_checks._t11_scores()["T11_hand_max_abs_diff"] > 0
 
 
 def test_t15_task_numbers_pass():
-    numbers = r._t15_tasks()
+    numbers = paths_checks._t15_tasks()
     assert all(_judged("T15", numbers).values()), numbers
     assert abs(numbers["T15_stay_plus_minus_0.7"]) < 0.02 and abs(numbers["T15_stay_minus_minus_0.3"]) < 0.02
 
 
 def test_t16_counts_the_bad_inputs_and_names_the_ones_not_refused():
-    numbers = r._t16_errors()
-    assert numbers["T16_bad_inputs_tried"] == len(r._bad_inputs()) + 1 >= 25
+    numbers = paths_checks._t16_errors()
+    assert numbers["T16_bad_inputs_tried"] == len(paths_checks._bad_inputs()) + 1 >= 25
     # every bad input is refused in one line (a NaN in y and labels outside {±1} for the classification metrics
     # were the last two gaps of spec §12)
     assert numbers["T16_not_refused_names"] == "none" and numbers["T16_not_refused"] == 0
@@ -100,25 +101,19 @@ def test_t16_counts_the_bad_inputs_and_names_the_ones_not_refused():
     def raise_(exc):
         raise exc
 
-    assert r._refused(lambda: raise_(InputError("temperature must be > 0")), "temperature")
-    assert not r._refused(lambda: raise_(InputError("temperature must be > 0")), "widths")
-    assert not r._refused(lambda: raise_(InputError("two\nlines temperature")), "temperature")
-    assert not r._refused(lambda: raise_(ValueError("temperature")), "temperature")
-    assert not r._refused(lambda: None, "temperature")
+    assert paths_checks._refused(lambda: raise_(InputError("temperature must be > 0")), "temperature")
+    assert not paths_checks._refused(lambda: raise_(InputError("temperature must be > 0")), "widths")
+    assert not paths_checks._refused(lambda: raise_(InputError("two\nlines temperature")), "temperature")
+    assert not paths_checks._refused(lambda: raise_(ValueError("temperature")), "temperature")
+    assert not paths_checks._refused(lambda: None, "temperature")
 
 
 def test_t13_hmc_gaussian_moments_within_5_mcse():
     # HMC only here (about 2 s); MALA's 2000 draws are the same call, checked in tests/paths/test_sampling.py
-    z = r._t13_kind("hmc", 800)
+    z = paths_checks._t13_kind("hmc", 800)
     t = _row("T13")
     assert 0 < z <= 5 and t.checks[0].key == "T13_hmc_max_z" and t.checks[0].passes(z)
     assert not t.checks[0].passes(5.1)
-
-
-@pytest.mark.slow
-def test_s4_full_and_collapsed_agree():
-    numbers = r._s4_samplers()
-    assert all(_judged("S4", numbers).values()), numbers
 
 
 def test_rows_have_measures_and_no_not_run_text():
@@ -143,7 +138,7 @@ def test_image_task_shapes_balance_patches_and_seeds():
 
 
 def test_b2_solves_a_small_image_problem_and_its_row_judges_time():
-    numbers = r.paths_b2(0, {"P": 20, "n_test": 20})
+    numbers = paths_checks.paths_b2(0, {"P": 20, "n_test": 20})
     assert numbers["B2_P"] == 20 and numbers["B2_converged"] == 1 and numbers["B2_max_grad"] < 1e-8
     fast = {**numbers, "B2_point_seconds": 1.0}
     assert all(_judged("B2", fast).values())
@@ -186,11 +181,12 @@ def test_adjudication_verdict_and_the_s_filter():
     # a form that matches nowhere near is not supported, and a winner needs the other form rejected somewhere
     assert form_verdict(_synthetic_points(simple_bias=0.0))["winner"] == "undecided"
     # B4's measure combines the per-configuration experiments into the same verdict
-    parts = [r._config_numbers(_synthetic_points(), c, (1.0, 4.0)) | {"points": 8.0, "points_failing_rhat_1.01": 0.0,
+    numbers = paths_checks._config_numbers
+    parts = [numbers(_synthetic_points(), c, (1.0, 4.0)) | {"points": 8.0, "points_failing_rhat_1.01": 0.0,
              "points_failing_ess_400": 1.0, "points_counted_s_0.10": 8.0, "draws_doubled_points": 1.0,
              "rhat_max": 1.005, "ess_bulk_min": 390.0, "seconds": 10.0} for c in ("C1", "C2", "C3")]  # fmt: skip
     gate = {"gate1_max_diff_over_mcse": 1.2, "gate1_samplers_converged": 1.0, "gate1_full_vs_collapsed_run": 1.0}
-    outcomes = {n: Outcome(numbers=p) for n, p in zip(r.ADJUDICATION, [*parts, gate])}
+    outcomes = {n: Outcome(numbers=p) for n, p in zip(paths_checks.ADJUDICATION, [*parts, gate])}
     b4 = _row("B4").measure(outcomes)
     assert b4["winner"] == "chain" and b4["decided"] == 1 and b4["points"] == 24 and b4["points_failing_ess_400"] == 3
     assert {c.text(): c.passes(b4[c.key]) for c in _row("B4").checks} == {
@@ -208,22 +204,22 @@ def test_adjudication_verdict_and_the_s_filter():
 def test_b4_and_sc_h1_run_at_the_full_profile_only():
     from attnlab.reproduce.experiments import FULL_SIZES, QUICK_SIZES, TINY_SIZES
 
-    for name in r.ADJUDICATION:
+    for name in paths_checks.ADJUDICATION:
         assert name in FULL_SIZES and name not in QUICK_SIZES | TINY_SIZES
         size = FULL_SIZES[name]
         assert (size["warmup"], size["draws"], size["n_leapfrog"], size["doublings"]) == (1000, 2000, 16, 2)  # §10.4
     for tid in ("B4", "SC-H1"):
         t = _row(tid)
-        assert t.needs == r.ADJUDICATION and not t.not_run and t.recorded is not None
+        assert t.needs == paths_checks.ADJUDICATION and not t.not_run and t.recorded is not None
 
 
 @pytest.mark.slow
 def test_adjudication_runs_end_to_end_on_a_reduced_grid():
     small = dict(alphas=(4.0,), Ns=(8, 16, 32), paper_point=False, warmup=20, draws=20, n_leapfrog=4, n_test=20,
                  doublings=1)  # fmt: skip
-    c1 = r.paths_adjudication_c1(0, small)
+    c1 = paths_checks.paths_adjudication_c1(0, small)
     assert c1["points"] == 3 and np.isfinite(c1["chain_max_a_over_se_C1"]) and c1["draws_doubled_points"] >= 0
-    gate = r.paths_adjudication_gate(0, small)
+    gate = paths_checks.paths_adjudication_gate(0, small)
     assert gate["gate1_full_vs_collapsed_run"] == 1 and np.isfinite(gate["gate1_max_diff_over_mcse"])
     b4 = r.combine_adjudication([c1, gate], ("C1",))
     assert b4["points"] == 3 and b4["winner"] in ("chain", "simple", "undecided")
