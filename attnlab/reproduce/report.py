@@ -67,7 +67,7 @@ def _run_note(record: dict) -> str:
     note = (f"Profile `{record['profile']}`, studies {', '.join(record['studies'])}; {record['seconds']:.0f} s in all "
             f"({len(record['experiments'])} study runs).")  # fmt: skip
     if record.get("machine") and record.get("partial"):
-        started = (record.get("sessions") or [{}])[0].get("started") or record.get("started", "?")
+        started = record.get("started") or (record.get("sessions") or [{}])[0].get("started") or "?"  # the folder's
         note += f" As of {record['finished']} (started {started}) on {record['machine']}."
     elif record.get("machine"):
         sessions = record.get("sessions", [])
