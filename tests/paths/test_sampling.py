@@ -32,28 +32,8 @@ def test_ess_of_ar1_and_rhat_of_shifted_chains():  # T12
     assert rhat(x) > 1.1
 
 
-class _Gauss:
-    """A correlated d-dimensional Gaussian exposing the sampler's target interface."""
-
-    def __init__(self, d=20, seed=0):
-        rng = np.random.default_rng(seed)
-        A = rng.standard_normal((d, d))
-        self.cov = torch.tensor(A @ A.T / d + 0.1 * np.eye(d))
-        self.prec = torch.linalg.inv(self.cov)
-        self.mu = torch.tensor(rng.standard_normal(d))
-        self.dim = d
-        self.prior_sd = torch.ones(d, dtype=torch.float64)
-        self.cfg = type("C", (), {"L": 1})()
-
-    def prior_draw(self, C, g):
-        return torch.randn(C, self.dim, generator=g, dtype=torch.float64)
-
-    def log_prob_and_grad(self, q):
-        z = q - self.mu
-        return -0.5 * ((z @ self.prec) * z).sum(-1), -(z @ self.prec), torch.zeros(q.shape[0], dtype=torch.bool)
-
-    def order_parameters(self, q):
-        return [q[:, None, :]], q[:, 0]
+# the correlated Gaussian with the sampler's target interface: the one reproduce's T13 row samples
+from attnlab.paths.computations import GaussianTarget as _Gauss  # noqa: E402
 
 
 @pytest.mark.parametrize("kind,draws", [("hmc", 800), ("mala", 2000)])
