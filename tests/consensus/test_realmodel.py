@@ -8,41 +8,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
+from attnlab.consensus.computations import tiny_llama
 from attnlab.consensus.realmodel import StackRunner, control_prompts, depth_grid, iterate_stack
 from attnlab.consensus.stats import spearman
 from attnlab.errors import InputError
 
-
-def _tiny(
-    dtype: torch.dtype = torch.float32,
-    layers: int = 2,
-    d: int = 64,
-    heads: int = 4,
-    kv: int = 2,
-    seed: int = 0,
-    init_std: float | None = None,
-) -> LlamaForCausalLM:
-    """A random Llama; `init_std` redraws every Linear weight of the decoder layers from N(0, init_std^2)."""
-    cfg = LlamaConfig(
-        vocab_size=97,
-        hidden_size=d,
-        intermediate_size=2 * d,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv,
-        max_position_embeddings=128,
-    )
-    with torch.random.fork_rng():  # the library initialisers draw from the global generator
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(cfg).eval().to(dtype)
-        if init_std is not None:
-            for lay in model.model.layers:
-                for mod in lay.modules():
-                    if isinstance(mod, torch.nn.Linear):
-                        torch.nn.init.normal_(mod.weight, 0.0, init_std)
-    return model
+# a random Llama (vocabulary 97); init_std redraws the decoder layers' Linear weights: the one R8 and C-llama use
+_tiny = tiny_llama
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)])
