@@ -481,13 +481,14 @@ def runs_at(profile: str, device: str) -> dict[str, dict]:
 
 
 LAST = ("paths_adjudication_C1", "paths_adjudication_C2", "paths_adjudication_gate", "paths_adjudication_C3")
-"""Run after every other experiment, shortest first: the §10 protocol alone needs hours, so a full profile that
-spans sessions (`--resume`) has every other row first, and a kill loses the least finished work."""
+"""Run after every other experiment: the §10 protocol alone needs hours, so a full profile that spans sessions
+(`--resume`) has every other row first. Among themselves they run longest first too (C3 beside C1 then C2 on two
+workers), so the wave ends near C3's own time."""
 
 
 def longest_first(names: list[str]) -> list[str]:
     """`names` ordered by `MINUTES` (longest first; the rest keep their order after them), the `LAST` ones last."""
-    return sorted(names, key=lambda n: (n in LAST, LAST.index(n) if n in LAST else -MINUTES.get(n, 0)))
+    return sorted(names, key=lambda n: (n in LAST, -MINUTES.get(n, 0)))
 
 
 def sized(name: str, profile: str, device: str) -> dict:
