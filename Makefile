@@ -38,7 +38,7 @@ browser:
 	  echo "chromium not installed: browser tests will be skipped"
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
