@@ -192,10 +192,13 @@ def families_bench(names: list[str], tokens: list[int], repeats: int, threads: i
     return rows
 
 
-def smollm2_interleaved(tokens: list[int], repeats: int, threads: int, windows: int = 1) -> list[dict]:
+def smollm2_interleaved(
+    tokens: list[int], repeats: int, threads: int, windows: int = 1, modes: tuple[str, ...] = ("full", "chunked")
+) -> list[dict]:
     """SmolLM2 in this one process: `windows` plain sdpa forwards against the scan's work on the same windows (one
-    traced session: traced forwards, recorder result, next-token NLL; what `attnlab scan` does per domain),
-    alternated `repeats` times after one warm-up pair; median wall and CPU seconds per window."""
+    traced session: traced forwards, recorder result, next-token NLL; what `attnlab scan` does per domain; its
+    default is 8 windows a domain), alternated `repeats` times after one warm-up pair; median wall and CPU seconds
+    per window. `modes`: the other `stats=` paths timed beside the default one ("full", "chunked")."""
     import torch
 
     torch.set_num_threads(threads)  # a benchmark process of its own: no library code sets threads
@@ -216,7 +219,7 @@ def smollm2_interleaved(tokens: list[int], repeats: int, threads: int, windows: 
         def scan(ids: torch.Tensor = ids, stats: str = "fast") -> None:
             trace_windows(model, ids, batch_size=1, stats=stats)
 
-        fns = {"sdpa": sdpa, "scan": scan, "full": lambda: scan(stats="full"), "chunked": lambda: scan(stats="chunked")}
+        fns = {"sdpa": sdpa, "scan": scan, **{m: (lambda m=m: scan(stats=m)) for m in modes}}
         wall: dict[str, list[float]] = {k: [] for k in fns}
         cpu: dict[str, list[float]] = {k: [] for k in fns}
         load0 = os.getloadavg()[0]
@@ -232,7 +235,7 @@ def smollm2_interleaved(tokens: list[int], repeats: int, threads: int, windows: 
         rows.append({"tokens": T, "threads": threads, "windows": windows, "sdpa_s": round(w["sdpa"], 3),
                      "scan_s": round(w["scan"], 3),
                      "wall_ratio": round(w["scan"] / w["sdpa"], 3), "cpu_ratio": round(c["scan"] / c["sdpa"], 3),
-                     "full_ratio": round(w["full"] / w["sdpa"], 3), "chunked_ratio": round(w["chunked"] / w["sdpa"], 3),
+                     **{f"{m}_ratio": round(w[m] / w["sdpa"], 3) for m in modes},
                      "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -273,14 +276,18 @@ def main() -> int:
     ap.add_argument("--families", nargs="*", default=None, help="family kinds (tests/real/families.py) instead")
     ap.add_argument("--interleaved", action="store_true", help="SmolLM2 sdpa and scan alternated in one process")
     ap.add_argument("--windows", type=int, default=1, help="--interleaved: windows per scan session (default 1)")
+    ap.add_argument("--modes", nargs="*", default=["full", "chunked"], choices=("full", "chunked"),
+                    help="--interleaved: the other stats= paths timed beside the default (default: full chunked)")
     args = ap.parse_args()
     if args.interleaved:
-        rows = smollm2_interleaved(args.tokens, args.repeats, args.threads, args.windows)
-        print("\n| T | threads | windows | sdpa s / window | scan s / window | wall ratio | CPU ratio | load |")
-        print("|---|---|---|---|---|---|---|---|")
+        rows = smollm2_interleaved(args.tokens, args.repeats, args.threads, args.windows, tuple(args.modes))
+        print("\n| T | threads | windows | sdpa s / window | scan s / window | wall ratio | CPU ratio | "
+              + " | ".join(f"{m} ratio" for m in args.modes) + " | load |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|" + "---|" * len(args.modes) + "---|")
         for r in rows:
             print(f"| {r['tokens']} | {r['threads']} | {r['windows']} | {r['sdpa_s']} | {r['scan_s']} | "
-                  f"{r['wall_ratio']} | {r['cpu_ratio']} | {r['load']} |")  # fmt: skip
+                  f"{r['wall_ratio']} | {r['cpu_ratio']} | " + "".join(f"{r[m + '_ratio']} | " for m in args.modes)
+                  + f"{r['load']} |")  # fmt: skip
         if args.out:
             args.out.write_text(json.dumps(rows, indent=2))
         return 0
