@@ -71,11 +71,9 @@ def _run_note(record: dict) -> str:
         note += f" As of {record['finished']} (started {started}) on {record['machine']}."
     elif record.get("machine"):
         sessions = record.get("sessions", [])
-        done = [x for x in sessions if x.get("wall_seconds") is not None]
         workers = sorted({x.get("workers", 1) for x in sessions})
         note += (f" Finished {record['finished']} on {record['machine']}; wall time {record['wall_seconds']:.0f} s "
-                 f"over {len(done)} finished session(s) of {len(sessions)} (the others were interrupted and resumed), "
-                 f"--workers {'/'.join(map(str, workers))}.")  # fmt: skip
+                 f"{_sessions_note(sessions)}, --workers {'/'.join(map(str, workers))}.")  # fmt: skip
     if record.get("updated"):
         added = record["updated"]
         secs = sum(record["experiments"][n]["seconds"] for n in added)
@@ -86,6 +84,15 @@ def _run_note(record: dict) -> str:
                 f"{len(record['pending']) + len(record['experiments'])} experiments not ended yet: "
                 f"{', '.join(record['pending'])}; their rows read \"not run yet\"). " + note)  # fmt: skip
     return note + (" Failed study runs: " + "; ".join(failed) + "." if failed else "")
+
+
+def _sessions_note(sessions: list[dict]) -> str:
+    """"over N sessions (…)": how many were stopped and resumed, and how many have no recorded end (kill -9)."""
+    stopped = sum(1 for x in sessions if x.get("interrupted"))
+    unknown = sum(1 for x in sessions if x.get("wall_seconds") is None)
+    parts = [f"{stopped} stopped and resumed"] if stopped else []
+    parts += [f"{unknown} killed with no recorded end, not counted"] if unknown else []
+    return f"over {len(sessions)} session(s)" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def write_all(folder: Path) -> None:

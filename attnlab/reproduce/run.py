@@ -144,7 +144,11 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
             _check_resume(run.read_config(), config)
         t0 = time.perf_counter()
         sessions = start_session(run.path, config)
-        done, log = run_experiments(names, run.path, config)
+        try:
+            done, log = run_experiments(names, run.path, config)
+        except BaseException:  # Ctrl-C, SIGTERM or a failure: the session still records how long it ran
+            end_session(run.path, sessions, time.perf_counter() - t0, interrupted=True)
+            raise
         rows = [evaluate(t, done, log, config.profile, config.device) for t in targets]
         sessions = end_session(run.path, sessions, time.perf_counter() - t0)
         record: dict[str, Any] = {
@@ -172,7 +176,8 @@ SESSIONS = "sessions.json"
 
 def start_session(folder: Path, config: ReproduceConfig) -> list[dict]:
     """Note in folder/sessions.json that a session (the first run or a `--resume`) starts now; returns the list.
-    A session a kill ended keeps `ended` None: the table's wall time is the sum of the sessions that finished."""
+    One that Ctrl-C or SIGTERM stopped records its end (`interrupted`); one that kill -9 ended keeps `ended` None.
+    The table's wall time is the sum over the sessions that recorded an end."""
     import datetime as dt
 
     import torch
@@ -188,14 +193,16 @@ def start_session(folder: Path, config: ReproduceConfig) -> list[dict]:
     return sessions
 
 
-def end_session(folder: Path, sessions: list[dict], seconds: float) -> list[dict]:
-    """Close the last session of folder/sessions.json with its wall seconds; returns the list."""
+def end_session(folder: Path, sessions: list[dict], seconds: float, interrupted: bool = False) -> list[dict]:
+    """Close the last session of folder/sessions.json with its wall seconds (`interrupted`: stopped before the
+    table); returns the list."""
     import datetime as dt
 
     from attnlab.runs import write_json
 
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    sessions = [*sessions[:-1], sessions[-1] | {"ended": now, "wall_seconds": round(seconds, 1)}]
+    end = {"ended": now, "wall_seconds": round(seconds, 1)} | ({"interrupted": True} if interrupted else {})
+    sessions = [*sessions[:-1], sessions[-1] | end]
     write_json(folder / SESSIONS, sessions)
     return sessions
 

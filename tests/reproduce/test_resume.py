@@ -33,9 +33,10 @@ def sequential(tmp_path_factory) -> Path:
     return out
 
 
-def _start(out: Path) -> subprocess.Popen:
+def _start(out: Path, *more: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "attnlab", "reproduce", "consensus", "--profile", "tiny", *SOME, "--out", str(out)]
+    cmd = [sys.executable, "-m", "attnlab", "reproduce", "consensus", "--profile", "tiny", *SOME, "--out", str(out),
+           *more]  # fmt: skip
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -50,10 +51,16 @@ def _wait_for_marks(proc: subprocess.Popen, marks: Path, n: int) -> list[Path]:
 
 
 @pytest.mark.slow
-def test_kill_9_then_resume_gives_the_same_table(sequential, tmp_path) -> None:
+def test_sigterm_then_kill_9_then_resume_gives_the_same_table(sequential, tmp_path) -> None:
     out = tmp_path / "killed"
     proc = _start(out)
-    done = _wait_for_marks(proc, out / "experiments", 3)
+    assert _wait_for_marks(proc, out / "experiments", 2), "reproduce ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait()
+    stopped = json.loads((out / "sessions.json").read_text())[0]
+    assert stopped["interrupted"] and stopped["ended"] and stopped["wall_seconds"] > 0  # SIGTERM: its end is known
+    proc = _start(out, "--resume")
+    done = _wait_for_marks(proc, out / "experiments", 4)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert done, "reproduce ended before it could be killed"
@@ -66,9 +73,11 @@ def test_kill_9_then_resume_gives_the_same_table(sequential, tmp_path) -> None:
     table = [(f / "reproduction.md").read_text().split("\n", 3)[3] for f in (out, sequential)]
     assert table[0] == table[1]  # the same table below the run note (whose seconds differ)
     record = json.loads((out / "reproduction.json").read_text())
-    killed, resumed = record["sessions"]  # the header's wall time counts the session that finished
-    assert killed["ended"] is None and resumed["wall_seconds"] == record["wall_seconds"] > 0
-    assert "over 1 finished session(s) of 2" in (out / "reproduction.md").read_text()
+    first, killed, resumed = record["sessions"]  # the header's wall time counts the sessions with an end
+    assert killed["ended"] is None and resumed["wall_seconds"] > 0
+    assert record["wall_seconds"] == pytest.approx(first["wall_seconds"] + resumed["wall_seconds"], abs=0.11)
+    note = "over 3 session(s) (1 stopped and resumed; 1 killed with no recorded end, not counted)"
+    assert note in (out / "reproduction.md").read_text()
 
 
 def test_resume_refuses_other_settings_and_a_missing_run(sequential, tmp_path, capsys) -> None:
