@@ -277,7 +277,7 @@ def main() -> int:
     ap.add_argument("--interleaved", action="store_true", help="SmolLM2 sdpa and scan alternated in one process")
     ap.add_argument("--windows", type=int, default=1, help="--interleaved: windows per scan session (default 1)")
     ap.add_argument("--modes", nargs="*", default=["full", "chunked"], choices=("full", "chunked"),
-                    help="--interleaved: the other stats= paths timed beside the default (default: full chunked)")
+                    help="--interleaved: other stats= paths timed beside the default (full chunked)")  # fmt: skip
     args = ap.parse_args()
     if args.interleaved:
         rows = smollm2_interleaved(args.tokens, args.repeats, args.threads, args.windows, tuple(args.modes))

@@ -87,7 +87,7 @@ def _run_note(record: dict) -> str:
 
 
 def _sessions_note(sessions: list[dict]) -> str:
-    """"over N sessions (…)": how many were stopped and resumed, and how many have no recorded end (kill -9)."""
+    """The "over N sessions (…)" text: how many were stopped and resumed, how many have no end (kill -9)."""
     stopped = sum(1 for x in sessions if x.get("interrupted"))
     unknown = sum(1 for x in sessions if x.get("wall_seconds") is None)
     parts = [f"{stopped} stopped and resumed"] if stopped else []
