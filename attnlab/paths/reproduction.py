@@ -208,8 +208,11 @@ def combine_adjudication(parts: list[dict], configs: tuple[str, ...] = ("C1", "C
 
 
 def p_b4(runs: dict) -> dict:
-    """B4: the adjudication's gates and verdict, over its four experiments."""
-    return combine_adjudication([runs[n].numbers for n in ADJUDICATION])
+    """B4: the adjudication's gates and verdict, over its four experiments, and their cost against §10.10's budget
+    (hours_on_2_cores: the experiments' one-thread seconds, the gate's included, split over two cores)."""
+    out = combine_adjudication([runs[n].numbers for n in ADJUDICATION])
+    work = sum(float(runs[n].seconds.get("", math.nan)) for n in ADJUDICATION)
+    return out | {"protocol_seconds": work, "hours_on_2_cores": work / 2 / 3600}
 
 
 def p_sc_h1(runs: dict) -> dict:

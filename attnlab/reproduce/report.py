@@ -74,6 +74,9 @@ def _run_note(record: dict) -> str:
         workers = sorted({x.get("workers", 1) for x in sessions})
         note += (f" Finished {record['finished']} on {record['machine']}; wall time {record['wall_seconds']:.0f} s "
                  f"{_sessions_note(sessions)}, --workers {'/'.join(map(str, workers))}.")  # fmt: skip
+    if record.get("tabled") and not record.get("partial"):
+        note += (f" This table was written {record['tabled']} by `attnlab reproduce --table-only` from the run's "
+                 "saved experiments, with the targets' code of that day.")  # fmt: skip
     if record.get("updated"):
         added = record["updated"]
         secs = sum(record["experiments"][n]["seconds"] for n in added)
@@ -92,6 +95,8 @@ def _sessions_note(sessions: list[dict]) -> str:
     unknown = sum(1 for x in sessions if x.get("wall_seconds") is None)
     parts = [f"{stopped} stopped and resumed"] if stopped else []
     parts += [f"{unknown} killed with no recorded end, not counted"] if unknown else []
+    recovered = sum(1 for x in sessions if x.get("recovered"))
+    parts += [f"{recovered} with times recovered from their logs, each saying how"] if recovered else []
     return f"over {len(sessions)} session(s)" + (f" ({'; '.join(parts)})" if parts else "")
 
 

@@ -291,7 +291,9 @@ RUNNERS: dict[str, tuple[type, Callable[..., RunResult]]] = {"reproduce": (Repro
 def table_so_far(folder: str | Path, docs: str | Path | None = None) -> dict:
     """The table of the reproduce run in `folder` from the experiments that have ended so far, while it runs or
     after a kill (nothing runs, and the run folder is not written): a row whose experiments have not ended reads
-    "not run yet". Returns the record; with `docs`, exported there as `reproduce --docs` does (marked partial)."""
+    "not run yet". Returns the record; with `docs`, exported there as `reproduce --docs` does (marked partial while
+    an experiment has not ended). On a finished run it is the table of the current targets' code over the saved
+    experiments (a measure or threshold changed since), dated by the run's end."""
     import datetime as dt
 
     from attnlab.configs import config_from_dict
@@ -309,12 +311,14 @@ def table_so_far(folder: str | Path, docs: str | Path | None = None) -> dict:
     pending = tuple(n for n in names if n not in ended)
     rows = [evaluate(t, done, log, config.profile, config.device, pending) for t in targets]
     sessions = read_json(folder / SESSIONS, "reproduce sessions") if (folder / SESSIONS).is_file() else []
+    ended_at = sessions[-1]["ended"] if sessions and not pending else None  # a finished run: when it ended
     record: dict[str, Any] = {
         "profile": config.profile, "studies": list(config.studies),
         "seconds": round(sum(v["seconds"] for v in log.values()), 1),
         "wall_seconds": round(sum(x["wall_seconds"] or 0.0 for x in sessions), 1),
-        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine(),
-        "sessions": sessions, "experiments": log, "partial": True, "pending": list(pending),
+        "finished": ended_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine(),
+        "sessions": sessions, "experiments": log, "partial": bool(pending), "pending": list(pending),
+        "tabled": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "started": read_json(folder / "manifest.json", "run manifest").get("created"),
         "counts": report.counts(rows), "rows": rows,
     }  # fmt: skip

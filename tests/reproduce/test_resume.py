@@ -143,3 +143,19 @@ def test_table_only_reads_the_ended_experiments_and_writes_nothing_in_the_run(se
     assert "**Partial: the run has not finished**" in (docs / "reproduction.md").read_text()
     assert main(["reproduce", "--table-only", "--out", str(out / "runs" / "cons_full" / "constant")]) == 1
     assert "not a `reproduce` run" in capsys.readouterr().err
+
+
+def test_table_only_on_a_finished_run_gives_its_table_and_writes_nothing(sequential) -> None:
+    """`--table-only` on a finished run: the saved table again (re-evaluated from the saved experiments), dated by the
+    run's end, not marked partial, and the run folder untouched."""
+    from attnlab.reproduce.report import _run_note
+    from attnlab.reproduce.run import table_so_far
+
+    before = {p: p.read_bytes() for p in sequential.rglob("*") if p.is_file()}
+    record = table_so_far(sequential)
+    saved = json.loads((sequential / "reproduction.json").read_text())
+    assert not record["partial"] and record["pending"] == [] and record["finished"] == saved["finished"]
+    assert record["rows"] == saved["rows"] and record["counts"] == saved["counts"]
+    note = _run_note(record)
+    assert note.startswith("Profile `tiny`") and "Finished" in note and "by `attnlab reproduce --table-only`" in note
+    assert {p: p.read_bytes() for p in sequential.rglob("*") if p.is_file()} == before

@@ -186,16 +186,21 @@ def test_adjudication_verdict_and_the_s_filter():
              "points_failing_ess_400": 1.0, "points_counted_s_0.10": 8.0, "draws_doubled_points": 1.0,
              "rhat_max": 1.005, "ess_bulk_min": 390.0, "seconds": 10.0} for c in ("C1", "C2", "C3")]  # fmt: skip
     gate = {"gate1_max_diff_over_mcse": 1.2, "gate1_samplers_converged": 1.0, "gate1_full_vs_collapsed_run": 1.0}
-    outcomes = {n: Outcome(numbers=p) for n, p in zip(paths_checks.ADJUDICATION, [*parts, gate])}
+    cost = dict(zip(paths_checks.ADJUDICATION, (1800.0, 1800.0, 3000.0, 600.0)))  # one-thread seconds
+    outcomes = {n: Outcome(numbers=p, seconds={"": cost[n]}) for n, p in zip(paths_checks.ADJUDICATION, [*parts, gate])}
     b4 = _row("B4").measure(outcomes)
     assert b4["winner"] == "chain" and b4["decided"] == 1 and b4["points"] == 24 and b4["points_failing_ess_400"] == 3
+    assert b4["hours_on_2_cores"] == pytest.approx(7200 / 2 / 3600)  # the gate's seconds count too
     assert {c.text(): c.passes(b4[c.key]) for c in _row("B4").checks} == {
         "points_failing_rhat_1.01 <= 0": True,
         "points_failing_ess_400 <= 0": False,
         "gate1_full_vs_collapsed_run >= 1": True,
         "gate1_max_diff_over_mcse < 3": True,
-        "decided >= 1": True,
+        "hours_on_2_cores <= 1": True,
     }
+    assert [c.passes(b4[c.key]) for c in _row("B4 (decided)").checks] == [True]
+    slow = {n: Outcome(numbers=o.numbers, seconds={"": 2 * cost[n]}) for n, o in outcomes.items()}
+    assert not _row("B4").checks[-1].passes(_row("B4").measure(slow)["hours_on_2_cores"])  # 2 h: over budget
     h1 = _row("SC-H1").measure(outcomes)
     assert h1["simple_max_a_over_se_H1"] > 5 and h1["simple_rejected_C1"] == 1
     assert not any(c.passes(h1[c.key]) for c in _row("SC-H1").checks)
@@ -208,9 +213,10 @@ def test_b4_and_sc_h1_run_at_the_full_profile_only():
         assert name in FULL_SIZES and name not in QUICK_SIZES | TINY_SIZES
         size = FULL_SIZES[name]
         assert (size["warmup"], size["draws"], size["n_leapfrog"], size["doublings"]) == (1000, 2000, 16, 2)  # §10.4
-    for tid in ("B4", "SC-H1"):
+    for tid in ("B4", "B4 (decided)", "SC-H1"):
         t = _row(tid)
-        assert t.needs == paths_checks.ADJUDICATION and not t.not_run and t.recorded is not None
+        assert t.needs == paths_checks.ADJUDICATION and not t.not_run
+        assert (t.recorded is not None) == (tid != "B4 (decided)")  # the hand run's numbers stand in at quick
 
 
 @pytest.mark.slow
@@ -223,4 +229,4 @@ def test_adjudication_runs_end_to_end_on_a_reduced_grid():
     assert gate["gate1_full_vs_collapsed_run"] == 1 and np.isfinite(gate["gate1_max_diff_over_mcse"])
     b4 = r.combine_adjudication([c1, gate], ("C1",))
     assert b4["points"] == 3 and b4["winner"] in ("chain", "simple", "undecided")
-    assert set(b4) >= {c.key for c in _row("B4").checks}
+    assert set(b4) >= {c.key for c in _row("B4").checks} - {"hours_on_2_cores"}  # p_b4 adds it from the seconds
