@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run the specs' reproduction targets and compute each verdict (met / missed / not run)",
         description="Runs the study runs behind each pre-registered target of the specs, evaluates every "
         "threshold in code and writes reproduction.json, reproduction.md and report.html (one row per target). "
-        "Profiles: tiny (about a minute, machinery only), quick (about 15 minutes on 2 free cores), "
+        "Profiles: tiny (about a minute, machinery only), quick (about 5 minutes with --workers 2 on 2 free cores), "
         "full (paper-scale settings, hours).",
     )
     p.add_argument("studies", nargs="*", metavar="STUDY",
