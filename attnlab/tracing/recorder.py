@@ -19,7 +19,6 @@ computed from q and k directly (O(T·d_h)). Both paths fill the same accumulator
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,49 +34,13 @@ MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer
 MAX_MASSIVE_ENTRIES = 64  # keep the largest this many entries per residual stream
 
 
-NARROW = 0.03  # `lower_median` narrows a bracket holding more than this share of the values
-
-
-def _sample_bracket(rank: float, spread: float, m: int) -> tuple[int, int]:
-    """Sample ranks (i0, i1) about 4 binomial standard deviations (2·√spread + 2) either side of `rank`, in 0..m−1."""
-    margin = 2.0 * math.sqrt(spread) + 2.0
-    return max(0, int(rank - margin)), min(m - 1, int(rank + margin) + 1)
-
-
 def lower_median(values: np.ndarray) -> float:
-    """Element (n−1)//2 of the sorted 1-D array `values` (torch.median's lower-middle convention), exactly.
-
-    Written here because np.partition (the fastest library selection) still moves every element, ~1 ms for a
-    [512, 576] residual stream, and the scan takes one per layer and window. Instead: bracket the rank with order
-    statistics of a sorted strided sample (stride 61, coprime with usual widths, so every coordinate is sampled)
-    and count the values below and inside the bracket (comparison passes); where it holds more than `NARROW` of
-    the values (small streams: the sample is small), narrow it once more from the sample points inside it and
-    exact counts; then partition only the values inside the narrowest bracket that holds the rank (~1 %:
-    gathering 6 % of the values costs 4× more). If no bracket
-    holds the rank, the full partition answers; either way the result is the exact order statistic."""
-    n = values.size
-    k = (n - 1) // 2
-    if n < 8192:
-        return float(np.partition(values, k)[k])
-    sample = values[::61]
-    m = sample.size
-    i0, i1 = _sample_bracket(k * m / n, m, m)
-    part = np.partition(sample, (i0, i1))  # part[i0..i1]: the sample points with those ranks
-    lo, hi = part[i0], part[i1]
-    below = int(np.count_nonzero(values < lo))
-    keep = (values >= lo) & (values <= hi)
-    n_in = int(np.count_nonzero(keep))
-    if not below <= k < below + n_in:
-        return float(np.partition(values, k)[k])
-    if n_in > NARROW * n:  # the sample points inside the bracket place the rank more closely
-        j0, j1 = _sample_bracket((k - below) / n_in * (i1 - i0), i1 - i0, i1 - i0 + 1)
-        inner = np.partition(part[i0 : i1 + 1], (j0, j1))
-        lo2, hi2 = inner[j0], inner[j1]
-        below2 = int(np.count_nonzero(values < lo2))
-        if below2 <= k < n - int(np.count_nonzero(values > hi2)):
-            keep, below = (values >= lo2) & (values <= hi2), below2
-    inside = values[keep]
-    return float(np.partition(inside, k - below)[k - below])
+    """Element (n−1)//2 of the sorted 1-D array `values` (torch.median's lower-middle convention), exactly:
+    numpy's introselect (`np.partition`), 0.36 ms for a [512, 576] SmolLM2 residual stream at 2 threads on this
+    project's machine, against 2.7 ms for `torch.median` and 5.1 ms for `torch.kthvalue` (quiet machine,
+    2026-12-02; it also beat the bracketed selection this function used to hand-write, 0.65 ms)."""
+    k = (values.size - 1) // 2
+    return float(np.partition(values, k)[k])
 
 
 class TraceRecorder:
@@ -422,8 +385,8 @@ class TraceRecorder:
         """hidden: [B,T,d] residual stream; index 0 = after the embedding, l+1 = after block l.
 
         The token norms run in the input's precision (one fused `vector_norm` reduction) and the sums are float64;
-        |x|, its median (`lower_median`, torch.median's lower-middle convention), its maximum (the first one, as
-        torch.argmax) and the massive entries are found by numpy's vectorised single passes over one array of |x|
+        |x| is one torch pass; its median (`lower_median`, torch.median's lower-middle convention), its maximum (the
+        first one, as torch.argmax) and the massive entries are found by numpy's vectorised passes over that array
         (torch's argmax and top-k on a [B,T,d] stream cost 10-40× more). All are order statistics, so exact.
         """
         x = hidden.detach().cpu()
@@ -433,7 +396,7 @@ class TraceRecorder:
         self.resid_sum[index] += torch.linalg.vector_norm(x, dim=-1).double().sum(0)
         self.resid_count[index] += B
         flat_x = x.reshape(-1).numpy()
-        ax = np.abs(flat_x)
+        ax = x.abs().reshape(-1).numpy()  # torch's abs runs on the intra-op threads (numpy's on one)
         med = lower_median(ax)
         self.median_sum[index] += med
         self.median_count[index] += 1
