@@ -161,7 +161,7 @@ def paths_units(seed: int, size: dict) -> dict:
     return {**_paths_t1_t3(), **_paths_t4_t7(), **_paths_t8_t9()}
 
 
-def _ar1_chains(rho: float, n: int, chains: int, seed: int) -> Any:
+def ar1_chains(rho: float, n: int, chains: int, seed: int) -> Any:
     """[chains, n] stationary AR(1) chains with coefficient `rho` and unit innovations."""
 
     rng = np.random.default_rng(seed)
@@ -179,10 +179,10 @@ def _diagnostics() -> dict:
 
     err = 0.0
     for rho in (0.0, 0.5, 0.9):
-        x = _ar1_chains(rho, 4000, 4, 1)
+        x = ar1_chains(rho, 4000, 4, 1)
         expect = x.size * (1 - rho) / (1 + rho)
         err = max(err, abs(ess(x) - expect) / expect, abs(ess_bulk(x) - expect) / expect)
-    x = _ar1_chains(0.5, 1000, 4, 2)
+    x = ar1_chains(0.5, 1000, 4, 2)
     x[0] += 2.0
     return {"T12_ess_max_rel_err": float(err), "T12_rhat_shifted": float(rhat(x))}
 

@@ -1,23 +1,13 @@
 """Sampler and diagnostics (spec §7; tests T12, T13, T14, T17)."""
 
-import math
-
 import numpy as np
 import pytest
 import torch
 
+from attnlab.paths.computations import ar1_chains as _ar1  # T12's chains, as the reproduce row draws them
 from attnlab.paths.sampling.diagnostics import ess, ess_bulk, rhat, summarize
 from attnlab.paths.sampling.sampler import CollapsedTarget, sample_chains
 from tests.paths.conftest import tiny
-
-
-def _ar1(rho, n, C, seed):
-    rng = np.random.default_rng(seed)
-    x = np.zeros((C, n))
-    x[:, 0] = rng.standard_normal(C) / math.sqrt(1 - rho**2)
-    for t in range(1, n):
-        x[:, t] = rho * x[:, t - 1] + rng.standard_normal(C)
-    return x
 
 
 def test_ess_of_ar1_and_rhat_of_shifted_chains():  # T12
