@@ -300,7 +300,9 @@ def test_next_token_nll_in_row_chunks_equals_the_full_log_softmax():
         assert torch.allclose(next_token_nll(logits, ids, rows=rows).double(), expected, rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("case", ["scaled", "ties", "constant", "small", "outliers"])
+@pytest.mark.parametrize(
+    "case", ["scaled", "ties", "constant", "small", "outliers", "inf-nan", "negative", "float64", "one-bucket", "boundary"]
+)
 def test_lower_median_is_the_exact_order_statistic(case):
     from attnlab.tracing.recorder import lower_median
 
@@ -313,7 +315,21 @@ def test_lower_median_is_the_exact_order_statistic(case):
         x = np.zeros(50_000, dtype=np.float32)
     elif case == "small":
         x = rng.random(101).astype(np.float32)
+    elif case == "inf-nan":  # inf and NaN sort last, as numpy sorts them
+        x = np.abs(rng.standard_normal(30_001)).astype(np.float32)
+        x[:9000:3], x[1:12000:3] = np.inf, np.nan
+    elif case == "negative":  # not |x|: the radix step must not be taken (negative bit patterns sort backwards)
+        x = rng.standard_normal(40_000).astype(np.float32)
+        x[:50] = -0.0
+    elif case == "float64":
+        x = np.abs(rng.standard_normal(20_000))
+    elif case == "one-bucket":  # every entry in the median's bucket, and the median bucket the first and last
+        x = (1.0 + rng.random(70_001) * 2**-6).astype(np.float32)
+    elif case == "boundary":  # a bucket ends exactly at element (n−1)//2 − 1: the median is the next bucket's first
+        x = rng.permutation(np.repeat(np.array([1.0, 4.0], dtype=np.float32), [5000, 5001]))
     else:
         x = np.abs(rng.standard_normal(60_001)).astype(np.float32)
         x[::997] = 1e4
-    assert lower_median(x) == float(np.sort(x)[(x.size - 1) // 2])
+    expected = np.sort(x)[(x.size - 1) // 2]
+    got = lower_median(x)
+    assert got == float(expected) or (np.isnan(got) and np.isnan(expected))

@@ -54,12 +54,12 @@ def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tupl
     via running sums of keys (fp32; rest = 0 at i < 2). Spec extreme-tokens §5.
 
     key [B,H_kv,T,d_h] stays grouped: query head h = g·(H/H_kv) + r reads KV head g (the running sum is taken
-    once per KV head); s0 is one batched matrix-vector product."""
+    once per KV head); s0 is one broadcast product and row sum."""
     B, H, T, D = query.shape
     Hkv = key.shape[1]
     q = query.float().view(B, Hkv, H // Hkv, T, D)
     k = key.float()
-    s0 = torch.matmul(q, k[:, :, None, :1, :].transpose(-1, -2)).squeeze(-1).mul_(scaling)  # [B,H_kv,G,T]
+    s0 = (q * k[:, :, None, :1, :]).sum(-1).mul_(scaling)  # [B,H_kv,G,T]; 2× a batched GEMV at SmolLM2's shapes
     rest = torch.zeros(B, Hkv, H // Hkv, T, dtype=torch.float32, device=q.device)
     if T > 2:
         ksum = torch.cumsum(k[:, :, 1 : T - 1], dim=2).unsqueeze(2)  # Σ_{j=1}^{i−1} k_j, i = 2..T−1: [B,H_kv,1,T−2,d]
@@ -252,13 +252,13 @@ def value_gram(w_heads: torch.Tensor, n_kv: int) -> torch.Tensor:
 
 def _value_norms(value: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
     """[B,T,H] ‖W_O^h v_{g(h),i}‖ = sqrt(vᵀ G_h v) from value [B,H_kv,T,d_h] and `value_gram` [H_kv,d_h,G·d_h]: one
-    GEMM per KV head for its G query heads, then one batched matrix-vector product per token with v itself
+    GEMM per KV head for its G query heads, then each token's row dot product with v itself
     (g(h) = h ÷ G; no copy of v per query head)."""
     B, Hkv, T, D = value.shape
     G = grams.shape[-1] // D
     v = value.float()
     y = torch.matmul(v, grams.to(v.device)).view(B, Hkv, T, G, D)  # (G_h v)ᵀ
-    vn2 = torch.matmul(y, v.unsqueeze(-1)).squeeze(-1)  # [B,H_kv,T,G]
+    vn2 = (y * v.unsqueeze(3)).sum(-1)  # [B,H_kv,T,G]: a product and row sum, 0.75× the B·H_kv·T batched GEMVs
     return vn2.clamp_min(0).sqrt().transpose(1, 2).reshape(B, T, Hkv * G)
 
 
