@@ -301,7 +301,8 @@ def test_next_token_nll_in_row_chunks_equals_the_full_log_softmax():
 
 
 @pytest.mark.parametrize(
-    "case", ["scaled", "ties", "constant", "small", "outliers", "inf-nan", "negative", "float64", "one-bucket", "boundary"]
+    "case",
+    ["scaled", "ties", "constant", "small", "outliers", "inf-nan", "negative", "float64", "one-bucket", "boundary"],
 )
 def test_lower_median_is_the_exact_order_statistic(case):
     from attnlab.tracing.recorder import lower_median
