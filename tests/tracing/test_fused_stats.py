@@ -55,3 +55,38 @@ def test_key_columns_on_grouped_heads_equal_the_softmax():
     s = q.double() @ k.double().repeat_interleave(2, dim=1).transpose(-1, -2) * 0.25
     A = torch.softmax(s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")), dim=-1)
     torch.testing.assert_close(got.double(), A[..., keys], rtol=1e-5, atol=1e-6)
+
+
+def _softmax_columns(q, k, mask, scale, sink=None):
+    """Σ_i A_ij in float64 from the full score matrix (mask [T,T] bool, True = visible; sink [H] logits)."""
+    s = q.double() @ k.double().repeat_interleave(q.shape[1] // k.shape[1], dim=1).transpose(-1, -2) * scale
+    s = s.masked_fill(~mask, float("-inf"))
+    if sink is not None:
+        s = torch.cat([s, sink.double().view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], dim=-1)
+    A = torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0)[..., : q.shape[2]]
+    return A.sum(2)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_column_sums_by_the_swapped_call_equal_the_softmax_columns(masked):
+    """`column_sums` (queries and keys swapped, one fused call) against float64 column sums, on grouped heads,
+    with a boolean mask that hides a whole query row and a whole key column, and with a learned sink."""
+    from attnlab.tracing.adapters.hf_fused import column_sums
+
+    T, scale = 37, 0.3
+    q, k = _grouped(2, 6, 2, T, 16, seed=4)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    if masked:
+        mask &= torch.ones(T, T, dtype=torch.bool).triu(-9)  # a sliding window of 10
+        mask[5, :] = False  # a query that sees nothing
+        mask[:, 11] = False  # a key nobody sees
+    bool_mask = mask.view(1, 1, T, T) if masked else None
+    add = None if bool_mask is None else torch.zeros(1, 1, T, T).masked_fill(~bool_mask, float("-inf"))
+    _, lse = fused_kernel(q, k, k, add, scale)
+    got = column_sums(q, k, lse, bool_mask, scale)
+    torch.testing.assert_close(got.double(), _softmax_columns(q, k, mask, scale), rtol=1e-5, atol=1e-6)
+    sink = torch.linspace(-1.0, 3.0, 6)
+    lse_sink = torch.logaddexp(lse, sink.view(1, 6, 1))
+    got = column_sums(q, k, lse_sink, bool_mask, scale)
+    want = _softmax_columns(q, k, mask, scale, sink)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
