@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attnlab-installed
 
-.PHONY: demo test test-fast setup bench clean browser reproduce reproduce-full lock
+.PHONY: demo test test-fast setup bench clean browser reproduce reproduce-full lock gpu-wheels
 
 # Every install goes through the lock, constraints.txt (exact versions of everything); pyproject.toml keeps ranges.
 LOCK := constraints.txt
@@ -57,6 +57,13 @@ DEVICE ?= cpu
 reproduce-full: $(STAMP)
 	if [ -f runs/reproduce-full/config.json ]; then RESUME=--resume; else RESUME=; fi; \
 	$(BIN)/attnlab reproduce --profile full --workers $(WORKERS) --device $(DEVICE) --out runs/reproduce-full $$RESUME --docs docs
+
+# The wheels benchmarks/gpu_check.sh installs on the GPU machine, which reaches no registry (plotly, for the reports'
+# interactive views; the machine's Python 3.12 has the rest): downloaded here at the lock's version, not committed.
+gpu-wheels:
+	mkdir -p benchmarks/wheels && $(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+	  --implementation cp --platform manylinux2014_x86_64 -d benchmarks/wheels \
+	  "plotly==$$(sed -n 's/^plotly==//p' $(LOCK))"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# benchmarks/gpu_check.sh [--dry-run]: issue 22's checks on the GPU machine, in one go (under 8 minutes there).
+# benchmarks/gpu_check.sh [--dry-run] [--pack]: issue 22's checks on the GPU machine, in one go (under 8 minutes there).
 #
 # Everything goes under $OUT (a temporary folder when unset): gpu_check.log, env.json, gpu_tests.txt/.xml (the
 # tests marked `gpu`: CUDA vs CPU agreement and determinism of bb train, series train, consensus simulate, phase and
@@ -9,15 +9,26 @@
 #
 # attnlab runs from PYTHONPATH=. under the machine's own torch. ray, plotly and gguf are not needed: nothing here
 # imports them (sweeps and Ray-parallel runs are skipped); without plotly the reports are written with a stub
-# plotly.min.js (attnlab.report: they open without their interactive views). Small wheels that the machine lacks
-# (e.g. matplotlib) are installed from benchmarks/wheels/ with --no-index when that folder is there.
+# plotly.min.js (attnlab.report: they open without their interactive views). Wheels that the machine lacks (plotly;
+# any of the others) are installed from benchmarks/wheels/ with --no-index when that folder is there: `make
+# gpu-wheels` fills it here (plotly at the lock's version, 9.7 MB), and the device call carries it.
+#
+# --pack: at the end, everything under $OUT goes into $OUT/gpu_check.tar.gz and only a few summary files stay beside
+# it (gpu_check.log, env.json, timings.json, gpu_tests.xml, reproduction_short.json, reproduction_long.json): the
+# device tool brings back at most 8 files, none deeper than two folders.
 #
 # --dry-run: the same steps on the CPU at tiny sizes (tiny profile, R3 and R4: bb training runs), in about a minute; the
 # tests marked `gpu` skip there. tests/core/test_gpu_check.py runs it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DRY=0
-[[ "${1:-}" == "--dry-run" ]] && DRY=1
+DRY=0 PACK=0
+for arg in "$@"; do
+  case $arg in
+  --dry-run) DRY=1 ;;
+  --pack) PACK=1 ;;
+  *) echo "gpu_check.sh: unknown argument $arg (use --dry-run, --pack)" >&2; exit 2 ;;
+  esac
+done
 OUT=${OUT:-$(mktemp -d)}
 PY=${PYTHON:-python3}
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} MPLBACKEND=Agg TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
@@ -41,7 +52,7 @@ if u.find_spec(m) is None))')
 log "modules missing here: ${missing:-none}"
 if [[ -d benchmarks/wheels ]]; then
   for m in $missing; do
-    case $m in ray | gguf | plotly) ;;  # not needed: skipped / stubbed
+    case $m in ray | gguf) ;;  # not needed: Ray-parallel runs are skipped, SmolLM2's GGUF stays behind
     *) $PY -m pip install -q --no-index --no-deps --find-links benchmarks/wheels "$m" >>"$OUT/gpu_check.log" 2>&1 \
          || log "could not install $m from benchmarks/wheels" ;;
     esac
@@ -72,5 +83,15 @@ step reproduce_short "${LIMITS[2]}" $PY -m attnlab reproduce bb --profile "$PROF
   --device "$DEVICE" --threads 0 --out "$OUT/runs/reproduce/short"
 step reproduce_long "${LIMITS[3]}" $PY -m attnlab reproduce bb --profile "$PROFILE" --targets "$LONG" \
   --device "$DEVICE" --threads 0 --out "$OUT/runs/reproduce/long"
+for part in short long; do
+  [[ -f "$OUT/runs/reproduce/$part/reproduction.json" ]] && cp "$OUT/runs/reproduce/$part/reproduction.json" \
+    "$OUT/reproduction_$part.json"
+done
 log "done: status $STATUS (0: every step exited 0); results in $OUT"
+if [[ $PACK -eq 1 ]]; then  # checkpoints stay out (tens of MB at paper scale); metrics, configs and figures go in
+  ARCHIVE=$(mktemp --suffix=.tar.gz)
+  tar czf "$ARCHIVE" -C "$OUT" --exclude='*.safetensors' . && mv "$ARCHIVE" "$OUT/gpu_check.tar.gz" &&
+    find "$OUT" -mindepth 1 -maxdepth 1 ! -name gpu_check.tar.gz ! -name gpu_check.log ! -name env.json \
+      ! -name timings.json ! -name gpu_tests.xml ! -name 'reproduction_*.json' -exec rm -rf {} +
+fi
 exit $STATUS

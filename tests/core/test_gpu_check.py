@@ -1,4 +1,5 @@
-"""benchmarks/gpu_check.sh --dry-run: the GPU machine's script on the CPU at tiny sizes, end to end."""
+"""benchmarks/gpu_check.sh --dry-run --pack: the GPU machine's script on the CPU at tiny sizes, end to end, packed
+as the device tool brings files back (at most 8, none deeper than two folders)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -15,11 +17,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_gpu_check_dry_run(tmp_path):
-    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "PYTHONPATH": ""}
-    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"], env=env,
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "PYTHONPATH": ""}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run", "--pack"], env=env,
                           capture_output=True, text=True, timeout=900)  # fmt: skip
-    log = (tmp_path / "gpu_check.log").read_text()
+    log = (out / "gpu_check.log").read_text()
     assert proc.returncode == 0, log + proc.stdout[-2000:] + proc.stderr[-2000:]
+    kept = sorted(p.name for p in out.iterdir())
+    assert all(p.is_file() for p in out.iterdir()) and len(kept) <= 8, kept
+    assert {"gpu_check.tar.gz", "timings.json", "reproduction_short.json", "reproduction_long.json"} <= set(kept)
+    with tarfile.open(out / "gpu_check.tar.gz") as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    tmp_path = tmp_path / "unpacked"
     for step in ("gpu_tests", "timings", "reproduce_short", "reproduce_long"):
         assert f"end {step}: exit 0" in log, log
     assert "skipped" in (tmp_path / "gpu_tests.txt").read_text()  # no CUDA here: the gpu tests skip
@@ -29,3 +39,4 @@ def test_gpu_check_dry_run(tmp_path):
         record = json.loads((tmp_path / "runs" / "reproduce" / part / "reproduction.json").read_text())
         assert record["profile"] == "tiny" and record["rows"]
         assert json.loads((tmp_path / "runs" / "reproduce" / part / "manifest.json").read_text())["device"] == "cpu"
+        assert json.loads((out / f"reproduction_{part}.json").read_text()) == record
