@@ -1,6 +1,7 @@
 """Issue 22 on the CPU: the `device` field of every computing command, its one-line refusals (no CUDA, a command
 that computes on the cpu only, a size over the GPU's memory), the manifest record, the sweep's GPU reservation,
-and the phase diagram's GPU loop agreeing with the CPU loop (run here on the CPU)."""
+the phase diagram's GPU loop agreeing with the CPU loop (run here on the CPU), and, on torch's `meta` device, that
+each command's hot loop makes its tensors on the device it is given."""
 
 from __future__ import annotations
 
@@ -438,3 +439,94 @@ def test_model_stack_measured_per_pass_gives_the_per_step_results(variant):
     for name, values in step.depth.items():
         assert np.array_equal(values, per_pass.depth[name]), name
     assert np.array_equal(step.top1, per_pass.top1)
+
+
+# --- the trace layer on the requested device ---------------------------------------------------------------------
+class CpuOps:
+    """A dispatch mode that notes every aten op that computes with, or makes, a cpu tensor of one element or more
+    (copies to another device excepted: they are how cpu inputs get there)."""
+
+    COPIES = ("aten._to_copy", "aten.copy_", "aten.lift_fresh")
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        notes = self.ops = []
+        copies = self.COPIES
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                tensors = [t for t in torch.utils._pytree.tree_leaves((args, kwargs, out)) if torch.is_tensor(t)]
+                if not str(func).startswith(copies) and any(t.device.type == "cpu" and t.dim() for t in tensors):
+                    notes.append(str(func))
+                return out
+
+        self.mode = Mode()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "relu"])
+def test_the_traced_forward_and_every_intervention_follow_the_device(monkeypatch, attention):
+    """On torch's meta device, the toy model with every kind of intervention hooked in runs there without a cpu op
+    (the cpu query mask is copied there), and the recorder is handed tensors on that device only (the spy stands in
+    for it: meta tensors hold no data to reduce)."""
+    from attnlab.bb.model import ToyConfig, ToyTransformer
+    from attnlab.tracing.adapters import toy
+    from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
+
+    meta, seen = torch.device("meta"), []
+
+    class Spy:  # the recorder's surface that trace_toy uses
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def begin_batch(self, tokens):
+            seen.append(("tokens", tokens.device))
+
+        def attention(self, layer, pattern, scores):
+            seen.extend([("pattern", pattern.device), ("scores", scores.device)])
+
+        def value_norms(self, layer, norms):
+            seen.append(("values", norms.device))
+
+        def residual(self, index, hidden):
+            seen.append(("residual", hidden.device))
+
+        def result(self):
+            return None
+
+    cfg = ToyConfig(vocab=12, d_model=16, n_layers=2, n_heads=2, d_mlp=32, max_len=8, attn=attention, no_mlp=[1])
+    model = ToyTransformer(cfg).to(meta)
+    queries = torch.zeros(3, 8, dtype=torch.bool)  # a cpu mask, as bb intervene builds it
+    ivs = [ZeroHead(0, 1), MoveToSink(0, 0), MoveToSink(1, 1, queries=queries), ZeroMLP(0), ZeroLayer(1),
+           ZeroDims(0, (3,), (0,))]  # fmt: skip
+    monkeypatch.setattr(toy, "TraceRecorder", Spy)
+    tokens = torch.zeros(3, 8, dtype=torch.long, device=meta)
+    with CpuOps() as cpu:
+        _, logits = toy.trace_toy(model, tokens, interventions=ivs, chunk=3)
+    assert cpu.ops == []
+    assert logits.device == meta and logits.shape == (3, 8, 12)
+    assert {d for _, d in seen} == {meta} and len(seen) == 1 + 2 * 3 + 3  # tokens; per layer 3; residual 0..2
+
+
+def test_the_attention_reductions_follow_the_device():
+    """The recorder's float64 reductions of a whole pattern run on its device (meta here) without a cpu op, every
+    result there, in the shapes the recorder adds up."""
+    from attnlab.tracing.recorder import attention_sums
+
+    meta = torch.device("meta")
+    A = torch.empty(2, 3, 5, 5, dtype=torch.float64, device=meta)
+    i = torch.arange(5, dtype=torch.float64, device=meta)
+    with CpuOps() as cpu:
+        sums, no_scores = attention_sums(A, torch.empty_like(A), i), attention_sums(A, None, i)
+    assert cpu.ops == []
+    shapes = {"col_sum": (3, 5), "key0": (2, 3, 5), "ent_sum": (3,), "ent_count": (3,), "empty": (3,),
+              "s0": (2, 3, 5), "rest": (2, 3, 5)}  # fmt: skip
+    assert {k: tuple(v.shape) for k, v in sums.items()} == shapes
+    assert {v.device for v in sums.values()} == {meta}
+    assert set(no_scores) == set(shapes) - {"s0", "rest"}
