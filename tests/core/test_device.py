@@ -83,7 +83,7 @@ def test_resolve_counts_gpus(monkeypatch):
 
 
 CPU_ONLY = {  # the commands that keep computing on the cpu, and why (their one-line refusal says it)
-    "paths solve": "scipy", "paths sweep": "scipy", "paths prune": "scipy", "bb intervene": "evaluates on the cpu",
+    "paths solve": "scipy", "paths sweep": "scipy", "paths prune": "scipy",
 }  # fmt: skip
 
 
@@ -103,7 +103,7 @@ def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
         assert "\n" not in line and line.startswith(f"--device cuda: {command} ") and "not available" in line
         assert D.resolve("auto", gpu=reason) == torch.device("cpu")
     for command in ("series train", "consensus simulate", "consensus phase", "consensus model", "paths sample",
-                    "bb train"):  # fmt: skip
+                    "bb train", "bb intervene"):  # fmt: skip
         assert getattr(resolve(command)[0], "CPU_ONLY", None) is None, command  # these compute on the device
 
 
@@ -530,3 +530,97 @@ def test_the_attention_reductions_follow_the_device():
     assert {k: tuple(v.shape) for k, v in sums.items()} == shapes
     assert {v.device for v in sums.values()} == {meta}
     assert set(no_scores) == set(shapes) - {"s0", "rest"}
+
+
+# --- bb intervene on the requested device ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bb_run(tmp_path_factory):
+    """A tiny trained BB run with two layers of two heads (every kind of intervention, a layer without an MLP)."""
+    out = tmp_path_factory.mktemp("bb") / "run"
+    argv = ["bb", "train", *TINY_BB, "--layers", "2", "--heads", "2", "--no-mlp", "1", "--out", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+def test_intervene_auto_is_the_cpu_run_bit_for_bit(tmp_path, no_cuda, bb_run):
+    argv = ["bb", "intervene", str(bb_run), "--threads", "1"]
+    assert main([*argv, "--out", str(tmp_path / "cpu")]) == 0
+    assert main([*argv, "--device", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert "device" not in json.loads((tmp_path / "cpu" / "config.json").read_text())
+    assert json.loads((tmp_path / "auto" / "config.json").read_text())["device"] == "auto"
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["device"] == "cpu"
+    rows = (tmp_path / "cpu" / "interventions.json").read_bytes()
+    assert rows == (tmp_path / "auto" / "interventions.json").read_bytes()
+    assert len(json.loads(rows)) == 1 + 2 * 2 * 3 + 1 + 2  # full; per head: zero, move (all, non-trigger); MLP; layers
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
+def test_intervene_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path, no_cuda, bb_run, device):
+    out = tmp_path / "iv"
+    line = _one_line_error(capsys, ["bb", "intervene", str(bb_run), "--device", device, "--out", str(out)])
+    assert f"--device {device}: this machine has no CUDA device" in line
+    assert not out.exists()
+
+
+def test_intervene_refuses_a_size_over_the_gpu_memory(monkeypatch, tmp_path, bb_run):
+    from attnlab.bb import run as bb_run_module
+    from attnlab.bb.config import InterveneConfig, intervene_memory, read_train_config
+
+    cfg = read_train_config(bb_run)
+    estimate = intervene_memory(cfg)
+    assert estimate > 8 * cfg.eval_batch * 2 * cfg.seq_len**2  # at least a layer's float64 pattern
+    monkeypatch.setattr(bb_run_module, "resolve", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(D, "memory_bytes", lambda device: int(estimate / 2))
+    with pytest.raises(InputError, match=r"bb intervene on a run with --eval-batch 8 --seq-len 16 --d-model 16 would "
+                                         r"need about .* GiB on cuda .*; use --device cpu") as exc:  # fmt: skip
+        bb_run_module.intervene(InterveneConfig(str(bb_run)), tmp_path / "iv")
+    assert "\n" not in str(exc.value) and not (tmp_path / "iv").exists()
+    monkeypatch.setattr(D, "memory_bytes", lambda device: int(estimate * 2))
+    assert bb_run_module._intervene_device(InterveneConfig(str(bb_run))) == torch.device("cuda")  # fits
+
+
+def test_intervene_moves_the_model_to_the_resolved_device(monkeypatch, tmp_path, bb_run):
+    """`bb intervene` evaluates the model on the device `resolve` gives (meta here, standing in for a GPU): the
+    evaluation sees the model there; the rows it returns are what the folder gets."""
+    from attnlab.bb import intervention_risks as IR
+    from attnlab.bb import run as bb_run_module
+    from attnlab.bb.config import InterveneConfig
+    from attnlab.bb.experiment import load_run
+
+    cfg, task, model, state = load_run(bb_run)
+    expected = IR.evaluate_interventions(cfg, task, model, int(state["step"]))
+    seen = []
+
+    def spy(cfg_, task_, model_, step):
+        seen.append(next(model_.parameters()).device)
+        return expected
+
+    monkeypatch.setattr(bb_run_module, "resolve", lambda device: torch.device("meta"))
+    monkeypatch.setattr(IR, "evaluate_interventions", spy)
+    path = bb_run_module.intervene(InterveneConfig(str(bb_run)), tmp_path / "iv").path
+    assert seen == [torch.device("meta")]
+    assert json.loads((path / "interventions.json").read_text()) == json.loads(json.dumps(expected))
+
+
+def test_intervene_feeds_the_batch_to_the_models_device(monkeypatch, bb_run):
+    """`evaluate_interventions` copies the cpu-drawn batch to the model's device once, traces every intervention in
+    one chunk there, and computes the same rows from what comes back (the spy traces a cpu copy instead: meta has no
+    data)."""
+    import copy
+
+    from attnlab.bb import intervention_risks as IR
+    from attnlab.bb.experiment import load_run
+
+    cfg, task, model, state = load_run(bb_run)
+    expected = IR.evaluate_interventions(cfg, task, model, 4)
+    cpu_inputs = torch.as_tensor(task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)[:, :-1])
+    real, meta, seen = IR.trace_toy, torch.device("meta"), []
+
+    def spy(model_, tokens, vocab, interventions=(), chunk=256):
+        seen.append((next(model_.parameters()).device, tokens.device, tuple(tokens.shape), chunk))
+        return real(model, cpu_inputs, vocab, interventions=interventions, chunk=chunk)
+
+    monkeypatch.setattr(IR, "trace_toy", spy)
+    monkeypatch.setattr(IR, "first_nonfinite", lambda m: None)  # reads values, which meta lacks
+    assert IR.evaluate_interventions(cfg, task, copy.deepcopy(model).to(meta), 4) == expected
+    assert seen == [(meta, meta, (8, 16), 8)] * len(expected)
