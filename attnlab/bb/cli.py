@@ -61,7 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "interventions.json and report.html into a new run folder.",
     )
     p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
-    add_device_arg(p, "float32 forward passes (cpu only so far: cuda is refused)")
+    add_device_arg(
+        p,
+        "the forward passes run there in float32 (the attention statistics reduced there in float64); the risks "
+        "are computed on the cpu",
+    )
     add_run_args(p, seed=False)
     p.set_defaults(func=cmd_intervene, make_config=intervene_config)
     _register_subspace(cmds)

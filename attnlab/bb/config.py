@@ -13,7 +13,6 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 from attnlab import budget
 from attnlab.device import check_device
@@ -229,6 +228,19 @@ def train_memory(cfg: TrainConfig) -> float:
     return step + 8.0 * cfg.eval_batch * T * V * 2
 
 
+def intervene_memory(cfg: TrainConfig) -> float:
+    """Rough bytes of `bb intervene` on a device: the float32 weights and one evaluation forward of the whole
+    evaluation batch N (one chunk: the query masks are batch-aligned). Per layer, freed before the next: the
+    [N,H,T,T] scores, pattern and moved pattern (float32) and the trace's float64 reductions of them (about five
+    [N,H,T,T] float64 tensors at once); the [N,T,D]/[N,T,d_mlp] streams of a block; the logits [N,T,V] (kept,
+    then concatenated)."""
+    V, T, D, N = _vocab_size(cfg.vocab_chars), cfg.seq_len, cfg.d_model, cfg.eval_batch
+    params = 2 * V * D + T * D + cfg.n_layers * (4 * D * D + 2 * D * cfg.d_mlp)
+    attention = N * cfg.n_heads * T * T * (3 * 4 + 5 * 8)
+    streams = N * T * (10 * D + 2 * cfg.d_mlp) * 4
+    return 4.0 * params + attention + streams + 2 * 4.0 * N * T * V
+
+
 def train_seconds(cfg: TrainConfig) -> float:
     """A lower bound on the training time (`attnlab.budget.min_seconds`; evaluations not counted)."""
     V = _vocab_size(cfg.vocab_chars)
@@ -259,11 +271,11 @@ def resolve_config(preset: str = "cpu", **overrides: object) -> TrainConfig:
 
 @dataclass(frozen=True)
 class InterveneConfig:
-    """`bb intervene`: risks of the final model of the `bb train` run in `run_dir` under each intervention."""
+    """`bb intervene`: risks of the final model of the `bb train` run in `run_dir` under each intervention. On a
+    CUDA `device` the forwards and the attention reductions run there (issue 22); left out of config.json at cpu."""
 
     run_dir: str
     device: str = field(default="cpu", metadata={"omit_if_default": True})
-    CPU_ONLY: ClassVar[str] = "bb intervene evaluates on the cpu (the trace reducer and risks are cpu code; seconds)"
 
     def __post_init__(self) -> None:
         check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")

@@ -11,12 +11,13 @@ from typing import Any
 import torch
 
 from attnlab.bb.config import TrainConfig
-from attnlab.bb.experiment import Evaluator
+from attnlab.bb.experiment import attention_layers
 from attnlab.bb.metrics import bb_metrics
 from attnlab.bb.model import ToyTransformer
 from attnlab.bb.task import BBTask
 from attnlab.bb.training import first_nonfinite
 from attnlab.errors import NumericalError
+from attnlab.tracing.adapters.toy import trace_toy
 from attnlab.tracing.interventions import Intervention, MoveToSink, ZeroHead, ZeroLayer, ZeroMLP
 
 REPORTED = (
@@ -53,28 +54,39 @@ def evaluate_interventions(
 ) -> list[dict]:
     """Rows {intervention, step, risks..., change in risks} for the full model and each intervention.
 
-    Raises `NumericalError` when the weights or the full model's risks are not finite (a diverged run).
+    The forwards run where `model` is (its parameters' device; call inside `attnlab.device.on_device`): the
+    evaluation batch [N,T+1] is drawn on the cpu, as on every device, and its inputs copied there once; each
+    evaluation's trace comes back reduced (`TraceRecorder`) and its logits [N,T,V] in one copy, for the risks
+    (float64 on the cpu, against the numpy oracle). Raises `NumericalError` when the weights or the full model's
+    risks are not finite (a diverged run).
     """
     bad = first_nonfinite(model)
     if bad is not None:
         raise NumericalError(f"the run diverged: parameter {bad} is not finite in the checkpoint of step {step}")
     seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)
-    ev = Evaluator(model, task, seqs)
-    ivs = default_interventions(model, task, ev.inputs) if interventions is None else interventions
+    inputs = torch.as_tensor(seqs[:, :-1])  # [N,T] on the cpu: the query masks are built from it
+    ivs = default_interventions(model, task, inputs) if interventions is None else interventions
+    tokens = inputs.to(next(model.parameters()).device)
+    layers = attention_layers(model)
     rows: list[dict] = []
     for iv in [None, *ivs]:
         # the whole batch in one chunk: query masks are batch-aligned
-        trace, logits = ev.trace(() if iv is None else (iv,), chunk=ev.inputs.shape[0])
-        m = bb_metrics(trace, logits, seqs, task, ev.attn_layers)
-        row: dict[str, Any] = {"intervention": "none (full model)" if iv is None else iv.name, "step": step}
-        row.update({k: m[k] for k in REPORTED})
-        if rows:
-            for k in ("risk_backcopy", "risk_bigram"):
-                row[f"delta_{k}"] = row[k] - rows[0][k]
-        elif not all(math.isfinite(row[k]) for k in ("risk_backcopy", "risk_bigram")):
-            raise NumericalError(
-                f"the run diverged: the full model's risks are not finite at step {step} "
-                f"(backcopy {row['risk_backcopy']}, bigram {row['risk_bigram']})"
-            )
-        rows.append(row)
+        trace, logits = trace_toy(model, tokens, task.V, interventions=() if iv is None else (iv,), chunk=len(tokens))
+        rows.append(_row(iv, step, bb_metrics(trace, logits.cpu(), seqs, task, layers), rows[0] if rows else None))
     return rows
+
+
+def _row(iv: Intervention | None, step: int, metrics: dict, full: dict | None) -> dict:
+    """One row of interventions.json: the REPORTED metrics, and their change from the `full` model's row (None: this
+    is the full model's row, whose risks must be finite)."""
+    row: dict[str, Any] = {"intervention": "none (full model)" if iv is None else iv.name, "step": step}
+    row.update({k: metrics[k] for k in REPORTED})
+    if full is not None:
+        for k in ("risk_backcopy", "risk_bigram"):
+            row[f"delta_{k}"] = row[k] - full[k]
+    elif not all(math.isfinite(row[k]) for k in ("risk_backcopy", "risk_bigram")):
+        raise NumericalError(
+            f"the run diverged: the full model's risks are not finite at step {step} "
+            f"(backcopy {row['risk_backcopy']}, bigram {row['risk_bigram']})"
+        )
+    return row

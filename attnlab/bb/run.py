@@ -149,17 +149,30 @@ def _unchanged(run: RunDir, config: TrainConfig) -> RunResult:
 # --- bb intervene ------------------------------------------------------------------------------------------------
 def intervene(config: InterveneConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """Risks of the final model of `config.run_dir` with each head/MLP/layer zeroed and attention moved to <s>;
-    writes interventions.json and report.html into its own new folder (never into the training run)."""
+    writes interventions.json and report.html into its own new folder (never into the training run). On a CUDA
+    `config.device` the model is moved there and every evaluation forward runs there (`evaluate_interventions`)."""
     from attnlab.bb.intervention_risks import evaluate_interventions
 
     _separate_out(out, config.run_dir)
-    resolve(config.device, gpu=config.CPU_ONLY)  # the risks are evaluated on the cpu: cuda is refused, in one line
+    device = _intervene_device(config)
     cfg, task, model, state = load_run(config.run_dir)
-    rows = evaluate_interventions(cfg, task, model, int(state["step"]))
+    with on_device(device):
+        rows = evaluate_interventions(cfg, task, model.to(device), int(state["step"]))
     with open_run(out, "bb intervene", config, mode=mode, seed=cfg.seed, prefix="bb-intervene") as run:
         run.write_json("interventions.json", rows)
         write_report(run)
     return RunResult(run.path, config, {"step": int(state["step"])}, _tables(interventions=rows))
+
+
+def _intervene_device(config: InterveneConfig) -> torch.device:
+    """The resolved device of `bb intervene`, after refusing (one line) a GPU the evaluation would not fit on."""
+    from attnlab.bb.config import intervene_memory
+
+    device = resolve(config.device)
+    cfg = read_train_config(config.run_dir)
+    what = f"bb intervene on a run with --eval-batch {cfg.eval_batch} --seq-len {cfg.seq_len} --d-model {cfg.d_model}"
+    check_device_memory(intervene_memory(cfg), what, device, "use --device cpu, or a GPU with more free memory")
+    return device
 
 
 def _separate_out(out: str | Path | None, run_dir: str) -> None:

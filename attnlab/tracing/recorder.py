@@ -58,6 +58,35 @@ def lower_median(values: np.ndarray) -> float:
     return float(np.partition(cand, k - below)[k - below])
 
 
+def attention_sums(A: torch.Tensor, S: torch.Tensor | None, i: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The reductions of one layer's whole pattern A [B,H,T,T] (float64, causal) that `TraceRecorder.attention`
+    accumulates, computed on A's device: `col_sum` [H,T] Σ_b Σ_i A_ij; `key0` [B,H,T] A_i0; the row entropy of rows
+    i ≥ 1 (renormalised, divided by log(i+1), empty rows skipped) as `ent_sum`, `ent_count` and `empty` [H]; with
+    the raw scores S [B,H,T,T], `s0` [B,H,T] = s_i0 and `rest` [B,H,T] = mean_{1≤j≤i−1} s_ij. i: [T] float64
+    positions 0..T−1 on A's device."""
+    T = A.shape[-1]
+    zero = torch.zeros((), dtype=A.dtype, device=A.device)
+    rows = A[:, :, 1:, :]  # [B,H,T-1,T]
+    mass = rows.sum(-1)  # [B,H,T-1]
+    nonempty = mass > 0
+    p = rows / mass.clamp_min(1e-300).unsqueeze(-1)
+    ent = -(torch.where(p > 0, p * p.clamp_min(1e-300).log(), zero)).sum(-1)
+    ent = ent / torch.log(i[1:] + 1.0)
+    out = {
+        "col_sum": A.sum(dim=(0, 2)),
+        "key0": A[..., 0],
+        "ent_sum": torch.where(nonempty, ent, zero).sum(dim=(0, 2)),
+        "ent_count": nonempty.to(torch.float64).sum(dim=(0, 2)),
+        "empty": (~nonempty).to(torch.float64).sum(dim=(0, 2)),
+    }
+    if S is not None:
+        # mean over keys 1..i-1 of s_ij: strictly-lower-triangular part excluding column 0.
+        lower = torch.tril(torch.ones(T, T, dtype=torch.bool, device=A.device), diagonal=-1)
+        lower[:, 0] = False
+        out["s0"], out["rest"] = S[..., 0], torch.where(lower, S, zero).sum(-1) / (i - 1).clamp_min(1.0)
+    return out
+
+
 class TraceRecorder:
     """Accumulates the trace of an `n_layers`-layer, `n_heads`-head model on sequences of length `seq_len`.
 
@@ -180,44 +209,36 @@ class TraceRecorder:
     # ------------------------------------------------------------------------------------------------------
     @torch.no_grad()
     def attention(self, layer: int, pattern: torch.Tensor, scores: torch.Tensor | None = None) -> None:
-        """Reduce one layer's attention. pattern, scores: [B,H,T,T] (query, key); causal (A_ij = 0 for j > i)."""
+        """Reduce one layer's attention. pattern, scores: [B,H,T,T] (query, key); causal (A_ij = 0 for j > i).
+
+        The float64 reductions run where the pattern is (a GPU, for a model there: `attention_sums`); only their
+        [B,H,T]-sized results, and the patterns `keep_patterns` names, are copied to the cpu."""
         B, H, T, T2 = pattern.shape
         self._check_rows(layer, 0, (B, H, T, T2))
         if T != self.T:
             raise AttnlabError(f"layer {layer}: pattern shape {tuple(pattern.shape)} is not [B,H,{self.T},{self.T}]")
+        if scores is not None and scores.shape != pattern.shape:
+            raise AttnlabError(f"layer {layer}: scores shape {tuple(scores.shape)} != pattern shape {(B, H, T, T2)}")
         assert self._batch_sink is not None and self._batch_col0 is not None
-        A = pattern.detach().to(torch.float64).cpu()
+        A = pattern.detach().to(torch.float64)
+        S = None if scores is None else scores.detach().to(torch.float64)
+        sums = {name: t.cpu() for name, t in attention_sums(A, S, self._i.to(A.device)).items()}
         self.attn_batches[layer] += 1
-        self.col_sum[layer] += A.sum(dim=(0, 2))  # Σ_b Σ_i A_ij  -> [H,T]
-        key0 = A[..., 0]  # [B,H,T] A_i0
+        self.col_sum[layer] += sums["col_sum"]
+        key0 = sums["key0"]  # [B,H,T] A_i0
         self.key0_sum[layer] += key0.sum(0)
         self._batch_sink[:, layer] = key0[..., 1:].mean(-1)
         self._batch_col0[:, layer] = key0.mean(-1)
         if self._tokens is not None and self.V:
             self._key0_by_token(layer, self._tokens, key0)
-        # Row entropy, normalised by log(i+1), rows i ≥ 1, renormalised, empty rows skipped.
-        rows = A[:, :, 1:, :]  # [B,H,T-1,T]
-        mass = rows.sum(-1)  # [B,H,T-1]
-        nonempty = mass > 0
-        p = rows / mass.clamp_min(1e-300).unsqueeze(-1)
-        ent = -(torch.where(p > 0, p * p.clamp_min(1e-300).log(), torch.zeros(()))).sum(-1)
-        ent = ent / torch.log(self._i[1:] + 1.0)
-        self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros(())).sum(dim=(0, 2))
-        self.ent_count[layer] += nonempty.to(torch.float64).sum(dim=(0, 2))
-        self.empty[layer] += (~nonempty).to(torch.float64).sum(dim=(0, 2))
-        if scores is not None:
-            S = scores.detach().to(torch.float64).cpu()
-            if S.shape != A.shape:
-                raise AttnlabError(f"layer {layer}: scores shape {tuple(S.shape)} != pattern shape {tuple(A.shape)}")
-            # mean over keys 1..i-1 of s_ij: strictly-lower-triangular part excluding column 0.
-            lower = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
-            lower[:, 0] = False
-            denom = (self._i - 1).clamp_min(1.0)
-            rest = torch.where(lower, S, torch.zeros(())).sum(-1) / denom  # [B,H,T]
-            self.logits(layer, S[..., 0], rest)
+        self.ent_sum[layer] += sums["ent_sum"]
+        self.ent_count[layer] += sums["ent_count"]
+        self.empty[layer] += sums["empty"]
+        if S is not None:
+            self.logits(layer, sums["s0"], sums["rest"])
         for h in range(H):
             if (layer, h) in self.keep:
-                self.patterns[f"{layer}.{h}"].append(A[:, h].to(torch.float32).numpy())
+                self.patterns[f"{layer}.{h}"].append(A[:, h].to(torch.float32).cpu().numpy())
         for extra in self.extras.values():
             extra.attention_rows(layer, 0, pattern.detach().float())
 

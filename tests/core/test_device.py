@@ -1,6 +1,7 @@
 """Issue 22 on the CPU: the `device` field of every computing command, its one-line refusals (no CUDA, a command
 that computes on the cpu only, a size over the GPU's memory), the manifest record, the sweep's GPU reservation,
-and the phase diagram's GPU loop agreeing with the CPU loop (run here on the CPU)."""
+the phase diagram's GPU loop agreeing with the CPU loop (run here on the CPU), and, on torch's `meta` device, that
+each command's hot loop makes its tensors on the device it is given."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def test_resolve_counts_gpus(monkeypatch):
 
 
 CPU_ONLY = {  # the commands that keep computing on the cpu, and why (their one-line refusal says it)
-    "paths solve": "scipy", "paths sweep": "scipy", "paths prune": "scipy", "bb intervene": "evaluates on the cpu",
+    "paths solve": "scipy", "paths sweep": "scipy", "paths prune": "scipy",
 }  # fmt: skip
 
 
@@ -102,7 +103,7 @@ def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
         assert "\n" not in line and line.startswith(f"--device cuda: {command} ") and "not available" in line
         assert D.resolve("auto", gpu=reason) == torch.device("cpu")
     for command in ("series train", "consensus simulate", "consensus phase", "consensus model", "paths sample",
-                    "bb train"):  # fmt: skip
+                    "bb train", "bb intervene"):  # fmt: skip
         assert getattr(resolve(command)[0], "CPU_ONLY", None) is None, command  # these compute on the device
 
 
@@ -438,3 +439,188 @@ def test_model_stack_measured_per_pass_gives_the_per_step_results(variant):
     for name, values in step.depth.items():
         assert np.array_equal(values, per_pass.depth[name]), name
     assert np.array_equal(step.top1, per_pass.top1)
+
+
+# --- the trace layer on the requested device ---------------------------------------------------------------------
+class CpuOps:
+    """A dispatch mode that notes every aten op that computes with, or makes, a cpu tensor of one element or more
+    (copies to another device excepted: they are how cpu inputs get there)."""
+
+    COPIES = ("aten._to_copy", "aten.copy_", "aten.lift_fresh")
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        notes = self.ops = []
+        copies = self.COPIES
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                tensors = [t for t in torch.utils._pytree.tree_leaves((args, kwargs, out)) if torch.is_tensor(t)]
+                if not str(func).startswith(copies) and any(t.device.type == "cpu" and t.dim() for t in tensors):
+                    notes.append(str(func))
+                return out
+
+        self.mode = Mode()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "relu"])
+def test_the_traced_forward_and_every_intervention_follow_the_device(monkeypatch, attention):
+    """On torch's meta device, the toy model with every kind of intervention hooked in runs there without a cpu op
+    (the cpu query mask is copied there), and the recorder is handed tensors on that device only (the spy stands in
+    for it: meta tensors hold no data to reduce)."""
+    from attnlab.bb.model import ToyConfig, ToyTransformer
+    from attnlab.tracing.adapters import toy
+    from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
+
+    meta, seen = torch.device("meta"), []
+
+    class Spy:  # the recorder's surface that trace_toy uses
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def begin_batch(self, tokens):
+            seen.append(("tokens", tokens.device))
+
+        def attention(self, layer, pattern, scores):
+            seen.extend([("pattern", pattern.device), ("scores", scores.device)])
+
+        def value_norms(self, layer, norms):
+            seen.append(("values", norms.device))
+
+        def residual(self, index, hidden):
+            seen.append(("residual", hidden.device))
+
+        def result(self):
+            return None
+
+    cfg = ToyConfig(vocab=12, d_model=16, n_layers=2, n_heads=2, d_mlp=32, max_len=8, attn=attention, no_mlp=[1])
+    model = ToyTransformer(cfg).to(meta)
+    queries = torch.zeros(3, 8, dtype=torch.bool)  # a cpu mask, as bb intervene builds it
+    ivs = [ZeroHead(0, 1), MoveToSink(0, 0), MoveToSink(1, 1, queries=queries), ZeroMLP(0), ZeroLayer(1),
+           ZeroDims(0, (3,), (0,))]  # fmt: skip
+    monkeypatch.setattr(toy, "TraceRecorder", Spy)
+    tokens = torch.zeros(3, 8, dtype=torch.long, device=meta)
+    with CpuOps() as cpu:
+        _, logits = toy.trace_toy(model, tokens, interventions=ivs, chunk=3)
+    assert cpu.ops == []
+    assert logits.device == meta and logits.shape == (3, 8, 12)
+    assert {d for _, d in seen} == {meta} and len(seen) == 1 + 2 * 3 + 3  # tokens; per layer 3; residual 0..2
+
+
+def test_the_attention_reductions_follow_the_device():
+    """The recorder's float64 reductions of a whole pattern run on its device (meta here) without a cpu op, every
+    result there, in the shapes the recorder adds up."""
+    from attnlab.tracing.recorder import attention_sums
+
+    meta = torch.device("meta")
+    A = torch.empty(2, 3, 5, 5, dtype=torch.float64, device=meta)
+    i = torch.arange(5, dtype=torch.float64, device=meta)
+    with CpuOps() as cpu:
+        sums, no_scores = attention_sums(A, torch.empty_like(A), i), attention_sums(A, None, i)
+    assert cpu.ops == []
+    shapes = {"col_sum": (3, 5), "key0": (2, 3, 5), "ent_sum": (3,), "ent_count": (3,), "empty": (3,),
+              "s0": (2, 3, 5), "rest": (2, 3, 5)}  # fmt: skip
+    assert {k: tuple(v.shape) for k, v in sums.items()} == shapes
+    assert {v.device for v in sums.values()} == {meta}
+    assert set(no_scores) == set(shapes) - {"s0", "rest"}
+
+
+# --- bb intervene on the requested device ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bb_run(tmp_path_factory):
+    """A tiny trained BB run with two layers of two heads (every kind of intervention, a layer without an MLP)."""
+    out = tmp_path_factory.mktemp("bb") / "run"
+    argv = ["bb", "train", *TINY_BB, "--layers", "2", "--heads", "2", "--no-mlp", "1", "--out", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+def test_intervene_auto_is_the_cpu_run_bit_for_bit(tmp_path, no_cuda, bb_run):
+    argv = ["bb", "intervene", str(bb_run), "--threads", "1"]
+    assert main([*argv, "--out", str(tmp_path / "cpu")]) == 0
+    assert main([*argv, "--device", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert "device" not in json.loads((tmp_path / "cpu" / "config.json").read_text())
+    assert json.loads((tmp_path / "auto" / "config.json").read_text())["device"] == "auto"
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["device"] == "cpu"
+    rows = (tmp_path / "cpu" / "interventions.json").read_bytes()
+    assert rows == (tmp_path / "auto" / "interventions.json").read_bytes()
+    assert len(json.loads(rows)) == 1 + 2 * 2 * 3 + 1 + 2  # full; per head: zero, move (all, non-trigger); MLP; layers
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
+def test_intervene_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path, no_cuda, bb_run, device):
+    out = tmp_path / "iv"
+    line = _one_line_error(capsys, ["bb", "intervene", str(bb_run), "--device", device, "--out", str(out)])
+    assert f"--device {device}: this machine has no CUDA device" in line
+    assert not out.exists()
+
+
+def test_intervene_refuses_a_size_over_the_gpu_memory(monkeypatch, tmp_path, bb_run):
+    from attnlab.bb import run as bb_run_module
+    from attnlab.bb.config import InterveneConfig, intervene_memory, read_train_config
+
+    cfg = read_train_config(bb_run)
+    estimate = intervene_memory(cfg)
+    assert estimate > 8 * cfg.eval_batch * 2 * cfg.seq_len**2  # at least a layer's float64 pattern
+    monkeypatch.setattr(bb_run_module, "resolve", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(D, "memory_bytes", lambda device: int(estimate / 2))
+    with pytest.raises(InputError, match=r"bb intervene on a run with --eval-batch 8 --seq-len 16 --d-model 16 would "
+                                         r"need about .* GiB on cuda .*; use --device cpu") as exc:  # fmt: skip
+        bb_run_module.intervene(InterveneConfig(str(bb_run)), tmp_path / "iv")
+    assert "\n" not in str(exc.value) and not (tmp_path / "iv").exists()
+    monkeypatch.setattr(D, "memory_bytes", lambda device: int(estimate * 2))
+    assert bb_run_module._intervene_device(InterveneConfig(str(bb_run))) == torch.device("cuda")  # fits
+
+
+def test_intervene_moves_the_model_to_the_resolved_device(monkeypatch, tmp_path, bb_run):
+    """`bb intervene` evaluates the model on the device `resolve` gives (meta here, standing in for a GPU): the
+    evaluation sees the model there; the rows it returns are what the folder gets."""
+    from attnlab.bb import intervention_risks as IR
+    from attnlab.bb import run as bb_run_module
+    from attnlab.bb.config import InterveneConfig
+    from attnlab.bb.experiment import load_run
+
+    cfg, task, model, state = load_run(bb_run)
+    expected = IR.evaluate_interventions(cfg, task, model, int(state["step"]))
+    seen = []
+
+    def spy(cfg_, task_, model_, step):
+        seen.append(next(model_.parameters()).device)
+        return expected
+
+    monkeypatch.setattr(bb_run_module, "resolve", lambda device: torch.device("meta"))
+    monkeypatch.setattr(IR, "evaluate_interventions", spy)
+    path = bb_run_module.intervene(InterveneConfig(str(bb_run)), tmp_path / "iv").path
+    assert seen == [torch.device("meta")]
+    assert json.loads((path / "interventions.json").read_text()) == json.loads(json.dumps(expected))
+
+
+def test_intervene_feeds_the_batch_to_the_models_device(monkeypatch, bb_run):
+    """`evaluate_interventions` copies the cpu-drawn batch to the model's device once, traces every intervention in
+    one chunk there, and computes the same rows from what comes back (the spy traces a cpu copy instead: meta has no
+    data)."""
+    import copy
+
+    from attnlab.bb import intervention_risks as IR
+    from attnlab.bb.experiment import load_run
+
+    cfg, task, model, state = load_run(bb_run)
+    expected = IR.evaluate_interventions(cfg, task, model, 4)
+    cpu_inputs = torch.as_tensor(task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)[:, :-1])
+    real, meta, seen = IR.trace_toy, torch.device("meta"), []
+
+    def spy(model_, tokens, vocab, interventions=(), chunk=256):
+        seen.append((next(model_.parameters()).device, tokens.device, tuple(tokens.shape), chunk))
+        return real(model, cpu_inputs, vocab, interventions=interventions, chunk=chunk)
+
+    monkeypatch.setattr(IR, "trace_toy", spy)
+    monkeypatch.setattr(IR, "first_nonfinite", lambda m: None)  # reads values, which meta lacks
+    assert IR.evaluate_interventions(cfg, task, copy.deepcopy(model).to(meta), 4) == expected
+    assert seen == [(meta, meta, (8, 16), 8)] * len(expected)

@@ -15,6 +15,10 @@ float64 phase diagram):
   byte-identical metrics.jsonl on a second CUDA run.
 - paths sample (float64 HMC, both targets, 13 iterations; the same cpu-generator draws): every kept U draw and
   log density within 1e-8 (relative, or absolute below 1) of the CPU run; bit-identical on a second CUDA run.
+- bb intervene (float32 forwards on CUDA against the cpu's, both hooked through the explicit pattern; a 30-step run
+  of 2 layers x 2 heads trained on the cpu): every risk, excess risk and change in risk within 1e-4, the attention
+  and norm metrics within 1e-3 (absolute, or relative above 1); a second CUDA run writes a byte-identical
+  interventions.json.
 - consensus model on a tiny random Llama (float32 blocks, float64 measures; 4 passes): E_first and the depth view
   within 1e-3 (absolute, or relative above 1) of the CPU run; a second CUDA run gives the same curves.
 """
@@ -77,6 +81,29 @@ def test_phase_cuda_agrees_with_cpu_and_is_deterministic():
     assert np.abs(cpu - gpu).max() <= 1 / 64 + 1e-12
     assert (cpu == gpu).mean() > 0.9
     assert np.array_equal(gpu, again)
+
+
+def _intervene(run, out, device):
+    from attnlab.bb.config import InterveneConfig
+    from attnlab.bb.run import intervene
+
+    return intervene(InterveneConfig(str(run), device=device), out).path
+
+
+def test_intervene_cuda_agrees_with_cpu_and_is_deterministic(tmp_path):
+    from attnlab.bb.config import resolve_config
+    from attnlab.bb.run import train
+
+    run = train(resolve_config("cpu", n_layers=2, n_heads=2, **SMALL), tmp_path / "run", progress=False).path  # type: ignore[arg-type]
+    cpu = _intervene(run, tmp_path / "cpu", "cpu")
+    gpu, again = (_intervene(run, tmp_path / name, "cuda") for name in ("gpu", "again"))
+    a, b = (json.loads((p / "interventions.json").read_text()) for p in (cpu, gpu))
+    assert [r["intervention"] for r in a] == [r["intervention"] for r in b] and len(a) == 1 + 2 * 2 * 3 + 2 + 2
+    bad = [(r["intervention"], k) for r, s in zip(a, b, strict=True) for k in r
+           if not _close(r[k], s[k], 1e-4 if "risk" in k else 1e-3)]  # fmt: skip
+    assert not bad, bad[:10]
+    assert (gpu / "interventions.json").read_bytes() == (again / "interventions.json").read_bytes()
+    assert json.loads((gpu / "manifest.json").read_text())["device"].startswith("cuda")
 
 
 def test_memory_refusal_on_the_gpu():

@@ -58,20 +58,31 @@ def _zero_head(head: int) -> HookFn:
 
 
 def _move_to_sink(head: int, queries: torch.Tensor | None) -> HookFn:
+    """Rows of `head` (all, or where the bool mask `queries` [B,T] is set) become one-hot on key 0. Made on the
+    pattern's device (the mask is copied there once a call) and selected with `torch.where`, not a boolean index,
+    so a GPU forward waits for no read-back; the values are the same."""
+
     def fn(pattern: torch.Tensor, name: str) -> torch.Tensor:  # pattern [B,H,T,T]
         B, H, T, _ = pattern.shape
-        rows = torch.ones(B, T, dtype=torch.bool) if queries is None else torch.as_tensor(queries)
+        device = pattern.device
+        rows = torch.ones(B, T, dtype=torch.bool, device=device) if queries is None else _query_mask(queries, device)
         if tuple(rows.shape) != (B, T):
             raise InputError(f"query mask shape {tuple(rows.shape)} does not match the batch [{B},{T}]")
-        one_hot = torch.zeros(T, dtype=pattern.dtype)
+        one_hot = torch.zeros(T, dtype=pattern.dtype, device=device)
         one_hot[0] = 1.0
         pattern = pattern.clone()
-        sel = pattern[:, head]
-        sel[rows] = one_hot
-        pattern[:, head] = sel
+        pattern[:, head] = torch.where(rows.unsqueeze(-1), one_hot, pattern[:, head])  # [B,T,1] picks [T] or [B,T,T]
         return pattern
 
     return fn
+
+
+def _query_mask(queries: Any, device: torch.device) -> torch.Tensor:
+    """A `MoveToSink.queries` mask as a bool tensor on `device`; one line if it is not boolean."""
+    rows = torch.as_tensor(queries, device=device)
+    if rows.dtype != torch.bool:
+        raise InputError(f"a MoveToSink query mask must be boolean [batch, query], got dtype {rows.dtype}")
+    return rows
 
 
 def _zero_dims(dims: tuple[int, ...], positions: tuple[int, ...] | None) -> HookFn:
