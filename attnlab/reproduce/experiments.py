@@ -185,6 +185,11 @@ def _one(command: str, fields: Callable[[int, dict, Path], dict]) -> Experiment:
     return Experiment(runs=lambda seed, size, root: [Run("", command, fields(seed, size, root))])
 
 
+def _on(size: dict) -> dict:
+    """The `device` field of a run whose experiment's sizes carry one (`sized`: a GPU run), else nothing."""
+    return {"device": size["device"]} if "device" in size else {}
+
+
 def _later(command: str, fields: Callable[[int, dict, Path], dict]) -> Experiment:
     """Like `_one`, with the config built only when the run starts (it validates another experiment's folder)."""
     return Experiment(runs=lambda seed, size, root: [Run("", command, lambda: fields(seed, size, root))])
@@ -349,7 +354,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         lambda seed, size, root: _train(seed, {**size, "lin_until": size["steps"], "ckpt_every": size["steps"]}),
     ),
     "bb_softmax": _trained(attention="softmax"),
-    "bb_intervene": _one("bb intervene", lambda seed, size, root: {"run_dir": str(root / "bb_softmax")}),
+    "bb_intervene": _one("bb intervene", lambda seed, size, root: {"run_dir": str(root / "bb_softmax"), **_on(size)}),
     "bb_relu": _trained(attention="relu"),
     "bb_theory": _one("bb theory", lambda seed, size, root: {"seed": seed}),
     "bb_adam3": _trained(),
@@ -445,7 +450,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "cons_llama_units": Experiment(compute=consensus_checks.cons_llama_units),
     "cons_b3": _one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # B2's defaults at d = 128
 }
-GPU = ("bb_smoke", "bb_softmax", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
+GPU = ("bb_smoke", "bb_softmax", "bb_intervene", "bb_relu", "bb_adam3", "bb_sgd3", "bb_ablate3", "bb_paper",
        "bb_variants", "bb_stability", "cons_phase",
        "bb_paper_relu", "bb_paper_adam3", "bb_paper_sgd3", "bb_paper_relu3")  # fmt: skip
 NEEDS = {

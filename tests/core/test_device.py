@@ -237,6 +237,16 @@ def test_reproduce_passes_the_device_to_the_gpu_runs_only():
     assert "bb_paper" in gpu and not any(n.startswith(("paths_", "real_", "series_")) for n in gpu)
 
 
+def test_reproduce_runs_bb_intervene_on_the_device(tmp_path):
+    from attnlab.reproduce.experiments import EXPERIMENTS, sized
+
+    def fields(device: str) -> dict:
+        (run,) = EXPERIMENTS["bb_intervene"].runs(0, sized("bb_intervene", "tiny", device), tmp_path)
+        return dict(run.config)
+
+    assert fields("cuda")["device"] == "cuda" and "device" not in fields("cpu")
+
+
 def test_a_report_written_without_plotly_gets_a_stub(tmp_path, monkeypatch):
     """The GPU machine has no plotly: a report's plotly.min.js is then a stub, and the page is still written."""
     import sys
