@@ -438,3 +438,77 @@ def test_model_stack_measured_per_pass_gives_the_per_step_results(variant):
     for name, values in step.depth.items():
         assert np.array_equal(values, per_pass.depth[name]), name
     assert np.array_equal(step.top1, per_pass.top1)
+
+
+# --- the theory's solve on the requested device (paths solve, sweep, prune) ---------------------------------------
+@pytest.mark.parametrize("method, form", [("newton", "chain"), ("lbfgs", "chain"), ("newton", "simple")])
+def test_the_torch_solve_agrees_with_the_numpy_fast_path(monkeypatch, method, form):
+    """The solve a GPU runs (the torch action `evaluate`, L-BFGS fed from it, Newton on its autograd Hessian), here
+    on the cpu (`fast=False`), against the cpu's default (the NumPy `FastAction` and a finite-difference Hessian):
+    two implementations, the same saddle point. Bound: 1e-8 relative on U and S (measured ~1e-14 here)."""
+    from attnlab.paths.tasks.data import build_data
+    from attnlab.paths.theory import fast as fast_module
+    from attnlab.paths.theory.points import make_problem
+    from attnlab.paths.theory.solver import solve_saddle_point
+
+    prob = make_problem(build_data("markov", 40, 20), 10.0, 0.05, form)
+    numpy_sp = solve_saddle_point(prob, method, tol=1e-10, max_iter=1000)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the torch path must not use the NumPy action")
+
+    monkeypatch.setattr(fast_module, "FastAction", refuse)
+    torch_sp = solve_saddle_point(prob, method, tol=1e-10, max_iter=1000, fast=False)
+    assert numpy_sp.converged and torch_sp.converged and torch_sp.max_grad < 1e-10
+    assert numpy_sp.iterations > 0 and any(row["phase"] == "lbfgs" for row in torch_sp.trace)
+    for a, b in zip(numpy_sp.chain, torch_sp.chain, strict=True):
+        assert np.abs(a - b).max() <= 1e-8 * np.abs(a).max()
+    assert abs(numpy_sp.S - torch_sp.S) <= 1e-8 * abs(numpy_sp.S)
+    assert numpy_sp.hessian_min_eig == pytest.approx(torch_sp.hessian_min_eig, rel=1e-6)
+
+
+def test_the_solve_follows_the_device_of_its_problem():
+    """Every tensor the solver's hot path makes (the parametrisation, K(U), the Cholesky of K+TI and of each U_l,
+    Gamma, the gradients, the factor flags, the fixed-point blocks) is made where the problem's kernels are:
+    checked on torch's meta device (shapes only), for both entropy forms and for two outputs."""
+    from attnlab.paths.sampling.outputs import build_multi, multi_problem
+    from attnlab.paths.tasks.data import build_data
+    from attnlab.paths.theory.action import evaluate
+    from attnlab.paths.theory.points import make_problem
+    from attnlab.paths.theory.solver import Param, _chain_blocks
+
+    meta, data = torch.device("meta"), build_data("markov", 20, 20)
+    problems = [make_problem(data, 10.0, 0.1, form) for form in ("chain", "simple")]
+    problems.append(multi_problem(build_multi(10, 10, "4path", 2), 10.0, 0.1))
+    for cpu_prob in problems:
+        prob = cpu_prob.to(meta)
+        assert cpu_prob.to("cpu") is cpu_prob and cpu_prob.gram.device.type == "cpu"  # the cpu problem is kept
+        assert {prob.Y.device, prob.gram.xit.device, prob.gram.M.device} == {meta}
+        par = Param(prob.sizes(), prob.device)
+        theta = par.from_Us(prob.gp_point())
+        Rs = par.Rs(theta)
+        ev = evaluate(prob, [R @ R.T for R in Rs], checked=False)
+        made = [theta, *Rs, ev.S, ev.E, ev.ent, *ev.grads, ev.U_a, ev.chol, ev.infos, par.grad_theta(Rs, ev.grads)]
+        made.append(prob.gram.kernel(Rs[0] @ Rs[0].T))
+        if prob.outputs == 1:
+            new = [R @ R.T for R in Rs]
+            made += [_chain_blocks(prob, new)[0], *new]
+        assert {t.device for t in made} == {meta}, (prob.form, prob.outputs)
+        assert ev.infos.shape == (1 + len(prob.sizes()),) and ev.chol.shape == (prob.gram.P, prob.gram.P)
+
+
+def test_a_failed_factor_is_flagged_and_checked_after_the_evaluation():
+    """The evaluation reads nothing back: a U_l that is not positive definite gives garbage values and a flag,
+    and `evaluate` raises the same one-line NumericalError as before at its end."""
+    from attnlab.errors import NumericalError
+    from attnlab.paths.tasks.data import build_data
+    from attnlab.paths.theory.action import evaluate
+    from attnlab.paths.theory.points import make_problem
+
+    prob = make_problem(build_data("markov", 20, 20), 10.0, 0.1)
+    Us = prob.gp_point()
+    Us[1] = -Us[1]
+    ev = evaluate(prob, Us, checked=False)
+    assert ev.infos.tolist()[0] == 0 and ev.infos.tolist()[2] != 0
+    with pytest.raises(NumericalError, match="lost positive definiteness"):
+        evaluate(prob, Us)
