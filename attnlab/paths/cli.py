@@ -229,7 +229,8 @@ def _solve_parser(sub: argparse._SubParsersAction) -> None:
         help="task (the task's own heads, default) or precomputed (a trained network's maps, with --from; S10)",
     )
     p.add_argument("--from", dest="from_run", default=None, help="`paths prune` run folder whose gd_model to plug in")
-    add_device_arg(p, "float64 (cpu only so far: cuda is refused)")
+    add_device_arg(p, "float64; the solve (path kernels, K+TI and its Cholesky, Newton's Hessian) runs there, "
+                   "scipy's L-BFGS steps and the test predictor on the cpu")  # fmt: skip
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_solve, make_config=_solve_config)
 
@@ -253,7 +254,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _task_args(p, N=False)
     p.add_argument("--Ns", type=float, nargs="+", default=list(DEFAULT_NS), help="widths (default 10 30 ... 1000)")
     _solver_args(p)
-    add_device_arg(p, "float64 (cpu only so far: cuda is refused)")
+    add_device_arg(p, "float64; each width's solve runs there, scipy's L-BFGS steps and the predictor on the cpu")
     add_run_args(p, threads_default=1, resume=True)
     p.set_defaults(func=_sweep, make_config=_sweep_config)
     p = sub.add_parser("sample", help="HMC/MALA posterior sampling: sampled U and predictor vs theory")
@@ -278,7 +279,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_ensemble, make_config=_ensemble_config)
     p = sub.add_parser("prune", help="head scores from U vs pruning drops of a gradient-descent-trained network")
     _prune_args(p)
-    add_device_arg(p, "float32 training, float64 theory (cpu only so far: cuda is refused)")
+    add_device_arg(p, "the GD training (float32) and the theory solves (float64) run there; the trained "
+                   "network's evaluations on the cpu")  # fmt: skip
     add_run_args(p, seed=False, threads_default=1)
     p.set_defaults(func=_prune, make_config=_prune_config)
     grp.set_defaults(func=lambda a: (grp.print_help(), 1)[1])

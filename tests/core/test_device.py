@@ -82,8 +82,8 @@ def test_resolve_counts_gpus(monkeypatch):
 
 
 CPU_ONLY = {  # the commands that keep computing on the cpu, and why (their one-line refusal says it)
-    "paths solve": "scipy", "paths sweep": "scipy", "paths prune": "scipy", "bb intervene": "evaluates on the cpu",
-}  # fmt: skip
+    "bb intervene": "evaluates on the cpu",
+}
 
 
 def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
@@ -102,7 +102,7 @@ def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
         assert "\n" not in line and line.startswith(f"--device cuda: {command} ") and "not available" in line
         assert D.resolve("auto", gpu=reason) == torch.device("cpu")
     for command in ("series train", "consensus simulate", "consensus phase", "consensus model", "paths sample",
-                    "bb train"):  # fmt: skip
+                    "paths solve", "paths sweep", "paths prune", "bb train"):  # fmt: skip
         assert getattr(resolve(command)[0], "CPU_ONLY", None) is None, command  # these compute on the device
 
 
@@ -112,9 +112,10 @@ def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
      ["consensus", "simulate", "--batch", "2", "--t-max", "1"], ["paths", "solve", "--P", "20", "--n-test", "20"],
      ["series", "train", "--steps", "2", "--save-every", "1", "--batch", "2", "--seq-len", "8", "--d-model", "8",
       "--d-mlp", "8", "--layers", "1"],
-     ["consensus", "model", "--passes", "1"], ["paths", "sample", "--P", "20", "--n-test", "20"]],
+     ["consensus", "model", "--passes", "1"], ["paths", "sample", "--P", "20", "--n-test", "20"],
+     ["paths", "sweep", "--P", "20", "--n-test", "20"], ["paths", "prune", "--steps", "2"]],
     ids=["bb train", "consensus phase", "consensus simulate", "paths solve", "series train", "consensus model",
-         "paths sample"],
+         "paths sample", "paths sweep", "paths prune"],
 )  # fmt: skip
 def test_cli_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path, no_cuda, argv):
     out = tmp_path / "run"
@@ -512,3 +513,81 @@ def test_a_failed_factor_is_flagged_and_checked_after_the_evaluation():
     assert ev.infos.tolist()[0] == 0 and ev.infos.tolist()[2] != 0
     with pytest.raises(NumericalError, match="lost positive definiteness"):
         evaluate(prob, Us)
+
+
+def test_the_gd_network_trains_on_the_device_of_its_weights():
+    """paths prune's GD loop on torch's meta device: the forward (with a pruned head: the masks stay on the cpu and
+    are copied), the Adam steps and the logged losses all stay there; the batch indices come from the cpu."""
+    from attnlab.paths.pruning.gradient_descent import GDNetwork, gd_loop
+
+    meta = torch.device("meta")
+    model = GDNetwork(23, 2, 2, 8, 4).to(meta)
+    model.set_pruned([(1, 0)])
+    xp, yp = torch.empty(30, 12, 23, device=meta), torch.empty(30, device=meta)
+    logged = gd_loop(model, xp, yp, 3, 4, 1e-3, 0.0, 0, progress=False)
+    assert [step for step, _ in logged] == [0, 2] and {loss.device for _, loss in logged} == {meta}
+    assert {p.device for p in model.parameters()} == {meta} and model.masks[1].device.type == "cpu"
+
+
+def test_paths_solves_refuse_a_size_over_the_gpu_memory(monkeypatch, tmp_path):
+    """`paths solve` (also --outputs 2), `paths sweep` and `paths prune` with a GPU of 1 MiB free: one line naming
+    the size, before any folder exists. The estimate holds the path kernels M [n_paths^2, P^2] in float64."""
+    from attnlab.paths import run as paths_run
+    from attnlab.paths.config import PruneConfig, SolveConfig, SweepConfig
+    from attnlab.paths.theory.solver import device_bytes
+
+    assert device_bytes(100, 4, 231, "gram", [4, 2]) >= 8 * 16 * 100**2 + 8 * 16 * 100**2
+    assert device_bytes(1000, 4, 231, "factor", [4, 2]) < device_bytes(1000, 4, 231, "gram", [4, 2])
+    monkeypatch.setattr(D, "resolve", lambda device, *a, **k: torch.device("cuda"))
+    monkeypatch.setattr(D, "memory_bytes", lambda device: 2**20)
+    cases = [
+        (paths_run.solve, SolveConfig(P=200, n_test=20), r"paths solve --P 200 \(4 paths, gram mode\) would need"),
+        (paths_run.solve, SolveConfig(P=200, n_test=20, outputs=2), r"paths solve --outputs 2 --P 200 \(8 path-out"),
+        (paths_run.sweep, SweepConfig(P=200, n_test=20, Ns=(10.0,)), r"paths sweep --P 200 \(4 paths"),
+        (paths_run.prune, PruneConfig(steps=2), r"paths prune --width 128 --heads 4 --layers 2 --P 300 would need"),
+    ]
+    for fn, config, message in cases:
+        with pytest.raises(InputError, match=message) as exc:
+            fn(config, tmp_path / "run")
+        assert "\n" not in str(exc.value) and "GiB on cuda" in str(exc.value)
+        assert not (tmp_path / "run").exists()
+
+
+PATHS_RUNS = {
+    "paths solve": ["paths", "solve", "--P", "20", "--n-test", "20", "--threads", "1"],
+    "paths sweep": ["paths", "sweep", "--P", "20", "--n-test", "20", "--Ns", "30", "10", "--threads", "1"],
+    "paths prune": ["paths", "prune", "--steps", "6", "--P", "20", "--n-test", "20", "--pool", "40", "--width", "8",
+                    "--heads", "2", "--Ns", "20", "--temperatures", "0.1", "--threads", "1"],
+}  # fmt: skip
+
+
+def _timeless(path):
+    """A run's JSON / JSONL values without the keys that record time or folders."""
+
+    def clean(obj):
+        if isinstance(obj, dict):
+            return {k: clean(v) for k, v in obj.items() if not any(w in k for w in ("wall", "seconds", "from_run"))}
+        return [clean(v) for v in obj] if isinstance(obj, list) else obj
+
+    lines = path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]
+    return [clean(json.loads(line)) for line in lines]
+
+
+@pytest.mark.parametrize("command", list(PATHS_RUNS))
+def test_paths_auto_is_the_cpu_run_bit_for_bit(tmp_path, no_cuda, command):
+    """`--device auto` without CUDA: the cpu run (the NumPy fast path), every array and safetensors file byte for
+    byte and every JSON value equal (times aside); manifest.json names the cpu, config.json keeps "auto"."""
+    argv = PATHS_RUNS[command]
+    assert main([*argv, "--out", str(tmp_path / "cpu")]) == 0
+    assert main([*argv, "--device", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert json.loads((tmp_path / "auto" / "config.json").read_text())["device"] == "auto"
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["device"] == "cpu"
+    skip = ("config.json", "manifest.json")
+    files = [p.relative_to(tmp_path / "cpu") for p in (tmp_path / "cpu").rglob("*") if p.is_file()]
+    binary = [f for f in files if f.suffix in (".npy", ".npz", ".safetensors")]
+    texts = [f for f in files if f.suffix in (".json", ".jsonl") and f.name not in skip]
+    assert binary and texts, files
+    for name in binary:
+        assert (tmp_path / "cpu" / name).read_bytes() == (tmp_path / "auto" / name).read_bytes(), name
+    for name in texts:
+        assert _timeless(tmp_path / "cpu" / name) == _timeless(tmp_path / "auto" / name), name
