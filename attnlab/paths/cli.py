@@ -82,7 +82,8 @@ def _sweep(args: argparse.Namespace) -> int:
         print(result.summary["nothing_to_do"])
         return 0
     for _, r in result.tables["points"].iterrows():
-        print(f"N={r['N']:g}: accuracy {r['accuracy']:.4f} (GP {r['accuracy_gp']:.4f}) converged={r['converged']}")
+        N = float(r["N"])  # the GP limit's width is stored as the text "inf"
+        print(f"N={N:g}: accuracy {r['accuracy']:.4f} (GP {r['accuracy_gp']:.4f}) converged={r['converged']}")
     print(f"run folder: {result.path}")
     return 0
 
