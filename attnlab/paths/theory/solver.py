@@ -191,7 +191,9 @@ def _torch_fg(prob: Problem, par: Param, th: np.ndarray) -> tuple[float, np.ndar
     return float(host[0]), host[2 + k :].copy(), float(host[1])
 
 
-def _lbfgs(prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max_iter: int, trace: list, fast=True):
+def _lbfgs(
+    prob: Problem, par: Param, theta0: torch.Tensor, stop_tol: float, max_iter: int, trace: list, fast: bool = True
+) -> tuple[torch.Tensor, int]:
     """scipy L-BFGS until max|dS/dU| < stop_tol; returns (theta, iterations). theta0 may be on any device; the
     optimiser's copy is on the host and the result goes back to theta0's device."""
     from scipy.optimize import minimize
