@@ -54,7 +54,7 @@ def cuda_count() -> int:
 
 def resolve(device: str, what: str = "--device", gpu: str | None = None) -> Any:
     """The `torch.device` of `device` text; refuses CUDA where there is none, in one line, before any work.
-    `gpu`: why a command computes on the cpu only ("paths solve computes with scipy on the cpu"); it refuses cuda
+    `gpu`: why a command computes on the cpu only ("bb intervene evaluates on the cpu"); it refuses cuda
     with that reason and takes auto as cpu."""
     import torch
 

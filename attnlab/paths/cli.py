@@ -82,7 +82,8 @@ def _sweep(args: argparse.Namespace) -> int:
         print(result.summary["nothing_to_do"])
         return 0
     for _, r in result.tables["points"].iterrows():
-        print(f"N={r['N']:g}: accuracy {r['accuracy']:.4f} (GP {r['accuracy_gp']:.4f}) converged={r['converged']}")
+        N = float(r["N"])  # the GP limit's width is stored as the text "inf"
+        print(f"N={N:g}: accuracy {r['accuracy']:.4f} (GP {r['accuracy_gp']:.4f}) converged={r['converged']}")
     print(f"run folder: {result.path}")
     return 0
 
@@ -229,7 +230,8 @@ def _solve_parser(sub: argparse._SubParsersAction) -> None:
         help="task (the task's own heads, default) or precomputed (a trained network's maps, with --from; S10)",
     )
     p.add_argument("--from", dest="from_run", default=None, help="`paths prune` run folder whose gd_model to plug in")
-    add_device_arg(p, "float64 (cpu only so far: cuda is refused)")
+    add_device_arg(p, "float64; the solve (path kernels, K+TI and its Cholesky, Newton's Hessian) runs there, "
+                   "scipy's L-BFGS steps and the test predictor on the cpu")  # fmt: skip
     add_run_args(p, threads_default=1)
     p.set_defaults(func=_solve, make_config=_solve_config)
 
@@ -253,7 +255,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _task_args(p, N=False)
     p.add_argument("--Ns", type=float, nargs="+", default=list(DEFAULT_NS), help="widths (default 10 30 ... 1000)")
     _solver_args(p)
-    add_device_arg(p, "float64 (cpu only so far: cuda is refused)")
+    add_device_arg(p, "float64; each width's solve runs there, scipy's L-BFGS steps and the predictor on the cpu")
     add_run_args(p, threads_default=1, resume=True)
     p.set_defaults(func=_sweep, make_config=_sweep_config)
     p = sub.add_parser("sample", help="HMC/MALA posterior sampling: sampled U and predictor vs theory")
@@ -278,7 +280,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_ensemble, make_config=_ensemble_config)
     p = sub.add_parser("prune", help="head scores from U vs pruning drops of a gradient-descent-trained network")
     _prune_args(p)
-    add_device_arg(p, "float32 training, float64 theory (cpu only so far: cuda is refused)")
+    add_device_arg(p, "the GD training (float32) and the theory solves (float64) run there; the trained "
+                   "network's evaluations on the cpu")  # fmt: skip
     add_run_args(p, seed=False, threads_default=1)
     p.set_defaults(func=_prune, make_config=_prune_config)
     grp.set_defaults(func=lambda a: (grp.print_help(), 1)[1])

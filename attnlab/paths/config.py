@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 from attnlab import budget
 from attnlab.device import check_device
@@ -116,7 +115,6 @@ class SolveConfig(_Common):
     attention: str = "task"
     from_run: str | None = None
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "paths solve computes with scipy on the cpu (an L-BFGS solve)"  # refused in one line
 
     def __post_init__(self) -> None:
         check_device(self.device)
@@ -142,7 +140,6 @@ class SweepConfig(_Common):
     tol: float = 1e-8
     allow_unconverged: bool = False
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "paths sweep computes with scipy on the cpu (an L-BFGS solve per width)"
 
     def __post_init__(self) -> None:
         check_device(self.device)
@@ -169,6 +166,14 @@ class SampleConfig(_Common):
     predict_every: int = 5
     outputs: int = 1
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+
+    @property
+    def CPU_ONLY(self) -> str | None:  # noqa: N802 - the name `attnlab.device.resolve`'s callers read
+        """Why this run computes on the cpu whatever its device (`--outputs > 1`), else None: `auto` then means cpu,
+        in the run and in manifest.json."""
+        return "paths sample --outputs > 1 samples on the cpu only (its multi-output target is not ported)" if (
+            self.outputs > 1
+        ) else None
 
     def __post_init__(self) -> None:
         check_device(self.device)
@@ -232,7 +237,6 @@ class PruneConfig:
     pool: int = 4000
     seed: int = 42
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
-    CPU_ONLY: ClassVar[str] = "paths prune scores its heads with scipy theory solves on the cpu"
 
     def __post_init__(self) -> None:
         check_device(self.device)
@@ -250,16 +254,22 @@ class PruneConfig:
         check_count(self.seed, 0, "--seed", MAX_SEED)
         self._check_budget()
 
-    def _check_budget(self) -> None:
-        """The GD network (float32 weights, grads, two Adam moments; activations of a batch) against memory, and
-        its training steps against time (`attnlab.budget`)."""
+    def gd_bytes(self) -> float:
+        """Bytes of training the GD network: float32 weights, grads, two Adam moments and the activations of a
+        batch, and the episode pool (8 bytes an entry: float64 drawn, float32 copied)."""
         from attnlab.paths.tasks.digits import N0, N_TOK
 
         L, H, N, k = self.layers, self.heads, self.width, self.d_qk
         params = N * N0 + L * H * (N * N + 2 * k * N0) + N
         activations = GD_BATCH * N_TOK * L * H * (3 * N + 2 * k + N_TOK)
-        nbytes = 4.0 * (4 * params + 2 * activations) + 8.0 * self.pool * N_TOK * N0
-        budget.check_memory(nbytes, f"paths prune --width {N} --heads {H} --layers {L} --d-qk {k}")
+        return 4.0 * (4 * params + 2 * activations) + 8.0 * self.pool * N_TOK * N0
+
+    def _check_budget(self) -> None:
+        """The GD network (`gd_bytes`) against memory, and its training steps against time (`attnlab.budget`)."""
+        from attnlab.paths.tasks.digits import N0, N_TOK
+
+        L, H, N, k = self.layers, self.heads, self.width, self.d_qk
+        budget.check_memory(self.gd_bytes(), f"paths prune --width {N} --heads {H} --layers {L} --d-qk {k}")
         flops = 6.0 * GD_BATCH * N_TOK * L * H * (N * N + 2 * k * N0)
         budget.check_time(budget.min_seconds(self.steps, flops), f"paths prune --steps {self.steps}", "lower --steps")
 

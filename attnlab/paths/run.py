@@ -12,6 +12,8 @@ Each is `fn(config, out=None, *, mode="new") -> RunResult` and writes one run fo
 - `prune`: `gd_model.{safetensors,json}`, `metrics.json`.
 
 Sizes are checked against memory before the folder is opened, so a refused size leaves nothing behind.
+Device (`--device`, issue 22): `solve`, `sweep` and `prune` solve on it (`attnlab.paths.theory.solver`; the data
+and the predictor stay on the cpu) and `prune` trains its network there; `sample` runs its chains there.
 `RUNNERS` maps each command to (config class, run function) for `attnlab rerun` and sweeps.
 """
 
@@ -46,10 +48,25 @@ def _scalars(rec: dict) -> dict:
     return {k: v for k, v in rec.items() if not isinstance(v, (list, tuple, dict, np.ndarray))}
 
 
-def _precheck(config: Config) -> None:
-    """Refuse sizes that cannot fit before any folder is opened or any data drawn."""
+def _precheck(config: Config, device: Any = None, command: str = "paths solve") -> None:
+    """Refuse sizes that cannot fit before any folder is opened or any data drawn: the RAM, and a GPU's memory
+    for the solves of `command` on `device`."""
     n_tok, N0, H = task_shape(config.task, config.variant, config.heads, config.layers, None)
-    check_sizes(config.P, config.n_test, n_tok, N0, H, "auto", config.memory_budget)
+    mode = check_sizes(config.P, config.n_test, n_tok, N0, H, "auto", config.memory_budget)
+    if device is not None:
+        _check_solve_memory(f"{command} --P {config.P}", device, (config.P, math.prod(H), N0, mode), H, config)
+
+
+def _check_solve_memory(what: str, device: Any, shape: tuple[int, int, int, str], H: list[int], config: Any) -> None:
+    """One line, before the folder opens, when the solves of a Gram of `shape` (P, n_paths, N0, mode) would not
+    fit the GPU's memory (`attnlab.paths.theory.solver.device_bytes`); nothing on the cpu."""
+    from attnlab.paths.theory.action import order_parameter_sizes
+    from attnlab.paths.theory.solver import check_solve_memory
+
+    outputs = getattr(config, "outputs", 1)
+    sizes = order_parameter_sizes(H, config.entropy_form, outputs)
+    kind = "path-output pairs" if outputs > 1 else "paths"
+    check_solve_memory(f"{what} ({shape[1]} {kind}, {shape[3]} mode)", device, shape, sizes, config.method)
 
 
 def _data(config: Config) -> PathData:
@@ -75,20 +92,26 @@ def _write_paths(run: RunDir, data: PathData) -> None:
 
 # --- solve -----------------------------------------------------------------------------------------------------
 def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
-    """The order parameter U at one (N, T) point, its test accuracy and the GP baselines (spec §5.6, §6)."""
+    """The order parameter U at one (N, T) point, its test accuracy and the GP baselines (spec §5.6, §6); the
+    solve on `config.device` (the data, predictor and files on the cpu)."""
+    from attnlab.device import on_device, resolve
     from attnlab.paths.theory.points import alignment_record, theory_point
 
+    device = resolve(config.device)  # cuda without a GPU: one line, before anything
     if config.outputs > 1:
-        return _solve_outputs(config, out, mode)
+        return _solve_outputs(config, out, mode, device)
     if config.attention == "precomputed":
-        return _solve_plugin(config, out, mode)
-    _precheck(config)
+        return _solve_plugin(config, out, mode, device)
+    _precheck(config, device)
     with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
         _check_resume(run, config, mode)
         data = _data(config)
-        sp, rec = theory_point(data, config.N, config.temperature, config.entropy_form, config.method, config.tol)
-        if config.renorm == "scalar":
-            rec = _scalar_renorm(data, config, sp.U, rec)
+        gram = data.gram.to(device)  # the path kernels copied once (on the cpu: the data's own)
+        with on_device(device):
+            sp, rec = theory_point(data, config.N, config.temperature, config.entropy_form, config.method,
+                                   config.tol, gram=gram)  # fmt: skip
+            if config.renorm == "scalar":
+                rec = _scalar_renorm(data, config, sp.U, rec, gram)
         run.save_npy("U.npy", np.asarray(rec["U"]))
         buf = io.BytesIO()
         np.savez(buf, C_train=data.gram.path_kernels().numpy(), y_train=data.y_train, y_test=data.y_test,
@@ -116,15 +139,15 @@ def _renormalised_kernel(data: PathData, U: Any) -> np.ndarray:
     return data.gram.kernel(torch.as_tensor(np.asarray(U), dtype=torch.float64)).numpy()
 
 
-def _scalar_renorm(data: PathData, config: SolveConfig, U_matrix: np.ndarray, rec: dict) -> dict:
-    """`--renorm scalar` (spec §16, S9): the record of the scalar saddle point, with the matrix solve kept under
-    `renorm_comparison` (accuracies and predictor gaps of scalar, matrix and GP)."""
+def _scalar_renorm(data: PathData, config: SolveConfig, U_matrix: np.ndarray, rec: dict, gram: Any) -> dict:
+    """`--renorm scalar` (spec §16, S9): the record of the scalar saddle point (solved on `gram`'s device), with
+    the matrix solve kept under `renorm_comparison` (accuracies and predictor gaps of scalar, matrix and GP)."""
     from attnlab.paths.theory.points import make_problem
     from attnlab.paths.theory.renorm import renorm_record, scalar_U
 
-    prob = make_problem(data, config.N, config.temperature, config.entropy_form)
+    prob = make_problem(data, config.N, config.temperature, config.entropy_form, gram)
     cmp = renorm_record(data, prob, U_matrix)
-    U = scalar_U(prob, cmp["u_scalar"][0]).numpy()
+    U = scalar_U(prob, cmp["u_scalar"][0]).cpu().numpy()
     return {**rec, "renorm": "scalar", "U": U, "accuracy": cmp["accuracy_scalar"], "renorm_comparison": cmp}
 
 
@@ -141,15 +164,21 @@ def _write_multi_paths(run: RunDir, md: Any) -> None:
     run.write_json("paths.json", {"path_names": names, "heads": md.cfg.H, "outputs": md.M})
 
 
-def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> RunResult:
+def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str, device: Any) -> RunResult:
     """`paths solve --outputs M` (spec §16, S8): U over (path, output) pairs on the Markov task's M targets."""
+    from attnlab.device import on_device
     from attnlab.paths.sampling.outputs import multi_theory
     from attnlab.paths.theory.predictor import alignment
 
     md = _multi_data(config)  # sizes are checked here, before the folder is opened
+    g = md.gram
+    _check_solve_memory(f"paths solve --outputs {md.M} --P {config.P}", device, (g.P, g.n_paths, g.N0, g.mode),
+                        md.cfg.H, config)  # fmt: skip
     with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
         _check_resume(run, config, mode)
-        sp, rec = multi_theory(md, config.N, config.temperature, config.entropy_form, config.method, config.tol)
+        with on_device(device):
+            sp, rec = multi_theory(md, config.N, config.temperature, config.entropy_form, config.method, config.tol,
+                                   device=device)  # fmt: skip
         run.save_npy("U.npy", sp.U)
         sp.save(run.file("saddle_point"))
         run.write_json("metrics.json", rec)
@@ -162,18 +191,24 @@ def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str) -> Ru
     return RunResult(run.path, config, summary, {"point": _frame([_scalars(rec)])})
 
 
-def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str) -> RunResult:
+def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str, device: Any) -> RunResult:
     """`paths solve --attention precomputed --from RUN` (spec §16, S10): the trained network's attention maps as
     precomputed heads; theory vs GP vs the network itself on the same test episodes."""
+    from attnlab.device import on_device
     from attnlab.paths.pruning import plugin
     from attnlab.paths.tasks.digits import digit_episodes
     from attnlab.paths.theory.points import alignment_record, theory_point
 
     model = plugin.load_trained(str(config.from_run))
     data, net_acc = plugin.plugin_data(model, config.P, config.n_test, config.memory_budget)
+    g = data.gram
+    _check_solve_memory(f"paths solve --attention precomputed --P {config.P}", device,
+                        (g.P, g.n_paths, g.N0, g.mode), data.cfg.H, config)  # fmt: skip
     with open_run(out, "paths solve", config, mode=mode, seed=config.seed, prefix="paths-solve") as run:
         _check_resume(run, config, mode)
-        sp, rec = theory_point(data, config.N, config.temperature, config.entropy_form, config.method, config.tol)
+        with on_device(device):
+            sp, rec = theory_point(data, config.N, config.temperature, config.entropy_form, config.method,
+                                   config.tol, gram=data.gram.to(device))  # fmt: skip
         rec |= {"attention": "precomputed", "from_run": str(config.from_run), "network_accuracy": net_acc,
                 "handoff_gap": plugin.handoff_gap(model, digit_episodes(20, "test")[0])}  # fmt: skip
         run.save_npy("U.npy", sp.U)
@@ -248,9 +283,11 @@ def sweep(
 ) -> RunResult:
     """Accuracy vs alpha over widths (large to small N, each warm-started), with the GP baselines and the two
     U ablations; one metrics line per width as it finishes."""
+    from attnlab.device import on_device, resolve
     from attnlab.paths.theory.points import ablations, alignment_record, sweep_points
 
-    _precheck(config)
+    device = resolve(config.device)  # the solves run there; the data, predictor and ablations on the cpu
+    _precheck(config, device, "paths sweep")
     order = sorted(config.Ns, reverse=True)
     with open_run(out, "paths sweep", config, mode=mode, seed=config.seed, prefix="paths-sweep") as run:
         _check_resume(run, config, mode)
@@ -261,15 +298,18 @@ def sweep(
         recs, init = _sweep_start(run, mode, order)
         T = config.temperature
         todo = order[len(recs) :]
-        for sp, r in sweep_points(data, todo, T, config.entropy_form, config.method, config.tol, init):
-            ab = ablations(data, sp.U, T)  # off-diagonal zeroed / diagonal equalised to U[0, 0]
-            r["accuracy_diagonal_only"], r["accuracy_equalised_diagonal"] = (
-                ab["diagonal_only"],
-                ab["equalised_diagonal"],
-            )
-            _save_chain(run, len(recs), sp.chain)
-            run.append_metrics(r)
-            recs.append(r)
+        with on_device(device):
+            points = sweep_points(data, todo, T, config.entropy_form, config.method, config.tol, init,
+                                  gram=data.gram.to(device))  # fmt: skip
+            for sp, r in points:
+                ab = ablations(data, sp.U, T)  # off-diagonal zeroed / diagonal equalised to U[0, 0]
+                r["accuracy_diagonal_only"], r["accuracy_equalised_diagonal"] = (
+                    ab["diagonal_only"],
+                    ab["equalised_diagonal"],
+                )
+                _save_chain(run, len(recs), sp.chain)
+                run.append_metrics(r)
+                recs.append(r)
         write_bytes(run.file("points.jsonl"), run.metrics_path.read_bytes())
         run.write_json("metrics.json", {"points": recs, "wall_s": time.perf_counter() - t0})
         _write_paths(run, data)
@@ -343,19 +383,26 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
 # --- prune -----------------------------------------------------------------------------------------------------
 def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """GD training on digit episodes -> hand-off of Q/K -> theory U ((N, T) chosen on validation episodes) ->
-    head scores -> single-head and progressive pruning drops (spec §8, §9.3)."""
+    head scores -> single-head and progressive pruning drops (spec §8, §9.3). On `config.device`: the GD training
+    and the theory solves; the trained network's evaluations (forward passes) on the cpu."""
+    from attnlab.device import on_device, resolve
     from attnlab.paths.pruning.gradient_descent import save_checkpoint
-    from attnlab.paths.pruning.pipeline import prune_pipeline, train_network
+    from attnlab.paths.pruning.pipeline import check_prune_memory, prune_pipeline, train_network
     from attnlab.paths.tasks.digits import N0, N_TOK
 
-    check_sizes(config.P, config.n_test, N_TOK, N0, [config.heads] * config.layers)
+    device = resolve(config.device)
+    gram_mode = check_sizes(config.P, config.n_test, N_TOK, N0, [config.heads] * config.layers)
+    check_prune_memory(config, gram_mode, device)
     with open_run(out, "paths prune", config, mode=mode, seed=config.seed, prefix="paths-prune") as run:
         _check_resume(run, config, mode)
         t0 = time.perf_counter()
-        model, log = train_network(config)
+        with on_device(device):
+            model, log = train_network(config, device)  # the model comes back on the cpu
         train_seconds = time.perf_counter() - t0
         save_checkpoint(model, run.file("gd_model"))
-        rec = prune_pipeline(config, model, log) | {"gd_train_seconds": train_seconds}  # B5's "GD training < 5 min"
+        with on_device(device):
+            rec = prune_pipeline(config, model, log, device)
+        rec |= {"gd_train_seconds": train_seconds}  # B5's "GD training < 5 min"
         run.write_json("metrics.json", rec)
         report.write_report(run)
     keys = ("gd_test_accuracy", "spearman_rho", "spearman_rho_theory", "chosen_N", "chosen_T", "gd_train_seconds")

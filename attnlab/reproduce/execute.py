@@ -12,6 +12,8 @@ numbers are always read back from the folders (`attnlab.load_run`), so a resumed
 
 from __future__ import annotations
 
+import dataclasses
+
 import inspect
 import math
 import shutil
@@ -86,15 +88,24 @@ def _resumable(path: Path, config: Any) -> bool:
     return manifest.get("config_hash") == config_hash(config)
 
 
-def execute(run: Run, folder: Path, marks: Path) -> float:
-    """Run one study run into folder/<sub> through the registry (kept if it already finished with this config);
-    returns its seconds and notes them in marks/<sub>.json."""
+def on_device(config: Any, device: str) -> Any:
+    """`config` computing on `device`, where its command takes a device and this run of it can use one (no
+    `CPU_ONLY` reason, such as `paths sample --outputs > 1`) and its experiment did not set one itself."""
+    fields = getattr(config, "__dataclass_fields__", {})
+    if device == "cpu" or "device" not in fields or config.device != "cpu" or getattr(config, "CPU_ONLY", None):
+        return config
+    return dataclasses.replace(config, device=device)
+
+
+def execute(run: Run, folder: Path, marks: Path, device: str = "cpu") -> float:
+    """Run one study run into folder/<sub> through the registry (kept if it already finished with this config),
+    on `device` where it takes one (`on_device`); returns its seconds and notes them in marks/<sub>.json."""
     from attnlab.configs import config_from_dict
     from attnlab.registry import resolve
 
     config_cls, fn = resolve(run.command)
     fields = run.config() if callable(run.config) else run.config
-    config: Any = config_from_dict(config_cls, dict(fields))
+    config: Any = on_device(config_from_dict(config_cls, dict(fields)), device)
     path, mark = _run_path(folder, run), marks / f"{_slug(run.sub)}.json"
     kept = _kept(path, mark, config)
     if kept is not None:
@@ -112,9 +123,10 @@ def execute(run: Run, folder: Path, marks: Path) -> float:
     return seconds
 
 
-def run_experiment(name: str, root: Path, marks: Path, seed: int, size: dict) -> dict:
+def run_experiment(name: str, root: Path, marks: Path, seed: int, size: dict, device: str = "cpu") -> dict:
     """Run experiment `name` into root/<name> and write marks/<name>.json; returns that mark (seconds, error, and
-    the numbers of a direct computation). A failure is recorded; Ctrl-C / SIGTERM (exit code 130) ends reproduce."""
+    the numbers of a direct computation). A failure is recorded; Ctrl-C / SIGTERM (exit code 130) ends reproduce.
+    Its study runs compute on `device` where they can (`on_device`); its direct computations on the cpu."""
     exp, folder = EXPERIMENTS[name], Path(root) / name
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -124,7 +136,7 @@ def run_experiment(name: str, root: Path, marks: Path, seed: int, size: dict) ->
             numbers = clean(exp.compute(seed, size))
         else:
             for run in exp.runs(seed, size, Path(root)):  # type: ignore[misc]
-                seconds[run.sub] = execute(run, folder, Path(marks) / name)
+                seconds[run.sub] = execute(run, folder, Path(marks) / name, device)
             if exp.figure is not None:
                 exp.figure(folder)
     except Exception as exc:  # noqa: BLE001 - one failed study run must not lose the others' verdicts
@@ -154,10 +166,10 @@ def finished_mark(marks: Path, name: str) -> dict | None:
 
 
 def run_all(names: list[str], root: Path, marks: Path, seed: int, sizes: dict, workers: int = 1,
-            address: str | None = None) -> dict[str, dict]:  # fmt: skip
+            address: str | None = None, device: str = "cpu") -> dict[str, dict]:  # fmt: skip
     """Run the experiments not yet finished (in this process, or as Ray tasks with `workers` > 1 or an
     `address`: those that need another in a second wave, the hours-long `LAST` ones in a third); returns name ->
-    mark, in `names` order."""
+    mark, in `names` order. `device`: what every study run that takes one computes on (`execute`)."""
     marks_of = {n: m for n in names if (m := finished_mark(marks, n)) is not None}
     first = [n for n in names if n not in NEEDS and n not in LAST]
     waves = (first, [n for n in names if n in NEEDS], [n for n in names if n in LAST])  # LAST: hours, after all
@@ -166,7 +178,7 @@ def run_all(names: list[str], root: Path, marks: Path, seed: int, sizes: dict, w
         failed = {n for n in todo if n in NEEDS and NEEDS[n] not in marks_of}
         for n in failed:
             marks_of[n] = {"seconds": 0.0, "error": f"needs {NEEDS[n]}, which failed", "run_seconds": {}}
-        items = [(n, root, marks, seed, sizes[n]) for n in todo if n not in failed]
+        items = [(n, root, marks, seed, sizes[n], device) for n in todo if n not in failed]
         for (n, *_), mark in zip(items, _map(items, workers, address)):
             marks_of[n] = mark
     return {n: marks_of[n] for n in names}

@@ -48,7 +48,7 @@ def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> 
     that ran, name -> log row with seconds and error)."""
     sizes = {n: sized(n, config.profile, config.device) for n in names}
     root, marks = folder / "runs", folder / MARKS
-    ended = run_all(names, root, marks, config.seed, sizes, config.workers, config.address)
+    ended = run_all(names, root, marks, config.seed, sizes, config.workers, config.address, config.device)
     log = {n: {"seconds": m["seconds"], "error": m["error"]} for n, m in ended.items()}
     done = {n: outcome(n, root, m, config.seed, sizes[n]) for n, m in ended.items() if m["error"] is None}
     return done, log

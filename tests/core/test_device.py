@@ -82,9 +82,7 @@ def test_resolve_counts_gpus(monkeypatch):
         D.resolve("cuda:2")
 
 
-CPU_ONLY = {  # the commands that keep computing on the cpu, and why (their one-line refusal says it)
-    "paths solve": "scipy", "paths sweep": "scipy", "paths prune": "scipy",
-}  # fmt: skip
+CPU_ONLY: dict[str, str] = {}  # the commands that keep computing on the cpu, and why (none left: issue 22)
 
 
 def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
@@ -103,8 +101,9 @@ def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
         assert "\n" not in line and line.startswith(f"--device cuda: {command} ") and "not available" in line
         assert D.resolve("auto", gpu=reason) == torch.device("cpu")
     for command in ("series train", "consensus simulate", "consensus phase", "consensus model", "paths sample",
-                    "bb train", "bb intervene"):  # fmt: skip
-        assert getattr(resolve(command)[0], "CPU_ONLY", None) is None, command  # these compute on the device
+                    "paths solve", "paths sweep", "paths prune", "bb train", "bb intervene"):  # fmt: skip
+        reason = getattr(resolve(command)[0], "CPU_ONLY", None)  # none, or one that depends on the run's options
+        assert reason is None or isinstance(reason, property), command  # these compute on the device
 
 
 @pytest.mark.parametrize(
@@ -113,9 +112,10 @@ def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
      ["consensus", "simulate", "--batch", "2", "--t-max", "1"], ["paths", "solve", "--P", "20", "--n-test", "20"],
      ["series", "train", "--steps", "2", "--save-every", "1", "--batch", "2", "--seq-len", "8", "--d-model", "8",
       "--d-mlp", "8", "--layers", "1"],
-     ["consensus", "model", "--passes", "1"], ["paths", "sample", "--P", "20", "--n-test", "20"]],
+     ["consensus", "model", "--passes", "1"], ["paths", "sample", "--P", "20", "--n-test", "20"],
+     ["paths", "sweep", "--P", "20", "--n-test", "20"], ["paths", "prune", "--steps", "2"]],
     ids=["bb train", "consensus phase", "consensus simulate", "paths solve", "series train", "consensus model",
-         "paths sample"],
+         "paths sample", "paths sweep", "paths prune"],
 )  # fmt: skip
 def test_cli_cuda_without_cuda_is_one_line_and_leaves_no_folder(capsys, tmp_path, no_cuda, argv):
     out = tmp_path / "run"
@@ -634,3 +634,186 @@ def test_intervene_feeds_the_batch_to_the_models_device(monkeypatch, bb_run):
     monkeypatch.setattr(IR, "first_nonfinite", lambda m: None)  # reads values, which meta lacks
     assert IR.evaluate_interventions(cfg, task, copy.deepcopy(model).to(meta), 4) == expected
     assert seen == [(meta, meta, (8, 16), 8)] * len(expected)
+
+
+# --- the theory's solve on the requested device (paths solve, sweep, prune) ---------------------------------------
+@pytest.mark.parametrize("method, form", [("newton", "chain"), ("lbfgs", "chain"), ("newton", "simple")])
+def test_the_torch_solve_agrees_with_the_numpy_fast_path(monkeypatch, method, form):
+    """The solve a GPU runs (the torch action `evaluate`, L-BFGS fed from it, Newton on its autograd Hessian), here
+    on the cpu (`fast=False`), against the cpu's default (the NumPy `FastAction` and a finite-difference Hessian):
+    two implementations, the same saddle point. Bound: 1e-8 relative on U and S (measured ~1e-14 here)."""
+    from attnlab.paths.tasks.data import build_data
+    from attnlab.paths.theory import fast as fast_module
+    from attnlab.paths.theory.points import make_problem
+    from attnlab.paths.theory.solver import solve_saddle_point
+
+    prob = make_problem(build_data("markov", 40, 20), 10.0, 0.05, form)
+    numpy_sp = solve_saddle_point(prob, method, tol=1e-10, max_iter=1000)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the torch path must not use the NumPy action")
+
+    monkeypatch.setattr(fast_module, "FastAction", refuse)
+    torch_sp = solve_saddle_point(prob, method, tol=1e-10, max_iter=1000, fast=False)
+    assert numpy_sp.converged and torch_sp.converged and torch_sp.max_grad < 1e-10
+    assert numpy_sp.iterations > 0 and any(row["phase"] == "lbfgs" for row in torch_sp.trace)
+    for a, b in zip(numpy_sp.chain, torch_sp.chain, strict=True):
+        assert np.abs(a - b).max() <= 1e-8 * np.abs(a).max()
+    assert abs(numpy_sp.S - torch_sp.S) <= 1e-8 * abs(numpy_sp.S)
+    assert numpy_sp.hessian_min_eig == pytest.approx(torch_sp.hessian_min_eig, rel=1e-6)
+
+
+def test_the_solve_follows_the_device_of_its_problem():
+    """Every tensor the solver's hot path makes (the parametrisation, K(U), the Cholesky of K+TI and of each U_l,
+    Gamma, the gradients, the factor flags, the fixed-point blocks) is made where the problem's kernels are:
+    checked on torch's meta device (shapes only), for both entropy forms and for two outputs."""
+    from attnlab.paths.sampling.outputs import build_multi, multi_problem
+    from attnlab.paths.tasks.data import build_data
+    from attnlab.paths.theory.action import evaluate
+    from attnlab.paths.theory.points import make_problem
+    from attnlab.paths.theory.solver import Param, _chain_blocks
+
+    meta, data = torch.device("meta"), build_data("markov", 20, 20)
+    problems = [make_problem(data, 10.0, 0.1, form) for form in ("chain", "simple")]
+    problems.append(multi_problem(build_multi(10, 10, "4path", 2), 10.0, 0.1))
+    for cpu_prob in problems:
+        prob = cpu_prob.to(meta)
+        assert cpu_prob.to("cpu") is cpu_prob and cpu_prob.gram.device.type == "cpu"  # the cpu problem is kept
+        assert {prob.Y.device, prob.gram.xit.device, prob.gram.M.device} == {meta}
+        par = Param(prob.sizes(), prob.device)
+        theta = par.from_Us(prob.gp_point())
+        Rs = par.Rs(theta)
+        ev = evaluate(prob, [R @ R.T for R in Rs], checked=False)
+        made = [theta, *Rs, ev.S, ev.E, ev.ent, *ev.grads, ev.U_a, ev.chol, ev.infos, par.grad_theta(Rs, ev.grads)]
+        made.append(prob.gram.kernel(Rs[0] @ Rs[0].T))
+        if prob.outputs == 1:
+            new = [R @ R.T for R in Rs]
+            made += [_chain_blocks(prob, new)[0], *new]
+        assert {t.device for t in made} == {meta}, (prob.form, prob.outputs)
+        assert ev.infos.shape == (1 + len(prob.sizes()),) and ev.chol.shape == (prob.gram.P, prob.gram.P)
+
+
+def test_a_failed_factor_is_flagged_and_checked_after_the_evaluation():
+    """The evaluation reads nothing back: a U_l that is not positive definite gives garbage values and a flag,
+    and `evaluate` raises the same one-line NumericalError as before at its end."""
+    from attnlab.errors import NumericalError
+    from attnlab.paths.tasks.data import build_data
+    from attnlab.paths.theory.action import evaluate
+    from attnlab.paths.theory.points import make_problem
+
+    prob = make_problem(build_data("markov", 20, 20), 10.0, 0.1)
+    Us = prob.gp_point()
+    Us[1] = -Us[1]
+    ev = evaluate(prob, Us, checked=False)
+    assert ev.infos.tolist()[0] == 0 and ev.infos.tolist()[2] != 0
+    with pytest.raises(NumericalError, match="lost positive definiteness"):
+        evaluate(prob, Us)
+
+
+def test_the_gd_network_trains_on_the_device_of_its_weights():
+    """paths prune's GD loop on torch's meta device: the forward (with a pruned head: the masks stay on the cpu and
+    are copied), the Adam steps and the logged losses all stay there; the batch indices come from the cpu."""
+    from attnlab.paths.pruning.gradient_descent import GDNetwork, gd_loop
+
+    meta = torch.device("meta")
+    model = GDNetwork(23, 2, 2, 8, 4).to(meta)
+    model.set_pruned([(1, 0)])
+    xp, yp = torch.empty(30, 12, 23, device=meta), torch.empty(30, device=meta)
+    logged = gd_loop(model, xp, yp, 3, 4, 1e-3, 0.0, 0, progress=False)
+    assert [step for step, _ in logged] == [0, 2] and {loss.device for _, loss in logged} == {meta}
+    assert {p.device for p in model.parameters()} == {meta} and model.masks[1].device.type == "cpu"
+
+
+def test_paths_solves_refuse_a_size_over_the_gpu_memory(monkeypatch, tmp_path):
+    """`paths solve` (also --outputs 2), `paths sweep` and `paths prune` with a GPU of 1 MiB free: one line naming
+    the size, before any folder exists. The estimate holds the path kernels M [n_paths^2, P^2] in float64."""
+    from attnlab.paths import run as paths_run
+    from attnlab.paths.config import PruneConfig, SolveConfig, SweepConfig
+    from attnlab.paths.theory.solver import device_bytes
+
+    assert device_bytes(100, 4, 231, "gram", [4, 2]) >= 8 * 16 * 100**2 + 8 * 16 * 100**2
+    assert device_bytes(1000, 4, 231, "factor", [4, 2]) < device_bytes(1000, 4, 231, "gram", [4, 2])
+    monkeypatch.setattr(D, "resolve", lambda device, *a, **k: torch.device("cuda"))
+    monkeypatch.setattr(D, "memory_bytes", lambda device: 2**20)
+    cases = [
+        (paths_run.solve, SolveConfig(P=200, n_test=20), r"paths solve --P 200 \(4 paths, gram mode\) would need"),
+        (paths_run.solve, SolveConfig(P=200, n_test=20, outputs=2), r"paths solve --outputs 2 --P 200 \(8 path-out"),
+        (paths_run.sweep, SweepConfig(P=200, n_test=20, Ns=(10.0,)), r"paths sweep --P 200 \(4 paths"),
+        (paths_run.prune, PruneConfig(steps=2), r"paths prune --width 128 --heads 4 --layers 2 --P 300 would need"),
+    ]
+    for fn, config, message in cases:
+        with pytest.raises(InputError, match=message) as exc:
+            fn(config, tmp_path / "run")
+        assert "\n" not in str(exc.value) and "GiB on cuda" in str(exc.value)
+        assert not (tmp_path / "run").exists()
+
+
+PATHS_RUNS = {
+    "paths solve": ["paths", "solve", "--P", "20", "--n-test", "20", "--threads", "1"],
+    "paths sweep": ["paths", "sweep", "--P", "20", "--n-test", "20", "--Ns", "30", "10", "--threads", "1"],
+    "paths prune": ["paths", "prune", "--steps", "6", "--P", "20", "--n-test", "20", "--pool", "40", "--width", "8",
+                    "--heads", "2", "--Ns", "20", "--temperatures", "0.1", "--threads", "1"],
+}  # fmt: skip
+
+
+def _timeless(path):
+    """A run's JSON / JSONL values without the keys that record time or folders."""
+
+    def clean(obj):
+        if isinstance(obj, dict):
+            return {k: clean(v) for k, v in obj.items() if not any(w in k for w in ("wall", "seconds", "from_run"))}
+        return [clean(v) for v in obj] if isinstance(obj, list) else obj
+
+    lines = path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]
+    return [clean(json.loads(line)) for line in lines]
+
+
+@pytest.mark.parametrize("command", list(PATHS_RUNS))
+def test_paths_auto_is_the_cpu_run_bit_for_bit(tmp_path, no_cuda, command):
+    """`--device auto` without CUDA: the cpu run (the NumPy fast path), every array and safetensors file byte for
+    byte and every JSON value equal (times aside); manifest.json names the cpu, config.json keeps "auto"."""
+    argv = PATHS_RUNS[command]
+    assert main([*argv, "--out", str(tmp_path / "cpu")]) == 0
+    assert main([*argv, "--device", "auto", "--out", str(tmp_path / "auto")]) == 0
+    assert json.loads((tmp_path / "auto" / "config.json").read_text())["device"] == "auto"
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["device"] == "cpu"
+    skip = ("config.json", "manifest.json")
+    files = [p.relative_to(tmp_path / "cpu") for p in (tmp_path / "cpu").rglob("*") if p.is_file()]
+    binary = [f for f in files if f.suffix in (".npy", ".npz", ".safetensors")]
+    texts = [f for f in files if f.suffix in (".json", ".jsonl") and f.name not in skip]
+    assert binary and texts, files
+    for name in binary:
+        assert (tmp_path / "cpu" / name).read_bytes() == (tmp_path / "auto" / name).read_bytes(), name
+    for name in texts:
+        assert _timeless(tmp_path / "cpu" / name) == _timeless(tmp_path / "auto" / name), name
+
+
+def test_paths_sample_with_several_outputs_records_the_cpu_it_runs_on_under_auto(monkeypatch):
+    """`paths sample --outputs 2 --device auto` on a GPU machine samples on the cpu (the multi-output target is cpu
+    code), so auto resolves to the cpu there, as the manifest records; one output takes the GPU."""
+    from attnlab.paths.config import SampleConfig
+    from attnlab.runs import device_info
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(D, "describe", lambda device: {"device": str(device)})
+    assert device_info(SampleConfig(outputs=2, device="auto"))["device"] == "cpu"
+    assert device_info(SampleConfig(outputs=1, device="auto"))["device"] == "cuda"
+
+
+def test_reproduce_hands_its_device_to_every_study_run_that_takes_one():
+    """`attnlab reproduce --device cuda` (issue 22: "passed on to every study run"): a run whose command takes a
+    device gets it, unless its experiment set one or its options keep it on the cpu; a command without a device
+    field, and every run under --device cpu, is unchanged."""
+    from attnlab.paths.config import SampleConfig, SolveConfig
+    from attnlab.reproduce.execute import on_device
+    from attnlab.bb.config import TheoryConfig
+    from attnlab.scan.config import ScanConfig
+
+    assert on_device(SolveConfig(), "cuda").device == "cuda"
+    assert on_device(SolveConfig(), "cpu") == SolveConfig()
+    assert on_device(SampleConfig(outputs=2), "cuda").device == "cpu"  # its multi-output target is cpu code
+    assert on_device(SampleConfig(), "cuda:1").device == "cuda:1"
+    assert on_device(ScanConfig(), "cuda").device == "cuda"  # the real-model rooms load the model there
+    theory = TheoryConfig()
+    assert on_device(theory, "cuda") is theory  # bb theory takes no device

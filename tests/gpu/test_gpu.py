@@ -21,6 +21,15 @@ float64 phase diagram):
   interventions.json.
 - consensus model on a tiny random Llama (float32 blocks, float64 measures; 4 passes): E_first and the depth view
   within 1e-3 (absolute, or relative above 1) of the CPU run; a second CUDA run gives the same curves.
+- paths solve (float64, Markov P 40, N 10, T 0.05, tol 1e-10): the CUDA solve (torch action) against the cpu's
+  default (NumPy fast path): U and its chain within 1e-8 of max|U| for newton (both reach max|dS/dU| ~ 1e-12),
+  within 1e-7 (the spec's T10 method agreement) for lbfgs and fixed_point, whose paths may part at rounding level;
+  S within 1e-10 relative; the digits task in factor mode (newton) within 1e-8; bit-identical on a second CUDA
+  run. `paths solve --device cuda` and `paths sweep --device cuda` as commands: U.npy / every width's U within
+  1e-8 of the cpu run's, manifest naming the GPU.
+- paths prune's GD network (float32, 20 Adam steps on the same cpu-drawn batches): the logged losses within 2e-3
+  (relative) of the CPU run, every weight within 1e-3 (absolute, or relative above 1); bit-identical weights on
+  a second CUDA run.
 """
 
 from __future__ import annotations
@@ -224,3 +233,66 @@ def test_paths_sample_cuda_agrees_with_cpu_and_is_deterministic(target):
         assert _close(np.asarray(cpu[key]).tolist(), np.asarray(gpu[key]).tolist(), 1e-8), key
         assert np.array_equal(np.asarray(gpu[key]), np.asarray(again[key])), key
     assert cpu["divergences"] == gpu["divergences"] and cpu["accept_mean"] == pytest.approx(gpu["accept_mean"], 1e-8)
+
+
+def _paths_problem(task="markov", mode="auto"):
+    from attnlab.paths.tasks.data import build_data
+    from attnlab.paths.theory.points import make_problem
+
+    return make_problem(build_data(task, 40, 40, gram_mode=mode), 10.0, 0.05)
+
+
+@pytest.mark.parametrize(
+    "method, task, mode",
+    [
+        ("newton", "markov", "auto"),
+        ("lbfgs", "markov", "auto"),
+        ("fixed_point", "markov", "auto"),
+        ("newton", "digits", "factor"),
+    ],
+)
+def test_paths_solve_cuda_agrees_with_cpu_and_is_deterministic(method, task, mode):
+    from attnlab.paths.theory.solver import solve_saddle_point
+
+    prob = _paths_problem(task, mode)
+    cpu = solve_saddle_point(prob, method, tol=1e-10, max_iter=3000)
+    gpu, again = (solve_saddle_point(prob.to("cuda"), method, tol=1e-10, max_iter=3000) for _ in range(2))
+    assert cpu.converged and gpu.converged and gpu.max_grad < 1e-10
+    bound = 1e-8 if method == "newton" else 1e-7
+    for a, b, c in zip(cpu.chain, gpu.chain, again.chain, strict=True):
+        assert np.abs(a - b).max() <= bound * np.abs(a).max(), method
+        assert np.array_equal(b, c), method
+    assert abs(cpu.S - gpu.S) <= 1e-10 * abs(cpu.S) and gpu.S == again.S
+    assert gpu.trace == again.trace
+
+
+def test_paths_solve_and_sweep_commands_on_cuda(tmp_path):
+    from attnlab.cli import main
+
+    base = ["--P", "40", "--n-test", "40", "--temperature", "0.05", "--threads", "1"]
+    for name, device in (("cpu", "cpu"), ("gpu", "cuda")):
+        assert main(["paths", "solve", *base, "--device", device, "--out", str(tmp_path / f"solve-{name}")]) == 0
+        sweep = ["paths", "sweep", *base, "--Ns", "100", "10", "--device", device]
+        assert main([*sweep, "--out", str(tmp_path / f"sweep-{name}")]) == 0
+    a, b = np.load(tmp_path / "solve-cpu" / "U.npy"), np.load(tmp_path / "solve-gpu" / "U.npy")
+    assert np.abs(a - b).max() <= 1e-8 * np.abs(a).max()
+    assert json.loads((tmp_path / "solve-gpu" / "manifest.json").read_text())["device"].startswith("cuda")
+    rows = [_metrics(tmp_path / f"sweep-{name}") for name in ("cpu", "gpu")]
+    for r, s in zip(*rows, strict=True):
+        U, V = np.asarray(r["U"]), np.asarray(s["U"])
+        assert r["N"] == s["N"] and s["converged"] and np.abs(U - V).max() <= 1e-8 * np.abs(U).max()
+
+
+def test_paths_prune_gd_cuda_agrees_with_cpu_and_is_deterministic():
+    from attnlab.paths.config import PruneConfig
+    from attnlab.paths.pruning.pipeline import train_network
+
+    config = PruneConfig(steps=20, heads=2, width=16, P=20, n_test=20, pool=200)
+    cpu, gpu, again = (train_network(config, torch.device(d)) for d in ("cpu", "cuda", "cuda"))
+    assert [r["step"] for r in cpu[1]] == [r["step"] for r in gpu[1]] == [0, 19]
+    assert _close([r["loss"] for r in cpu[1]], [r["loss"] for r in gpu[1]], 2e-3)
+    weights = [m.state_dict() for m, _ in (cpu, gpu, again)]
+    for name, w in weights[0].items():
+        assert weights[1][name].device.type == "cpu"  # the trained network comes back to the cpu
+        assert _close(w.flatten().tolist(), weights[1][name].flatten().tolist(), 1e-3), name
+        assert torch.equal(weights[1][name], weights[2][name]), name

@@ -112,3 +112,11 @@ def test_rerun_reproduces_a_sweep(tmp_path):
     rows = [[{k: v for k, v in json.loads(line).items() if k != "wall_s"} for line in t] for t in texts]
     assert rows[0] == rows[1] and [r["N"] for r in rows[0]] == [30.0, 10.0]
     assert json.loads((second / "manifest.json").read_text())["command"] == "paths sweep"
+
+
+def test_sweep_through_the_gp_limit_prints_its_points(tmp_path, capsys):
+    """A sweep whose widths include inf (its N is stored as the text "inf") prints every point and exits 0."""
+    argv = ["paths", "sweep", "--P", "20", "--n-test", "20", "--Ns", "30", "inf", "--out", str(tmp_path / "s")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "N=inf: accuracy" in out and "N=30: accuracy" in out

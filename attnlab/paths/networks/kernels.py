@@ -75,6 +75,23 @@ class PathGram:
         self.mode = mode
         self.M = torch.einsum("mpi,nqi->pqmn", self.xit, self.xit).contiguous() if mode == "gram" else None
 
+    @property
+    def device(self) -> torch.device:
+        """Where the kernels are (and so where the action built on them computes)."""
+        return self.xit.device
+
+    def to(self, device: torch.device | str) -> PathGram:
+        """The same kernels on `device`: xi~ and the stored M are copied (not recomputed there), so every device
+        holds the same numbers; `self` when already there."""
+        device = torch.device(device)
+        if device == self.xit.device:
+            return self
+        moved = PathGram.__new__(PathGram)
+        moved.xit, moved.mode = self.xit.to(device), self.mode
+        moved.P, moved.n_paths, moved.N0 = self.P, self.n_paths, self.N0
+        moved.M = self.M.to(device) if self.M is not None else None
+        return moved
+
     def kernel(self, U: torch.Tensor) -> torch.Tensor:
         """K(U) = sum_{pi pi'} U^{pi pi'} C^{pi pi'}: U [..., n, n] -> [..., P, P] (spec K2)."""
         if self.M is not None:

@@ -2,7 +2,8 @@
 trained in float32 (V0, V^(l)h, a, Q_h, K_h), then handed to the theory with the query/key weights frozen.
 
 Shapes: x [B, n_tok, N0]; Q, K per layer [H, d_qk, N0]; V0 [N, N0]; V per layer [H, N, N]; a [N].
-Head masks (for pruning) zero a head and rescale the head sum to 1/sqrt(#active heads).
+Head masks (for pruning) zero a head and rescale the head sum to 1/sqrt(#active heads); they are kept on the cpu
+and copied to the input's device in the forward (their count is read on the cpu: no read-back).
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ class GDNetwork(torch.nn.Module):
         h = torch.einsum("ij,btj->bit", self.V0, x) / math.sqrt(self.N0)
         for l in range(self.L):
             A = self.attention(x, l)
-            m = self.masks[l].to(x.dtype)
+            active = float(self.masks[l].sum())  # the cpu mask: no read-back from the device
+            m = self.masks[l].to(device=x.device, dtype=x.dtype)
             y = torch.einsum("bjt,bhst->bhjs", h, A) * m[None, :, None, None]
-            h = torch.einsum("hij,bhjs->bis", self.V[l], y) / math.sqrt(float(m.sum()) * self.N)
+            h = torch.einsum("hij,bhjs->bis", self.V[l], y) / math.sqrt(active * self.N)
         xbar = h.mean(-1) if self.readout == "mean" else h[..., -1]
         return xbar @ self.a / math.sqrt(self.N)
 
@@ -94,25 +96,48 @@ def train_gd(
     progress: bool = True,
 ) -> list[dict]:
     """Adam on the MSE to +-1 over batches drawn from a pool of `pool_size` training episodes (fresh draws are
-    approximated by a large pool, which keeps the episode sampler out of the inner loop)."""
-    from tqdm import tqdm
-
+    approximated by a large pool, which keeps the episode sampler out of the inner loop). Trains where the model
+    is: the pool [pool, n_tok, N0] is drawn on the cpu and copied there once (`gd_loop`). Returns the log, one
+    {step, loss} every 50 steps and at the last."""
     from attnlab.paths.tasks.digits import digit_episodes
 
+    device = model.a.device
     x_pool, y_pool = digit_episodes(pool_size - pool_size % 2, "train", seed=seed)
-    xp, yp = torch.tensor(x_pool, dtype=torch.float32), torch.tensor(y_pool, dtype=torch.float32)
+    xp = torch.tensor(x_pool, dtype=torch.float32).to(device)
+    yp = torch.tensor(y_pool, dtype=torch.float32).to(device)
+    logged = gd_loop(model, xp, yp, steps, batch, lr, weight_decay, seed, progress)
+    values = torch.stack([loss for _, loss in logged]).cpu().tolist()  # the losses' one read-back
+    return [{"step": step, "loss": value} for (step, _), value in zip(logged, values)]
+
+
+def gd_loop(
+    model: GDNetwork,
+    xp: torch.Tensor,
+    yp: torch.Tensor,
+    steps: int,
+    batch: int,
+    lr: float,
+    weight_decay: float,
+    seed: int,
+    progress: bool = True,
+) -> list[tuple[int, torch.Tensor]]:
+    """The Adam steps on the pool xp [pool, n_tok, N0], yp [pool] (on the model's device): each batch's indices
+    come from a cpu generator seeded with `seed` and are copied, so every device trains on the same batches.
+    Returns (step, loss) every 50 steps and at the last, the losses left on the device (nothing read back)."""
+    from tqdm import tqdm
+
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
     g = torch.Generator().manual_seed(seed)
-    log = []
+    logged = []
     for step in tqdm(range(steps), desc="paths train-gd", disable=not progress):
-        idx = torch.randint(0, len(yp), (batch,), generator=g)
+        idx = torch.randint(0, len(yp), (batch,), generator=g).to(xp.device)
         loss = torch.mean((model(xp[idx]) - yp[idx]) ** 2)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if step % 50 == 0 or step == steps - 1:
-            log.append({"step": step, "loss": float(loss.detach())})
-    return log
+            logged.append((step, loss.detach()))
+    return logged
 
 
 def save_checkpoint(model: GDNetwork, path: Path) -> None:

@@ -2,6 +2,9 @@
 
 score(l, h) = sum_{pi_l = h} |U^{pi pi'}| + sum_{pi'_l = h} |U^{pi pi'}| - sum_{pi_l = pi'_l = h} |U^{pi pi'}|,
 normalised by the maximum over all heads; lower = pruned first. U: [n_paths, n_paths], paths flattened h_1-slowest.
+
+Device (`paths prune --device`): the GD training and every theory solve run there (the theory's kernels built on
+the cpu and copied); the trained network comes back to the cpu for its evaluations (forward passes).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import torch
 
 from attnlab.errors import check
 from attnlab.paths.networks.architecture import PathConfig, PathNetwork
-from attnlab.paths.networks.kernels import scaled_paths
+from attnlab.paths.networks.kernels import PathGram, scaled_paths
 from attnlab.paths.pruning.gradient_descent import GDNetwork, accuracy, train_gd
 from attnlab.paths.tasks.data import PathData, build_data
 from attnlab.paths.tasks.digits import digit_episodes
@@ -76,16 +79,21 @@ def handoff_error(model: GDNetwork, cfg: PathConfig, x: np.ndarray) -> float:
 
 
 def choose_point(
-    data: PathData, x_val: np.ndarray, y_val: np.ndarray, Ns: Sequence[float], temperatures: Sequence[float]
+    data: PathData,
+    x_val: np.ndarray,
+    y_val: np.ndarray,
+    Ns: Sequence[float],
+    temperatures: Sequence[float],
+    gram: PathGram | None = None,
 ) -> tuple[list[dict], float, float, SaddlePoint]:
-    """Solve every (N, T) of the grid and keep the one with the best validation accuracy (first on ties):
-    returns (grid rows, N, T, its saddle point)."""
+    """Solve every (N, T) of the grid (on `gram`: the data's, or its copy on a device) and keep the one with the
+    best validation accuracy (first on ties): returns (grid rows, N, T, its saddle point)."""
     xit_val = scaled_paths(PathNetwork(data.cfg).paths(torch.tensor(x_val)))
     best: tuple[float, float, float, SaddlePoint] | None = None
     grid = []
     for N in Ns:
         for T in temperatures:
-            sp, rec = theory_point(data, N, T, hessian=False)
+            sp, rec = theory_point(data, N, T, hessian=False, gram=gram)
             val = metrics(predict(sp.U, data.gram, data.y_train, T, xit_val), y_val)["accuracy"]
             grid.append({"N": N, "T": T, "val_accuracy": val, "test_accuracy": rec["accuracy"],
                          "accuracy_gp": rec["accuracy_gp"], "converged": rec["converged"]})  # fmt: skip
@@ -125,29 +133,62 @@ def progressive_curves(
     return curves
 
 
+def _drop_point(cfg: PathConfig, P: int, n_test: int, N: float, T: float, device: torch.device | None) -> float:
+    """Test accuracy of the theory at (N, T) on digit data with the heads of `cfg` (solved on `device`)."""
+    data = build_data("digits", P, n_test, cfg=cfg)
+    gram = None if device is None else data.gram.to(device)
+    return theory_point(data, N, T, hessian=False, gram=gram)[1]["accuracy"]
+
+
 def theory_drops(
-    cfg: PathConfig, P: int, n_test: int, N: float, T: float, labels: list[tuple[int, int]]
+    cfg: PathConfig,
+    P: int,
+    n_test: int,
+    N: float,
+    T: float,
+    labels: list[tuple[int, int]],
+    device: torch.device | None = None,
 ) -> list[float]:
     """Theory-side analogue of single-head pruning: refit U without the head (its layer's head sum then has
-    H_l - 1 terms, and the path normalisation 1/sqrt(n_paths) of [K1] rescales accordingly)."""
-    _, rec = theory_point(build_data("digits", P, n_test, cfg=cfg), N, T, hessian=False)
+    H_l - 1 terms, and the path normalisation 1/sqrt(n_paths) of [K1] rescales accordingly). Solves on `device`
+    (default the cpu)."""
+    full = _drop_point(cfg, P, n_test, N, T, device)
     out = []
     for l, h in labels:
         layers = [[hd for k, hd in enumerate(heads) if (i, k) != (l, h)] for i, heads in enumerate(cfg.layers)]
         sub = PathConfig(layers, cfg.widths, cfg.variances, cfg.readout)
-        _, r = theory_point(build_data("digits", P, n_test, cfg=sub), N, T, hessian=False)
-        out.append(rec["accuracy"] - r["accuracy"])
+        out.append(full - _drop_point(sub, P, n_test, N, T, device))
     return out
 
 
-def train_network(config: PruneConfig) -> tuple[GDNetwork, list[dict]]:
-    """The GD network of `config`, trained (explicit generators seeded with config.seed; no global RNG)."""
+def train_network(config: PruneConfig, device: torch.device | None = None) -> tuple[GDNetwork, list[dict]]:
+    """The GD network of `config`, trained on `device` (default the cpu) and returned on the cpu. Its initial
+    weights are drawn on the cpu (explicit generators seeded with config.seed; no global RNG) and copied, so
+    every device starts from the same network."""
     model = GDNetwork(23, config.heads, config.layers, config.width, config.d_qk, "mean", config.seed)
+    if device is None or device.type == "cpu":
+        return model, train_gd(model, config.steps, seed=config.seed, pool_size=config.pool)
+    model.to(device)
     log = train_gd(model, config.steps, seed=config.seed, pool_size=config.pool)
-    return model, log
+    return model.to("cpu"), log
 
 
-def prune_pipeline(config: PruneConfig, model: GDNetwork, log: list[dict]) -> dict:
+def check_prune_memory(config: PruneConfig, gram_mode: str, device: torch.device) -> None:
+    """One line when the GD network's training (`PruneConfig.gd_bytes`) and the largest theory solve (digit
+    paths, `heads^layers` of them) would not fit together in a GPU's memory; nothing on the cpu."""
+    from attnlab.budget import check_device_memory
+    from attnlab.paths.tasks.digits import N0
+    from attnlab.paths.theory.action import order_parameter_sizes
+    from attnlab.paths.theory.solver import device_bytes
+
+    H = [config.heads] * config.layers
+    n_paths = int(np.prod(H))
+    theory = device_bytes(config.P, n_paths, N0, gram_mode, order_parameter_sizes(H, "chain"))
+    what = f"paths prune --width {config.width} --heads {config.heads} --layers {config.layers} --P {config.P}"
+    check_device_memory(config.gd_bytes() + theory, what, device, "choose smaller sizes or --device cpu")
+
+
+def prune_pipeline(config: PruneConfig, model: GDNetwork, log: list[dict], device: torch.device | None = None) -> dict:
     """Hand the trained network's Q/K to the theory, choose (N, T) on validation episodes, score the heads and
     compare with the GD and theory pruning drops; returns the JSON-ready record of `metrics.json`."""
     xte, yte = digit_episodes(config.n_test, "test")
@@ -156,10 +197,11 @@ def prune_pipeline(config: PruneConfig, model: GDNetwork, log: list[dict]) -> di
     cfg = model.to_config()
     handoff = handoff_error(model, cfg, xte[:50])
     data = build_data("digits", config.P, config.n_test, cfg=cfg)
-    grid, N, T, sp = choose_point(data, xva, yva, config.Ns, config.temperatures)
+    gram = None if device is None else data.gram.to(device)
+    grid, N, T, sp = choose_point(data, xva, yva, config.Ns, config.temperatures, gram)
     scores, labels = head_scores(sp.U, cfg.H), head_labels(cfg.H)
     drops = single_head_drops(model, labels, acc_full, xte, yte)
-    th_drops = theory_drops(cfg, config.P, config.n_test, N, T, labels)
+    th_drops = theory_drops(cfg, config.P, config.n_test, N, T, labels, device)
     curves = progressive_curves(model, scores, cfg.H, acc_full, xte, yte, config.seed)
     order = np.argsort(scores)
     return {

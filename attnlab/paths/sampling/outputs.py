@@ -102,10 +102,18 @@ def output_accuracies(md: MultiData, U: np.ndarray | torch.Tensor, T: float) -> 
 
 
 def multi_theory(
-    md: MultiData, N: float, T: float, form: str = "chain", method: str = "newton", tol: float = 1e-8
+    md: MultiData,
+    N: float,
+    T: float,
+    form: str = "chain",
+    method: str = "newton",
+    tol: float = 1e-8,
+    device: torch.device | None = None,
 ) -> tuple[SaddlePoint, dict]:
-    """Solve at (N, T) and evaluate per-output accuracies against the GP (U = Sigma^2 I); returns (sp, record)."""
+    """Solve at (N, T) on `device` (default the cpu; the block Gram is copied there) and evaluate per-output
+    accuracies against the GP (U = Sigma^2 I) on the cpu; returns (sp, record)."""
     prob = multi_problem(md, N, T, form)
+    prob = prob if device is None else prob.to(device)
     sp = solve_saddle_point(prob, method, tol=tol)
     S2 = prob.Sigma2
     acc, acc_gp = output_accuracies(md, sp.U, T), output_accuracies(md, gp_U(md.gram.n_paths, S2), T)

@@ -2,6 +2,10 @@
 
 A theory point solves the saddle point at (N, T) (spec §5.6) and evaluates the predictor [P1]/[P2] on the test
 set, with the GP baselines U = Sigma^2 I (spec §6); a sampled point is `attnlab.paths.sampling.posterior`.
+
+Device: the solve computes where the Gram it is given is (`gram`: the data's own, on the cpu, or its copy on a
+GPU, `data.gram.to(device)`, made once per run by the caller); the predictor, the GP baselines and the alignment
+read the data's cpu Gram with the solved U (one P x P Cholesky and the test kernels, once a point).
 """
 
 from __future__ import annotations
@@ -12,17 +16,20 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from attnlab.paths.networks.kernels import PathGram
 from attnlab.paths.tasks.data import PathData
 from attnlab.paths.theory.action import Problem
 from attnlab.paths.theory.predictor import alignment, gp_U, metrics, predict
 from attnlab.paths.theory.solver import SaddlePoint, solve_saddle_point
 
 
-def make_problem(data: PathData, N: float, T: float, form: str = "chain") -> Problem:
-    """The saddle-point problem at width N (every layer) and temperature T."""
+def make_problem(data: PathData, N: float, T: float, form: str = "chain", gram: PathGram | None = None) -> Problem:
+    """The saddle-point problem at width N (every layer) and temperature T, on `gram` (default the data's own;
+    else its copy on the device the problem is to compute on)."""
     L = data.cfg.L
+    gram = data.gram if gram is None else gram
     return Problem(
-        data.gram, torch.tensor(data.y_train), T, data.cfg.H, tuple([float(N)] * (L + 1)), data.cfg.variances, form
+        gram, torch.tensor(data.y_train), T, data.cfg.H, tuple([float(N)] * (L + 1)), data.cfg.variances, form
     )
 
 
@@ -46,9 +53,11 @@ def theory_point(
     init: list | None = None,
     max_iter: int = 500,
     hessian: bool = True,
+    gram: PathGram | None = None,
 ) -> tuple[SaddlePoint, dict]:
-    """Solve one (N, T) point and evaluate it on the test set; returns (saddle point, metrics record)."""
-    prob = make_problem(data, N, T, form)
+    """Solve one (N, T) point (where `gram` is: see the module docstring) and evaluate it on the test set on the
+    cpu; returns (saddle point, metrics record)."""
+    prob = make_problem(data, N, T, form, gram)
     sp = solve_saddle_point(prob, method, tol=tol, init=init, max_iter=max_iter, hessian=hessian)
     m = metrics(predict(sp.U, data.gram, data.y_train, T, data.xit_test), data.y_test)
     gp = gp_baselines(data, T)
@@ -73,13 +82,15 @@ def sweep_points(
     tol: float = 1e-8,
     init: list | None = None,
     progress: bool = True,
+    gram: PathGram | None = None,
 ) -> Iterator[tuple[SaddlePoint, dict]]:
     """Yield points for `Ns` in the order given (large to small N for a sweep), each warm-started from the
-    previous converged finite-N point (`init`: the chain [U_1..U_L] to start the first one from)."""
+    previous converged finite-N point (`init`: the chain [U_1..U_L] to start the first one from); every solve on
+    `gram` (see `theory_point`)."""
     from tqdm import tqdm
 
     for N in tqdm(Ns, desc="paths sweep", disable=not progress, file=None):
-        sp, rec = theory_point(data, N, T, form, method, tol, init)
+        sp, rec = theory_point(data, N, T, form, method, tol, init, gram=gram)
         yield sp, rec
         init = warm_start(sp, N)
 
