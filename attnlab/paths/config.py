@@ -171,9 +171,11 @@ class SampleConfig(_Common):
     def CPU_ONLY(self) -> str | None:  # noqa: N802 - the name `attnlab.device.resolve`'s callers read
         """Why this run computes on the cpu whatever its device (`--outputs > 1`), else None: `auto` then means cpu,
         in the run and in manifest.json."""
-        return "paths sample --outputs > 1 samples on the cpu only (its multi-output target is not ported)" if (
-            self.outputs > 1
-        ) else None
+        return (
+            "paths sample --outputs > 1 samples on the cpu only (its multi-output target is not ported)"
+            if (self.outputs > 1)
+            else None
+        )
 
     def __post_init__(self) -> None:
         check_device(self.device)

@@ -13,7 +13,6 @@ numbers are always read back from the folders (`attnlab.load_run`), so a resumed
 from __future__ import annotations
 
 import dataclasses
-
 import inspect
 import math
 import shutil

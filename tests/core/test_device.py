@@ -805,9 +805,9 @@ def test_reproduce_hands_its_device_to_every_study_run_that_takes_one():
     """`attnlab reproduce --device cuda` (issue 22: "passed on to every study run"): a run whose command takes a
     device gets it, unless its experiment set one or its options keep it on the cpu; a command without a device
     field, and every run under --device cpu, is unchanged."""
+    from attnlab.bb.config import TheoryConfig
     from attnlab.paths.config import SampleConfig, SolveConfig
     from attnlab.reproduce.execute import on_device
-    from attnlab.bb.config import TheoryConfig
     from attnlab.scan.config import ScanConfig
 
     assert on_device(SolveConfig(), "cuda").device == "cuda"
