@@ -35,17 +35,37 @@ MAX_MASSIVE_ENTRIES = 64  # keep the largest this many entries per residual stre
 RADIX_SHIFT = 18  # float32 bits >> 18: sign, 8 exponent and 5 mantissa bits, 8,192 buckets (32 per octave)
 
 
-def lower_median(values: np.ndarray) -> float:
+def simd_select() -> bool:
+    """Whether numpy's `partition` runs on x86-simd-sort's AVX-512 introselect on this CPU (numpy ≥ 2 reports the
+    AVX512_SKX feature): there it selects a [512, 576] stream in place in 0.28 ms, against 0.61 ms for the radix
+    step below (2 threads, this project's Intel Xeon VM, 2026-12-02). Without AVX-512 (the AMD EPYC VMs this project
+    also ran on) numpy's partition is the scalar introselect, 3× slower than the radix step (2.06 against 0.59 ms)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features  # numpy >= 2
+    except ImportError:  # pragma: no cover - numpy 1.x: the scalar partition
+        return False
+    return bool(features.get("AVX512_SKX"))
+
+
+def lower_median(values: np.ndarray, in_place: bool = False, method: str = "auto") -> float:
     """Element (n−1)//2 of the sorted 1-D array `values` (torch.median's lower-middle convention), exactly.
 
-    For non-negative float32 (|x| of a residual stream) the IEEE bit patterns, read as int32, sort as the values
-    do, so one radix step finds the median: a histogram of the top 14 bits (torch's `bincount`), the bucket whose
-    cumulative count passes (n−1)//2, and numpy's introselect (`np.partition`) on that bucket's few percent of the
-    entries. Hand-written because no library call selects this fast: 0.76 ms for a [512, 576] stream against
-    2.06 ms for `np.partition` on all of it (2 threads, this project's 2-core machine, 2026-12-02), which in turn
-    beat `torch.median` and `torch.kthvalue`. Other dtypes, small arrays and negatives take `np.partition`."""
+    Two exact selections, chosen by the CPU (`method="auto"`; "select" or "radix" force one, for tests):
+    - "select": numpy's introselect (`ndarray.partition`), in place when `in_place` (the caller's scratch: its
+      order is lost), else on a copy; the fast one where numpy has AVX-512 (`simd_select`).
+    - "radix": for non-negative float32 (|x| of a residual stream) the IEEE bit patterns, read as int32, sort as the
+      values do, so one radix step finds the median: a histogram of the top 14 bits (torch's `bincount`), the
+      bucket whose cumulative count passes (n−1)//2, and numpy's introselect on that bucket's few percent of the
+      entries. Hand-written because no library call selects this fast on a CPU without AVX-512 (0.76 against 2.06
+      ms for `np.partition` on a [512, 576] stream on AMD EPYC, which in turn beat `torch.median` and
+      `torch.kthvalue`). Other dtypes, small arrays and negatives take the introselect.
+    NaN sorts last, as in numpy."""
     k = (values.size - 1) // 2
-    if values.dtype != np.float32 or values.size < 4096:
+    radix = method == "radix" or (method == "auto" and not simd_select())
+    if not radix or values.dtype != np.float32 or values.size < 4096:
+        if in_place:
+            values.partition(k)
+            return float(values[k])
         return float(np.partition(values, k)[k])
     bits = torch.from_numpy(values).view(torch.int32)
     bucket = bits >> RADIX_SHIFT
@@ -146,6 +166,7 @@ class TraceRecorder:
         # positions helpers
         self._i = torch.arange(T, dtype=torch.float64)
         self._product = torch.empty(0)  # scratch for the row entropy's A ⊙ S (reused: no page faults per chunk)
+        self._scratch = torch.empty(0)  # scratch for a residual stream's |x| (`_abs_scratch`)
         self._rows = torch.empty(0)  # per-row buffers of the layer being recorded by chunks (`_start_rows`)
         self._lse_rows = True
         self.extras: dict[str, ExtraStatistic] = dict(extras or {})
@@ -421,9 +442,12 @@ class TraceRecorder:
         """hidden: [B,T,d] residual stream; index 0 = after the embedding, l+1 = after block l.
 
         The token norms run in the input's precision (one fused `vector_norm` reduction) and the sums are float64;
-        |x| is one torch pass; its median (`lower_median`, torch.median's lower-middle convention), its maximum (the
-        first one, as torch.argmax) and the massive entries are found by numpy's vectorised passes over that array
-        (torch's argmax and top-k on a [B,T,d] stream cost 10-40× more). All are order statistics, so exact.
+        |x| is one torch pass into a scratch buffer kept between calls (no fresh pages per stream); the entries over
+        MASSIVE_ABS and the maximum (the first one, as torch.argmax; among those entries when there are any) are
+        read first, then its median is selected
+        in place (`lower_median`, torch.median's lower-middle convention), and the massive entries are those
+        candidates over max(MASSIVE_ABS, MASSIVE_REL × median). numpy's vectorised passes do the order statistics
+        (torch's argmax and top-k on a [B,T,d] stream cost 10-40× more). All exact.
         """
         x = hidden.detach().cpu()
         if x.dtype in (torch.bfloat16, torch.float16):  # numpy has no bfloat16; fp32 holds both exactly
@@ -431,41 +455,50 @@ class TraceRecorder:
         B, T, d = x.shape
         self.resid_sum[index] += torch.linalg.vector_norm(x, dim=-1).double().sum(0)
         self.resid_count[index] += B
-        flat_x = x.reshape(-1).numpy()
-        ax = x.abs().reshape(-1).numpy()  # torch's abs runs on the intra-op threads (numpy's on one)
-        med = lower_median(ax)
+        ax = self._abs_scratch(x)
+        cand = np.flatnonzero(ax > MASSIVE_ABS)  # the massive entries' candidates: few, in index order
+        flat = int(cand[np.argmax(ax[cand])]) if cand.size else int(np.argmax(ax))  # the first maximum either way
+        m = float(ax[flat])
+        med = lower_median(ax, in_place=True)  # the scratch's order is lost here
         self.median_sum[index] += med
         self.median_count[index] += 1
-        flat = int(np.argmax(ax))
-        m = float(ax[flat])
         if m > float(self.max_abs[index]):
             self.max_abs[index] = m
             self.max_pos[index] = (flat // d) % T
             self.max_dim[index] = flat % d
+        values = x.reshape(-1).numpy()[cand]
         thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
         if m > thresh:
-            self._add_massive(index, flat_x, ax, (T, d), thresh, med)
+            over = np.abs(values) > thresh
+            self._add_massive(index, cand[over], values[over], (T, d), med)
         for extra in self.extras.values():
             extra.residual(index, hidden)
 
-    def _add_massive(
-        self, index: int, flat_x: np.ndarray, ax: np.ndarray, shape: tuple[int, int], thresh: float, med: float
-    ) -> None:
-        """Keep the largest `MAX_MASSIVE_ENTRIES` entries |x| > thresh of the flattened stream flat_x [B·T·d] (ax =
-        |x|, shape = (T, d)) for stream `index`, merged with earlier batches': the few entries over the threshold
-        (one comparison pass), the largest of them by magnitude when more than the cap."""
+    def _abs_scratch(self, x: torch.Tensor) -> np.ndarray:
+        """|x| of the float stream x [B,T,d], flattened, written into the recorder's scratch buffer (numpy view)."""
+        n = x.numel()
+        if self._scratch.numel() < n or self._scratch.dtype != x.dtype:
+            self._scratch = torch.empty(n, dtype=x.dtype)
+        out = self._scratch[:n]
+        torch.abs(x.reshape(-1), out=out)  # torch's abs runs on the intra-op threads (numpy's on one)
+        return out.numpy()
+
+    def _add_massive(self, index: int, idx: np.ndarray, values: np.ndarray, shape: tuple[int, int], med: float) -> None:
+        """Keep the largest `MAX_MASSIVE_ENTRIES` of the entries over the threshold, flat indices `idx` into the
+        [B,T,d] stream with their `values`, for stream `index` (shape = (T, d)), merged with earlier batches' (the
+        largest by magnitude when more than the cap; ties in index order)."""
         T, d = shape
-        idx = np.flatnonzero(ax > thresh)
+        mag = np.abs(values)
         if idx.size > MAX_MASSIVE_ENTRIES:
-            idx = idx[np.argpartition(-ax[idx], MAX_MASSIVE_ENTRIES - 1)[:MAX_MASSIVE_ENTRIES]]
-        idx = idx[np.argsort(-ax[idx], kind="stable")]  # largest first; ties in index order
-        for i in idx.tolist():
+            keep = np.argpartition(-mag, MAX_MASSIVE_ENTRIES - 1)[:MAX_MASSIVE_ENTRIES]
+            idx, values, mag = idx[keep], values[keep], mag[keep]
+        order = np.lexsort((idx, -mag))  # largest first; ties in index order
+        for i, v in zip(idx[order].tolist(), values[order].tolist()):
             b, rest = divmod(i, T * d)
             t, dim = divmod(rest, d)
             self.massive[index].append(
-                {"layer": index, "sample": self.n_seq + b, "pos": t, "dim": dim, "value": float(flat_x[i]),
-                 "median_abs": med}
-            )  # fmt: skip
+                {"layer": index, "sample": self.n_seq + b, "pos": t, "dim": dim, "value": float(v), "median_abs": med}
+            )
         self.massive[index] = sorted(self.massive[index], key=lambda r: -abs(r["value"]))[:MAX_MASSIVE_ENTRIES]
 
     # ------------------------------------------------------------------------------------------------------

@@ -300,11 +300,12 @@ def test_next_token_nll_in_row_chunks_equals_the_full_log_softmax():
         assert torch.allclose(next_token_nll(logits, ids, rows=rows).double(), expected, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("method", ["radix", "select", "select-in-place"])  # both CPUs' selections (`simd_select`)
 @pytest.mark.parametrize(
     "case",
     ["scaled", "ties", "constant", "small", "outliers", "inf-nan", "negative", "float64", "one-bucket", "boundary"],
 )
-def test_lower_median_is_the_exact_order_statistic(case):
+def test_lower_median_is_the_exact_order_statistic(case, method):
     from attnlab.tracing.recorder import lower_median
 
     rng = np.random.default_rng(3)
@@ -332,5 +333,7 @@ def test_lower_median_is_the_exact_order_statistic(case):
         x = np.abs(rng.standard_normal(60_001)).astype(np.float32)
         x[::997] = 1e4
     expected = np.sort(x)[(x.size - 1) // 2]
-    got = lower_median(x)
+    kept = x.copy()
+    got = lower_median(x, in_place=method.endswith("in-place"), method=method.split("-")[0])
     assert got == float(expected) or (np.isnan(got) and np.isnan(expected))
+    assert method.endswith("in-place") or np.array_equal(x, kept, equal_nan=True)  # else the input is left as it was

@@ -19,9 +19,10 @@ def _grouped(B: int, H: int, Hkv: int, T: int, D: int, seed: int) -> tuple[torch
     return q, k
 
 
-def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_head():
+@pytest.mark.parametrize("T", [11, 600])  # 600: three blocks of STAT_ROWS tokens
+def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_head(T):
     g = torch.Generator().manual_seed(0)
-    H, Hkv, D, d, T = 6, 2, 8, 20, 11
+    H, Hkv, D, d = 6, 2, 8, 20
     w = torch.randn(H, d, D, generator=g)
     w[1] = 0.0  # a zeroed head: its Gram is 0
     w[4, :, :3] = w[4, :, 3:6]  # repeated columns: a singular Gram
@@ -34,7 +35,7 @@ def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_hea
     assert bool((got[..., 1] == 0).all())
 
 
-@pytest.mark.parametrize("T", [1, 2, 3, 130])
+@pytest.mark.parametrize("T", [1, 2, 3, 130, 600])  # 600: three blocks of STAT_ROWS, sums carried across
 def test_logit_statistics_on_grouped_heads_equal_the_score_matrix(T):
     q, k = _grouped(2, 6, 2, T, 16, seed=T)
     s0, rest = _logit_stats(q, k, 0.25)

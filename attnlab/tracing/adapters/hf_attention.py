@@ -49,22 +49,33 @@ def _expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
 
 
+STAT_ROWS = 256  # query rows per block of the O(T·d) statistics: each block's temporaries stay in cache
+
+
 def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
     """s0 [B,H,T] = s_i0 and rest [B,H,T] = (1/(i−1)) Σ_{j=1}^{i−1} s_ij = q_i·(Σ_{j=1}^{i−1} k_j)·scaling/(i−1),
     via running sums of keys (fp32; rest = 0 at i < 2). Spec extreme-tokens §5.
 
     key [B,H_kv,T,d_h] stays grouped: query head h = g·(H/H_kv) + r reads KV head g (the running sum is taken
-    once per KV head); s0 is one broadcast product and row sum."""
+    once per KV head). s0 is one batched product with k_0 (strided, no copy of q); the running sums and their row
+    products go in blocks of STAT_ROWS queries, carried from block to block, so that no [T,d] temporary leaves the
+    cache: 1.6× faster in place in a SmolLM2 scan at T = 4096 (5.6 against 8.7 ms a layer), the same at 512."""
     B, H, T, D = query.shape
     Hkv = key.shape[1]
     q = query.float().view(B, Hkv, H // Hkv, T, D)
     k = key.float()
-    s0 = (q * k[:, :, None, :1, :]).sum(-1).mul_(scaling)  # [B,H_kv,G,T]; 2× a batched GEMV at SmolLM2's shapes
+    s0 = torch.matmul(q, k[:, :, None, :1, :].transpose(-1, -2)).squeeze(-1).mul_(scaling)  # [B,H_kv,G,T]
     rest = torch.zeros(B, Hkv, H // Hkv, T, dtype=torch.float32, device=q.device)
+    carry = None
+    for a in range(2, T, STAT_ROWS):  # rows i in [a, b): Σ_{j=1}^{i−1} k_j = the running sum of k_1..k_{b−2}
+        b = min(T, a + STAT_ROWS)
+        ksum = torch.cumsum(k[:, :, None, a - 1 : b - 1], dim=3)  # [B,H_kv,1,b−a,d]
+        if carry is not None:
+            ksum += carry
+        carry = ksum[..., -1:, :]
+        torch.sum(q[..., a:b, :] * ksum, -1, out=rest[..., a:b])
     if T > 2:
-        ksum = torch.cumsum(k[:, :, 1 : T - 1], dim=2).unsqueeze(2)  # Σ_{j=1}^{i−1} k_j, i = 2..T−1: [B,H_kv,1,T−2,d]
-        denom = torch.arange(1, T - 1, dtype=torch.float32, device=q.device).div_(scaling)
-        torch.div((q[..., 2:, :] * ksum).sum(-1), denom, out=rest[..., 2:])
+        rest[..., 2:] /= torch.arange(1, T - 1, dtype=torch.float32, device=q.device).div_(scaling)
     return s0.reshape(B, H, T), rest.reshape(B, H, T)
 
 
@@ -252,14 +263,18 @@ def value_gram(w_heads: torch.Tensor, n_kv: int) -> torch.Tensor:
 
 def _value_norms(value: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
     """[B,T,H] ‖W_O^h v_{g(h),i}‖ = sqrt(vᵀ G_h v) from value [B,H_kv,T,d_h] and `value_gram` [H_kv,d_h,G·d_h]: one
-    GEMM per KV head for its G query heads, then each token's row dot product with v itself
-    (g(h) = h ÷ G; no copy of v per query head)."""
+    GEMM per KV head for its G query heads, then each token's row dot product with v itself (g(h) = h ÷ G; no copy
+    of v per query head), in blocks of STAT_ROWS tokens whose temporaries stay in cache (1.3× faster in place at
+    T = 4096)."""
     B, Hkv, T, D = value.shape
     G = grams.shape[-1] // D
-    v = value.float()
-    y = torch.matmul(v, grams.to(v.device)).view(B, Hkv, T, G, D)  # (G_h v)ᵀ
-    vn2 = (y * v.unsqueeze(3)).sum(-1)  # [B,H_kv,T,G]: a product and row sum, 0.75× the B·H_kv·T batched GEMVs
-    return vn2.clamp_min(0).sqrt().transpose(1, 2).reshape(B, T, Hkv * G)
+    grams = grams.to(value.device)
+    vn2 = torch.empty(B, Hkv, T, G, dtype=torch.float32, device=value.device)
+    for a in range(0, T, STAT_ROWS):
+        v = value[:, :, a : a + STAT_ROWS].float()
+        y = torch.matmul(v, grams).view(B, Hkv, v.shape[2], G, D)  # (G_h v)ᵀ
+        torch.sum(y * v.unsqueeze(3), -1, out=vn2[:, :, a : a + STAT_ROWS])  # 0.75× the batched GEMVs
+    return vn2.clamp_min_(0).sqrt_().transpose(1, 2).reshape(B, T, Hkv * G)
 
 
 def _attend_chunk(
