@@ -115,12 +115,17 @@ def _numbers(x):
     return [float(x)] if isinstance(x, (int, float)) and not isinstance(x, bool) else []
 
 
-def test_fused_scan_numbers_move_only_in_the_last_digits(llama_dir, tmp_path):
+@pytest.mark.parametrize("rows", [None, 5])  # 5: the O(T·d) statistics in five blocks of rows (STAT_ROWS)
+def test_fused_scan_numbers_move_only_in_the_last_digits(llama_dir, tmp_path, monkeypatch, rows):
     """Issue 23: every number of heads.csv, layers.csv and summary.json of the default scan (stats="fast") equals
     that of stats="chunked" to FUSED_TOLERANCE, except the row entropy (NaN on the fast path; "full" has it)."""
-    runs = {}
+    from attnlab.tracing.adapters import hf_attention
+
+    if rows is not None:
+        monkeypatch.setattr(hf_attention, "STAT_ROWS", rows)
+    tokens, runs = 24, {}
     for stats in ("chunked", "fast", "full"):
-        cfg = ScanConfig(model=str(llama_dir), domains=("prose", "code"), tokens=24, samples=2, stats=stats,
+        cfg = ScanConfig(model=str(llama_dir), domains=("prose", "code"), tokens=tokens, samples=2, stats=stats,
                          n_auto_pattern_heads=1)  # fmt: skip
         runs[stats] = attnlab.scan.scan(cfg, out=tmp_path / stats)
     ref = runs["chunked"]
