@@ -7,7 +7,8 @@ Rows: the BB training step at the paper preset (d 256, T 256, batch 512; the upd
 included, float32), the phase diagram at the reference size of benchmarks/RESULTS.md B2 (n 32, d 8, 90 betas,
 256 starts, t <= 30, h 0.1, Euler, float64), `consensus simulate`'s integration at its defaults (RK4, float64),
 `paths sample`'s HMC chains (float64) and a `paths solve` (the command, float64: on the device the torch action
-with scipy's L-BFGS on the host; on the cpu its default NumPy fast path). Each row
+with scipy's L-BFGS on the host; on the cpu its default NumPy fast path); on the device only, issue 23's scan of a
+random 4-layer Llama at T = 131,072 beside a plain forward (time and peak GPU memory). Each row
 gives the median seconds of `--repeats` runs on each device; CUDA timings synchronise before reading the clock.
 The CPU side uses every core torch is given (`--threads`, default all), so the ratio is against this machine's CPU.
 """
@@ -129,6 +130,41 @@ def paths_solve(device: torch.device, tiny: bool) -> Callable[[], None]:
     return run
 
 
+LONG_T = 131_072  # issue 23: the scan at this length on the GPU machine (T = 32,768 is the CPU's row in RESULTS.md)
+
+
+def long_scan(device: torch.device, tiny: bool) -> dict:
+    """Issue 23's long context on `device`: a random 4-layer Llama (d 256, 8 heads, 4 KV heads; positions up to T)
+    at T = LONG_T (tiny: 256), one plain forward and one scan window (`trace_windows`, the fused statistics), each
+    timed once after a short warm-up, with the peak device memory of each (CUDA) beside the model's own."""
+    from attnlab.tracing.adapters.hf import trace_windows
+    from tests.real.families import tiny_family
+
+    T = 256 if tiny else LONG_T
+    sizes = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
+                 num_key_value_heads=4, head_dim=32, vocab_size=1024, max_position_embeddings=T)  # fmt: skip
+    model = tiny_family("llama", **sizes).to(device)
+    ids = torch.randint(3, 1024, (1, T), generator=torch.Generator().manual_seed(0))
+    row: dict = {"tokens": T, "model": "random Llama, 4 layers, d 256, 8 heads (4 KV)"}
+
+    def plain() -> None:
+        with torch.no_grad():
+            model(input_ids=ids.to(device), use_cache=False)
+
+    def scan() -> None:
+        trace_windows(model, ids, batch_size=1, desc="")
+
+    for name, fn in (("plain", plain), ("scan", scan)):
+        trace_windows(model, ids[:, :64], batch_size=1, desc="") if name == "scan" else plain()  # warm-up
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        row[f"{name}_s"] = _median_seconds(fn, device, 1)
+        if device.type == "cuda":
+            row[f"{name}_peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    row["scan_over_plain"] = row["scan_s"] / row["plain_s"]
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
@@ -161,6 +197,8 @@ def main() -> int:
     rows["paths_solve_s"] = {"note": "device: torch action, scipy L-BFGS on the host; cpu: NumPy fast path"}
     timed("paths_solve_s", "device", paths_solve(device, args.tiny), device)
     timed("paths_solve_s", "cpu", paths_solve(cpu, args.tiny), cpu)
+    rows["long_scan_device"] = long_scan(device, args.tiny)  # the device only: at this length the cpu takes hours
+    args.out.write_text(json.dumps(rows, indent=2))
     timed("phase_diagram_s", "cpu", phase(cpu, args.tiny), cpu)  # the longest (B2 on the cpu): last
     print(json.dumps(rows, indent=2))
     return 0
