@@ -91,3 +91,14 @@ def test_column_sums_by_the_swapped_call_equal_the_softmax_columns(masked):
     got = column_sums(q, k, lse_sink, bool_mask, scale)
     want = _softmax_columns(q, k, mask, scale, sink)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_cuda_kernels_bias_is_padded_to_16_and_keeps_its_values():
+    """The memory-efficient CUDA kernel wants the additive mask's rows 16-element aligned (checked here on the cpu:
+    the layout and the values; the kernel itself runs in tests/gpu)."""
+    from attnlab.tracing.adapters.hf_fused import _aligned_bias
+
+    mask = torch.zeros(1, 1, 5, 37).masked_fill_(torch.ones(5, 37, dtype=torch.bool).triu(1), float("-inf"))
+    got = _aligned_bias(mask.expand(2, 3, -1, -1))
+    assert got.shape == (2, 3, 5, 37) and got.stride(-1) == 1 and got.stride(-2) % 16 == 0
+    assert torch.equal(got, mask.expand(2, 3, -1, -1))

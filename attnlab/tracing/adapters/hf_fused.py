@@ -47,13 +47,23 @@ def fused_kernel(
         if mask is None and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
             out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
             return out[0], out[1][..., : q.shape[2]].float()
-        out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, mask, True, 0.0, mask is None,
+        bias = None if mask is None else _aligned_bias(mask.expand(q.shape[0], q.shape[1], -1, -1))
+        out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, mask is None,
                                                                      scale=scale)  # fmt: skip
         return out[0], out[1][..., : q.shape[2]].float()
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
         q, k, v, 0.0, mask is None, attn_mask=mask, scale=scale
     )
     return out, lse.float()
+
+
+def _aligned_bias(mask: torch.Tensor) -> torch.Tensor:
+    """The additive mask [B,H,T,Tk] as the memory-efficient CUDA kernel takes it: rows contiguous and their stride
+    a multiple of 16 elements (padded and sliced back, as sdpa does before calling that kernel)."""
+    pad = -mask.shape[-1] % 16
+    padded = torch.zeros(*mask.shape[:-1], mask.shape[-1] + pad, dtype=mask.dtype, device=mask.device)
+    padded[..., : mask.shape[-1]] = mask
+    return padded[..., : mask.shape[-1]]
 
 
 def column_sums(
