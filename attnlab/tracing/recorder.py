@@ -29,6 +29,7 @@ from attnlab.errors import AttnlabError
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
 from attnlab.tracing.selection import lower_median
+from attnlab.tracing.staging import BatchStage
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
 MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer
@@ -115,7 +116,8 @@ class TraceRecorder:
         self.attn_batches = torch.zeros(L, dtype=f64)
         self.lsink_sum: torch.Tensor | None = None  # [L,H,T] Σ over sequences of the learned sink's mass, if any
         self._tokens: torch.Tensor | None = None
-        self._count_layer: dict[str, int] = {}  # per batch: the first layer recorded counts the query tokens
+        self._stage = BatchStage(L)  # the batch's per-layer rows, reduced when it ends (`_reduce_stage`)
+        self._col0_layers: list[int] = []  # layers of the batch whose column sums hold key 0 only (fast fused path)
         self._batch_sink: torch.Tensor | None = None
         self._batch_col0: torch.Tensor | None = None
         self._B = 0
@@ -141,7 +143,8 @@ class TraceRecorder:
                 raise AttnlabError(f"token id {int(tokens.max())} >= vocabulary size {self.V}")
             batch_size = tokens.shape[0]
         self._tokens = tokens.detach().cpu().long() if tokens is not None else None
-        self._count_layer = {}
+        self._stage.reset()
+        self._col0_layers = []
         if batch_size is None:
             raise AttnlabError("begin_batch needs tokens or batch_size")
         self._B = int(batch_size)
@@ -154,6 +157,7 @@ class TraceRecorder:
 
     def _flush_batch(self) -> None:
         if self._batch_sink is not None and self._batch_col0 is not None:
+            self._reduce_stage()
             self.sink_per_sample.append(self._batch_sink)
             self.col0_per_sample.append(self._batch_col0)
             self.n_seq += self._B
@@ -175,14 +179,46 @@ class TraceRecorder:
                 f"[{self._B},{self.H},{self.T},{self.T}] of {self.L} layers"
             )
 
-    def _key0_by_token(self, layer: int, tok: torch.Tensor, key0: torch.Tensor) -> None:
-        """Group A_i0 by the query's token. tok: [B,C] token ids of the queries; key0: [B,H,C] float64."""
-        B, H, C = key0.shape
-        idx = tok.unsqueeze(1).expand(B, H, C)  # query token per (b,h,i)
-        s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, key0)
-        self.key0_tok_sum[layer] += s.sum(0)
-        if self._count_layer.setdefault("key0", layer) == layer:  # not `layer == 0`: layer 0 may lack attention
-            self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
+    def _reduce_stage(self) -> None:
+        """The batch's staged rows into the float64 sums, over all its layers at once: key-0 weights (and the
+        per-sequence sink score and ᾱ_0), logit statistics, value norms, and their grouping by query token."""
+        assert self._batch_sink is not None and self._batch_col0 is not None
+        T, B = self.T, self._B
+        tok = self._tokens if self.V else None
+        staged = self._stage.take("key0")
+        if staged is not None:
+            ls, k0 = staged  # [n,B,H,T]
+            self.key0_sum[ls] += k0.sum(1)
+            self._batch_sink[:, ls] = (k0[..., 1:].sum(-1) / max(T - 1, 1)).transpose(0, 1)
+            self._batch_col0[:, ls] = (k0.sum(-1) / T).transpose(0, 1)
+            if self._col0_layers:  # fast fused layers: of the column sums only key 0's, Σ_b Σ_i A_i0
+                pos = {layer: i for i, layer in enumerate(ls.tolist())}
+                rows = torch.tensor([pos[layer] for layer in self._col0_layers])
+                self.col_sum[torch.tensor(self._col0_layers), :, 0] += k0[rows].sum(dim=(1, 3))
+            if tok is not None:
+                _add_by_token(self.key0_tok_sum, ls, k0, tok)
+                self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
+        self._reduce_logits(tok)
+        staged = self._stage.take("vnorm")
+        if staged is not None:
+            ls, vn = staged  # [n,B,T,H]
+            self.vnorm_sum[ls] += vn.sum(1).transpose(-1, -2)
+            self.vnorm_batches[ls] += B
+
+    def _reduce_logits(self, tok: torch.Tensor | None) -> None:
+        """The staged s_i0 and mean_{1≤j≤i−1} s_ij [n,B,H,T] into their sums, and Δ_i = s_i0 − mean grouped by query
+        token (i ≥ 2)."""
+        s0, rest = self._stage.take("s0"), self._stage.take("rest")
+        if s0 is None or rest is None:
+            return
+        ls, s0v = s0
+        restv = rest[1]
+        restv[..., :2] = float("nan")
+        self.logit0_sum[ls] += s0v.sum(1)
+        self.logit_rest_sum[ls] += restv.sum(1)
+        if tok is not None and self.T > 2:
+            _add_by_token(self.dlogit_tok_sum, ls, (s0v - restv)[..., 2:], tok[:, 2:])
+            self.dlogit_count += torch.bincount(tok[:, 2:].reshape(-1), minlength=self.V).to(torch.float64)
 
     # ------------------------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -203,12 +239,7 @@ class TraceRecorder:
         sums = {name: t.cpu() for name, t in attention_sums(A, S, self._i.to(A.device)).items()}
         self.attn_batches[layer] += 1
         self.col_sum[layer] += sums["col_sum"]
-        key0 = sums["key0"]  # [B,H,T] A_i0
-        self.key0_sum[layer] += key0.sum(0)
-        self._batch_sink[:, layer] = key0[..., 1:].mean(-1)
-        self._batch_col0[:, layer] = key0.mean(-1)
-        if self._tokens is not None and self.V:
-            self._key0_by_token(layer, self._tokens, key0)
+        self._stage.put("key0", layer, sums["key0"])  # [B,H,T] A_i0
         self.ent_sum[layer] += sums["ent_sum"]
         self.ent_count[layer] += sums["ent_count"]
         self.empty[layer] += sums["empty"]
@@ -273,14 +304,9 @@ class TraceRecorder:
         self._check_rows(layer, 0, (B, H, T, T))
         assert self._batch_sink is not None and self._batch_col0 is not None
         self.attn_batches[layer] += 1
-        k0 = key0.detach().double().cpu()
-        self.key0_sum[layer] += k0.sum(0)
-        self._batch_sink[:, layer] = k0[..., 1:].sum(-1) / max(T - 1, 1)
-        self._batch_col0[:, layer] = k0.sum(-1) / T
-        if self._tokens is not None and self.V:
-            self._key0_by_token(layer, self._tokens, k0)
+        self._stage.put("key0", layer, key0)
         if col_sum is None or entropy is None:
-            self.col_sum[layer, :, 0] += k0.sum(dim=(0, 2))
+            self._col0_layers.append(layer)
             self.partial_rows[layer] = True
         else:
             self.col_sum[layer] += col_sum.detach().double().cpu().sum(0)
@@ -329,12 +355,7 @@ class TraceRecorder:
         the per-sequence sink score and ᾱ_0, normalised row entropies of rows i ≥ 1), and the kept patterns."""
         assert self._batch_sink is not None and self._batch_col0 is not None
         T, buf = self.T, self._rows
-        key0 = buf[0].double().cpu()  # [B,H,T]
-        self.key0_sum[layer] += key0.sum(0)
-        self._batch_sink[:, layer] = key0[..., 1:].sum(-1) / max(T - 1, 1)
-        self._batch_col0[:, layer] = key0.sum(-1) / T
-        if self._tokens is not None and self.V:
-            self._key0_by_token(layer, self._tokens, key0)
+        self._stage.put("key0", layer, buf[0])  # [B,H,T]
         if T > 1:
             if self._lse_rows:  # H_i = lse_i − Σ_j A_ij s_ij
                 ent = ((buf[2] - buf[1].log()).double() - buf[3].double())[..., 1:].cpu()
@@ -370,29 +391,25 @@ class TraceRecorder:
 
     @torch.no_grad()
     def logits(self, layer: int, s0: torch.Tensor, rest: torch.Tensor) -> None:
-        """s0: [B,H,T] = s_i0; rest: [B,H,T] = mean_{1≤j≤i−1} s_ij (entries i < 2 are ignored)."""
-        B, H, T = s0.shape
-        s0 = s0.detach().double().cpu()
-        rest = rest.detach().double().cpu().clone()
-        rest[..., :2] = float("nan")
-        self.logit0_sum[layer] += s0.sum(0)
-        self.logit_rest_sum[layer] += rest.sum(0)
-        tok = self._tokens
-        if tok is not None and self.V and T > 2:
-            d = (s0 - rest)[..., 2:]  # [B,H,T-2]
-            idx = tok[:, 2:].unsqueeze(1).expand(B, H, T - 2)
-            s = torch.zeros(B, H, self.V, dtype=torch.float64).scatter_add_(2, idx, d)
-            self.dlogit_tok_sum[layer] += s.sum(0)
-            if self._count_layer.setdefault("dlogit", layer) == layer:
-                self.dlogit_count += torch.bincount(tok[:, 2:].reshape(-1), minlength=self.V).to(torch.float64)
+        """s0: [B,H,T] = s_i0; rest: [B,H,T] = mean_{1≤j≤i−1} s_ij (entries i < 2 are ignored). Held until the
+        batch ends (`_reduce_stage`)."""
+        self._check_layer_rows(layer, "logit statistics", s0.shape, (self._B, self.H, self.T))
+        self._check_layer_rows(layer, "logit statistics", rest.shape, (self._B, self.H, self.T))
+        self._stage.put("s0", layer, s0)
+        self._stage.put("rest", layer, rest)
 
     @torch.no_grad()
     def value_norms(self, layer: int, norms: torch.Tensor) -> None:
-        """norms: [B,T,H] = ‖W_O^h v^h_i‖ for each position and head."""
-        if norms.shape[1:] != (self.T, self.H):
-            raise AttnlabError(f"layer {layer}: value norms shape {tuple(norms.shape)} is not [B,{self.T},{self.H}]")
-        self.vnorm_sum[layer] += norms.detach().to(torch.float64).cpu().sum(0).T
-        self.vnorm_batches[layer] += norms.shape[0]
+        """norms: [B,T,H] = ‖W_O^h v^h_i‖ for each position and head. Held until the batch ends."""
+        self._check_layer_rows(layer, "value norms", norms.shape, (self._B, self.T, self.H))
+        self._stage.put("vnorm", layer, norms)
+
+    def _check_layer_rows(self, layer: int, what: str, shape: tuple[int, ...], want: tuple[int, ...]) -> None:
+        """One line when a layer's per-row statistic does not fit the batch and the trace."""
+        if self._batch_sink is None:
+            raise AttnlabError(f"call begin_batch before recording {what}")
+        if tuple(shape) != want or not 0 <= layer < self.L:
+            raise AttnlabError(f"layer {layer}: {what} shape {tuple(shape)} is not {list(want)} of {self.L} layers")
 
     @torch.no_grad()
     def residual(self, index: int, hidden: torch.Tensor) -> None:
@@ -508,3 +525,15 @@ class TraceRecorder:
             trace.token_count = np.zeros(0)
             trace.dlogit_count = np.zeros(0)
         return trace
+
+
+def _add_by_token(acc: torch.Tensor, layers: torch.Tensor, rows: torch.Tensor, tok: torch.Tensor) -> None:
+    """acc [L,H,V] += rows [n,B,H,C] grouped by the query's token tok [B,C], for the n layers `layers`: in place,
+    touching only the C columns of each batch row's tokens (no [H,V] temporary per layer)."""
+    every = layers.numel() == acc.shape[0] and bool((layers == torch.arange(acc.shape[0])).all())
+    for b in range(rows.shape[1]):
+        if every:
+            acc.index_add_(2, tok[b], rows[:, b])
+        else:
+            for i, layer in enumerate(layers.tolist()):
+                acc[layer].index_add_(1, tok[b], rows[i, b])

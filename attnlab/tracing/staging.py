@@ -1,0 +1,54 @@
+"""`BatchStage`: one batch's per-layer rows held until the batch ends, so that the recorder's float64 bookkeeping runs
+as a few operations over every layer at once instead of a dozen per layer (issue 23).
+
+A traced forward hands the recorder, per layer, a few [B,H,T] rows (the key-0 weights A_i0, the logit statistics
+s_i0 and mean_{1≤j≤i−1} s_ij, the value norms [B,T,H]). Each row is copied, as it is (fp32), into a [L, ...] buffer
+kept between batches; `take` returns the layers recorded and their rows in float64. The sums, the per-sequence
+sink scores and the grouping by query token then cost what one layer's cost before (measured in a SmolLM2 scan at
+T = 512: benchmarks/RESULTS.md). Memory: L·B·H·T fp32 per name, the size of the recorder's own accumulators.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnlab.errors import AttnlabError
+
+
+class BatchStage:
+    """Per-batch buffers {name: [L, *row_shape] fp32 (float64 for float64 rows)} on the cpu, and which layers each
+    holds."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.L = n_layers
+        self._buf: dict[str, torch.Tensor] = {}
+        self._seen: dict[str, list[int]] = {}
+
+    def reset(self) -> None:
+        """Start a batch: no layer is held (the buffers are kept for the next batch of the same shape)."""
+        self._seen = {name: [] for name in self._buf}
+
+    def put(self, name: str, layer: int, row: torch.Tensor) -> None:
+        """Hold `row` (any shape, any device; copied to a cpu fp32 buffer) as layer `layer`'s `name`."""
+        dtype = torch.float64 if row.dtype == torch.float64 else torch.float32  # float64 rows stay exact
+        buf = self._buf.get(name)
+        if buf is None or buf.shape[1:] != row.shape or buf.dtype != dtype:
+            buf = self._buf[name] = torch.empty((self.L, *row.shape), dtype=dtype)
+        seen = self._seen.setdefault(name, [])
+        if layer in seen:
+            raise AttnlabError(f"layer {layer}: {name} recorded twice in one batch")
+        buf[layer].copy_(row.detach())
+        seen.append(layer)
+
+    def take(self, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(layers [n] int64 in recording order, their rows [n, *row_shape] float64), or None when none was held;
+        the name is then empty until the next `put`."""
+        seen = self._seen.get(name)
+        if not seen:
+            return None
+        self._seen[name] = []
+        buf = self._buf[name]
+        layers = torch.tensor(seen, dtype=torch.long)
+        if seen == list(range(self.L)):
+            return layers, buf.double()
+        return layers, buf[layers].double()
