@@ -28,7 +28,7 @@ import torch
 from attnlab.errors import AttnlabError
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
-from attnlab.tracing.selection import lower_median
+from attnlab.tracing.selection import faster_method, lower_median
 from attnlab.tracing.staging import BatchStage
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
@@ -126,6 +126,7 @@ class TraceRecorder:
         self._i = torch.arange(T, dtype=torch.float64)
         self._product = torch.empty(0)  # scratch for the row entropy's A ⊙ S (reused: no page faults per chunk)
         self._scratch = torch.empty(0)  # scratch for a residual stream's |x| (`_abs_scratch`)
+        self._median_method: str | None = None  # the faster exact selection here, timed on the first stream
         self._rows = torch.empty(0)  # per-row buffers of the layer being recorded by chunks (`_start_rows`)
         self._lse_rows = True
         self.extras: dict[str, ExtraStatistic] = dict(extras or {})
@@ -433,7 +434,9 @@ class TraceRecorder:
         cand = np.flatnonzero(ax > MASSIVE_ABS)  # the massive entries' candidates: few, in index order
         flat = int(cand[np.argmax(ax[cand])]) if cand.size else int(np.argmax(ax))  # the first maximum either way
         m = float(ax[flat])
-        med = lower_median(ax, in_place=True)  # the scratch's order is lost here
+        if self._median_method is None:
+            self._median_method = faster_method(ax)
+        med = lower_median(ax, in_place=True, method=self._median_method)  # the scratch's order is lost here
         self.median_sum[index] += med
         self.median_count[index] += 1
         if m > float(self.max_abs[index]):

@@ -300,7 +300,7 @@ def test_next_token_nll_in_row_chunks_equals_the_full_log_softmax():
         assert torch.allclose(next_token_nll(logits, ids, rows=rows).double(), expected, rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("method", ["radix", "select", "select-in-place"])  # both CPUs' selections (`simd_select`)
+@pytest.mark.parametrize("method", ["radix", "select", "select-in-place"])  # both selections `faster_method` picks
 @pytest.mark.parametrize(
     "case",
     ["scaled", "ties", "constant", "small", "outliers", "inf-nan", "negative", "float64", "one-bucket", "boundary"],
@@ -337,3 +337,12 @@ def test_lower_median_is_the_exact_order_statistic(case, method):
     got = lower_median(x, in_place=method.endswith("in-place"), method=method.split("-")[0])
     assert got == float(expected) or (np.isnan(got) and np.isnan(expected))
     assert method.endswith("in-place") or np.array_equal(x, kept, equal_nan=True)  # else the input is left as it was
+
+
+def test_faster_method_times_copies_and_names_a_selection():
+    from attnlab.tracing.selection import faster_method
+
+    x = np.abs(np.random.default_rng(4).standard_normal(30_000)).astype(np.float32)
+    kept = x.copy()
+    assert faster_method(x) in ("select", "radix")
+    assert np.array_equal(x, kept)  # timed on copies: the caller's stream keeps its order
