@@ -40,9 +40,10 @@ def lower_median(values: np.ndarray, in_place: bool = False, method: str = "sele
     - "radix": for non-negative float32 (|x| of a residual stream) the IEEE bit patterns, read as int32, sort as the
       values do, so one radix step finds the median: a histogram of the top 14 bits (torch's `bincount`), the
       bucket whose cumulative count passes (n−1)//2, and numpy's introselect on that bucket's few percent of the
-      entries. Hand-written because no library call selects this fast on a CPU without AVX-512 (0.76 against 2.06
-      ms for `np.partition` on a [512, 576] stream on AMD EPYC, which in turn beat `torch.median` and
-      `torch.kthvalue`). Other dtypes, small arrays and negatives take the introselect.
+      entries. Hand-written because on some hosts no library call selects as fast (0.76 against 2.06 ms for
+      `np.partition` on a [512, 576] stream on one AMD EPYC VM; `torch.median` and `torch.kthvalue` were slower
+      still); on others numpy's introselect wins (`faster_method`). Other dtypes, small arrays and negatives take
+      the introselect.
     NaN sorts last, as in numpy."""
     k = (values.size - 1) // 2
     if method != "radix" or values.dtype != np.float32 or values.size < 4096:
