@@ -115,7 +115,7 @@ def _numbers(x):
     return [float(x)] if isinstance(x, (int, float)) and not isinstance(x, bool) else []
 
 
-@pytest.mark.parametrize("rows", [None, 5])  # 5: the O(T·d) statistics in five blocks of rows (STAT_ROWS)
+@pytest.mark.parametrize("rows", [None, 5])  # 5: the O(T·d) statistics in blocks of five rows (STAT_ROWS, LOGIT_ROWS)
 def test_fused_scan_numbers_move_only_in_the_last_digits(llama_dir, tmp_path, monkeypatch, rows):
     """Issue 23: every number of heads.csv, layers.csv and summary.json of the default scan (stats="fast") equals
     that of stats="chunked" to FUSED_TOLERANCE, except the row entropy (NaN on the fast path; "full" has it)."""
@@ -123,6 +123,7 @@ def test_fused_scan_numbers_move_only_in_the_last_digits(llama_dir, tmp_path, mo
 
     if rows is not None:
         monkeypatch.setattr(hf_attention, "STAT_ROWS", rows)
+        monkeypatch.setattr(hf_attention, "LOGIT_ROWS", rows)
     tokens, runs = 24, {}
     for stats in ("chunked", "fast", "full"):
         cfg = ScanConfig(model=str(llama_dir), domains=("prose", "code"), tokens=tokens, samples=2, stats=stats,

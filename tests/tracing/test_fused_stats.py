@@ -35,9 +35,12 @@ def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_hea
     assert bool((got[..., 1] == 0).all())
 
 
-@pytest.mark.parametrize("T", [1, 2, 3, 130, 600])  # 600: three blocks of STAT_ROWS, sums carried across
-def test_logit_statistics_on_grouped_heads_equal_the_score_matrix(T):
+@pytest.mark.parametrize("layout", ["projection", "contiguous"])  # q [B,T,H,D] transposed, or [B,H,T,D] itself
+@pytest.mark.parametrize("T", [1, 2, 3, 130, 600])  # 600: two blocks of LOGIT_ROWS, sums carried across
+def test_logit_statistics_on_grouped_heads_equal_the_score_matrix(T, layout):
     q, k = _grouped(2, 6, 2, T, 16, seed=T)
+    if layout == "contiguous":
+        q, k = q.contiguous(), k.contiguous()
     s0, rest = _logit_stats(q, k, 0.25)
     s = q.double() @ k.double().repeat_interleave(3, dim=1).transpose(-1, -2) * 0.25  # [B,H,T,T]
     torch.testing.assert_close(s0.double(), s[..., 0], rtol=1e-5, atol=1e-5)
