@@ -1,13 +1,13 @@
 """The per-layer reductions of the fused trace path against float64 recomputations (issue 23): value norms from
-the per-session Gram matrices (singular heads included), the logit statistics on grouped KV heads, the key
-columns."""
+the per-session triangular factors of W_O^h (rank-deficient heads included), the logit statistics on grouped KV
+heads, the key columns."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attnlab.tracing.adapters.hf_attention import _logit_stats, _value_norms, value_gram
+from attnlab.tracing.adapters.hf_attention import _logit_stats, _value_norms, value_factor
 from attnlab.tracing.adapters.hf_fused import fused_kernel, key_columns
 
 
@@ -19,15 +19,16 @@ def _grouped(B: int, H: int, Hkv: int, T: int, D: int, seed: int) -> tuple[torch
     return q, k
 
 
-@pytest.mark.parametrize("T", [11, 600])  # 600: three blocks of STAT_ROWS tokens
-def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_head(T):
+@pytest.mark.parametrize("d", [20, 5])  # 5 < d_h: the triangular factor is zero-padded to [d_h, d_h]
+@pytest.mark.parametrize("T", [11, 1100])  # 1100: three blocks of STAT_ROWS tokens
+def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_head(T, d):
     g = torch.Generator().manual_seed(0)
-    H, Hkv, D, d = 6, 2, 8, 20
+    H, Hkv, D = 6, 2, 8
     w = torch.randn(H, d, D, generator=g)
-    w[1] = 0.0  # a zeroed head: its Gram is 0
-    w[4, :, :3] = w[4, :, 3:6]  # repeated columns: a singular Gram
+    w[1] = 0.0  # a zeroed head: its factor is 0
+    w[4, :, :3] = w[4, :, 3:6]  # repeated columns: a rank-deficient W_O^h
     v = torch.randn(2, Hkv, T, D, generator=g)
-    got = _value_norms(v, value_gram(w, Hkv))  # [B,T,H]
+    got = _value_norms(v, value_factor(w, Hkv))  # [B,T,H]
     vq = v.double().repeat_interleave(H // Hkv, dim=1)  # query head h reads KV head h ÷ (H/H_kv)
     direct = torch.linalg.vector_norm(torch.einsum("bhtd,hed->bhte", vq, w.double()), dim=-1).transpose(1, 2)
     assert got.shape == (2, T, H)

@@ -32,7 +32,7 @@ from torch import nn
 
 from attnlab.errors import InputError
 from attnlab.tracing.adapters.arch import Arch, get_arch
-from attnlab.tracing.adapters.hf_attention import ATTN_NAME, CHUNK_ELEMENTS, additive_causal_mask, value_gram
+from attnlab.tracing.adapters.hf_attention import ATTN_NAME, CHUNK_ELEMENTS, additive_causal_mask, value_factor
 from attnlab.tracing.adapters.hf_fused import check_stats, register_attention
 from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
 from attnlab.tracing.extras import ExtraStatistic
@@ -108,7 +108,7 @@ class TraceSession:
     plan: Plan
     chunk_elements: int = CHUNK_ELEMENTS
     masks: dict[tuple[int, int, int, int], torch.Tensor] = field(default_factory=dict)
-    grams: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+    factors: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
     scratch_buffers: dict[tuple[str, torch.device], torch.Tensor] = field(default_factory=dict)
     switched: bool = False  # attention runs through the "attnlab" function
     stats: str = "fast"  # "fast" (fused, few-key statistics), "full" (fused, full-row too) or "chunked"
@@ -121,12 +121,12 @@ class TraceSession:
                 return i
         return int(getattr(module, "layer_idx", -1))
 
-    def value_gram(self, layer: int, n_kv: int) -> torch.Tensor:
-        """[H_kv,d_h,G·d_h] the Gram matrices W_O^hᵀ W_O^h of layer `layer` for values of `n_kv` heads
-        (`hf_attention.value_gram`), computed once per session on the device of W_O."""
-        if (layer, n_kv) not in self.grams:
-            self.grams[(layer, n_kv)] = value_gram(self.arch.w_o_heads(layer), n_kv)
-        return self.grams[(layer, n_kv)]
+    def value_factor(self, layer: int, n_kv: int) -> torch.Tensor:
+        """[H_kv,d_h,G·d_h] the triangular factors R_hᵀ of W_O^h = Q_h R_h of layer `layer` for values of `n_kv`
+        heads (`hf_attention.value_factor`), computed once per session on the device of W_O."""
+        if (layer, n_kv) not in self.factors:
+            self.factors[(layer, n_kv)] = value_factor(self.arch.w_o_heads(layer), n_kv)
+        return self.factors[(layer, n_kv)]
 
     def scratch(self, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
         """An fp32 tensor of `shape` carved from a buffer kept for the session (grown when too small): reusing it

@@ -213,7 +213,7 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
         rec.learned_sink(layer, 0, mass)
     _record_key_sets(rec, layer, (query, key, lse, bool_mask, cols), scale)
     rec.logits(layer, s0, rest)
-    rec.value_norms(layer, _value_norms(value, sess.value_gram(layer, value.shape[1])))
+    rec.value_norms(layer, _value_norms(value, sess.value_factor(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous()
 
 
