@@ -1,8 +1,8 @@
 """Benchmark: the scan's statistics at another commit against this tree's, in one process, interleaved (issue 23).
 
-The O(T·d) statistics of the fused scan (`hf_attention._logit_stats`, `_value_norms`, `TraceRecorder.residual`
-with `_add_massive`) are read from `--base` (a git revision) into temporary modules and swapped in turn with this
-tree's, around the same SmolLM2 windows; a plain sdpa forward is timed beside them. Prints the largest difference
+The O(T·d) statistics of the fused scan (`hf_attention._logit_stats`, `_value_norms` with the session's matrices
+for it, `TraceRecorder.residual` with `_add_massive`; not the recorder's per-layer bookkeeping) are read from
+`--base` (a git revision) into temporary modules and swapped in turn with this tree's, around the same SmolLM2 windows; a plain sdpa forward is timed beside them. Prints the largest difference
 of the trace's numbers between the two (they must agree to rounding) and the median wall time per window of each.
 
 Usage: .venv/bin/python benchmarks/bench_scan_ab.py --base df9c149 --tokens 4096 --windows 1 --repeats 3
@@ -35,6 +35,17 @@ def _module_at(rev: str, path: str, name: str, folder: Path):
     return module
 
 
+def _session_factor(factor):
+    """A `TraceSession.value_factor` computing with `factor` (a revision's value-norm matrices), cached per session."""
+
+    def value_factor(self, layer: int, n_kv: int):
+        if (layer, n_kv) not in self.factors:
+            self.factors[(layer, n_kv)] = factor(self.arch.w_o_heads(layer), n_kv)
+        return self.factors[(layer, n_kv)]
+
+    return value_factor
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="git revision whose statistics are compared")
@@ -57,14 +68,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         old_ha = _module_at(args.base, "attnlab/tracing/adapters/hf_attention.py", "base_hf_attention", Path(tmp))
         old_rec = _module_at(args.base, "attnlab/tracing/recorder.py", "base_recorder", Path(tmp))
+    from attnlab.tracing.adapters import hf_attention as HA
+    from attnlab.tracing.adapters.hf import TraceSession
+
+    base_factor = getattr(old_ha, "value_factor", None) or old_ha.value_gram  # Gram matrices before the QR factors
     sets = {
         "base": (old_ha._logit_stats, old_ha._value_norms, old_rec.TraceRecorder.residual,
-                 old_rec.TraceRecorder._add_massive),
-        "this": (F._logit_stats, F._value_norms, R.TraceRecorder.residual, R.TraceRecorder._add_massive),
+                 old_rec.TraceRecorder._add_massive, _session_factor(base_factor)),
+        "this": (F._logit_stats, F._value_norms, R.TraceRecorder.residual, R.TraceRecorder._add_massive,
+                 _session_factor(HA.value_factor)),
     }  # fmt: skip
 
     def use(name: str) -> None:
-        F._logit_stats, F._value_norms, R.TraceRecorder.residual, R.TraceRecorder._add_massive = sets[name]
+        (F._logit_stats, F._value_norms, R.TraceRecorder.residual, R.TraceRecorder._add_massive,
+         TraceSession.value_factor) = sets[name]  # fmt: skip
 
     lm = load_causal_lm("smollm2")
     ids = domain_windows(lm.tokenizer, "prose", args.windows, args.tokens, 0)
