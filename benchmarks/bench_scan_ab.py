@@ -2,8 +2,9 @@
 
 The O(T·d) statistics of the fused scan (`hf_attention._logit_stats`, `_value_norms` with the session's matrices
 for it, `TraceRecorder.residual` with `_add_massive`; not the recorder's per-layer bookkeeping) are read from
-`--base` (a git revision) into temporary modules and swapped in turn with this tree's, around the same SmolLM2 windows; a plain sdpa forward is timed beside them. Prints the largest difference
-of the trace's numbers between the two (they must agree to rounding) and the median wall time per window of each.
+`--base` (a git revision) into temporary modules and swapped in turn with this tree's, around the same SmolLM2
+windows; a plain sdpa forward is timed beside them. Prints the largest difference of the trace's numbers between
+the two (they must agree to rounding) and the median wall time per window of each.
 
 Usage: .venv/bin/python benchmarks/bench_scan_ab.py --base df9c149 --tokens 4096 --windows 1 --repeats 3
 """
