@@ -192,6 +192,16 @@ def families_bench(names: list[str], tokens: list[int], repeats: int, threads: i
     return rows
 
 
+def _round_ratios(wall: dict[str, list[float]], names: tuple[str, ...]) -> dict[str, list[float]]:
+    """Per name: [lowest, median, highest] of the rounds' own ratios (its time / the plain forward's time in the same
+    round), which a machine whose speed drifts over minutes moves less than the ratio of medians."""
+    out = {}
+    for name in names:
+        r = sorted(a / b for a, b in zip(wall[name], wall["sdpa"]))
+        out[f"{name}_round_ratios"] = [round(r[0], 3), round(statistics.median(r), 3), round(r[-1], 3)]
+    return out
+
+
 def smollm2_interleaved(
     tokens: list[int], repeats: int, threads: int, windows: int = 1, modes: tuple[str, ...] = ("full", "chunked")
 ) -> list[dict]:
@@ -236,6 +246,7 @@ def smollm2_interleaved(
                      "scan_s": round(w["scan"], 3),
                      "wall_ratio": round(w["scan"] / w["sdpa"], 3), "cpu_ratio": round(c["scan"] / c["sdpa"], 3),
                      **{f"{m}_ratio": round(w[m] / w["sdpa"], 3) for m in modes},
+                     **_round_ratios(wall, ("scan", *modes)),
                      "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows
