@@ -1,0 +1,112 @@
+"""Benchmark: the default scan's statistics of one SmolLM2 window, piece by piece (issue 23).
+
+One window of T tokens is traced once while its per-layer q, k, v, log-sum-exp and residual streams are captured;
+then the statistics the fused path computes from them are replayed `--repeats` times into fresh recorders, each
+piece timed in place (logit statistics, key-0 weights and their bookkeeping, value norms, residual statistics, the
+NLL, the recorder's `result()`). Prints the median milliseconds a window of each piece and their sum: the part of
+a scan window that is not the forward itself.
+
+Usage: .venv/bin/python benchmarks/bench_scan_parts.py --tokens 512 --repeats 20 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _capture(model, ids):
+    """(layers [(q, k, v, lse, scale)], streams [(index, hidden)], logits, value factors) of one traced window."""
+    import attnlab.tracing.adapters.hf as hf
+    import attnlab.tracing.adapters.hf_fused as fused
+    from attnlab.tracing.recorder import TraceRecorder
+
+    layers, streams = [], []
+    kernel, residual = fused.fused_kernel, TraceRecorder.residual
+
+    def capture_kernel(q, k, v, mask, scale):
+        out, lse = kernel(q, k, v, mask, scale)
+        layers.append((q.clone(), k.clone(), v.clone(), lse.clone(), scale))
+        return out, lse
+
+    def capture_residual(self, index, hidden):
+        streams.append((index, hidden.detach().clone()))
+        return residual(self, index, hidden)
+
+    fused.fused_kernel, TraceRecorder.residual = capture_kernel, capture_residual
+    try:
+        rec = hf.new_recorder(model, ids.shape[1])
+        with hf.traced(model, rec) as sess:
+            logits = sess.forward(ids)
+            factors = [sess.value_factor(layer, layers[layer][2].shape[1]) for layer in range(len(layers))]
+    finally:
+        fused.fused_kernel, TraceRecorder.residual = kernel, residual
+    return layers, streams, logits, factors
+
+
+def _window(model, ids, captured) -> dict[str, float]:
+    """Seconds of each piece of one window's statistics, replayed into a fresh recorder."""
+    import torch
+
+    import attnlab.tracing.adapters.hf as hf
+    import attnlab.tracing.adapters.hf_fused as fused
+
+    layers, streams, logits, factors = captured
+    rec = hf.new_recorder(model, ids.shape[1])
+    rec.begin_batch(ids)
+    t: dict[str, float] = {}
+
+    def timed(name, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        t[name] = t.get(name, 0.0) + time.perf_counter() - t0
+        return out
+
+    for layer, (q, k, v, lse, scale) in enumerate(layers):
+        s0, rest = timed("logit statistics", fused._logit_stats, q, k, scale)
+        key0 = timed("key-0 weights, bookkeeping", torch.exp, s0 - lse)
+        timed("key-0 weights, bookkeeping", rec.fused_rows, layer, key0)
+        timed("logit bookkeeping", rec.logits, layer, s0, rest)
+        norms = timed("value norms", fused._value_norms, v, factors[layer])
+        timed("value-norm bookkeeping", rec.value_norms, layer, norms)
+    for index, hidden in streams:
+        timed("residual statistics", rec.residual, index, hidden)
+    timed("NLL", hf.next_token_nll, logits, ids)
+    timed("result()", rec.result)
+    return t
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=512)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)  # a benchmark process of its own: no library code sets threads
+    sys.path.insert(0, str(ROOT))
+    from attnlab.hf.loader import load_causal_lm
+    from attnlab.hf.texts import domain_windows
+
+    lm = load_causal_lm("smollm2")
+    ids = domain_windows(lm.tokenizer, "prose", 1, args.tokens, 0)
+    captured = _capture(lm.model, ids)
+    _window(lm.model, ids, captured)  # warm-up
+    runs = [_window(lm.model, ids, captured) for _ in range(args.repeats)]
+    total = 0.0
+    for name in runs[0]:
+        ms = statistics.median(r[name] for r in runs) * 1e3
+        total += ms
+        print(f"{name:28s} {ms:8.2f} ms a window")
+    print(f"{'sum':28s} {total:8.2f} ms a window (T = {args.tokens}, {args.threads} threads)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
