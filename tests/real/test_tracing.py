@@ -199,7 +199,7 @@ def test_session_is_bound_to_the_block_and_leaves_nothing_on_the_model():
     rec = new_recorder(model, T)
     with traced(model, rec, [ZeroHead(0, 1)]) as session:
         session.forward(ids)
-        assert session.recorder is rec and {layer for layer, _ in session.grams} == {0, 1}
+        assert session.recorder is rec and {layer for layer, _ in session.factors} == {0, 1}
         assert session.plan.zero_heads == {0: (1,)}
         with pytest.raises(InputError, match="cannot be nested"):
             with traced(model, new_recorder(model, T)):
