@@ -29,7 +29,7 @@ from attnlab.errors import AttnlabError
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
 from attnlab.tracing.selection import faster_method, lower_median
-from attnlab.tracing.staging import BatchStage
+from attnlab.tracing.staging import BatchStage, add_by_token
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
 MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer
@@ -197,7 +197,7 @@ class TraceRecorder:
                 rows = torch.tensor([pos[layer] for layer in self._col0_layers])
                 self.col_sum[torch.tensor(self._col0_layers), :, 0] += k0[rows].sum(dim=(1, 3))
             if tok is not None:
-                _add_by_token(self.key0_tok_sum, ls, k0, tok)
+                add_by_token(self.key0_tok_sum, ls, k0, tok)
                 self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
         self._reduce_logits(tok)
         staged = self._stage.take("vnorm")
@@ -218,7 +218,7 @@ class TraceRecorder:
         self.logit0_sum[ls] += s0v.sum(1)
         self.logit_rest_sum[ls] += restv.sum(1)
         if tok is not None and self.T > 2:
-            _add_by_token(self.dlogit_tok_sum, ls, (s0v - restv)[..., 2:], tok[:, 2:])
+            add_by_token(self.dlogit_tok_sum, ls, (s0v - restv)[..., 2:], tok[:, 2:])
             self.dlogit_count += torch.bincount(tok[:, 2:].reshape(-1), minlength=self.V).to(torch.float64)
 
     # ------------------------------------------------------------------------------------------------------
@@ -528,15 +528,3 @@ class TraceRecorder:
             trace.token_count = np.zeros(0)
             trace.dlogit_count = np.zeros(0)
         return trace
-
-
-def _add_by_token(acc: torch.Tensor, layers: torch.Tensor, rows: torch.Tensor, tok: torch.Tensor) -> None:
-    """acc [L,H,V] += rows [n,B,H,C] grouped by the query's token tok [B,C], for the n layers `layers`: in place,
-    touching only the C columns of each batch row's tokens (no [H,V] temporary per layer)."""
-    every = layers.numel() == acc.shape[0] and bool((layers == torch.arange(acc.shape[0])).all())
-    for b in range(rows.shape[1]):
-        if every:
-            acc.index_add_(2, tok[b], rows[:, b])
-        else:
-            for i, layer in enumerate(layers.tolist()):
-                acc[layer].index_add_(1, tok[b], rows[i, b])

@@ -52,3 +52,15 @@ class BatchStage:
         if seen == list(range(self.L)):
             return layers, buf.double()
         return layers, buf[layers].double()
+
+
+def add_by_token(acc: torch.Tensor, layers: torch.Tensor, rows: torch.Tensor, tok: torch.Tensor) -> None:
+    """acc [L,H,V] += rows [n,B,H,C] grouped by the query's token tok [B,C], for the n layers `layers`: in place,
+    touching only the C columns of each batch row's tokens (no [H,V] temporary per layer)."""
+    every = layers.numel() == acc.shape[0] and bool((layers == torch.arange(acc.shape[0])).all())
+    for b in range(rows.shape[1]):
+        if every:
+            acc.index_add_(2, tok[b], rows[:, b])
+        else:
+            for i, layer in enumerate(layers.tolist()):
+                acc[layer].index_add_(1, tok[b], rows[i, b])
