@@ -296,24 +296,24 @@ class TraceRecorder:
 
     @torch.no_grad()
     def fused_rows(
-        self, layer: int, key0: torch.Tensor, entropy: torch.Tensor | None = None, col_sum: torch.Tensor | None = None
-    ) -> None:
-        """One layer of a batch from the fused path: key0 [B,H,T] = A_i0; entropy [B,H,T] = H_i of the key
-        distribution (renormalised under a learned sink) and col_sum [B,H,T] = Σ_i A_ij, both or neither
+        self, layer: int, key0: torch.Tensor, entropy_sum: torch.Tensor | None = None,
+        col_sum: torch.Tensor | None = None,
+    ) -> None:  # fmt: skip
+        """One layer of a batch from the fused path: key0 [B,H,T] = A_i0; entropy_sum [B,H] = Σ_{i≥1} H_i / log(i+1)
+        of the key distribution (renormalised under a learned sink) and col_sum [B,H,T] = Σ_i A_ij, both or neither
         (`stats="full"`). Without them the layer's row entropy and column means of keys ≥ 1 come out NaN."""
         B, H, T = key0.shape
         self._check_rows(layer, 0, (B, H, T, T))
         assert self._batch_sink is not None and self._batch_col0 is not None
         self.attn_batches[layer] += 1
         self._stage.put("key0", layer, key0)
-        if col_sum is None or entropy is None:
+        if col_sum is None or entropy_sum is None:
             self._col0_layers.append(layer)
             self.partial_rows[layer] = True
         else:
             self.col_sum[layer] += col_sum.detach().double().cpu().sum(0)
             if T > 1:
-                ent = entropy.detach().double().cpu()[..., 1:] / torch.log(self._i[1:] + 1.0)
-                self.ent_sum[layer] += ent.sum(dim=(0, 2))
+                self.ent_sum[layer] += entropy_sum.detach().double().cpu().sum(0)
                 self.ent_count[layer] += B * (T - 1)
 
     def _start_rows(self, A: torch.Tensor) -> None:

@@ -129,6 +129,24 @@ def test_trace_equals_eager_attentions_hidden_states_and_values(family, stats, m
         np.testing.assert_allclose(tr.value_norm[l], norms.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{name}: v {l}")
 
 
+def test_nll_by_vocabulary_blocks_equals_the_full_logits(family, monkeypatch):
+    """Issue 23: where a family's logits are its head on the final hidden state (soft-capped or scaled: gemma2,
+    cohere, granite), the traced NLL comes from blocks of the vocabulary without the [B,T,V] logits; it equals the
+    log-softmax of the model's own logits to 1e-6, in blocks of 7 rows and 5 logits (several of each)."""
+    from attnlab.tracing.adapters import head_nll
+
+    name, model = family
+    assert head_nll.head_of(model) is not None, name  # every family of the tests takes the blocked path
+    monkeypatch.setattr(head_nll, "ROW_BLOCK", 7)
+    monkeypatch.setattr(head_nll, "VOCAB_BLOCK", 5)
+    ids = _ids(3, seed=5)
+    with torch.no_grad():
+        want = head_nll.next_token_nll(model(input_ids=ids, use_cache=False).logits, ids)
+    with traced(model, new_recorder(model, T)) as sess:
+        got = sess.forward_nll(ids)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_zeroed_head_changes_exactly_its_contribution(family):
     name, model = family
     arch = get_arch(model)

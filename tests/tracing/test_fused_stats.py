@@ -62,24 +62,29 @@ def test_key_columns_on_grouped_heads_equal_the_softmax():
     torch.testing.assert_close(got.double(), A[..., keys], rtol=1e-5, atol=1e-6)
 
 
-def _softmax_columns(q, k, mask, scale, sink=None):
-    """Σ_i A_ij in float64 from the full score matrix (mask [T,T] bool, True = visible; sink [H] logits)."""
+def _softmax_reference(q, k, mask, scale, sink=None):
+    """(Σ_i A_ij [B,H,T], Σ_{i≥1} H_i / log(i+1) [B,H]) in float64 from the full score matrix (mask [T,T] bool,
+    True = visible; sink [H] logits: A takes its share, H_i is the entropy of the keys' renormalised weights)."""
     s = q.double() @ k.double().repeat_interleave(q.shape[1] // k.shape[1], dim=1).transpose(-1, -2) * scale
     s = s.masked_fill(~mask, float("-inf"))
+    P = torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0)
+    ent = -torch.special.xlogy(P, P).sum(-1)[..., 1:] / torch.log(torch.arange(2, q.shape[2] + 1).double())
     if sink is not None:
         s = torch.cat([s, sink.double().view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], dim=-1)
     A = torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0)[..., : q.shape[2]]
-    return A.sum(2)
+    return A.sum(2), ent.sum(-1)
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_column_sums_by_the_swapped_call_equal_the_softmax_columns(masked):
-    """`column_sums` (queries and keys swapped, one fused call) against float64 column sums, on grouped heads,
-    with a boolean mask that hides a whole query row and a whole key column, and with a learned sink."""
-    from attnlab.tracing.adapters.hf_fused import column_sums
+def test_the_swapped_call_gives_the_softmax_columns_and_row_entropies(masked):
+    """`swapped_statistics` (queries and keys swapped, one fused call) against float64 column sums and normalised
+    row entropies, on grouped heads, with a boolean mask that hides a whole query row and a whole key column, and
+    with a learned sink."""
+    from attnlab.tracing.adapters.hf_fused import swapped_statistics
 
     T, scale = 37, 0.3
     q, k = _grouped(2, 6, 2, T, 16, seed=4)
+    q = q * 3.0  # peaked rows (row entropies far from log T) as well as flat ones
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     if masked:
         mask &= torch.ones(T, T, dtype=torch.bool).triu(-9)  # a sliding window of 10
@@ -88,13 +93,16 @@ def test_column_sums_by_the_swapped_call_equal_the_softmax_columns(masked):
     bool_mask = mask.view(1, 1, T, T) if masked else None
     add = None if bool_mask is None else torch.zeros(1, 1, T, T).masked_fill(~bool_mask, float("-inf"))
     _, lse = fused_kernel(q, k, k, add, scale)
-    got = column_sums(q, k, lse, bool_mask, scale)
-    torch.testing.assert_close(got.double(), _softmax_columns(q, k, mask, scale), rtol=1e-5, atol=1e-6)
+    cols, ent = swapped_statistics(q, k, (lse, lse), bool_mask, scale)
+    want_cols, want_ent = _softmax_reference(q, k, mask, scale)
+    torch.testing.assert_close(cols.double(), want_cols, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ent, want_ent, rtol=1e-5, atol=1e-5)
     sink = torch.linspace(-1.0, 3.0, 6)
     lse_sink = torch.logaddexp(lse, sink.view(1, 6, 1))
-    got = column_sums(q, k, lse_sink, bool_mask, scale)
-    want = _softmax_columns(q, k, mask, scale, sink)
-    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    cols, ent = swapped_statistics(q, k, (lse_sink, lse), bool_mask, scale)
+    want_cols, want_ent = _softmax_reference(q, k, mask, scale, sink)
+    torch.testing.assert_close(cols.double(), want_cols, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ent, want_ent, rtol=1e-5, atol=1e-5)
 
 
 def test_the_cuda_kernels_bias_is_padded_to_16_and_keeps_its_values():

@@ -32,6 +32,7 @@ from torch import nn
 
 from attnlab.errors import InputError
 from attnlab.tracing.adapters.arch import Arch, get_arch
+from attnlab.tracing.adapters.head_nll import head_nll, head_of, next_token_nll
 from attnlab.tracing.adapters.hf_attention import ATTN_NAME, CHUNK_ELEMENTS, additive_causal_mask, value_factor
 from attnlab.tracing.adapters.hf_fused import check_stats, register_attention
 from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
@@ -151,12 +152,27 @@ class TraceSession:
         builds; the recorder still averages over every query, so traces are meant for unpadded windows. A 4D
         additive mask [B or 1, 1, T, T] (0 = visible, dtype min = hidden) is used as given by the model's own
         attention (`attnlab deploy window`'s sliding windows)."""
+        return self._run(self.model, ids, attention_mask).logits
+
+    @torch.no_grad()
+    def forward_nll(self, ids: torch.Tensor) -> torch.Tensor:
+        """[B] next-token NLL of `ids` [B,T] (`head_nll.next_token_nll`'s), recording as `forward` does; where the
+        family's logits are its head on the final hidden state (`head_nll.head_of`) the [B,T,V] logits are never
+        made: the NLL comes from blocks of the vocabulary (`head_nll.head_nll`)."""
+        plain = head_of(self.model)
+        if plain is None:
+            return next_token_nll(self.forward(ids), ids)
+        base, head, post = plain
+        return head_nll(self._run(base, ids, None).last_hidden_state, ids, head, post)
+
+    def _run(self, module: Any, ids: torch.Tensor, attention_mask: torch.Tensor | None) -> Any:
+        """`module` (the model, or its base model) on `ids` [B,T] with no KV cache, recording; its output."""
         if self.recorder is not None:
             self.recorder.begin_batch(ids if self.recorder.V else None, batch_size=ids.shape[0])
         self.layers_seen.clear()
         dev = input_device(self.model)
         mask = None if attention_mask is None else attention_mask.to(dev)
-        logits = self.model(input_ids=ids.to(dev), attention_mask=mask, use_cache=False).logits
+        out = module(input_ids=ids.to(dev), attention_mask=mask, use_cache=False)
         if self.switched and len(self.layers_seen) != self.arch.n_layers:
             missing = sorted(set(range(self.arch.n_layers)) - self.layers_seen)
             raise InputError(
@@ -164,7 +180,7 @@ class TraceSession:
                 f"AttentionInterface in every layer ({type(self.arch.attn[missing[0]]).__name__} of "
                 f"{len(missing)} of {self.arch.n_layers} layers computes its own), so attnlab cannot trace or move it"
             )
-        return logits
+        return out
 
 
 def _hidden_of(output: Any) -> torch.Tensor:
@@ -414,20 +430,6 @@ def forward_logits(
         return sess.forward(ids)
 
 
-def next_token_nll(logits: torch.Tensor, ids: torch.Tensor, rows: int = 16) -> torch.Tensor:
-    """[B] mean −log p(x_{t+1} | x_≤t) over t = 0..T−2. logits [B,T,V], ids [B,T].
-
-    The log-softmax runs over chunks of `rows` positions, whose [B,rows,V] copy stays in cache: no [B,T,V] copy
-    is made (0.75 GiB at T = 4096 for a 49k vocabulary), and it is 4× faster at T = 512 on one core."""
-    B, T, _ = logits.shape
-    target = ids[:, 1:, None].to(logits.device)
-    total = torch.zeros(B, dtype=torch.float64, device=logits.device)
-    for t0 in range(0, T - 1, rows):
-        logp = torch.log_softmax(logits[:, t0 : min(T - 1, t0 + rows)].float(), dim=-1)
-        total -= logp.gather(-1, target[:, t0 : t0 + logp.shape[1]]).squeeze(-1).double().sum(-1)
-    return (total / max(T - 1, 1)).float().cpu()
-
-
 def trace_windows(
     model: nn.Module,
     ids: torch.Tensor,
@@ -448,7 +450,7 @@ def trace_windows(
     with traced(model, rec, stats=stats) as sess:
         for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
             batch = ids[b0 : b0 + batch_size]
-            nll.append(next_token_nll(sess.forward(batch), batch))
+            nll.append(sess.forward_nll(batch))
     return rec.result(), torch.cat(nll).numpy()
 
 
@@ -456,9 +458,8 @@ def windows_nll(
     model: nn.Module, ids: torch.Tensor, interventions: Iterable[Intervention] = (), batch_size: int = 4
 ) -> np.ndarray:
     """[N] next-token NLL of windows `ids` [N,T] with `interventions` applied (model's own attention otherwise)."""
-    items = list(interventions)
     out = []
-    for b in range(0, ids.shape[0], batch_size):
-        batch = ids[b : b + batch_size]
-        out.append(next_token_nll(forward_logits(model, batch, None, items), batch))
+    with traced(model, None, list(interventions)) as sess:
+        for b in range(0, ids.shape[0], batch_size):
+            out.append(sess.forward_nll(ids[b : b + batch_size]))
     return torch.cat(out).numpy()

@@ -10,9 +10,9 @@ that needs only a few keys per row follows exactly, with no [T,T] block:
     s_i0 and mean_{1≤j≤i−1} s_ij                 from q and a running sum of k (`_logit_stats`)
     learned sinks (gpt-oss): lse'_i = logaddexp(lse_i, sink_h), O ← O·exp(lse_i − lse'_i), mass exp(sink_h − lse'_i)
 
-With `stats="full"` two more fused calls give the full-row statistics exactly: the row entropy H_i = lse_i − s·q_i·
-(P K)_i from a second forward with K as the values (P = softmax over the keys), and the column sums Σ_i A_ij of every
-key from a third call with queries and keys swapped (`column_sums`: c_j = exp of its log-sum-exp).
+With `stats="full"` one more fused call, with queries and keys swapped, gives the full-row statistics exactly
+(`swapped_statistics`): the column sums Σ_i A_ij of every key (c_j = exp of its log-sum-exp) and, from its output
+with the queries as values, the sum over rows of the normalised row entropies H_i / log(i+1).
 
 A layer the kernel cannot do exactly runs through the exact chunked function (`hf_attention.attnlab_attention`):
 soft-capping, a sliding window transformers did not turn into a mask, a float (additive) mask, `MoveToSink`
@@ -66,22 +66,30 @@ def _aligned_bias(mask: torch.Tensor) -> torch.Tensor:
     return padded[..., : mask.shape[-1]]
 
 
-def column_sums(
-    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, bool_mask: torch.Tensor | None, scale: float
-) -> torch.Tensor:
-    """[B,H,Tk] c_j = Σ_i A_ij over all queries i of A_ij = exp(s·q_i·k_j − lse_i) (the weights of the forward that
-    gave `lse` [B,H,T]; with a learned sink folded into lse, the keys' share of each row), exactly, by one more
-    fused call with the roles of queries and keys swapped (issue 23):
+def swapped_statistics(
+    q: torch.Tensor, k: torch.Tensor, lses: tuple[torch.Tensor, torch.Tensor], bool_mask: torch.Tensor | None,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """`stats="full"` in one more fused call (issue 23): (col_sum [B,H,Tk] c_j = Σ_i A_ij, entropy_sum [B,H]
+    Σ_{i≥1} H_i / log(i+1)), exactly, with A_ij = exp(s·q_i·k_j − lse_i) the weights of the forward that gave
+    lse (with a learned sink folded in: the keys' share of each row) and H_i = −Σ_j P_ij log P_ij the entropy of
+    the key distribution P_ij = exp(s·q_i·k_j − lse_keys_i) (renormalised without the sink). lses = (lse, lse_keys),
+    both [B,H,T] (the same tensor without a sink).
 
-        c_j = Σ_i exp(k_j·(s·q_i) + b_i),  b_i = −lse_i   =  exp(lse′_j)
+    The roles of queries and keys are swapped: "queries" (k_j, 1) against "keys" (s·q_i, −lse_i) (one more
+    coordinate carries the bias; scale 1) give the log-sum-exp lse′_j = log Σ_i A_ij = log c_j, and with the
+    "values" u_i = w_i·r_i·(s·q_i, −lse_keys_i), w_i = 1/log(i+1) (w_0 = 0), r_i = exp(lse_i − lse_keys_i), the
+    output O′_j = Σ_i (A_ij / c_j) u_i, so that (equations of spec extreme-tokens §5, row entropy)
 
-    where lse′ is the log-sum-exp the kernel returns for "queries" (k_j, 1) against "keys" (s·q_i, b_i) (one more
-    coordinate carries the bias; scale 1). Both sequences are reversed in time, so that the causal "i ≥ j" is the
-    kernel's causal "i′ ≤ j′"; a boolean mask [B|1,1|H,T,Tk] is flipped and transposed likewise. The values are
-    zeros (only lse′ is read): about one forward's cost, against the backward's 2.5 (measured: 3.4 against 6.6 ms a
-    SmolLM2 layer at T = 512). Keys no query sees give 0 (the CPU kernel returns lse 0, not −inf, for a fully
-    masked row; a query row the mask hides entirely is a key the swapped mask hides, whatever its lse).
+        Σ_j c_j (k_j, 1)·O′_j = Σ_i w_i Σ_j P_ij (s_ij − lse_keys_i) = −Σ_{i≥1} H_i / log(i+1).
+
+    One call of a forward's size instead of two (a second forward with K as the values for the row entropy, then
+    this one for the columns). Both sequences are reversed in time, so that the causal "i ≥ j" is the kernel's
+    causal "i′ ≤ j′"; a boolean mask [B|1,1|H,T,Tk] is flipped and transposed likewise. Keys no query sees get
+    c_j = 0 (the CPU kernel returns lse 0, not −inf, for a fully masked row); a query row the mask hides entirely
+    is a key the swapped mask hides, so it adds nothing (H_i = 0, as a row with no keys has).
     q [B,H,T,d], k [B,H_kv,Tk,d] (query head h reads KV head h ÷ (H/H_kv)); fp32 whatever the model's dtype."""
+    lse, lse_keys = lses
     B, H, T, D = q.shape
     width = D + 1 if q.device.type == "cpu" else -(-(D + 1) // 8) * 8  # CUDA kernels want a multiple of 8
     queries = torch.zeros(B, H, k.shape[2], width, device=q.device)
@@ -91,15 +99,23 @@ def column_sums(
     keys[..., :D] = q.flip(2)
     keys[..., :D] *= scale  # in fp32 (a bf16 q is converted first)
     keys[..., D] = lse.flip(2).neg()
+    i = torch.arange(T, 0, -1, device=q.device, dtype=torch.float32) - 1.0  # the flipped positions T−1 … 0
+    w = torch.where(i > 0, 1.0 / torch.log1p(i.clamp_min(1.0)), torch.zeros((), device=q.device))
+    weight = (torch.exp(lse - lse_keys).flip(2) * w).unsqueeze(-1)  # [B,H,T,1] w_i·r_i (flipped)
+    values = torch.zeros_like(keys)
+    torch.mul(keys[..., :D], weight, out=values[..., :D])
+    values[..., D] = lse_keys.flip(2).neg() * weight[..., 0]
     mask = None
     if bool_mask is not None:
         mask = torch.zeros(bool_mask.shape, device=q.device).masked_fill_(~bool_mask, float("-inf"))
         mask = mask.flip(-1, -2).transpose(-1, -2)
-    _, lse_t = fused_kernel(queries, keys, torch.zeros_like(keys), mask, 1.0)
-    cols = lse_t.flip(2).exp()
+    out, lse_t = fused_kernel(queries, keys, values, mask, 1.0)
+    cols = lse_t.exp()  # [B,H,Tk] flipped
     if bool_mask is not None:
-        cols = torch.where(bool_mask.any(-2).expand(B, H, -1), cols, torch.zeros((), device=q.device))
-    return cols
+        cols = torch.where(bool_mask.any(-2).expand(B, H, -1).flip(-1), cols, torch.zeros((), device=q.device))
+    dots = (queries * out.float()).sum(-1).double()  # (k_j, 1)·O′_j; undefined where no query sees key j
+    terms = torch.where(cols > 0, cols.double() * dots, torch.zeros((), dtype=torch.float64, device=q.device))
+    return cols.flip(2), -terms.sum(-1)
 
 
 def key_columns(
@@ -207,30 +223,14 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
         key0 = torch.where(vis0, key0, torch.zeros((), device=key0.device))
     entropy = cols = None
     if sess.stats == "full":
-        entropy, cols = _full_rows(query, key, (lse_keys, lse), (add, bool_mask), scale)
-    rec.fused_rows(layer, key0, entropy=entropy, col_sum=cols)
+        cols, entropy = swapped_statistics(query, key, (lse, lse_keys), bool_mask, scale)
+    rec.fused_rows(layer, key0, entropy_sum=entropy, col_sum=cols)
     if mass is not None:
         rec.learned_sink(layer, 0, mass)
     _record_key_sets(rec, layer, (query, key, lse, bool_mask, cols), scale)
     rec.logits(layer, s0, rest)
     rec.value_norms(layer, _value_norms(value, sess.value_factor(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous()
-
-
-Pair = tuple[torch.Tensor, torch.Tensor]
-
-
-def _full_rows(q: torch.Tensor, key: torch.Tensor, lses: Pair, masks: tuple[torch.Tensor | None, torch.Tensor | None],
-               scale: float) -> Pair:  # fmt: skip
-    """`stats="full"`: (row entropy H_i, column sums Σ_i A_ij), both [B,H,T], of the key distribution P (module
-    docstring). q [B,H,T,d], key [B,H_kv,T,d]; lses = (lse over the keys, lse with the learned sink folded in: the
-    same tensor without one; the sink scales the rows of A by exp(lse_keys − lse)); masks = (the additive mask the
-    forward's kernel took, the boolean one), or Nones (causal)."""
-    lse_keys, lse = lses
-    add, bool_mask = masks
-    kv_out, _ = fused_kernel(q, key, key, add, scale)  # (P K)_i
-    entropy = lse_keys - (q.float() * kv_out.float()).sum(-1) * scale
-    return entropy, column_sums(q, key, lse, bool_mask, scale)
 
 
 def _record_key_sets(rec: Any, layer: int, tensors: tuple, scale: float) -> None:
