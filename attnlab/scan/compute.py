@@ -45,14 +45,17 @@ def write_samples(run: RunDir, ids: dict[str, torch.Tensor]) -> None:
     write_text(run.file("samples.jsonl"), "".join(lines))
 
 
-def keep_patterns(run: RunDir, lm: LoadedModel, ids: dict[str, torch.Tensor], chosen: list[tuple[int, int]]) -> None:
+def keep_patterns(
+    run: RunDir, lm: LoadedModel, ids: dict[str, torch.Tensor], chosen: list[tuple[int, int]], factors: dict
+) -> None:
     """Full attention maps [T,T] of the chosen heads on the first window of each domain (one extra forward),
-    and that window's tokens as text (patterns/<domain>/tokens.json: the report shows them without a tokenizer)."""
+    and that window's tokens as text (patterns/<domain>/tokens.json: the report shows them without a tokenizer).
+    `factors`: the scan's value-factor cache (`traced`)."""
     if not chosen:
         return
     for d, x in ids.items():
         run.write_json(f"patterns/{d}/tokens.json", [lm.tokenizer.decode([int(i)]) for i in x[0].tolist()])
-        tr, _ = trace_windows(lm.model, x[:1], 1, keep_patterns=chosen, desc=f"patterns {d}")
+        tr, _ = trace_windows(lm.model, x[:1], 1, keep_patterns=chosen, desc=f"patterns {d}", factors=factors)
         for key, pattern in tr.patterns.items():
             run.save_npy(f"patterns/{d}/{key}.npy", pattern[0])
 
@@ -110,17 +113,19 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
     write_samples(run, ids)
     traces, nll = {}, {}
     proc: dict[str, list[dict[str, Any]]] = {}
+    factors: dict = {}  # the value norms' factors, computed once for every domain (`traced`)
     for d in cfg.domains:
         traces[d], nll[d], cols, norms = sinkproc.trace_windows_columns(
-            lm.model, ids[d], cfg.batch_size, desc=f"scan {d}", stats=cfg.stats, ratio=cfg.sink_ratio
-        )
+            lm.model, ids[d], cfg.batch_size, desc=f"scan {d}", stats=cfg.stats, ratio=cfg.sink_ratio,
+            factors=factors,
+        )  # fmt: skip
         for name, rows in sink_procedure_rows(d, traces[d], cols, norms, cfg, ids[d], lm.tokenizer).items():
             proc[name] = proc.get(name, []) + rows
         traces[d].save(run.file("traces") / d)
     sink = {d: traces[d].sink_score() for d in cfg.domains}
     classes = analysis.classify_heads(sink)
     chosen = list(dict.fromkeys([*cfg.pattern_heads, *auto_pattern_heads(sink, cfg.n_auto_pattern_heads)]))
-    keep_patterns(run, lm, ids, chosen)
+    keep_patterns(run, lm, ids, chosen, factors)
     summary = summarize(lm, cfg, traces, nll, classes, chosen)
     run.write_csv("heads.csv", [r for d in cfg.domains for r in analysis.head_rows(d, traces[d])])
     run.write_csv("layers.csv", [r for d in cfg.domains for r in analysis.layer_rows(d, traces[d])])

@@ -103,16 +103,18 @@ class ColumnSums(ExtraStatistic):
 
 def trace_windows_columns(
     model: Any, ids: torch.Tensor, batch_size: int = 1, desc: str = "scan", stats: str = "fast",
-    ratio: float | None = RATIO,
+    ratio: float | None = RATIO, factors: dict | None = None,
 ) -> tuple[Trace, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """As `trace_windows` (ids [N,T]), plus the per-window column sums [N,L,H,T] and residual norms [N,R,T].
+    """As `trace_windows` (ids [N,T]; `factors`: its cache), plus the per-window column sums [N,L,H,T] and residual
+    norms [N,R,T].
 
     With `ratio` (the procedure's) and stats "fast", only key 0 and the candidates' columns are computed (the rest
     NaN); with stats "full" or "chunked" every column."""
     from attnlab.tracing.adapters.hf import trace_windows
 
     columns = ColumnSums(ratio if stats == "fast" else None)
-    trace, nll = trace_windows(model, ids, batch_size, desc=desc, extras={"columns": columns}, stats=stats)
+    trace, nll = trace_windows(model, ids, batch_size, desc=desc, extras={"columns": columns}, stats=stats,
+                                factors=factors)  # fmt: skip
     cols, norms = columns.result()
     return trace, nll, cols, norms
 

@@ -190,6 +190,40 @@ def test_entropy_fast_path_with_peaked_rows():
     np.testing.assert_allclose(fast.result().row_entropy, ref.result().row_entropy, atol=1e-5)
 
 
+def test_value_factors_cached_across_blocks_until_the_weight_changes(monkeypatch):
+    """`traced(factors=...)`: a second block on the same model reuses the factors (no recomputation); changing W_O
+    in place recomputes them, and the value norms follow the new weight."""
+    from attnlab.tracing.adapters import hf
+
+    model, ids = MODELS["llama-gqa"](), _ids(2, seed=4)
+    calls = []
+    monkeypatch.setattr(hf, "value_factor", lambda w, n: calls.append(1) or _real_value_factor(w, n))
+    cache: dict = {}
+
+    def norms() -> np.ndarray:
+        rec = new_recorder(model, T)
+        with traced(model, rec, factors=cache) as sess:
+            sess.forward(ids)
+        return rec.result().value_norm
+
+    first = norms()
+    assert len(calls) == 2  # two layers
+    np.testing.assert_array_equal(norms(), first)
+    assert len(calls) == 2
+    with torch.no_grad():
+        get_arch(model).out_proj[1].weight.mul_(2.0)
+    second = norms()
+    assert len(calls) == 3  # layer 1 only
+    np.testing.assert_allclose(second[1], 2.0 * first[1], rtol=1e-6)
+    np.testing.assert_array_equal(second[0], first[0])
+
+
+def _real_value_factor(w, n):
+    from attnlab.tracing.adapters.hf_attention import value_factor
+
+    return value_factor(w, n)
+
+
 def test_session_is_bound_to_the_block_and_leaves_nothing_on_the_model():
     """The session (recorder, Gram cache, plan) lives on the yielded object; hooks and the attention
     implementation are gone after the block; nesting on one model is refused."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.tracing.adapters.hf_attention import _logit_stats, _value_norms, value_factor
+from attnlab.tracing.adapters.hf_attention import _logit_stats, _triangular_factors, _value_norms, value_factor
 from attnlab.tracing.adapters.hf_fused import fused_kernel, key_columns
 
 
@@ -27,6 +27,10 @@ def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_hea
     w = torch.randn(H, d, D, generator=g)
     w[1] = 0.0  # a zeroed head: its factor is 0
     w[4, :, :3] = w[4, :, 3:6]  # repeated columns: a rank-deficient W_O^h
+    w[2, :, 0] *= 1e-6  # an ill-conditioned head (κ ~ 1e6): the QR factor, not the Gram matrix's Cholesky factor
+    r = _triangular_factors(w.double())
+    assert bool((r.tril(-1) == 0).all())
+    torch.testing.assert_close(r.transpose(1, 2) @ r, w.double().transpose(1, 2) @ w.double(), rtol=0, atol=1e-12)
     v = torch.randn(2, Hkv, T, D, generator=g)
     got = _value_norms(v, value_factor(w, Hkv))  # [B,T,H]
     vq = v.double().repeat_interleave(H // Hkv, dim=1)  # query head h reads KV head h ÷ (H/H_kv)

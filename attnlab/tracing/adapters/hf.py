@@ -99,6 +99,10 @@ def input_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+# (layer, n_kv) -> ((W_O module id, data pointer, version), factors): `TraceSession.value_factor`'s cache
+FactorCache = dict[tuple[int, int], tuple[tuple[int, int, int], torch.Tensor]]
+
+
 @dataclass
 class TraceSession:
     """One traced block on one model: its architecture, recorder, compiled interventions and caches."""
@@ -109,7 +113,7 @@ class TraceSession:
     plan: Plan
     chunk_elements: int = CHUNK_ELEMENTS
     masks: dict[tuple[int, int, int, int], torch.Tensor] = field(default_factory=dict)
-    factors: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+    factors: FactorCache = field(default_factory=dict)
     scratch_buffers: dict[tuple[str, torch.device], torch.Tensor] = field(default_factory=dict)
     switched: bool = False  # attention runs through the "attnlab" function
     stats: str = "fast"  # "fast" (fused, few-key statistics), "full" (fused, full-row too) or "chunked"
@@ -123,11 +127,15 @@ class TraceSession:
         return int(getattr(module, "layer_idx", -1))
 
     def value_factor(self, layer: int, n_kv: int) -> torch.Tensor:
-        """[H_kv,d_h,G·d_h] the triangular factors R_hᵀ of W_O^h = Q_h R_h of layer `layer` for values of `n_kv`
-        heads (`hf_attention.value_factor`), computed once per session on the device of W_O."""
-        if (layer, n_kv) not in self.factors:
-            self.factors[(layer, n_kv)] = value_factor(self.arch.w_o_heads(layer), n_kv)
-        return self.factors[(layer, n_kv)]
+        """[H_kv,d_h,G·d_h] the triangular factors R_hᵀ (R_hᵀR_h = W_O^hᵀW_O^h) of layer `layer` for values of `n_kv`
+        heads (`hf_attention.value_factor`), on the device of W_O: computed once, and again only when that weight
+        is replaced or changed in place (the cache can outlive the session: `traced(factors=...)`)."""
+        w = self.arch.w_o_heads(layer)
+        stamp = (id(self.arch.out_proj[layer]), w.data_ptr(), w._version)
+        hit = self.factors.get((layer, n_kv))
+        if hit is None or hit[0] != stamp:
+            hit = self.factors[(layer, n_kv)] = (stamp, value_factor(w, n_kv))
+        return hit[1]
 
     def scratch(self, name: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
         """An fp32 tensor of `shape` carved from a buffer kept for the session (grown when too small): reusing it
@@ -350,6 +358,7 @@ def traced(
     chunk_elements: int = CHUNK_ELEMENTS,
     hooks: dict[str, UserHook] | None = None,
     stats: str = "fast",
+    factors: FactorCache | None = None,
 ) -> Iterator[TraceSession]:
     """Within the block, forwards of `model` fill `recorder` and apply `interventions`; yields the session.
 
@@ -358,7 +367,10 @@ def traced(
     runs every layer through the exact chunked function (`attnlab.tracing.adapters.hf_fused`).
 
     `hooks` {point: fn(tensor, point)} (points from `hf_hook_points`) run first at their points, then the
-    interventions, then the recording; a tensor a hook returns replaces the activation."""
+    interventions, then the recording; a tensor a hook returns replaces the activation.
+
+    `factors`: a dict kept by the caller across blocks on one model (`attnlab scan`'s domains), so that the value
+    norms' per-layer factors (`TraceSession.value_factor`: ~60 ms for SmolLM2) are computed once; a new one if None."""
     check_stats(stats)
     arch = get_arch(model)
     plan = compile_plan(interventions, arch.shape)
@@ -377,6 +389,7 @@ def traced(
         chunk_elements=chunk_elements,
         switched=switch,
         stats=stats,
+        factors={} if factors is None else factors,
     )
     previous = model.config._attn_implementation
     if switch and previous == ATTN_NAME:
@@ -438,16 +451,17 @@ def trace_windows(
     desc: str = "scan",
     extras: Mapping[str, ExtraStatistic] | None = None,
     stats: str = "fast",
+    factors: FactorCache | None = None,
 ) -> tuple[Trace, np.ndarray]:
     """Stream windows `ids` [N,T] through the model in batches; returns their Trace and per-window NLL [N].
-    `stats`: as `traced`'s.
+    `stats`, `factors`: as `traced`'s.
 
     `extras` {name: `ExtraStatistic`} see every batch beside the recorder; read them with their own `result()`."""
     from tqdm import tqdm
 
     rec = new_recorder(model, ids.shape[1], keep_patterns=keep_patterns, extras=extras)
     nll = []
-    with traced(model, rec, stats=stats) as sess:
+    with traced(model, rec, stats=stats, factors=factors) as sess:
         for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
             batch = ids[b0 : b0 + batch_size]
             nll.append(sess.forward_nll(batch))
