@@ -208,16 +208,20 @@ def smollm2_interleaved(
     """SmolLM2 in this one process: `windows` plain sdpa forwards against the scan's work on the same windows (one
     traced session: traced forwards, recorder result, next-token NLL; what `attnlab scan` does per domain; its
     default is 8 windows a domain), alternated `repeats` times after one warm-up pair; median wall and CPU seconds
-    per window. `modes`: the other `stats=` paths timed beside the default one ("full", "chunked")."""
+    per window. The value norms' factors are computed in the warm-up round and kept, as `attnlab scan` keeps them
+    across its domains (`traced(factors=...)`). `modes`: the other `stats=` paths timed beside the default one
+    ("full", "chunked"), and "sdpa_nll": the plain sdpa forward of the base model with the NLL from vocabulary blocks
+    of the head (`head_nll`), which gives what the scan gives but the statistics: scan / sdpa_nll is their cost."""
     import torch
 
     torch.set_num_threads(threads)  # a benchmark process of its own: no library code sets threads
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
+    from attnlab.tracing.adapters.head_nll import head_nll, head_of
     from attnlab.tracing.adapters.hf import trace_windows
 
     model, tok = (lambda lm: (lm.model, lm.tokenizer))(load_causal_lm("smollm2"))
-    rows = []
+    rows, factors = [], {}
     for T in tokens:
         ids = domain_windows(tok, "prose", windows, T, 0)
 
@@ -226,15 +230,23 @@ def smollm2_interleaved(
                 for w in range(ids.shape[0]):
                     model(input_ids=ids[w : w + 1], use_cache=False)
 
-        def scan(ids: torch.Tensor = ids, stats: str = "fast") -> None:
-            trace_windows(model, ids, batch_size=1, stats=stats)
+        def sdpa_nll(ids: torch.Tensor = ids) -> None:
+            base, head, post = head_of(model)
+            with torch.no_grad():
+                for w in range(ids.shape[0]):
+                    hidden = base(input_ids=ids[w : w + 1], use_cache=False).last_hidden_state
+                    head_nll(hidden, ids[w : w + 1], head, post)
 
-        fns = {"sdpa": sdpa, "scan": scan, **{m: (lambda m=m: scan(stats=m)) for m in modes}}
+        def scan(ids: torch.Tensor = ids, stats: str = "fast") -> None:
+            trace_windows(model, ids, batch_size=1, stats=stats, desc="", factors=factors)
+
+        others = {m: (sdpa_nll if m == "sdpa_nll" else (lambda m=m: scan(stats=m))) for m in modes}
+        fns = {"sdpa": sdpa, "scan": scan, **others}
         wall: dict[str, list[float]] = {k: [] for k in fns}
         cpu: dict[str, list[float]] = {k: [] for k in fns}
         load0 = os.getloadavg()[0]
         for i in range(repeats + 1):
-            for name, fn in fns.items():
+            for name, fn in fns.items() if i % 2 else reversed(fns.items()):  # ABBA: drift cancels within pairs
                 t, c = time.perf_counter(), time.process_time()
                 fn()
                 if i:  # the first pair warms up
@@ -242,11 +254,15 @@ def smollm2_interleaved(
                     cpu[name].append(time.process_time() - c)
         w = {k: statistics.median(v) / windows for k, v in wall.items()}
         c = {k: statistics.median(v) for k, v in cpu.items()}
+        extra = {}
+        if "sdpa_nll" in modes:  # per round: the statistics' own cost
+            per_round = [a / b for a, b in zip(wall["scan"], wall["sdpa_nll"])]
+            extra["scan_over_sdpa_nll"] = round(statistics.median(per_round), 3)
         rows.append({"tokens": T, "threads": threads, "windows": windows, "sdpa_s": round(w["sdpa"], 3),
                      "scan_s": round(w["scan"], 3),
                      "wall_ratio": round(w["scan"] / w["sdpa"], 3), "cpu_ratio": round(c["scan"] / c["sdpa"], 3),
                      **{f"{m}_ratio": round(w[m] / w["sdpa"], 3) for m in modes},
-                     **_round_ratios(wall, ("scan", *modes)),
+                     **_round_ratios(wall, ("scan", *modes)), **extra,
                      "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -287,8 +303,9 @@ def main() -> int:
     ap.add_argument("--families", nargs="*", default=None, help="family kinds (tests/real/families.py) instead")
     ap.add_argument("--interleaved", action="store_true", help="SmolLM2 sdpa and scan alternated in one process")
     ap.add_argument("--windows", type=int, default=1, help="--interleaved: windows per scan session (default 1)")
-    ap.add_argument("--modes", nargs="*", default=["full", "chunked"], choices=("full", "chunked"),
-                    help="--interleaved: other stats= paths timed beside the default (full chunked)")  # fmt: skip
+    ap.add_argument("--modes", nargs="*", default=["full", "chunked"], choices=("full", "chunked", "sdpa_nll"),
+                    help="--interleaved: other stats= paths timed beside the default (full chunked), and sdpa_nll "
+                         "(a plain forward with the scan's NLL)")  # fmt: skip
     args = ap.parse_args()
     if args.interleaved:
         rows = smollm2_interleaved(args.tokens, args.repeats, args.threads, args.windows, tuple(args.modes))

@@ -417,9 +417,9 @@ class TraceRecorder:
         """hidden: [B,T,d] residual stream; index 0 = after the embedding, l+1 = after block l.
 
         The token norms run in the input's precision (one fused `vector_norm` reduction) and the sums are float64;
-        |x| is one torch pass into a scratch buffer kept between calls (no fresh pages per stream); the entries over
-        MASSIVE_ABS and the maximum (the first one, as torch.argmax; among those entries when there are any) are
-        read first, then its median is selected
+        |x| is one torch pass into a scratch buffer kept between calls (no fresh pages per stream); the maximum (the
+        first one, as torch.argmax) and, only when it exceeds MASSIVE_ABS, the entries over MASSIVE_ABS are read
+        first, then its median is selected
         in place (`lower_median`, torch.median's lower-middle convention), and the massive entries are those
         candidates over max(MASSIVE_ABS, MASSIVE_REL × median). numpy's vectorised passes do the order statistics
         (torch's argmax and top-k on a [B,T,d] stream cost 10-40× more). All exact.
@@ -431,9 +431,10 @@ class TraceRecorder:
         self.resid_sum[index] += torch.linalg.vector_norm(x, dim=-1).double().sum(0)
         self.resid_count[index] += B
         ax = self._abs_scratch(x)
-        cand = np.flatnonzero(ax > MASSIVE_ABS)  # the massive entries' candidates: few, in index order
-        flat = int(cand[np.argmax(ax[cand])]) if cand.size else int(np.argmax(ax))  # the first maximum either way
+        flat = int(np.argmax(ax))  # the first maximum
         m = float(ax[flat])
+        # the massive entries' candidates, in index order: few, and none to look for where the maximum is small
+        cand = np.flatnonzero(ax > MASSIVE_ABS) if m > MASSIVE_ABS else np.zeros(0, dtype=np.int64)
         if self._median_method is None:
             self._median_method = faster_method(ax)
         med = lower_median(ax, in_place=True, method=self._median_method)  # the scratch's order is lost here
