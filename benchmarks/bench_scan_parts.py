@@ -21,7 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _capture(model, ids):
-    """(layers [(q, k, v, lse, scale)], streams [(index, hidden)], logits, value factors) of one traced window."""
+    """(layers [(q, k, v, lse, scale)], streams [(index, hidden)], the final hidden state [1,T,d] (after the final
+    norm, what the scan's NLL reads: `head_nll`), value factors) of one traced window."""
+    import torch
+
     import attnlab.tracing.adapters.hf as hf
     import attnlab.tracing.adapters.hf_fused as fused
     from attnlab.tracing.recorder import TraceRecorder
@@ -42,11 +45,14 @@ def _capture(model, ids):
     try:
         rec = hf.new_recorder(model, ids.shape[1])
         with hf.traced(model, rec) as sess:
-            logits = sess.forward(ids)
+            sess.forward(ids)
             factors = [sess.value_factor(layer, layers[layer][2].shape[1]) for layer in range(len(layers))]
     finally:
         fused.fused_kernel, TraceRecorder.residual = kernel, residual
-    return layers, streams, logits, factors
+    base = model.base_model
+    with torch.no_grad():
+        hidden = base(input_ids=ids, use_cache=False).last_hidden_state
+    return layers, streams, hidden, factors
 
 
 def _window(model, ids, captured) -> dict[str, float]:
@@ -55,8 +61,10 @@ def _window(model, ids, captured) -> dict[str, float]:
 
     import attnlab.tracing.adapters.hf as hf
     import attnlab.tracing.adapters.hf_fused as fused
+    from attnlab.tracing.adapters.head_nll import head_nll, head_of
 
-    layers, streams, logits, factors = captured
+    layers, streams, hidden, factors = captured
+    _, head, post = head_of(model)
     rec = hf.new_recorder(model, ids.shape[1])
     rec.begin_batch(ids)
     t: dict[str, float] = {}
@@ -76,7 +84,7 @@ def _window(model, ids, captured) -> dict[str, float]:
         timed("value-norm bookkeeping", rec.value_norms, layer, norms)
     for index, hidden in streams:
         timed("residual statistics", rec.residual, index, hidden)
-    timed("NLL", hf.next_token_nll, logits, ids)
+    timed("NLL (vocabulary blocks of the head, its GEMM included)", head_nll, hidden, ids, head, post)
     timed("result()", rec.result)
     return t
 
