@@ -53,12 +53,3 @@ def test_interventions_on_trained_softmax_model(softmax_run, tmp_path):
     dormant = rows["attention 0.0 -> <s> (non-trigger queries)"]
     assert abs(dormant["risk_bigram"] - full["risk_bigram"]) < 0.05  # the head is dormant there
     assert rows["attention 0.0 -> <s> (all queries)"]["risk_backcopy"] > 2.0  # ... and active on triggers
-
-
-@pytest.mark.slow
-def test_relu_attention_has_no_sink(tmp_path):
-    cfg = resolve_config("cpu", attention="relu", steps=STEPS, ckpt_every=STEPS)
-    m = bb.train(cfg, tmp_path / "relu", progress=False).tables["metrics"].to_dict("records")
-    assert max(r["attn_sink"] for r in m) < 0.05  # R8, every snapshot
-    assert m[-1]["excess_risk_backcopy"] < 0.01  # R8 (measured 0.0023 at step 600)
-    assert m[-1]["value_norm_bos"] > m[0]["value_norm_bos"]  # no value drain
