@@ -37,11 +37,13 @@ STATS = ("fast", "full", "chunked")
 
 
 def fused_kernel(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(O [B,H,T,d_v], lse [B,H,T] fp32) of softmax(q kᵀ·scale + mask) v, causal when `mask` is None (else the
-    additive mask [B|1,1|H,T,Tk] in q's dtype). q [B,H,T,d]; k, v [B,H_kv,T,d] with H_kv dividing H: query head h
-    reads KV head h ÷ (H/H_kv) (the CPU kernel indexes grouped heads itself, as sdpa's enable_gqa does)."""
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+    causal: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(O [B,H,T,d_v], lse [B,H,T] fp32) of softmax(q kᵀ·scale + mask) v, with the additive mask [B|1,1|H,T,Tk]
+    in q's dtype or None, and causal (the mask on top, cpu only) when `causal`, by default when `mask` is None.
+    q [B,H,T,d]; k, v [B,H_kv,T,d] with H_kv dividing H: query head h reads KV head h ÷ (H/H_kv) (the CPU kernel
+    indexes grouped heads itself, as sdpa's enable_gqa does)."""
     if q.device.type == "cuda":  # pragma: no cover - no GPU in the test environment (prepared, untested)
         k, v = _expand(k, q.shape[1]), _expand(v, q.shape[1])
         if mask is None and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
@@ -51,8 +53,9 @@ def fused_kernel(
         out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, mask is None,
                                                                      scale=scale)  # fmt: skip
         return out[0], out[1][..., : q.shape[2]].float()
+    causal = mask is None if causal is None else causal
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        q, k, v, 0.0, mask is None, attn_mask=mask, scale=scale
+        q, k, v, 0.0, causal, attn_mask=mask, scale=scale
     )
     return out, lse.float()
 
@@ -76,46 +79,71 @@ def swapped_statistics(
     the key distribution P_ij = exp(s·q_i·k_j − lse_keys_i) (renormalised without the sink). lses = (lse, lse_keys),
     both [B,H,T] (the same tensor without a sink).
 
-    The roles of queries and keys are swapped: "queries" (k_j, 1) against "keys" (s·q_i, −lse_i) (one more
-    coordinate carries the bias; scale 1) give the log-sum-exp lse′_j = log Σ_i A_ij = log c_j, and with the
-    "values" u_i = w_i·r_i·(s·q_i, −lse_keys_i), w_i = 1/log(i+1) (w_0 = 0), r_i = exp(lse_i − lse_keys_i), the
-    output O′_j = Σ_i (A_ij / c_j) u_i, so that (equations of spec extreme-tokens §5, row entropy)
+    The roles of queries and keys are swapped: "queries" k_j against "keys" s·q_i, with the bias −lse_i added to
+    every score of key i, give the log-sum-exp lse′_j = log Σ_i A_ij = log c_j; with the "values"
+    u_i = w_i·r_i·s·q_i, w_i = 1/log(i+1) (w_0 = 0), r_i = exp(lse_i − lse_keys_i), the output is
+    O′_j = Σ_i (A_ij / c_j) u_i, and since r_i·A_ij = P_ij and Σ_j P_ij = 1 on a row with keys (spec extreme-tokens
+    §5, row entropy H_i = lse_keys_i − Σ_j P_ij s_ij):
 
-        Σ_j c_j (k_j, 1)·O′_j = Σ_i w_i Σ_j P_ij (s_ij − lse_keys_i) = −Σ_{i≥1} H_i / log(i+1).
+        Σ_{i≥1} H_i / log(i+1) = Σ_{i seeing a key} w_i·lse_keys_i − Σ_j c_j k_j·O′_j.
 
-    One call of a forward's size instead of two (a second forward with K as the values for the row entropy, then
-    this one for the columns). Both sequences are reversed in time, so that the causal "i ≥ j" is the kernel's
-    causal "i′ ≤ j′"; a boolean mask [B|1,1|H,T,Tk] is flipped and transposed likewise. Keys no query sees get
-    c_j = 0 (the CPU kernel returns lse 0, not −inf, for a fully masked row); a query row the mask hides entirely
-    is a key the swapped mask hides, so it adds nothing (H_i = 0, as a row with no keys has).
+    On the cpu the bias goes in as a mask broadcast over the swapped queries (stride 0, no [T,T] block), which keeps
+    every head size at d_h (65 would leave the kernel's vector width: 1.3x the forward's attention call, against
+    1.05x); the CUDA kernels take it as one more coordinate of queries and keys instead (`_swapped_inputs`). Both
+    sequences are reversed in time, so that the causal "i ≥ j" is the kernel's causal "i′ ≤ j′"; a boolean mask
+    [B|1,1|H,T,Tk] is flipped and transposed likewise. Keys no query sees get c_j = 0 (the CPU kernel returns lse
+    0, not −inf, for a fully masked row); a query row the mask hides entirely is a key the swapped mask hides, so it
+    adds nothing (H_i = 0, as a row with no keys has).
     q [B,H,T,d], k [B,H_kv,Tk,d] (query head h reads KV head h ÷ (H/H_kv)); fp32 whatever the model's dtype."""
     lse, lse_keys = lses
     B, H, T, D = q.shape
-    width = D + 1 if q.device.type == "cpu" else -(-(D + 1) // 8) * 8  # CUDA kernels want a multiple of 8
-    queries = torch.zeros(B, H, k.shape[2], width, device=q.device)
-    queries[..., :D] = _expand(k, H).flip(2)
-    queries[..., D] = 1.0
-    keys = torch.zeros(B, H, T, width, device=q.device)
-    keys[..., :D] = q.flip(2)
-    keys[..., :D] *= scale  # in fp32 (a bf16 q is converted first)
-    keys[..., D] = lse.flip(2).neg()
-    i = torch.arange(T, 0, -1, device=q.device, dtype=torch.float32) - 1.0  # the flipped positions T−1 … 0
-    w = torch.where(i > 0, 1.0 / torch.log1p(i.clamp_min(1.0)), torch.zeros((), device=q.device))
-    weight = (torch.exp(lse - lse_keys).flip(2) * w).unsqueeze(-1)  # [B,H,T,1] w_i·r_i (flipped)
-    values = torch.zeros_like(keys)
-    torch.mul(keys[..., :D], weight, out=values[..., :D])
-    values[..., D] = lse_keys.flip(2).neg() * weight[..., 0]
-    mask = None
-    if bool_mask is not None:
-        mask = torch.zeros(bool_mask.shape, device=q.device).masked_fill_(~bool_mask, float("-inf"))
-        mask = mask.flip(-1, -2).transpose(-1, -2)
-    out, lse_t = fused_kernel(queries, keys, values, mask, 1.0)
+    i = torch.arange(T, device=q.device, dtype=torch.float32)
+    w = torch.where(i > 0, 1.0 / torch.log1p(i.clamp_min(1.0)), torch.zeros((), device=q.device))  # [T]
+    seen = torch.ones(1, 1, T, dtype=torch.bool, device=q.device) if bool_mask is None else bool_mask.any(-1)
+    bias = torch.where(seen, -lse, torch.zeros((), device=q.device))  # [B,H,T]; 0 on a row that sees nothing
+    weight = (torch.exp(lse - lse_keys) * w).flip(2).unsqueeze(-1)  # [B,H,T,1] w_i·r_i (flipped)
+    queries, keys, mask = _swapped_inputs(q, _expand(k, H), bias, bool_mask, scale)
+    values = keys[..., :D] * weight
+    if values.shape[-1] < keys.shape[-1]:
+        values = torch.nn.functional.pad(values, (0, keys.shape[-1] - D))
+    out, lse_t = fused_kernel(queries, keys, values, mask, 1.0, causal=bool_mask is None)
     cols = lse_t.exp()  # [B,H,Tk] flipped
     if bool_mask is not None:
         cols = torch.where(bool_mask.any(-2).expand(B, H, -1).flip(-1), cols, torch.zeros((), device=q.device))
-    dots = (queries * out.float()).sum(-1).double()  # (k_j, 1)·O′_j; undefined where no query sees key j
+    dots = (queries[..., :D] * out[..., :D].float()).sum(-1).double()  # k_j·O′_j; undefined where no query sees j
     terms = torch.where(cols > 0, cols.double() * dots, torch.zeros((), dtype=torch.float64, device=q.device))
-    return cols.flip(2), -terms.sum(-1)
+    rows = torch.where(seen, w * lse_keys, torch.zeros((), device=q.device)).double()
+    return cols.flip(2), rows.sum(-1) - terms.sum(-1)
+
+
+def _swapped_inputs(
+    q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, bool_mask: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The swapped call's (queries [B,H,Tk,w], keys [B,H,T,w], additive mask or None), all reversed in time, fp32,
+    with the per-key bias [B,H,T] (`swapped_statistics`) carried by the mask on the cpu (w = d_h) or by one more
+    coordinate on CUDA (w = d_h + 1 rounded up to the kernels' multiple of 8). q [B,H,T,d], k [B,H,Tk,d]."""
+    D = q.shape[-1]
+    if q.device.type == "cpu":
+        queries = k.float().flip(2)
+        keys = q.float().flip(2) * scale
+        mask = bias.flip(2).contiguous().unsqueeze(2)  # [B,H,1,T], rows contiguous: the bias of each swapped key
+        if bool_mask is not None:
+            hidden = (~bool_mask).flip(-1, -2).transpose(-1, -2)
+            mask = mask.masked_fill(hidden, float("-inf"))
+        return queries, keys, mask.expand(*keys.shape[:2], queries.shape[2], -1)
+    width = -(-(D + 1) // 8) * 8  # pragma: no cover - CUDA (prepared, untested here)
+    queries = torch.zeros(*k.shape[:3], width, device=q.device)
+    queries[..., :D] = k.flip(2)
+    queries[..., D] = 1.0
+    keys = torch.zeros(*q.shape[:3], width, device=q.device)
+    keys[..., :D] = q.flip(2)
+    keys[..., :D] *= scale
+    keys[..., D] = bias.flip(2)
+    mask: torch.Tensor | None = None
+    if bool_mask is not None:
+        mask = torch.zeros(bool_mask.shape, device=q.device).masked_fill_(~bool_mask, float("-inf"))
+        mask = mask.flip(-1, -2).transpose(-1, -2)
+    return queries, keys, mask
 
 
 def key_columns(
