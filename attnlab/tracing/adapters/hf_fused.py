@@ -126,11 +126,11 @@ def _swapped_inputs(
     if q.device.type == "cpu":
         queries = k.float().flip(2)
         keys = q.float().flip(2) * scale
-        mask = bias.flip(2).contiguous().unsqueeze(2)  # [B,H,1,T], rows contiguous: the bias of each swapped key
+        rows = bias.flip(2).contiguous().unsqueeze(2)  # [B,H,1,T], rows contiguous: the bias of each swapped key
         if bool_mask is not None:
             hidden = (~bool_mask).flip(-1, -2).transpose(-1, -2)
-            mask = mask.masked_fill(hidden, float("-inf"))
-        return queries, keys, mask.expand(*keys.shape[:2], queries.shape[2], -1)
+            rows = rows.masked_fill(hidden, float("-inf"))
+        return queries, keys, rows.expand(*keys.shape[:2], queries.shape[2], -1)
     width = -(-(D + 1) // 8) * 8  # pragma: no cover - CUDA (prepared, untested here)
     queries = torch.zeros(*k.shape[:3], width, device=q.device)
     queries[..., :D] = k.flip(2)
@@ -139,7 +139,7 @@ def _swapped_inputs(
     keys[..., :D] = q.flip(2)
     keys[..., :D] *= scale
     keys[..., D] = bias.flip(2)
-    mask: torch.Tensor | None = None
+    mask = None
     if bool_mask is not None:
         mask = torch.zeros(bool_mask.shape, device=q.device).masked_fill_(~bool_mask, float("-inf"))
         mask = mask.flip(-1, -2).transpose(-1, -2)
