@@ -65,19 +65,41 @@ def head_of(model: Any) -> tuple[nn.Module, nn.Linear, Callable[[torch.Tensor], 
     return base, head, post
 
 
-def _block_nll(x: torch.Tensor, target: torch.Tensor, head: nn.Linear, post: Callable | None) -> torch.Tensor:
+def _block_logits(
+    x: torch.Tensor, head: nn.Linear, v0: int, post: Callable | None, scratch: torch.Tensor
+) -> torch.Tensor:  # fmt: skip
+    """[n, m] fp32 logits of rows x [n,d] for the vocabulary block v0..v0+m−1: written into `scratch` (a flat fp32
+    buffer of ROW_BLOCK·VOCAB_BLOCK, reused by every block) for a plain fp32 head, else a fresh tensor."""
+    weight = head.weight[v0 : v0 + VOCAB_BLOCK]
+    bias = None if head.bias is None else head.bias[v0 : v0 + VOCAB_BLOCK]
+    if post is not None or weight.dtype != torch.float32 or scratch.device != x.device:
+        logits = F.linear(x, weight, bias)
+        return (logits if post is None else post(logits)).float()
+    out = scratch[: x.shape[0] * weight.shape[0]].view(x.shape[0], weight.shape[0])
+    if bias is None:
+        return torch.mm(x, weight.t(), out=out)
+    return torch.addmm(bias, x, weight.t(), out=out)
+
+
+def _logsumexp_in_place(logits: torch.Tensor) -> torch.Tensor:
+    """[n] log Σ_v exp ℓ_v of logits [n,m], which it overwrites. torch.logsumexp allocates a temporary of the
+    block's size for every call (8 MiB of fresh pages): 357 against 277 ms for SmolLM2's head at T = 512 with the
+    matrix products (2 threads, AMD EPYC VM, 2026-12-03), for the same numbers."""
+    top = logits.amax(-1, keepdim=True)
+    return logits.sub_(top).exp_().sum(-1).log_().add_(top.squeeze(-1))
+
+
+def _block_nll(
+    x: torch.Tensor, target: torch.Tensor, head: nn.Linear, post: Callable | None, scratch: torch.Tensor
+) -> torch.Tensor:  # fmt: skip
     """[n] float64 −log softmax(post(head(x)))[target] of rows x [n,d] with targets [n], by vocabulary blocks."""
     V = head.weight.shape[0]
     lses, picked = [], torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
     for v0 in range(0, V, VOCAB_BLOCK):
-        bias = None if head.bias is None else head.bias[v0 : v0 + VOCAB_BLOCK]
-        logits = F.linear(x, head.weight[v0 : v0 + VOCAB_BLOCK], bias)
-        if post is not None:
-            logits = post(logits)
-        logits = logits.float()
-        lses.append(torch.logsumexp(logits, dim=-1))
+        logits = _block_logits(x, head, v0, post, scratch)
         rows = ((target >= v0) & (target < v0 + logits.shape[1])).nonzero().squeeze(-1)
-        picked[rows] = logits[rows, target[rows] - v0]
+        picked[rows] = logits[rows, target[rows] - v0]  # before the log-sum-exp overwrites the block
+        lses.append(_logsumexp_in_place(logits))
     return (torch.logsumexp(torch.stack(lses, dim=-1), dim=-1) - picked).double()
 
 
@@ -89,8 +111,10 @@ def head_nll(hidden: torch.Tensor, ids: torch.Tensor, head: nn.Linear, post: Cal
     x = hidden[:, :-1].reshape(-1, d)
     target = ids[:, 1:].reshape(-1).to(hidden.device)
     nll = torch.empty(x.shape[0], dtype=torch.float64, device=hidden.device)
+    scratch = torch.empty(min(ROW_BLOCK, x.shape[0]) * min(VOCAB_BLOCK, head.weight.shape[0]), device=hidden.device)
     for r0 in range(0, x.shape[0], ROW_BLOCK):
-        nll[r0 : r0 + ROW_BLOCK] = _block_nll(x[r0 : r0 + ROW_BLOCK], target[r0 : r0 + ROW_BLOCK], head, post)
+        rows = slice(r0, r0 + ROW_BLOCK)
+        nll[rows] = _block_nll(x[rows], target[rows], head, post, scratch)
     return nll.view(B, T - 1).mean(-1).float().cpu() if T > 1 else torch.zeros(B)
 
 
