@@ -29,7 +29,7 @@ from attnlab.errors import AttnlabError
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
 from attnlab.tracing.selection import faster_method, lower_median
-from attnlab.tracing.staging import BatchStage, add_by_token
+from attnlab.tracing.staging import BatchStage, add_by_token, by_token, token_accumulator
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
 MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer
@@ -89,11 +89,11 @@ class TraceRecorder:
         f64 = torch.float64
         self.col_sum = torch.zeros(L, H, T, dtype=f64)
         self.key0_sum = torch.zeros(L, H, T, dtype=f64)
-        self.key0_tok_sum = torch.zeros(L, H, max(V, 1), dtype=f64)
+        self.key0_tok_sum = token_accumulator(V, L, H)  # [V,L,H]
         self.tok_count = torch.zeros(max(V, 1), dtype=f64)
         self.logit0_sum = torch.zeros(L, H, T, dtype=f64)
         self.logit_rest_sum = torch.zeros(L, H, T, dtype=f64)
-        self.dlogit_tok_sum = torch.zeros(L, H, max(V, 1), dtype=f64)
+        self.dlogit_tok_sum = token_accumulator(V, L, H)
         self.dlogit_count = torch.zeros(max(V, 1), dtype=f64)
         self.ent_sum = torch.zeros(L, H, dtype=f64)
         self.ent_count = torch.zeros(L, H, dtype=f64)
@@ -499,12 +499,12 @@ class TraceRecorder:
             trace = Trace(
                 attn_col_mean=(self.col_sum / col_count).numpy(),
                 attn_key0_by_query=(self.key0_sum / n).numpy(),
-                attn_key0_by_token=np.where(tok_c > 0, self.key0_tok_sum.numpy() / np.maximum(tok_c, 1), np.nan),
+                attn_key0_by_token=by_token(self.key0_tok_sum, tok_c),
                 token_count=tok_c.copy(),
                 logit_key0=(self.logit0_sum / n).numpy(),
                 logit_rest=(self.logit_rest_sum / n).numpy(),
                 dlogit_by_query=((self.logit0_sum - self.logit_rest_sum) / n).numpy(),
-                dlogit_by_token=np.where(dl_c > 0, self.dlogit_tok_sum.numpy() / np.maximum(dl_c, 1), np.nan),
+                dlogit_by_token=by_token(self.dlogit_tok_sum, dl_c),
                 dlogit_count=dl_c.copy(),
                 row_entropy=(self.ent_sum / self.ent_count).numpy(),
                 empty_rows=self.empty.numpy().copy(),
