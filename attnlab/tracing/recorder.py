@@ -28,7 +28,7 @@ import torch
 from attnlab.errors import AttnlabError
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
-from attnlab.tracing.selection import faster_method, lower_median
+from attnlab.tracing.selection import StreamStats, device_stream_stats, faster_method, lower_median
 from attnlab.tracing.staging import BatchStage, add_by_token, by_token, token_accumulator
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
@@ -416,20 +416,36 @@ class TraceRecorder:
     def residual(self, index: int, hidden: torch.Tensor) -> None:
         """hidden: [B,T,d] residual stream; index 0 = after the embedding, l+1 = after block l.
 
-        The token norms run in the input's precision (one fused `vector_norm` reduction) and the sums are float64;
-        |x| is one torch pass into a scratch buffer kept between calls (no fresh pages per stream); the maximum (the
-        first one, as torch.argmax) and, only when it exceeds MASSIVE_ABS, the entries over MASSIVE_ABS are read
-        first, then its median is selected
-        in place (`lower_median`, torch.median's lower-middle convention), and the massive entries are those
-        candidates over max(MASSIVE_ABS, MASSIVE_REL × median). numpy's vectorised passes do the order statistics
-        (torch's argmax and top-k on a [B,T,d] stream cost 10-40× more). All exact.
+        Accumulates the token norms (sums float64), the median of |x| (torch.median's lower-middle convention), the
+        first maximum of |x| and the massive entries, those over max(MASSIVE_ABS, MASSIVE_REL × median): on the cpu
+        by `_host_stream_stats`, on an accelerator where the stream lives (`device_stream_stats`). All exact.
         """
-        x = hidden.detach().cpu()
+        x = hidden.detach()
         if x.dtype in (torch.bfloat16, torch.float16):  # numpy has no bfloat16; fp32 holds both exactly
             x = x.float()
         B, T, d = x.shape
-        self.resid_sum[index] += torch.linalg.vector_norm(x, dim=-1).double().sum(0)
+        on_host = x.device.type == "cpu"
+        s = self._host_stream_stats(x) if on_host else device_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
+        self.resid_sum[index] += s.norm_sum
         self.resid_count[index] += B
+        self.median_sum[index] += s.median
+        self.median_count[index] += 1
+        if s.max_abs > float(self.max_abs[index]):
+            self.max_abs[index] = s.max_abs
+            self.max_pos[index] = (s.flat // d) % T
+            self.max_dim[index] = s.flat % d
+        if s.idx.size:
+            self._add_massive(index, s.idx, s.values, (T, d), s.median)
+        for extra in self.extras.values():
+            extra.residual(index, hidden)
+
+    def _host_stream_stats(self, x: torch.Tensor) -> StreamStats:
+        """`StreamStats` of a float stream x [B,T,d] on the cpu. The token norms run in x's precision (one fused
+        `vector_norm` reduction); |x| is one torch pass into a scratch buffer kept between calls (no fresh pages per
+        stream); the maximum and, only when it exceeds MASSIVE_ABS, the entries over MASSIVE_ABS are read first,
+        then the median is selected in place (`lower_median`). numpy's vectorised passes do the order statistics
+        (torch's argmax and top-k on a [B,T,d] stream cost 10-40× more)."""
+        norms = torch.linalg.vector_norm(x, dim=-1).double().sum(0)
         ax = self._abs_scratch(x)
         flat = int(np.argmax(ax))  # the first maximum
         m = float(ax[flat])
@@ -438,19 +454,9 @@ class TraceRecorder:
         if self._median_method is None:
             self._median_method = faster_method(ax)
         med = lower_median(ax, in_place=True, method=self._median_method)  # the scratch's order is lost here
-        self.median_sum[index] += med
-        self.median_count[index] += 1
-        if m > float(self.max_abs[index]):
-            self.max_abs[index] = m
-            self.max_pos[index] = (flat // d) % T
-            self.max_dim[index] = flat % d
         values = x.reshape(-1).numpy()[cand]
-        thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
-        if m > thresh:
-            over = np.abs(values) > thresh
-            self._add_massive(index, cand[over], values[over], (T, d), med)
-        for extra in self.extras.values():
-            extra.residual(index, hidden)
+        over = np.abs(values) > max(MASSIVE_ABS, MASSIVE_REL * med)
+        return StreamStats(norms, flat, m, med, cand[over], values[over])
 
     def _abs_scratch(self, x: torch.Tensor) -> np.ndarray:
         """|x| of the float stream x [B,T,d], flattened, written into the recorder's scratch buffer (numpy view)."""

@@ -1,12 +1,13 @@
 """The exact lower median of a residual stream's |x| (`lower_median`), by the faster of two exact selections on
 this machine (`faster_method`); used by `TraceRecorder.residual` (spec extreme-tokens §5: massive activations are
-> 1000 × this median).
+> 1000 × this median). On an accelerator, the whole stream's statistics stay on the device (`device_stream_stats`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -63,3 +64,35 @@ def lower_median(values: np.ndarray, in_place: bool = False, method: str = "sele
     below = int(counts[j - 1]) if j else 0
     cand = values[(bucket == j).numpy()]
     return float(np.partition(cand, k - below)[k - below])
+
+
+class StreamStats(NamedTuple):
+    """One residual stream's reductions (`TraceRecorder.residual`): norm_sum [T] float64 on the cpu, Σ_b ‖x_bt‖;
+    the first maximum of |x| (flat index into [B,T,d], value); the lower median of |x|; the entries over the
+    massive threshold max(abs, rel × median), flat indices in index order with their values (numpy)."""
+
+    norm_sum: torch.Tensor
+    flat: int
+    max_abs: float
+    median: float
+    idx: np.ndarray
+    values: np.ndarray
+
+
+def device_stream_stats(x: torch.Tensor, massive_abs: float, massive_rel: float) -> StreamStats:
+    """`StreamStats` of a float stream x [B,T,d] computed where x lives: on a GPU every reduction runs there and
+    only scalars and the few massive entries come back (copying a T = 131,072 stream to the host and selecting its
+    median there would cost more than the forward). torch's argmax gives the first maximum and torch.median the
+    lower-middle element, the host path's conventions; a stream holding NaN has median NaN here (the host's
+    selection sorts NaN last)."""
+    norms = torch.linalg.vector_norm(x, dim=-1).double().sum(0).cpu()
+    ax = x.abs().reshape(-1)
+    flat = int(torch.argmax(ax))
+    m = float(ax[flat])
+    med = float(torch.median(ax))
+    thresh = max(massive_abs, massive_rel * med)
+    if not m > thresh:
+        empty = np.zeros(0, dtype=np.int64)
+        return StreamStats(norms, flat, m, med, empty, np.zeros(0, dtype=np.float32))
+    idx = torch.nonzero(ax > thresh).squeeze(1)
+    return StreamStats(norms, flat, m, med, idx.cpu().numpy(), x.reshape(-1)[idx].cpu().numpy())

@@ -373,6 +373,33 @@ def test_lower_median_is_the_exact_order_statistic(case, method):
     assert method.endswith("in-place") or np.array_equal(x, kept, equal_nan=True)  # else the input is left as it was
 
 
+@pytest.mark.parametrize("case", ["massive", "tied-maximum", "quiet", "bfloat16"])
+def test_device_stream_stats_equal_the_host_path(case):
+    """The accelerator's residual statistics (`device_stream_stats`, run here on cpu tensors: the same torch ops)
+    against the host path's (numpy selection, scratch buffer): the same token norms, median, first maximum and
+    massive entries, exactly."""
+    from attnlab.tracing.recorder import MASSIVE_ABS, MASSIVE_REL
+    from attnlab.tracing.selection import device_stream_stats
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 300, 48, generator=g) * torch.rand(48, generator=g) * 3
+    if case in ("massive", "bfloat16"):
+        x[0, 0, 7], x[1, 0, 7], x[1, 40, 3] = 4000.0, -2500.0, 3000.0
+        x[0, 5, 1] = 150.0  # over MASSIVE_ABS, under MASSIVE_REL × the median: a candidate, not massive
+    elif case == "tied-maximum":  # the first of two equal maxima, as np.argmax takes it
+        x[0, 9, 4], x[1, 2, 0] = -5000.0, 5000.0
+    if case == "bfloat16":
+        x = x.bfloat16().float()
+    host = TraceRecorder(1, 2, 300)._host_stream_stats(x)
+    dev = device_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
+    assert torch.equal(dev.norm_sum, host.norm_sum)
+    assert (dev.flat, dev.max_abs, dev.median) == (host.flat, host.max_abs, host.median)
+    assert np.array_equal(dev.idx, host.idx) and np.array_equal(dev.values, host.values)
+    massive = {"massive": [7, 300 * 48 + 7, 300 * 48 + 40 * 48 + 3], "tied-maximum": [9 * 48 + 4, 300 * 48 + 2 * 48]}
+    assert dev.idx.tolist() == massive.get(case.replace("bfloat16", "massive"), [])
+    assert dev.flat == {"tied-maximum": 9 * 48 + 4}.get(case, dev.flat)
+
+
 def test_faster_method_times_copies_and_names_a_selection():
     from attnlab.tracing.selection import faster_method
 
