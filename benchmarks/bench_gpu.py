@@ -7,8 +7,9 @@ Rows: the BB training step at the paper preset (d 256, T 256, batch 512; the upd
 included, float32), the phase diagram at the reference size of benchmarks/RESULTS.md B2 (n 32, d 8, 90 betas,
 256 starts, t <= 30, h 0.1, Euler, float64), `consensus simulate`'s integration at its defaults (RK4, float64),
 `paths sample`'s HMC chains (float64) and a `paths solve` (the command, float64: on the device the torch action
-with scipy's L-BFGS on the host; on the cpu its default NumPy fast path); on the device only, issue 23's scan of a
-random 4-layer Llama at T = 131,072 beside a plain forward (time and peak GPU memory). Each row
+with scipy's L-BFGS on the host; on the cpu its default NumPy fast path). With `--long-only`, on the device only,
+issue 23's scans at T = 131,072 (the default and `stats="full"`) beside a plain forward (time and peak GPU memory):
+random models of SmolLM2-135M's shape in bfloat16 and float32, and of a 4-layer Llama in float32. Each row
 gives the median seconds of `--repeats` runs on each device; CUDA timings synchronise before reading the clock.
 The CPU side uses every core torch is given (`--threads`, default all), so the ratio is against this machine's CPU.
 """
@@ -131,44 +132,57 @@ def paths_solve(device: torch.device, tiny: bool) -> Callable[[], None]:
 
 
 LONG_T = 131_072  # issue 23: the scan at this length on the GPU machine (T = 32,768 is the CPU's row in RESULTS.md)
+LONG_SHAPES = {  # model sizes of the long-context rows, random weights (real ones do not travel to the GPU machine)
+    "llama4": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
+                   num_key_value_heads=4, head_dim=32, vocab_size=1024),
+    # SmolLM2-135M-Instruct's config (the GGUF's, as attnlab.hf converts it): the cost of its scan, not its numbers
+    "smollm2": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                    num_key_value_heads=3, head_dim=64, vocab_size=49152, rms_norm_eps=1e-5,
+                    tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 100000.0}),
+}  # fmt: skip
 
 
-def long_scan(device: torch.device, tiny: bool) -> dict:
-    """Issue 23's long context on `device`: a random 4-layer Llama (d 256, 8 heads, 4 KV heads; positions up to T)
-    at T = LONG_T (tiny: 256), one plain forward and one scan window (`trace_windows`, the fused statistics), each
-    timed once after a short warm-up, with the peak device memory of each (CUDA) beside the model's own."""
+def long_scan(device: torch.device, tiny: bool, shape: str, dtype: torch.dtype, out: Callable[[dict], None]) -> None:
+    """Issue 23's long context on `device`: a random model of `LONG_SHAPES[shape]` (positions up to T) in `dtype` at
+    T = LONG_T (tiny: 256), one plain forward, one scan window (`trace_windows`, the default fused statistics) and
+    one with `stats="full"`, each timed once after a short warm-up, with the peak device memory of each (CUDA).
+    `out(row)` is called after each measurement, so that a time limit keeps the parts already done."""
     from attnlab.tracing.adapters.hf import trace_windows
     from tests.real.families import tiny_family
 
     T = 256 if tiny else LONG_T
-    sizes = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
-                 num_key_value_heads=4, head_dim=32, vocab_size=1024, max_position_embeddings=T)  # fmt: skip
-    model = tiny_family("llama", **sizes).to(device)
-    ids = torch.randint(3, 1024, (1, T), generator=torch.Generator().manual_seed(0))
-    row: dict = {"tokens": T, "model": "random Llama, 4 layers, d 256, 8 heads (4 KV)"}
+    sizes = LONG_SHAPES[shape]
+    model = tiny_family("llama", **sizes, max_position_embeddings=T).to(device=device, dtype=dtype)
+    ids = torch.randint(3, sizes["vocab_size"], (1, T), generator=torch.Generator().manual_seed(0))
+    row: dict = {"tokens": T, "model": f"random {shape} shape", "dtype": str(dtype).removeprefix("torch.")}
 
     def plain() -> None:
         with torch.no_grad():
             model(input_ids=ids.to(device), use_cache=False)
 
-    def scan() -> None:
-        trace_windows(model, ids, batch_size=1, desc="")
-
-    for name, fn in (("plain", plain), ("scan", scan)):
-        trace_windows(model, ids[:, :64], batch_size=1, desc="") if name == "scan" else plain()  # warm-up
+    parts = {"plain": plain, "scan": lambda: trace_windows(model, ids, batch_size=1, desc=""),
+             "full": lambda: trace_windows(model, ids, batch_size=1, desc="", stats="full")}  # fmt: skip
+    for name, fn in parts.items():
+        if name == "plain":  # warm-up: kernels and allocator
+            with torch.no_grad():
+                model(input_ids=ids[:, :64].to(device), use_cache=False)
+        else:
+            trace_windows(model, ids[:, :64], batch_size=1, desc="", stats="full" if name == "full" else "fast")
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         row[f"{name}_s"] = _median_seconds(fn, device, 1)
         if device.type == "cuda":
             row[f"{name}_peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
-    row["scan_over_plain"] = row["scan_s"] / row["plain_s"]
-    return row
+        if name != "plain":
+            row[f"{name}_over_plain"] = row[f"{name}_s"] / row["plain_s"]
+        out(row)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="tiny sizes (the dry run)")
+    ap.add_argument("--long-only", action="store_true", help="only issue 23's long-context scans (LONG_SHAPES)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--out", type=Path, required=True)
@@ -181,6 +195,17 @@ def main() -> int:
     rows: dict = {"device": describe(device), "cpu_threads": torch.get_num_threads(), "tiny": args.tiny,
                   "load_1min": os.getloadavg()[0]}  # fmt: skip
     gpu_steps, cpu_steps = (3, 3) if args.tiny else (20, 2)
+    if args.long_only:  # the device only: at this length the cpu takes hours
+        for shape, dtype in (("smollm2", torch.bfloat16), ("llama4", torch.float32), ("smollm2", torch.float32)):
+            key = f"long_scan_{shape}_{str(dtype).removeprefix('torch.')}"
+
+            def keep(row: dict, key: str = key) -> None:
+                rows[key] = row
+                args.out.write_text(json.dumps(rows, indent=2))
+
+            long_scan(device, args.tiny, shape, dtype, keep)
+        print(json.dumps(rows, indent=2))
+        return 0
 
     def timed(row: str, side: str, fn: Callable[[], None], on: torch.device, repeats: int = 1, per: int = 1) -> None:
         """Time one side of a row and rewrite the file at once, so a time limit keeps the rows already done."""
@@ -197,8 +222,6 @@ def main() -> int:
     rows["paths_solve_s"] = {"note": "device: torch action, scipy L-BFGS on the host; cpu: NumPy fast path"}
     timed("paths_solve_s", "device", paths_solve(device, args.tiny), device)
     timed("paths_solve_s", "cpu", paths_solve(cpu, args.tiny), cpu)
-    rows["long_scan_device"] = long_scan(device, args.tiny)  # the device only: at this length the cpu takes hours
-    args.out.write_text(json.dumps(rows, indent=2))
     timed("phase_diagram_s", "cpu", phase(cpu, args.tiny), cpu)  # the longest (B2 on the cpu): last
     print(json.dumps(rows, indent=2))
     return 0

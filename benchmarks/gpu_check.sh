@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# benchmarks/gpu_check.sh [--dry-run] [--pack]: issue 22's checks on the GPU machine, in one go (under 8 minutes there).
+# benchmarks/gpu_check.sh [--dry-run] [--pack] [--only STEP,...]: issue 22's and 23's checks on the GPU machine, in one
+# go (under 10 minutes there; --only runs the named steps: gpu_tests, long_scan, timings, reproduce_short,
+# reproduce_long).
+#
+# long_scan (issue 23): benchmarks/bench_gpu.py --long-only, the scan at T = 131,072 beside a plain forward, written
+# to long_scan.json.
 #
 # Everything goes under $OUT (a temporary folder when unset): gpu_check.log, env.json, gpu_tests.txt/.xml (the
 # tests marked `gpu`: CUDA vs CPU agreement and determinism of bb train, series train, consensus simulate, phase and
@@ -14,20 +19,22 @@
 # gpu-wheels` fills it here (plotly at the lock's version, 9.7 MB), and the device call carries it.
 #
 # --pack: at the end, everything under $OUT goes into $OUT/gpu_check.tar.gz and only a few summary files stay beside
-# it (gpu_check.log, env.json, timings.json, gpu_tests.xml, reproduction_short.json, reproduction_long.json): the
-# device tool brings back at most 8 files, none deeper than two folders.
+# it (gpu_check.log, env.json, timings.json, long_scan.json, gpu_tests.xml, reproduction_short.json,
+# reproduction_long.json): the device tool brings back at most 8 files, none deeper than two folders.
 #
 # --dry-run: the same steps on the CPU at tiny sizes (tiny profile, R3 and R4: bb training runs), in about a minute; the
 # tests marked `gpu` skip there. tests/core/test_gpu_check.py runs it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DRY=0 PACK=0
-for arg in "$@"; do
-  case $arg in
+DRY=0 PACK=0 ONLY=gpu_tests,long_scan,timings,reproduce_short,reproduce_long
+while [[ $# -gt 0 ]]; do
+  case $1 in
   --dry-run) DRY=1 ;;
   --pack) PACK=1 ;;
-  *) echo "gpu_check.sh: unknown argument $arg (use --dry-run, --pack)" >&2; exit 2 ;;
+  --only) ONLY=${2:?--only needs STEP,...}; shift ;;
+  *) echo "gpu_check.sh: unknown argument $1 (use --dry-run, --pack, --only STEP,...)" >&2; exit 2 ;;
   esac
+  shift
 done
 OUT=${OUT:-$(mktemp -d)}
 PY=${PYTHON:-python3}
@@ -35,8 +42,9 @@ export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} MPLBACKEND=Agg TOKENIZERS_PARALLE
 mkdir -p "$OUT/runs"
 STATUS=0
 log() { echo "[gpu_check $(date +%H:%M:%S)] $*" | tee -a "$OUT/gpu_check.log"; }
-step() {  # step NAME SECONDS CMD...: run with a time limit, log the exit status, keep going
+step() {  # step NAME SECONDS CMD...: run with a time limit, log the exit status, keep going (skipped unless in ONLY)
   local name=$1 limit=$2; shift 2
+  [[ ",$ONLY," == *",$name,"* ]] || { log "skip $name"; return 0; }
   log "start $name (limit ${limit}s)"
   local t0=$SECONDS
   timeout "$limit" "$@" >"$OUT/$name.txt" 2>&1
@@ -69,14 +77,16 @@ print(json.dumps(info, indent=2))
 PYEOF
 log "environment: $(tr -d '\n' <"$OUT/env.json")"
 
-# limits (s): tests, timings, the short targets, R11 (the paper-scale run: 10,000 steps); 480 s in all on the GPU
+# limits (s): tests, timings, the short targets, R11 (the paper-scale run: 10,000 steps), the long scans; 630 s in
+# all on the GPU: more than one command's 600 s, so a run names its steps with --only
 if [[ $DRY -eq 1 ]]; then
-  DEVICE=cpu PROFILE=tiny SHORT=R3 LONG=R4 TINY=--tiny LIMITS=(120 180 300 300)  # R9-R22 are full-profile only
+  DEVICE=cpu PROFILE=tiny SHORT=R3 LONG=R4 TINY=--tiny LIMITS=(120 180 300 300 120)  # R9-R22 are full-profile only
 else
-  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(75 120 135 150)
+  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(75 120 135 150 150)
 fi
 
 step gpu_tests "${LIMITS[0]}" $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$OUT/gpu_tests.xml"
+step long_scan "${LIMITS[4]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --long-only --out "$OUT/long_scan.json"
 step timings "${LIMITS[1]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --out "$OUT/timings.json"
 # two reproduce runs, so that a time limit hit by R11 keeps the short targets' reproduction.json
 step reproduce_short "${LIMITS[2]}" $PY -m attnlab reproduce bb --profile "$PROFILE" --targets "$SHORT" \
@@ -92,6 +102,6 @@ if [[ $PACK -eq 1 ]]; then  # checkpoints stay out (tens of MB at paper scale); 
   ARCHIVE=$(mktemp --suffix=.tar.gz)
   tar czf "$ARCHIVE" -C "$OUT" --exclude='*.safetensors' . && mv "$ARCHIVE" "$OUT/gpu_check.tar.gz" &&
     find "$OUT" -mindepth 1 -maxdepth 1 ! -name gpu_check.tar.gz ! -name gpu_check.log ! -name env.json \
-      ! -name timings.json ! -name gpu_tests.xml ! -name 'reproduction_*.json' -exec rm -rf {} +
+      ! -name timings.json ! -name long_scan.json ! -name gpu_tests.xml ! -name 'reproduction_*.json' -exec rm -rf {} +
 fi
 exit $STATUS

@@ -26,13 +26,17 @@ def test_gpu_check_dry_run(tmp_path):
     assert proc.returncode == 0, log + proc.stdout[-2000:] + proc.stderr[-2000:]
     kept = sorted(p.name for p in out.iterdir())
     assert all(p.is_file() for p in out.iterdir()) and len(kept) <= 8, kept
-    assert {"gpu_check.tar.gz", "timings.json", "reproduction_short.json", "reproduction_long.json"} <= set(kept)
+    assert {"gpu_check.tar.gz", "timings.json", "long_scan.json", "reproduction_short.json",
+            "reproduction_long.json"} <= set(kept)  # fmt: skip
     with tarfile.open(out / "gpu_check.tar.gz") as tar:
         tar.extractall(tmp_path / "unpacked", filter="data")
     tmp_path = tmp_path / "unpacked"
-    for step in ("gpu_tests", "timings", "reproduce_short", "reproduce_long"):
+    for step in ("gpu_tests", "long_scan", "timings", "reproduce_short", "reproduce_long"):
         assert f"end {step}: exit 0" in log, log
     assert "skipped" in (tmp_path / "gpu_tests.txt").read_text()  # no CUDA here: the gpu tests skip
+    long = json.loads((out / "long_scan.json").read_text())
+    for key in ("long_scan_smollm2_bfloat16", "long_scan_llama4_float32", "long_scan_smollm2_float32"):
+        assert long[key]["tokens"] == 256 and {"plain_s", "scan_s", "full_s"} <= set(long[key]), key
     timings = json.loads((tmp_path / "timings.json").read_text())
     assert timings["tiny"] and all(v > 0 for v in timings["bb_step_s"].values())
     for part in ("short", "long"):
