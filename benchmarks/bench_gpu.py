@@ -142,11 +142,15 @@ LONG_SHAPES = {  # model sizes of the long-context rows, random weights (real on
 }  # fmt: skip
 
 
-def long_scan(device: torch.device, tiny: bool, shape: str, dtype: torch.dtype, out: Callable[[dict], None]) -> None:
+def long_scan(
+    device: torch.device, tiny: bool, shape: str, dtype: torch.dtype, out: Callable[[dict], None], profile: bool = False
+) -> None:
     """Issue 23's long context on `device`: a random model of `LONG_SHAPES[shape]` (positions up to T) in `dtype` at
     T = LONG_T (tiny: 256), one plain forward, one scan window (`trace_windows`, the default fused statistics) and
     one with `stats="full"`, each timed once after a short warm-up, with the peak device memory of each (CUDA).
-    `out(row)` is called after each measurement, so that a time limit keeps the parts already done."""
+    `out(row)` is called after each measurement, so that a time limit keeps the parts already done; a part that runs
+    out of device memory is noted in the row. `profile`: then a cProfile of one more scan (`_profile_scan`) and one
+    scan whose statistics run in blocks of all T rows (`scan_whole_blocks_s`)."""
     from attnlab.tracing.adapters.hf import trace_windows
     from tests.real.families import tiny_family
 
@@ -170,12 +174,40 @@ def long_scan(device: torch.device, tiny: bool, shape: str, dtype: torch.dtype, 
             trace_windows(model, ids[:, :64], batch_size=1, desc="", stats="full" if name == "full" else "fast")
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        row[f"{name}_s"] = _median_seconds(fn, device, 1)
+        try:
+            row[f"{name}_s"] = _median_seconds(fn, device, 1)
+        except torch.OutOfMemoryError as e:  # the row says so and the next part runs
+            row[f"{name}_error"] = str(e).splitlines()[0][:200]
+            torch.cuda.empty_cache()
+            out(row)
+            continue
         if device.type == "cuda":
             row[f"{name}_peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
-        if name != "plain":
+        if name != "plain" and "plain_s" in row:
             row[f"{name}_over_plain"] = row[f"{name}_s"] / row["plain_s"]
         out(row)
+    if profile:
+        _profile_scan(parts["scan"], device)
+        from attnlab.tracing.adapters import hf_attention
+
+        saved = hf_attention.LOGIT_ROWS, hf_attention.STAT_ROWS  # a what-if: the statistics' blocks of whole rows
+        hf_attention.LOGIT_ROWS = hf_attention.STAT_ROWS = T
+        row["scan_whole_blocks_s"] = _median_seconds(parts["scan"], device, 1)
+        hf_attention.LOGIT_ROWS, hf_attention.STAT_ROWS = saved
+        out(row)
+
+
+def _profile_scan(fn: Callable[[], None], device: torch.device) -> None:
+    """cProfile of one scan, the attnlab functions by cumulative time, printed (where the scan's time goes)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    _sync(device)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("cumtime").print_stats("attnlab|torch/nn/functional|transformers/models", 45)
 
 
 def main() -> int:
@@ -183,6 +215,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="tiny sizes (the dry run)")
     ap.add_argument("--long-only", action="store_true", help="only issue 23's long-context scans (LONG_SHAPES)")
+    ap.add_argument("--profile", action="store_true", help="--long-only: a cProfile of the bfloat16 scan, printed")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--out", type=Path, required=True)
@@ -203,7 +236,7 @@ def main() -> int:
                 rows[key] = row
                 args.out.write_text(json.dumps(rows, indent=2))
 
-            long_scan(device, args.tiny, shape, dtype, keep)
+            long_scan(device, args.tiny, shape, dtype, keep, profile=args.profile and dtype == torch.bfloat16)
         print(json.dumps(rows, indent=2))
         return 0
 
