@@ -817,3 +817,15 @@ def test_reproduce_hands_its_device_to_every_study_run_that_takes_one():
     assert on_device(ScanConfig(), "cuda").device == "cuda"  # the real-model rooms load the model there
     theory = TheoryConfig()
     assert on_device(theory, "cuda") is theory  # bb theory takes no device
+
+
+def test_rows_per_block_keeps_the_cpu_blocks_and_widens_them_on_an_accelerator():
+    """The cpu keeps its cache-sized blocks; an accelerator (any non-cpu device name: nothing is allocated) takes
+    as many rows as keep a block within ACCELERATOR_BLOCK_ELEMENTS, never fewer than the cpu's."""
+    from attnlab.device import ACCELERATOR_BLOCK_ELEMENTS, rows_per_block
+
+    assert rows_per_block(512, "cpu", 576) == 512
+    assert rows_per_block(512, torch.device("cpu"), 10**9) == 512
+    wide = rows_per_block(512, "cuda", 576)
+    assert wide == ACCELERATOR_BLOCK_ELEMENTS // 576 and wide * 576 <= ACCELERATOR_BLOCK_ELEMENTS < (wide + 1) * 576
+    assert rows_per_block(512, "meta", 10**9) == 512  # a row too wide for the budget: the cpu's block, not zero

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.device import rows_per_block
+
 # a block's logits [ROW_BLOCK, VOCAB_BLOCK] fp32 = 8 MiB; measured beside the plain head on SmolLM2 (2 threads,
 # interleaved): 0.92x the head's time at T = 512 and 0.94x at 2048 (the NLL included), against 1.06x and 1.17x for
 # the head plus the log-softmax; blocks of 1024 or 12,288 columns were slower (benchmarks/RESULTS.md)
@@ -69,7 +71,7 @@ def _block_logits(
     x: torch.Tensor, head: nn.Linear, v0: int, post: Callable | None, scratch: torch.Tensor
 ) -> torch.Tensor:  # fmt: skip
     """[n, m] fp32 logits of rows x [n,d] for the vocabulary block v0..v0+m−1: written into `scratch` (a flat fp32
-    buffer of ROW_BLOCK·VOCAB_BLOCK, reused by every block) for a plain fp32 head, else a fresh tensor."""
+    buffer of a row block·VOCAB_BLOCK, reused by every block) for a plain fp32 head, else a fresh tensor."""
     weight = head.weight[v0 : v0 + VOCAB_BLOCK]
     bias = None if head.bias is None else head.bias[v0 : v0 + VOCAB_BLOCK]
     if post is not None or weight.dtype != torch.float32 or scratch.device != x.device:
@@ -111,9 +113,10 @@ def head_nll(hidden: torch.Tensor, ids: torch.Tensor, head: nn.Linear, post: Cal
     x = hidden[:, :-1].reshape(-1, d)
     target = ids[:, 1:].reshape(-1).to(hidden.device)
     nll = torch.empty(x.shape[0], dtype=torch.float64, device=hidden.device)
-    scratch = torch.empty(min(ROW_BLOCK, x.shape[0]) * min(VOCAB_BLOCK, head.weight.shape[0]), device=hidden.device)
-    for r0 in range(0, x.shape[0], ROW_BLOCK):
-        rows = slice(r0, r0 + ROW_BLOCK)
+    step = rows_per_block(ROW_BLOCK, hidden.device, VOCAB_BLOCK)
+    scratch = torch.empty(min(step, x.shape[0]) * min(VOCAB_BLOCK, head.weight.shape[0]), device=hidden.device)
+    for r0 in range(0, x.shape[0], step):
+        rows = slice(r0, r0 + step)
         nll[rows] = _block_nll(x[rows], target[rows], head, post, scratch)
     return nll.view(B, T - 1).mean(-1).float().cpu() if T > 1 else torch.zeros(B)
 

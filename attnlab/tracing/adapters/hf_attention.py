@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from attnlab.device import rows_per_block
 from attnlab.errors import InputError
 from attnlab.tracing.interventions import MoveToSink
 
@@ -62,7 +63,8 @@ def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tupl
     are their transposed views, so no copy): query head h = g·(H/H_kv) + r reads KV head g, and every product is
     a broadcast over contiguous rows with a sum over d_h (1.4× faster than batched GEMVs over the strided [B,H,T,d_h]
     views: 0.59 against 0.87 ms a SmolLM2 layer at T = 512, 5.8 against 8.7 ms at 4096). The running sums and their
-    row products go in blocks of LOGIT_ROWS queries, carried from block to block, whose temporaries stay in cache."""
+    row products go in blocks of LOGIT_ROWS queries (more on an accelerator: `rows_per_block`), carried from block to
+    block, whose temporaries stay in cache."""
     B, H, T, D = query.shape
     Hkv = key.shape[1]
     q = query.float().transpose(1, 2).reshape(B, T, Hkv, H // Hkv, D)
@@ -70,8 +72,9 @@ def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tupl
     out = torch.zeros(2, B, T, Hkv, H // Hkv, dtype=torch.float32, device=q.device)  # s_i0; the mean
     torch.sum(q * k[:, :1, :, None, :], -1, out=out[0])
     carry = None
-    for a in range(2, T, LOGIT_ROWS):  # rows i in [a, b): Σ_{j=1}^{i−1} k_j = the running sum of k_1..k_{b−2}
-        b = min(T, a + LOGIT_ROWS)
+    step = rows_per_block(LOGIT_ROWS, q.device, H * D)
+    for a in range(2, T, step):  # rows i in [a, b): Σ_{j=1}^{i−1} k_j = the running sum of k_1..k_{b−2}
+        b = min(T, a + step)
         ksum = torch.cumsum(k[:, a - 1 : b - 1], dim=1)  # [B,b−a,H_kv,D]
         if carry is not None:
             ksum += carry
@@ -286,14 +289,15 @@ def _triangular_factors(w: torch.Tensor) -> torch.Tensor:
 def _value_norms(value: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
     """[B,T,H] ‖W_O^h v_{g(h),i}‖ = ‖R_h v‖ from value [B,H_kv,T,d_h] and `value_factor` [H_kv,d_h,G·d_h]: one GEMM
     per KV head for its G query heads (g(h) = h ÷ G; no copy of v per query head), squared in place and summed per
-    head, in blocks of STAT_ROWS tokens whose temporaries stay in cache."""
+    head, in blocks of STAT_ROWS tokens whose temporaries stay in cache (more on an accelerator: `rows_per_block`)."""
     B, Hkv, T, D = value.shape
     G = factors.shape[-1] // D
     factors = factors.to(value.device)
     vn2 = torch.empty(B, Hkv, T, G, dtype=torch.float32, device=value.device)
-    for a in range(0, T, STAT_ROWS):
-        y = torch.matmul(value[:, :, a : a + STAT_ROWS].float(), factors)  # [B,H_kv,t,G·d_h]: (R_h v)ᵀ side by side
-        torch.sum(y.square_().view(B, Hkv, y.shape[2], G, D), -1, out=vn2[:, :, a : a + STAT_ROWS])
+    step = rows_per_block(STAT_ROWS, value.device, Hkv * G * D)
+    for a in range(0, T, step):
+        y = torch.matmul(value[:, :, a : a + step].float(), factors)  # [B,H_kv,t,G·d_h]: (R_h v)ᵀ side by side
+        torch.sum(y.square_().view(B, Hkv, y.shape[2], G, D), -1, out=vn2[:, :, a : a + step])
     return vn2.sqrt_().transpose(1, 2).reshape(B, T, Hkv * G)
 
 
