@@ -5,7 +5,7 @@ float64 phase diagram):
 - BB training, 30 steps at small sizes: every snapshot metric of the CUDA run within 2e-3 (absolute, or relative
   for values above 1) of the CPU run. A prediction: these tests have not yet run on a GPU.
 - The phase diagram (float64): clustered fractions within 1/starts (one start flipping at the cosine threshold),
-  and equal in most cells.
+  and equal up to rounding (1e-12) in most cells.
 - Determinism: the same seed on the same GPU gives byte-identical metrics.jsonl (deterministic algorithms on,
   `attnlab.device.on_device`; ops without a deterministic kernel are listed in `attnlab.device.NONDETERMINISTIC`).
 - consensus simulate (float64, the same starts and weights, drawn on the cpu): every E_first / E_pair within 1e-9
@@ -91,7 +91,9 @@ def test_phase_cuda_agrees_with_cpu_and_is_deterministic():
     gpu = phase_diagram(betas, device=torch.device("cuda"), **kw).frac  # type: ignore[arg-type]
     again = phase_diagram(betas, device=torch.device("cuda"), **kw).frac  # type: ignore[arg-type]
     assert np.abs(cpu - gpu).max() <= 1 / 64 + 1e-12
-    assert (cpu == gpu).mean() > 0.9
+    # "equal" up to rounding: frac is a mean over starts, whose summation order differs between devices (the H200,
+    # 2026-12-04: 52 % of cells differed from the cpu's by an ulp, max |Δ| 2.8e-16; no start flipped)
+    assert (np.abs(cpu - gpu) <= 1e-12).mean() > 0.9
     assert np.array_equal(gpu, again)
 
 
