@@ -149,8 +149,7 @@ def long_scan(
     T = LONG_T (tiny: 256), one plain forward, one scan window (`trace_windows`, the default fused statistics) and
     one with `stats="full"`, each timed once after a short warm-up, with the peak device memory of each (CUDA).
     `out(row)` is called after each measurement, so that a time limit keeps the parts already done; a part that runs
-    out of device memory is noted in the row. `profile`: then a cProfile of one more scan (`_profile_scan`) and one
-    scan whose statistics run in blocks of all T rows (`scan_whole_blocks_s`)."""
+    out of device memory is noted in the row. `profile`: then a cProfile of one more scan (`_profile_scan`)."""
     from attnlab.tracing.adapters.hf import trace_windows
     from tests.real.families import tiny_family
 
@@ -188,13 +187,6 @@ def long_scan(
         out(row)
     if profile:
         _profile_scan(parts["scan"], device)
-        from attnlab.tracing.adapters import hf_attention
-
-        saved = hf_attention.LOGIT_ROWS, hf_attention.STAT_ROWS  # a what-if: the statistics' blocks of whole rows
-        hf_attention.LOGIT_ROWS = hf_attention.STAT_ROWS = T
-        row["scan_whole_blocks_s"] = _median_seconds(parts["scan"], device, 1)
-        hf_attention.LOGIT_ROWS, hf_attention.STAT_ROWS = saved
-        out(row)
 
 
 def _profile_scan(fn: Callable[[], None], device: torch.device) -> None:

@@ -44,7 +44,7 @@ def fused_kernel(
     in q's dtype or None, and causal (the mask on top, cpu only) when `causal`, by default when `mask` is None.
     q [B,H,T,d]; k, v [B,H_kv,T,d] with H_kv dividing H: query head h reads KV head h ÷ (H/H_kv) (the CPU kernel
     indexes grouped heads itself, as sdpa's enable_gqa does)."""
-    if q.device.type == "cuda":  # pragma: no cover - no GPU in the test environment (prepared, untested)
+    if q.device.type == "cuda":  # pragma: no cover - CUDA: tests/gpu (run on an H200, 2026-12-04)
         k, v = _expand(k, q.shape[1]), _expand(v, q.shape[1])
         if mask is None and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
             out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
@@ -131,7 +131,7 @@ def _swapped_inputs(
             hidden = (~bool_mask).flip(-1, -2).transpose(-1, -2)
             rows = rows.masked_fill(hidden, float("-inf"))
         return queries, keys, rows.expand(*keys.shape[:2], queries.shape[2], -1)
-    width = -(-(D + 1) // 8) * 8  # pragma: no cover - CUDA (prepared, untested here)
+    width = -(-(D + 1) // 8) * 8  # pragma: no cover - CUDA: tests/gpu (run on an H200, 2026-12-04)
     queries = torch.zeros(*k.shape[:3], width, device=q.device)
     queries[..., :D] = k.flip(2)
     queries[..., D] = 1.0
