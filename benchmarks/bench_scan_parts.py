@@ -82,8 +82,8 @@ def _window(model, ids, captured) -> dict[str, float]:
         timed("logit bookkeeping", rec.logits, layer, s0, rest)
         norms = timed("value norms", fused._value_norms, v, factors[layer])
         timed("value-norm bookkeeping", rec.value_norms, layer, norms)
-    for index, hidden in streams:
-        timed("residual statistics", rec.residual, index, hidden)
+    for index, stream in streams:
+        timed("residual statistics", rec.residual, index, stream)
     timed("NLL (vocabulary blocks of the head, its GEMM included)", head_nll, hidden, ids, head, post)
     timed("result()", rec.result)
     return t

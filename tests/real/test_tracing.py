@@ -374,10 +374,11 @@ def test_lower_median_is_the_exact_order_statistic(case, method):
 
 
 @pytest.mark.parametrize("case", ["massive", "tied-maximum", "quiet", "bfloat16"])
-def test_device_stream_stats_equal_the_host_path(case):
+@pytest.mark.parametrize("fused", [False, True])
+def test_device_stream_stats_equal_the_host_path(case, fused, monkeypatch):
     """The accelerator's residual statistics (`device_stream_stats`, run here on cpu tensors: the same torch ops)
-    against the host path's (numpy selection, scratch buffer): the same token norms, median, first maximum and
-    massive entries, exactly."""
+    against the host path's (numpy selection, scratch buffer; or numba's fused pass, `fused`): the same median,
+    first maximum and massive entries, exactly, and the same token norms (exactly on the numpy path)."""
     from attnlab.tracing.recorder import MASSIVE_ABS, MASSIVE_REL
     from attnlab.tracing.selection import device_stream_stats
 
@@ -390,9 +391,18 @@ def test_device_stream_stats_equal_the_host_path(case):
         x[0, 9, 4], x[1, 2, 0] = -5000.0, 5000.0
     if case == "bfloat16":
         x = x.bfloat16().float()
+    from attnlab.tracing import cpu_kernels
+
+    if not fused:  # the numpy path: torch's float32 norms, as on the device
+        monkeypatch.setattr(cpu_kernels, "AVAILABLE", False)
+    elif not cpu_kernels.AVAILABLE:
+        pytest.skip("numba is not installed")
     host = TraceRecorder(1, 2, 300)._host_stream_stats(x)
     dev = device_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
-    assert torch.equal(dev.norm_sum, host.norm_sum)
+    if fused:  # the fused pass sums squares in float64: the norms agree to float32 rounding
+        torch.testing.assert_close(dev.norm_sum, host.norm_sum, rtol=1e-6, atol=0)
+    else:
+        assert torch.equal(dev.norm_sum, host.norm_sum)
     assert (dev.flat, dev.max_abs, dev.median) == (host.flat, host.max_abs, host.median)
     assert np.array_equal(dev.idx, host.idx) and np.array_equal(dev.values, host.values)
     massive = {"massive": [7, 300 * 48 + 7, 300 * 48 + 40 * 48 + 3], "tied-maximum": [9 * 48 + 4, 300 * 48 + 2 * 48]}

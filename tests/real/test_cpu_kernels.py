@@ -1,0 +1,116 @@
+"""The fused cpu reductions (`attnlab.tracing.cpu_kernels`, numba) against their torch/numpy references: the same
+maxima, medians and indices exactly, the same sums up to float rounding, and the same `Trace` from a scan with
+and without them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab.tracing import cpu_kernels
+from attnlab.tracing.adapters import hf_attention
+from attnlab.tracing.recorder import TraceRecorder, _fused_stream_stats
+
+pytestmark = pytest.mark.skipif(not cpu_kernels.AVAILABLE, reason="numba is not installed")
+
+
+def _stream(case: str, shape: tuple[int, int] = (300, 48)) -> np.ndarray:
+    g = np.random.default_rng(3)
+    x = (g.standard_normal(shape) * g.random(shape[1]) * 3).astype(np.float32)
+    if case == "tied":  # two equal maxima of |x|, opposite signs: the first in index order
+        x[9, 4], x[200, 0] = -5000.0, 5000.0
+    elif case == "zeros":  # half the entries 0.0 or −0.0: the median is 0
+        x[: shape[0] // 2 + 1] = 0.0
+        x[0, :5] = -0.0
+    elif case == "inf":
+        x[17, 3] = -np.inf
+    elif case == "constant":
+        x[:] = 2.5
+    return x
+
+
+@pytest.mark.parametrize("case", ["random", "tied", "zeros", "inf", "constant", "one-row", "one-entry"])
+def test_stream_stats_equal_numpy(case):
+    """Sums of squares (float64) to 1e-12, and the first maximum of |x|, its value and the lower median of |x|
+    (element (n−1)//2 of the sorted |x|, torch.median's convention) exactly."""
+    shape = {"one-row": (1, 48), "one-entry": (1, 1)}.get(case, (300, 48))
+    x = _stream(case if case not in ("one-row", "one-entry") else "random", shape)
+    sumsq, flat, m, med = cpu_kernels.stream_stats(x)
+    ax = np.abs(x).reshape(-1)
+    assert flat == int(np.argmax(ax)) and m == float(ax.max())
+    assert med == float(np.sort(ax)[(ax.size - 1) // 2])
+    assert med == float(torch.median(torch.from_numpy(ax)))
+    ref = (x.astype(np.float64) ** 2).sum(1)
+    np.testing.assert_allclose(sumsq, ref, rtol=1e-12)
+    if case == "tied":
+        assert flat == 9 * 48 + 4
+
+
+def test_stream_stats_leave_nan_to_the_reference_path():
+    x = _stream("random")
+    x[5, 5] = np.nan
+    assert cpu_kernels.stream_stats(x) is None
+
+
+@pytest.mark.parametrize("case", ["random", "massive", "tied"])
+def test_fused_stream_stats_equal_the_numpy_path(case, monkeypatch):
+    """The recorder's fused residual statistics against its numpy path on the same [B,T,d] stream: norms to 1e-6
+    (float64 against float32 sums), everything else exactly, massive entries included."""
+    x = torch.from_numpy(_stream("tied" if case == "tied" else "random", (600, 48))).view(2, 300, 48).clone()
+    if case == "massive":
+        x[0, 0, 7], x[1, 0, 7], x[1, 40, 3] = 4000.0, -2500.0, 3000.0
+        x[0, 5, 1] = 150.0  # over MASSIVE_ABS, under MASSIVE_REL × the median: not massive
+    fused = _fused_stream_stats(x)
+    monkeypatch.setattr(cpu_kernels, "AVAILABLE", False)
+    ref = TraceRecorder(1, 2, 300)._host_stream_stats(x)
+    torch.testing.assert_close(fused.norm_sum, ref.norm_sum, rtol=1e-6, atol=0)
+    assert (fused.flat, fused.max_abs, fused.median) == (ref.flat, ref.max_abs, ref.median)
+    assert np.array_equal(fused.idx, ref.idx) and np.array_equal(fused.values, ref.values)
+    if case == "massive":
+        assert fused.idx.tolist() == [7, 300 * 48 + 7, 300 * 48 + 40 * 48 + 3]
+
+
+@pytest.mark.parametrize("shape", [(1, 9, 3, 1), (2, 4, 4, 7), (2, 8, 2, 33), (1, 6, 1, 130)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_logit_stats_equal_the_blocked_torch_path(shape, dtype, monkeypatch):
+    """s_t0 and the mean logit over keys 1..t−1 from the fused sweep against the blocked torch path, grouped KV
+    heads and t < 2 included, on q and k as the projections lay them out ([B,T,H,d] under [B,H,T,d] views)."""
+    B, H, Hkv, T = shape
+    g = torch.Generator().manual_seed(sum(shape))
+    q = torch.randn(B, T, H, 16, generator=g).to(dtype).transpose(1, 2)
+    k = torch.randn(B, T, Hkv, 16, generator=g).to(dtype).transpose(1, 2)
+    s0, rest = hf_attention._logit_stats(q, k, 0.25)
+    ref0, ref_rest = hf_attention._logit_stats_blocked(q, k, 0.25)
+    assert s0.shape == rest.shape == (B, H, T)
+    torch.testing.assert_close(s0, ref0, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rest, ref_rest, rtol=1e-5, atol=1e-5)
+    assert torch.all(rest[..., :2] == 0)
+    # the definition, by brute force: q_t·k_j·scale for every key j, averaged over 1..t−1
+    s = torch.einsum("bhtd,bhjd->bhtj", q.float(), k.float().repeat_interleave(H // Hkv, dim=1)) * 0.25
+    torch.testing.assert_close(s0, s[..., 0], rtol=1e-5, atol=1e-5)
+    for t in range(2, T):
+        torch.testing.assert_close(rest[..., t], s[..., t, 1:t].mean(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_scan_trace_is_the_same_without_numba(monkeypatch):
+    """A traced forward of a tiny random Llama (grouped KV heads, massive entries planted in the embeddings) gives
+    the same `Trace` with the fused cpu reductions and with the torch/numpy paths, up to float rounding."""
+    from attnlab.api import trace
+    from tests.real.families import tiny_family
+
+    model = tiny_family("llama", num_key_value_heads=2)
+    with torch.no_grad():
+        model.get_input_embeddings().weight[5, 3] = 400.0
+    ids = torch.randint(6, model.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(1))
+    ids[:, 0] = 5
+    fast = trace(model, ids)
+    monkeypatch.setattr(cpu_kernels, "AVAILABLE", False)
+    ref = trace(model, ids)
+    for name in ("logit_key0", "logit_rest", "attn_key0_by_query", "resid_norm", "median_abs", "max_abs"):
+        np.testing.assert_allclose(getattr(fast, name), getattr(ref, name), rtol=1e-5, atol=1e-6, err_msg=name)
+    assert np.array_equal(fast.max_pos, ref.max_pos) and np.array_equal(fast.max_dim, ref.max_dim)
+    assert [(r["layer"], r["pos"], r["dim"]) for r in fast.massive] == [
+        (r["layer"], r["pos"], r["dim"]) for r in ref.massive
+    ]
+    assert fast.massive, "the planted entry is massive"
