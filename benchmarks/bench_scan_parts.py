@@ -6,7 +6,12 @@ piece timed in place (logit statistics, key-0 weights and their bookkeeping, val
 NLL, the recorder's `result()`). Prints the median milliseconds a window of each piece and their sum: the part of
 a scan window that is not the forward itself.
 
+`--in-situ`: instead, `--repeats` scans of 8 windows (what `attnlab scan` does per domain), each statistic's function
+wrapped with a timer where the scan calls it, between the model's own matrix products (the statistics cost more
+there than in a loop of their own); the cpu kernels (`tracing.cpu_kernels`) are timed inside their callers.
+
 Usage: .venv/bin/python benchmarks/bench_scan_parts.py --tokens 512 --repeats 20 --threads 2
+       .venv/bin/python benchmarks/bench_scan_parts.py --in-situ --repeats 5 --threads 2
 """
 
 from __future__ import annotations
@@ -89,11 +94,66 @@ def _window(model, ids, captured) -> dict[str, float]:
     return t
 
 
+def _timed_in_place(targets: list[tuple[object, str, str]], acc: dict[str, float]) -> list[tuple[object, str, object]]:
+    """Wrap each (owner, attribute, label) with a timer adding its seconds to acc[label]; the originals, to restore."""
+    import functools
+
+    saved = []
+    for owner, name, label in targets:
+        fn = getattr(owner, name)
+
+        def wrapper(*a, _fn=fn, _label=label, **k):
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                acc[_label] = acc.get(_label, 0.0) + time.perf_counter() - t0
+
+        setattr(owner, name, functools.wraps(fn)(wrapper))
+        saved.append((owner, name, fn))
+    return saved
+
+
+def in_situ(model, tokenizer, T: int, repeats: int, windows: int = 8) -> dict[str, float]:
+    """Median ms a window of each statistic inside `repeats` scans of `windows` windows (after one warm-up)."""
+    import attnlab.tracing.adapters.hf as hf
+    import attnlab.tracing.adapters.hf_fused as fused
+    import attnlab.tracing.recorder as recorder
+    from attnlab.hf.texts import domain_windows
+
+    ids = domain_windows(tokenizer, "prose", windows, T, 0)
+    acc: dict[str, float] = {}
+    targets = [
+        (fused, "fused_kernel", "fused attention kernel"),
+        (fused, "_logit_stats", "logit statistics"),
+        (fused, "_value_norms", "value norms"),
+        (recorder.TraceRecorder, "fused_rows", "key-0 bookkeeping"),
+        (recorder.TraceRecorder, "logits", "logit bookkeeping"),
+        (recorder.TraceRecorder, "value_norms", "value-norm bookkeeping"),
+        (recorder.TraceRecorder, "residual", "residual statistics"),
+        (hf, "head_nll", "NLL (head blocks)"),
+    ]
+    saved = _timed_in_place(targets, acc)
+    runs, factors = [], {}
+    try:
+        for i in range(repeats + 1):
+            acc.clear()
+            t0 = time.perf_counter()
+            hf.trace_windows(model, ids, batch_size=1, desc="", factors=factors)
+            if i:
+                runs.append({**acc, "whole scan": time.perf_counter() - t0})
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+    return {k: statistics.median(r.get(k, 0.0) for r in runs) / windows * 1e3 for k in runs[0]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--in-situ", action="store_true", help="time the statistics inside scans (module docstring)")
     args = ap.parse_args()
     import torch
 
@@ -103,6 +163,10 @@ def main() -> int:
     from attnlab.hf.texts import domain_windows
 
     lm = load_causal_lm("smollm2")
+    if args.in_situ:
+        for name, ms in in_situ(lm.model, lm.tokenizer, args.tokens, args.repeats).items():
+            print(f"{name:28s} {ms:8.2f} ms a window (inside the scan)")
+        return 0
     ids = domain_windows(lm.tokenizer, "prose", 1, args.tokens, 0)
     captured = _capture(lm.model, ids)
     _window(lm.model, ids, captured)  # warm-up

@@ -32,10 +32,18 @@ N_BUCKETS = 1 << 15  # buckets of |x|'s high 16 bits (sign cleared): 8 exponent 
 
 
 def _jit(fn):  # noqa: ANN001, ANN202 - a decorator
-    """numba's njit (cached on disk, no GIL; sums may be reassociated into SIMD lanes and fused multiply-adds, as
-    torch's own reductions are, but NaN and inf keep IEEE semantics), or the plain function when numba is missing
-    (never called then: `AVAILABLE` gates callers)."""
-    return numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(fn) if AVAILABLE else fn
+    """numba's njit (no GIL; sums may be reassociated into SIMD lanes and fused multiply-adds, as torch's own
+    reductions are, but NaN and inf keep IEEE semantics), or the plain function when numba is missing (never called
+    then: `AVAILABLE` gates callers). Compiled at the first call (~6 s for all of them) and cached on disk beside the
+    module or in the user's cache folder; where neither is writable, numba refuses to cache and it is compiled in
+    every process instead."""
+    if not AVAILABLE:
+        return fn
+    options = {"nogil": True, "fastmath": {"reassoc", "contract"}}
+    try:
+        return numba.njit(cache=True, **options)(fn)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(**options)(fn)
 
 
 @_jit
