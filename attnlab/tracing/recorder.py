@@ -26,10 +26,9 @@ import numpy as np
 import torch
 
 from attnlab.errors import AttnlabError
-from attnlab.tracing import cpu_kernels
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.format import Trace
-from attnlab.tracing.selection import StreamStats, device_stream_stats, faster_method, lower_median
+from attnlab.tracing.selection import StreamStats, cpu_stream_stats, device_stream_stats, faster_method, lower_median
 from attnlab.tracing.staging import BatchStage, add_by_token, by_token, token_accumulator
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
@@ -447,7 +446,7 @@ class TraceRecorder:
         then the median is selected in place (`lower_median`). numpy's vectorised passes do the order statistics
         (torch's argmax and top-k on a [B,T,d] stream cost 10-40× more). Where numba is installed, one fused pass
         (`cpu_kernels.stream_stats`) gives the same numbers instead (the norms summed in float64)."""
-        fused = _fused_stream_stats(x)
+        fused = cpu_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
         if fused is not None:
             return fused
         norms = torch.linalg.vector_norm(x, dim=-1).double().sum(0)
@@ -540,22 +539,3 @@ class TraceRecorder:
             trace.token_count = np.zeros(0)
             trace.dlogit_count = np.zeros(0)
         return trace
-
-
-def _fused_stream_stats(x: torch.Tensor) -> StreamStats | None:
-    """`StreamStats` of a float32 stream x [B,T,d] on the cpu by `cpu_kernels.stream_stats` (one pass for the norms,
-    the first maximum and the median's histogram, one more for the median's bucket); None where numba is missing or
-    the stream holds a NaN (the caller's numpy path then runs). The massive entries are read only when the maximum
-    passes their threshold."""
-    if not cpu_kernels.AVAILABLE or x.dtype != torch.float32:
-        return None
-    B, T, d = x.shape
-    flat_x = x.reshape(B * T, d).contiguous().numpy()
-    got = cpu_kernels.stream_stats(flat_x)
-    if got is None:
-        return None
-    sumsq, flat, m, med = got
-    norms = torch.from_numpy(np.sqrt(sumsq).reshape(B, T).sum(0))
-    thresh = max(MASSIVE_ABS, MASSIVE_REL * med)
-    idx = cpu_kernels.entries_over(flat_x, thresh) if m > thresh else np.zeros(0, dtype=np.int64)
-    return StreamStats(norms, flat, m, med, idx, flat_x.reshape(-1)[idx])

@@ -10,7 +10,8 @@ import torch
 
 from attnlab.tracing import cpu_kernels
 from attnlab.tracing.adapters import hf_attention
-from attnlab.tracing.recorder import TraceRecorder, _fused_stream_stats
+from attnlab.tracing.recorder import MASSIVE_ABS, MASSIVE_REL, TraceRecorder
+from attnlab.tracing.selection import cpu_stream_stats
 
 pytestmark = pytest.mark.skipif(not cpu_kernels.AVAILABLE, reason="numba is not installed")
 
@@ -61,7 +62,7 @@ def test_fused_stream_stats_equal_the_numpy_path(case, monkeypatch):
     if case == "massive":
         x[0, 0, 7], x[1, 0, 7], x[1, 40, 3] = 4000.0, -2500.0, 3000.0
         x[0, 5, 1] = 150.0  # over MASSIVE_ABS, under MASSIVE_REL × the median: not massive
-    fused = _fused_stream_stats(x)
+    fused = cpu_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
     monkeypatch.setattr(cpu_kernels, "AVAILABLE", False)
     ref = TraceRecorder(1, 2, 300)._host_stream_stats(x)
     torch.testing.assert_close(fused.norm_sum, ref.norm_sum, rtol=1e-6, atol=0)
