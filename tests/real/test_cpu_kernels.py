@@ -56,8 +56,8 @@ def test_stream_stats_leave_nan_to_the_reference_path():
 
 @pytest.mark.parametrize("case", ["random", "massive", "tied"])
 def test_fused_stream_stats_equal_the_numpy_path(case, monkeypatch):
-    """The recorder's fused residual statistics against its numpy path on the same [B,T,d] stream: norms to 1e-6
-    (float64 against float32 sums), everything else exactly, massive entries included."""
+    """The recorder's fused residual statistics against its numpy path on the same [B,T,d] stream: norms up to
+    float32 rounding (float64 against float32 sums), everything else exactly, massive entries included."""
     x = torch.from_numpy(_stream("tied" if case == "tied" else "random", (600, 48))).view(2, 300, 48).clone()
     if case == "massive":
         x[0, 0, 7], x[1, 0, 7], x[1, 40, 3] = 4000.0, -2500.0, 3000.0
@@ -65,7 +65,8 @@ def test_fused_stream_stats_equal_the_numpy_path(case, monkeypatch):
     fused = cpu_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
     monkeypatch.setattr(cpu_kernels, "AVAILABLE", False)
     ref = TraceRecorder(1, 2, 300)._host_stream_stats(x)
-    torch.testing.assert_close(fused.norm_sum, ref.norm_sum, rtol=1e-6, atol=0)
+    # float64 sums against torch's float32 ones: within the float32 bound d·2⁻²⁴ (d = 48: 2.9e-6)
+    torch.testing.assert_close(fused.norm_sum, ref.norm_sum, rtol=48 * 2.0**-24, atol=0)
     assert (fused.flat, fused.max_abs, fused.median) == (ref.flat, ref.max_abs, ref.median)
     assert np.array_equal(fused.idx, ref.idx) and np.array_equal(fused.values, ref.values)
     if case == "massive":
