@@ -310,7 +310,7 @@ def _value_norms(value: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
     if value.device.type == "cpu" and cpu_kernels.AVAILABLE:  # each block's GEMM, then one pass for its norms
         norms = torch.empty(B, T, Hkv * G, dtype=torch.float32)
         for a in range(0, T, step):
-            y = torch.matmul(value[:, :, a : a + step].detach().float(), factors)  # [B,H_kv,t,G·d_h]
+            y = torch.matmul(value[:, :, a : a + step].float(), factors).detach()  # [B,H_kv,t,G·d_h]
             norms[:, a : a + step] = torch.from_numpy(cpu_kernels.head_norms(y.numpy(), D))
         return norms
     vn2 = torch.empty(B, Hkv, T, G, dtype=torch.float32, device=value.device)
