@@ -21,6 +21,8 @@ import numpy as np
 
 try:  # pragma: no branch - installed by the lock on the cpu; absent on the GPU machine
     import numba
+    from llvmlite import ir
+    from numba.extending import intrinsic
 
     AVAILABLE = True
 except ImportError:  # pragma: no cover - the reference paths run instead
@@ -225,3 +227,121 @@ def head_norms(y: np.ndarray, head_dim: int) -> np.ndarray:
     out = np.empty((B, T, Hkv * (GD // head_dim)), dtype=np.float32)
     _head_norms(y, head_dim, out)
     return out
+
+
+# ---- stats="full": exact softmax rows with their statistics (issue 23) ------------------------------------------
+# Why hand-written: the full-row statistics (every column sum Σ_i A_ij and every row entropy) need each row's
+# normaliser before its weights can be summed down the columns, so no fused attention kernel in torch returns them;
+# the swapped second call that computes them exactly costs one more attention a layer (1.45× a forward at T = 4096).
+# Here the forward's own attention is computed by query blocks instead: torch's GEMMs give the block's scores, and
+# one call below turns each row into its softmax in place (three passes over a row in L1/L2), summing its columns
+# and its entropy on the way, so that the statistics cost a fraction of the exponentials the forward needs anyway.
+LOG2E = 1.4426950408889634
+LN2_HI = 0.693359375  # ln 2 split in two (Cody-Waite): n·LN2_HI is exact for |n| < 2^10
+LN2_LO = -2.12194440e-4
+EXP_FLOOR = -87.0  # exp(−87) ≈ 1.6e-38, still a normal float32: below it the weight is taken as that (≤ 1.6e-38)
+
+
+def _f32_bits(typingctx, x):  # noqa: ANN001, ANN202
+    """The bits of a float32 as an int32 (an intrinsic: a bitcast that vectorises, unlike a view per scalar)."""
+    return numba.int32(numba.float32), lambda context, builder, sig, args: builder.bitcast(args[0], ir.IntType(32))
+
+
+def _bits_f32(typingctx, x):  # noqa: ANN001, ANN202
+    """The float32 whose bits are the int32 x (an intrinsic, as `_f32_bits`)."""
+    return numba.float32(numba.int32), lambda context, builder, sig, args: builder.bitcast(args[0], ir.FloatType())
+
+
+if AVAILABLE:  # pragma: no branch
+    _f32_bits, _bits_f32 = intrinsic(_f32_bits), intrinsic(_bits_f32)
+
+
+def _inline(fn):  # noqa: ANN001, ANN202
+    """`_jit`, inlined into its callers (so that their loops vectorise through it)."""
+    if not AVAILABLE:
+        return fn
+    return numba.njit(nogil=True, fastmath={"reassoc", "contract"}, inline="always")(fn)
+
+
+@_inline
+def _exp_nonpositive(x):  # noqa: ANN001, ANN202
+    """exp(x) for float32 x ≤ 0 (x < EXP_FLOOR as EXP_FLOOR), within 2 ulp: x = n·ln 2 + y with |y| ≤ ln 2 / 2, e^y
+    by its Taylor polynomial of degree 7 (remainder < 3e-8 relative), 2^n built from its exponent bits. libm's expf
+    does not vectorise under numba without Intel's SVML; this loop body does."""
+    x = max(x, np.float32(EXP_FLOOR))
+    t = np.floor(x * np.float32(LOG2E) + np.float32(0.5))
+    y = x - t * np.float32(LN2_HI) - t * np.float32(LN2_LO)
+    p = np.float32(1.0 / 5040.0)
+    p = p * y + np.float32(1.0 / 720.0)
+    p = p * y + np.float32(1.0 / 120.0)
+    p = p * y + np.float32(1.0 / 24.0)
+    p = p * y + np.float32(1.0 / 6.0)
+    p = p * y + np.float32(0.5)
+    p = p * y + np.float32(1.0)
+    p = p * y + np.float32(1.0)
+    return p * _bits_f32((np.int32(t) + np.int32(127)) << np.int32(23))
+
+
+@_inline
+def _row_max(row, n):  # noqa: ANN001, ANN202
+    """max(row[:n]) of float32 row, n ≥ 1, as the maximum of the bit patterns mapped to ordered int32 (an integer
+    maximum vectorises; numba's float max does not)."""
+    m = np.int32(-2147483648)
+    for j in range(n):
+        b = _f32_bits(row[j])
+        m = max(m, b ^ ((b >> np.int32(31)) & np.int32(0x7FFFFFFF)))
+    return _bits_f32(m ^ ((m >> np.int32(31)) & np.int32(0x7FFFFFFF)))
+
+
+@_jit
+def _softmax_rows(S, ld, K, q0, G, g, col, ent, lse, inv_z, part):  # noqa: ANN001, ANN202
+    """In place on S [C·G, K] float32 (the rows of a flat buffer, `ld` entries apart), the scaled scores of queries q0..q0+C−1 of the G query heads g·G..g·G+G−1
+    (row c·G + r: query q0 + c, head g·G + r) against keys 0..K−1: each row becomes exp(s_ij − m_i) over keys
+    j ≤ i (0 beyond; m_i the row maximum), with inv_z[row] = 1/Z_i, Z_i = Σ_j exp(s_ij − m_i), so that A = S·inv_z.
+    Adds Σ_i A_ij to col[h, j] (float64; summed in float32 over the block's rows in part [G, K] first), H_i / log(i+1)
+    to ent[h] (i ≥ 1; float64) and writes lse[h, i] = m_i + log Z_i; H_i = log Z_i − Σ_j A_ij (s_ij − m_i) (spec
+    extreme-tokens §5)."""
+    C = inv_z.size // G
+    part[:, :K] = 0.0
+    for c in range(C):
+        i = q0 + c
+        n = i + 1
+        for r in range(G):
+            row = S[(c * G + r) * ld : (c * G + r) * ld + K]
+            m = _row_max(row, n)
+            z = np.float32(0.0)
+            d = np.float32(0.0)
+            for j in range(n):  # vectorised: the exponentials, their sum and their scores' weighted sum
+                x = row[j] - m
+                e = _exp_nonpositive(x)
+                row[j] = e
+                z += e
+                d += e * x
+            inv = np.float32(1.0) / z
+            acc = part[r]
+            for j in range(n):
+                acc[j] += row[j] * inv
+            row[n:] = 0.0
+            inv_z[c * G + r] = inv
+            log_z = np.log(np.float64(z))
+            lse[g * G + r, i] = m + log_z
+            if i >= 1:
+                ent[g * G + r] += (log_z - np.float64(d) / z) / np.log(i + 1.0)
+    for r in range(G):
+        dst = col[g * G + r]
+        for j in range(K):
+            dst[j] += part[r, j]
+
+
+def softmax_rows(
+    S: np.ndarray, q0: int, G: int, g: int, stats: tuple[np.ndarray, np.ndarray, np.ndarray], inv_z: np.ndarray,
+    part: np.ndarray,
+) -> None:  # fmt: skip
+    """`_softmax_rows` on a block S [C·G, K] float32 whose rows are contiguous (any row stride) with K ≥ q0 + C:
+    stats = (col [H, T] and ent [H] float64 accumulators, lse [H, T] float32), inv_z [C·G] and part [G, ≥K]
+    float32 scratch (hf_fused.full_rows_attention)."""
+    col, ent, lse = stats
+    n, K = S.shape
+    ld = S.strides[0] // 4 if n > 1 else K
+    flat = np.lib.stride_tricks.as_strided(S, shape=((n - 1) * ld + K,), strides=(4,))
+    _softmax_rows(flat, ld, K, q0, G, g, col, ent, lse, inv_z[:n], part)

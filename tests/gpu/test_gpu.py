@@ -327,3 +327,28 @@ def test_trace_cuda_agrees_with_cpu(family, stats):
         want, got = np.asarray(getattr(cpu, f)), np.asarray(getattr(gpu, f))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True, err_msg=f"{family} {stats}: {f}")
         np.testing.assert_array_equal(np.asarray(getattr(again, f)), got, err_msg=f"{family} {stats}: {f} rerun")
+
+
+@pytest.mark.parametrize("backend", ["CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION"])
+def test_half_precision_fused_kernels_give_the_float64_log_sum_exp(backend, monkeypatch):
+    """Issue 23 on CUDA, bfloat16: each kernel `hf_fused._cuda_causal` may take (the one sdpa would choose; each
+    forced here in turn) returns the output and the log-sum-exp of causal attention on grouped heads: lse within
+    1e-4 (absolute, or relative above 1) of float64 on the same bfloat16 values, the output within 1e-2 (bfloat16's
+    own rounding)."""
+    from torch.nn.attention import SDPBackend
+
+    from attnlab.tracing.adapters.hf_fused import fused_kernel
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 1000, 6, 64, generator=g).transpose(1, 2).to("cuda", torch.bfloat16)
+    k = (torch.randn(2, 1000, 2, 64, generator=g) + 0.5).transpose(1, 2).to("cuda", torch.bfloat16)
+    v = torch.randn(2, 1000, 2, 64, generator=g).transpose(1, 2).to("cuda", torch.bfloat16)
+    monkeypatch.setattr(torch, "_fused_sdp_choice", lambda *a, **kw: int(getattr(SDPBackend, backend)))
+    out, lse = fused_kernel(q, k, v, None, 0.125)
+    s = q.double() @ k.double().repeat_interleave(3, dim=1).transpose(-1, -2) * 0.125
+    s = s.masked_fill(~torch.ones(1000, 1000, dtype=torch.bool, device="cuda").tril(), float("-inf"))
+    want_lse = torch.logsumexp(s, -1)
+    want = torch.softmax(s, -1) @ v.double().repeat_interleave(3, dim=1)
+    assert lse.shape == (2, 6, 1000) and lse.dtype == torch.float32
+    torch.testing.assert_close(lse.double(), want_lse, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out.double(), want, rtol=1e-2, atol=1e-2)

@@ -4,9 +4,11 @@ heads, the key columns."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
+from attnlab.tracing import cpu_kernels
 from attnlab.tracing.adapters.hf_attention import _logit_stats, _triangular_factors, _value_norms, value_factor
 from attnlab.tracing.adapters.hf_fused import fused_kernel, key_columns
 
@@ -117,3 +119,51 @@ def test_the_cuda_kernels_bias_is_padded_to_16_and_keeps_its_values():
     got = _aligned_bias(mask.expand(2, 3, -1, -1))
     assert got.shape == (2, 3, 5, 37) and got.stride(-1) == 1 and got.stride(-2) % 16 == 0
     assert torch.equal(got, mask.expand(2, 3, -1, -1))
+
+
+@pytest.mark.skipif(not cpu_kernels.AVAILABLE, reason="numba is not installed")
+@pytest.mark.parametrize("T", [1, 2, 37, 300])  # 300: three blocks of 128 query rows
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_full_rows_attention_equals_the_float64_softmax(T, dtype):
+    """`full_rows_attention` (stats="full" in the forward's own attention, cpu) against float64 recomputations on
+    grouped heads: the output against the softmax times the values, the log-sum-exp, every column sum and the
+    normalised row entropies (rows with scores ~100 apart included: weights far below float32's range)."""
+    from attnlab.tracing.adapters.hf_fused import full_rows_attention
+
+    q, k = _grouped(2, 6, 2, T, 16, seed=T)
+    q[:, :, T // 2] *= 40.0  # a row whose scores span ~100: exp underflows in float32
+    v = torch.randn(2, T, 2, 16, generator=torch.Generator().manual_seed(1)).transpose(1, 2)
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    scale = 0.3
+    out, lse, cols, ent = full_rows_attention(q, k, v, scale)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    want_cols, want_ent = _softmax_reference(q, k, mask, scale)
+    s = q.double() @ k.double().repeat_interleave(3, dim=1).transpose(-1, -2) * scale
+    s = s.masked_fill(~mask, float("-inf"))
+    want_out = torch.softmax(s, -1) @ v.double().repeat_interleave(3, dim=1)  # [B,H,T,d_v]
+    assert out.dtype == dtype and out.shape == (2, T, 6, 16)
+    tol = 1e-5 if dtype == torch.float32 else 8e-3  # bfloat16: the output's own rounding
+    torch.testing.assert_close(out.double(), want_out.transpose(1, 2), rtol=tol, atol=tol)
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(cols, want_cols, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ent, want_ent, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not cpu_kernels.AVAILABLE, reason="numba is not installed")
+def test_exp_of_the_softmax_rows_is_within_two_ulp():
+    """The vectorised exponential of `cpu_kernels.softmax_rows` against float64 exp over [−87, 0], and its floor."""
+    x = np.linspace(-87.0, 0.0, 200_001).astype(np.float32)
+    row = np.concatenate([x, np.zeros(1, np.float32)])[None]  # one row whose maximum is 0: it becomes exp(x_j)
+    T = row.shape[1]
+    stats = (np.zeros((1, T)), np.zeros(1), np.zeros((1, T), np.float32))
+    inv_z, part = np.zeros(1, np.float32), np.zeros((1, T), np.float32)
+    got = row.copy()
+    cpu_kernels.softmax_rows(got, T - 1, 1, 0, stats, inv_z, part)
+    want = np.exp(x.astype(np.float64))
+    ulp = np.spacing(want.astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got[0, :-1] - want) / ulp) <= 2.0
+    assert abs(inv_z[0] * (want.sum() + 1.0) - 1.0) < 1e-6
+    below = np.array([[-500.0, 0.0]], dtype=np.float32)  # exp(−500) is taken as exp(−87): ≤ 1.6e-38
+    stats = (np.zeros((1, 2)), np.zeros(1), np.zeros((1, 2), np.float32))
+    cpu_kernels.softmax_rows(below, 1, 1, 0, stats, inv_z, np.zeros((1, 2), np.float32))
+    assert 0.0 < below[0, 0] <= 1.7e-38 and below[0, 1] == 1.0

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from attnlab.errors import InputError
+from attnlab.tracing import cpu_kernels
 from attnlab.tracing.adapters.hf_attention import ATTN_NAME, _logit_stats, _value_norms, attnlab_attention
 
 if TYPE_CHECKING:
@@ -47,8 +49,7 @@ def fused_kernel(
     if q.device.type == "cuda":  # pragma: no cover - CUDA: tests/gpu (run on an H200, 2026-12-04)
         k, v = _expand(k, q.shape[1]), _expand(v, q.shape[1])
         if mask is None and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
-            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
-            return out[0], out[1][..., : q.shape[2]].float()
+            return _cuda_causal(q, k, v, scale)
         bias = None if mask is None else _aligned_bias(mask.expand(q.shape[0], q.shape[1], -1, -1))
         out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, mask is None,
                                                                      scale=scale)  # fmt: skip
@@ -58,6 +59,26 @@ def fused_kernel(
         q, k, v, 0.0, causal, attn_mask=mask, scale=scale
     )
     return out, lse.float()
+
+
+def _cuda_causal(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:  # pragma: no cover - CUDA: tests/gpu
+    """(O, lse [B,H,T] fp32) of causal half-precision attention on CUDA through the kernel sdpa itself would choose
+    for these tensors (`torch._fused_sdp_choice`): cuDNN's where sdpa takes it (on Hopper it outruns
+    flash-attention 2), else flash-attention's, else the memory-efficient kernel's; each returns the log-sum-exp."""
+    from torch.nn.attention import SDPBackend
+
+    choice = torch._fused_sdp_choice(q, k, v, None, 0.0, True, scale=scale)
+    B, H, T = q.shape[:3]
+    if choice == int(SDPBackend.CUDNN_ATTENTION):
+        out = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, True, False, scale=scale)
+        return out[0], out[1].reshape(B, H, T).float()  # cuDNN's log-sum-exp is [B,H,T,1]
+    if choice == int(SDPBackend.FLASH_ATTENTION):
+        out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
+        return out[0], out[1][..., :T].float()
+    out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, True, scale=scale)
+    return out[0], out[1][..., :T].float()
 
 
 def _aligned_bias(mask: torch.Tensor) -> torch.Tensor:
@@ -114,6 +135,46 @@ def swapped_statistics(
     terms = torch.where(cols > 0, cols.double() * dots, torch.zeros((), dtype=torch.float64, device=q.device))
     rows = torch.where(seen, w * lse_keys, torch.zeros((), device=q.device)).double()
     return cols.flip(2), rows.sum(-1) - terms.sum(-1)
+
+
+FULL_BLOCK = 3 << 19  # score entries per query block of `full_rows_attention` (6 MiB fp32: 128 rows of 3 heads at
+#                       T = 4096, where 64 and 128 rows measured alike and 32 1.1× slower on the AMD EPYC VM)
+
+
+def full_rows_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`stats="full"` on the cpu, for plain causal attention (no mask, no learned sink), in the forward's own
+    attention (issue 23): (O [B,T,H,d_v] in q's dtype, lse [B,H,T] fp32, col_sum [B,H,T] float64 Σ_i A_ij, entropy
+    [B,H] float64 Σ_{i≥1} H_i / log(i+1)). By blocks of queries and, per KV head, its G query heads: the scores
+    by one GEMM over the visible keys, each row's softmax and statistics in one call (`cpu_kernels.softmax_rows`),
+    then A·V by a second GEMM. Against the fused kernel plus the swapped call: one attention a layer instead of two.
+    q [B,H,T,D], k [B,H_kv,T,D], v [B,H_kv,T,d_v] in transformers' layout (transposed [B,T,heads,D] views)."""
+    B, H, T, D = q.shape
+    Hkv, Dv = k.shape[1], v.shape[-1]
+    G = H // Hkv
+    qs = (q.detach().float() * scale).transpose(1, 2).reshape(B, T, Hkv, G, D).permute(0, 2, 1, 3, 4).contiguous()
+    kt, vt = k.detach().float().transpose(1, 2), v.detach().float().transpose(1, 2)  # [B,T,H_kv,D]
+    out = torch.empty(B, T, Hkv, G, Dv)
+    col = torch.zeros(B, H, T, dtype=torch.float64)
+    ent = torch.zeros(B, H, dtype=torch.float64)
+    lse = torch.empty(B, H, T)
+    rows = max(1, min(128, FULL_BLOCK // (G * T)))
+    ld = T + 16  # the score rows' stride: not a multiple of 4 KiB, whose cache-set aliasing slows the GEMM (1.2×)
+    scores, block_out = torch.empty(rows * G * ld), torch.empty(rows * G * Dv)
+    inv_z, part = torch.empty(rows * G), np.empty((G, T), dtype=np.float32)
+    for b in range(B):
+        stats = (col[b].numpy(), ent[b].numpy(), lse[b].numpy())
+        for q0 in range(0, T, rows):
+            q1 = min(T, q0 + rows)
+            n = (q1 - q0) * G
+            for g in range(Hkv):
+                s = scores.as_strided((n, q1), (ld, 1))
+                torch.mm(qs[b, g, q0:q1].view(n, D), kt[b, :q1, g].T, out=s)
+                cpu_kernels.softmax_rows(s.numpy(), q0, G, g, stats, inv_z[:n].numpy(), part)
+                o = torch.mm(s, vt[b, :q1, g], out=block_out[: n * Dv].view(n, Dv))  # Σ_j exp(s_ij − m_i) v_j
+                torch.mul(o.view(-1, G, Dv), inv_z[:n].view(-1, G, 1), out=out[b, q0:q1, g])
+    return out.view(B, T, H, Dv).to(q.dtype), lse, col, ent
 
 
 def _swapped_inputs(
@@ -236,7 +297,12 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
     if bool_mask is not None:  # the kernel takes an additive mask in q's dtype
         add = torch.zeros(bool_mask.shape, dtype=query.dtype, device=query.device)
         add.masked_fill_(~bool_mask, float("-inf"))
-    out, lse = fused_kernel(query, key, value, add, scale)
+    entropy = cols = None
+    if sess.stats == "full" and _full_rows_apply(query, bool_mask, sinks):
+        out, lse, cols, entropy = full_rows_attention(query, key, value, scale)
+        out = out.transpose(1, 2)  # [B,H,T,d_v], as the fused kernel returns it
+    else:
+        out, lse = fused_kernel(query, key, value, add, scale)
     lse_keys = lse
     mass = None
     if sinks is not None:  # fold the learned sink logit into the softmax: one more term in the normaliser
@@ -249,8 +315,7 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
     key0 = torch.exp(s0 - lse)
     if vis0 is not None:
         key0 = torch.where(vis0, key0, torch.zeros((), device=key0.device))
-    entropy = cols = None
-    if sess.stats == "full":
+    if sess.stats == "full" and cols is None:
         cols, entropy = swapped_statistics(query, key, (lse, lse_keys), bool_mask, scale)
     rec.fused_rows(layer, key0, entropy_sum=entropy, col_sum=cols)
     if mass is not None:
@@ -259,6 +324,12 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
     rec.logits(layer, s0, rest)
     rec.value_norms(layer, _value_norms(value, sess.value_factor(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous()
+
+
+def _full_rows_apply(query: torch.Tensor, bool_mask: torch.Tensor | None, sinks: torch.Tensor | None) -> bool:
+    """Whether `stats="full"` runs in the forward's attention (`full_rows_attention`: plain causal rows on the cpu,
+    numba installed) rather than as the swapped second call."""
+    return bool_mask is None and sinks is None and query.device.type == "cpu" and cpu_kernels.AVAILABLE
 
 
 def _record_key_sets(rec: Any, layer: int, tensors: tuple, scale: float) -> None:
