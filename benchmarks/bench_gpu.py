@@ -149,7 +149,8 @@ def long_scan(
     T = LONG_T (tiny: 256), one plain forward, one scan window (`trace_windows`, the default fused statistics) and
     one with `stats="full"`, each timed once after a short warm-up, with the peak device memory of each (CUDA).
     `out(row)` is called after each measurement, so that a time limit keeps the parts already done; a part that runs
-    out of device memory is noted in the row. `profile`: then a cProfile of one more scan (`_profile_scan`)."""
+    out of device memory is noted in the row. `profile`: then a cProfile of one more scan (`_profile_scan`) and, on
+    CUDA, torch.profiler's kernel table of another (`_cuda_profile`)."""
     from attnlab.tracing.adapters.hf import trace_windows
     from tests.real.families import tiny_family
 
@@ -187,6 +188,62 @@ def long_scan(
         out(row)
     if profile:
         _profile_scan(parts["scan"], device)
+        if device.type == "cuda":
+            _cuda_profile(parts["scan"], device)
+
+
+def attention_kernels(device: torch.device, tiny: bool) -> dict:
+    """Issue 23: one layer's causal attention at T = LONG_T (tiny: 256) in bfloat16, SmolLM2's heads (9 query, 3
+    KV, d_h 64), through each CUDA kernel: sdpa as transformers calls it (enable_gqa, and on expanded KV heads)
+    with the backend sdpa chooses, each kernel that returns the log-sum-exp, and the fused path's `fused_kernel`;
+    median of 5 after a warm-up, and each log-sum-exp against flash-attention's."""
+    from torch.nn.attention import SDPBackend
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    from attnlab.tracing.adapters.hf_fused import _expand, fused_kernel
+
+    T, s = (256 if tiny else LONG_T), 0.125
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, T, h, 64, generator=g).transpose(1, 2).to(device, torch.bfloat16) for h in (9, 3, 3))
+    ke, ve = _expand(k, 9), _expand(v, 9)
+    names = {int(getattr(SDPBackend, n)): n for n in ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")}
+    aten = torch.ops.aten
+    calls = {
+        "sdpa_enable_gqa": lambda: (sdpa(q, k, v, is_causal=True, scale=s, enable_gqa=True), None),
+        "sdpa_expanded": lambda: (sdpa(q, ke, ve, is_causal=True, scale=s), None),
+        "flash_lse": lambda: aten._scaled_dot_product_flash_attention(q, ke, ve, 0.0, True, False, scale=s)[:2],
+        "efficient_lse": lambda: aten._scaled_dot_product_efficient_attention(q, ke, ve, None, True, 0.0, True,
+                                                                              scale=s)[:2],  # fmt: skip
+        "cudnn_lse": lambda: aten._scaled_dot_product_cudnn_attention(q, ke, ve, None, True, 0.0, True, False,
+                                                                      scale=s)[:2],  # fmt: skip
+        "fused_kernel": lambda: fused_kernel(q, k, v, None, s),
+    }
+    row: dict = {"tokens": T, "choice_enable_gqa": names.get(int(torch._fused_sdp_choice(
+        q, k, v, None, 0.0, True, scale=s, enable_gqa=True)), "other"),
+        "choice_expanded": names.get(int(torch._fused_sdp_choice(q, ke, ve, None, 0.0, True, scale=s)), "other")}  # fmt: skip
+    ref = None
+    for name, fn in calls.items():
+        try:
+            out, lse = fn()
+            row[f"{name}_ms"] = 1e3 * _median_seconds(fn, device, 5)
+        except RuntimeError as e:  # a kernel this GPU or build lacks: noted, the next one runs
+            row[f"{name}_error"] = str(e).splitlines()[0][:200]
+            continue
+        if lse is not None:
+            lse = lse.reshape(1, 9, -1)[..., :T].float()
+            ref = lse if ref is None else ref
+            row[f"{name}_lse_max_abs_diff_vs_flash"] = float((lse - ref).abs().max())
+    return row
+
+
+def _cuda_profile(fn: Callable[[], None], device: torch.device) -> None:
+    """torch.profiler's table of one scan's CUDA kernels, by total device time (where the GPU's time goes)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        _sync(device)
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=60))
 
 
 def _profile_scan(fn: Callable[[], None], device: torch.device) -> None:
@@ -208,6 +265,9 @@ def main() -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny sizes (the dry run)")
     ap.add_argument("--long-only", action="store_true", help="only issue 23's long-context scans (LONG_SHAPES)")
     ap.add_argument("--profile", action="store_true", help="--long-only: a cProfile of the bfloat16 scan, printed")
+    ap.add_argument("--long-shapes", default="smollm2:bfloat16,llama4:float32,smollm2:float32",
+                    help="--long-only: the rows, as shape:dtype,...")  # fmt: skip
+    ap.add_argument("--kernels", action="store_true", help="only issue 23's attention kernels at T = 131,072")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--out", type=Path, required=True)
@@ -220,8 +280,14 @@ def main() -> int:
     rows: dict = {"device": describe(device), "cpu_threads": torch.get_num_threads(), "tiny": args.tiny,
                   "load_1min": os.getloadavg()[0]}  # fmt: skip
     gpu_steps, cpu_steps = (3, 3) if args.tiny else (20, 2)
+    if args.kernels:
+        rows["attention_kernels"] = attention_kernels(device, args.tiny)
+        args.out.write_text(json.dumps(rows, indent=2))
+        print(json.dumps(rows, indent=2))
+        return 0
     if args.long_only:  # the device only: at this length the cpu takes hours
-        for shape, dtype in (("smollm2", torch.bfloat16), ("llama4", torch.float32), ("smollm2", torch.float32)):
+        for shape, dtype_name in (item.split(":") for item in args.long_shapes.split(",")):
+            dtype = getattr(torch, dtype_name)
             key = f"long_scan_{shape}_{str(dtype).removeprefix('torch.')}"
 
             def keep(row: dict, key: str = key) -> None:

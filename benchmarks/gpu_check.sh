@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # benchmarks/gpu_check.sh [--dry-run] [--pack] [--only STEP,...]: issue 22's and 23's checks on the GPU machine, in one
 # go (under 10 minutes there; --only runs the named steps: gpu_tests, long_scan, timings, reproduce_short,
-# reproduce_long).
+# reproduce_long; and, not by default, kernels and long_bf16).
 #
 # long_scan (issue 23): benchmarks/bench_gpu.py --long-only, the scan at T = 131,072 beside a plain forward, written
-# to long_scan.json.
+# to long_scan.json. long_bf16: its bfloat16 SmolLM2-shape row only, with a cProfile and torch.profiler's kernel
+# table of one more scan (long_bf16.txt), into long_bf16.json. kernels: one layer's attention at that length through
+# each CUDA kernel (`bench_gpu.py --kernels`), into kernels.json.
 #
 # Everything goes under $OUT (a temporary folder when unset): gpu_check.log, env.json, gpu_tests.txt/.xml (the
 # tests marked `gpu`: CUDA vs CPU agreement and determinism of bb train, series train, consensus simulate, phase and
@@ -22,17 +24,20 @@
 # it (gpu_check.log, env.json, timings.json, long_scan.json, gpu_tests.xml, reproduction_short.json,
 # reproduction_long.json): the device tool brings back at most 8 files, none deeper than two folders.
 #
+# --tests-k EXPR: only the gpu tests that pytest's -k EXPR selects.
+#
 # --dry-run: the same steps on the CPU at tiny sizes (tiny profile, R3 and R4: bb training runs), in about a minute; the
 # tests marked `gpu` skip there. tests/core/test_gpu_check.py runs it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DRY=0 PACK=0 ONLY=gpu_tests,long_scan,timings,reproduce_short,reproduce_long
+DRY=0 PACK=0 ONLY=gpu_tests,long_scan,timings,reproduce_short,reproduce_long TESTS_K=
 while [[ $# -gt 0 ]]; do
   case $1 in
   --dry-run) DRY=1 ;;
   --pack) PACK=1 ;;
   --only) ONLY=${2:?--only needs STEP,...}; shift ;;
-  *) echo "gpu_check.sh: unknown argument $1 (use --dry-run, --pack, --only STEP,...)" >&2; exit 2 ;;
+  --tests-k) TESTS_K=${2:?--tests-k needs a pytest -k expression}; shift ;;
+  *) echo "gpu_check.sh: unknown argument $1 (use --dry-run, --pack, --only STEP,..., --tests-k EXPR)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -85,8 +90,12 @@ else
   DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(75 120 135 150 150)
 fi
 
-step gpu_tests "${LIMITS[0]}" $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$OUT/gpu_tests.xml"
+step gpu_tests "${LIMITS[0]}" $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$OUT/gpu_tests.xml" \
+  ${TESTS_K:+-k "$TESTS_K"}
 step long_scan "${LIMITS[4]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --long-only --out "$OUT/long_scan.json"
+step kernels 60 $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --kernels --out "$OUT/kernels.json"
+step long_bf16 "${LIMITS[4]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --long-only --profile \
+  --long-shapes smollm2:bfloat16 --out "$OUT/long_bf16.json"
 step timings "${LIMITS[1]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --out "$OUT/timings.json"
 # two reproduce runs, so that a time limit hit by R11 keeps the short targets' reproduction.json
 step reproduce_short "${LIMITS[2]}" $PY -m attnlab reproduce bb --profile "$PROFILE" --targets "$SHORT" \
@@ -102,6 +111,6 @@ if [[ $PACK -eq 1 ]]; then  # checkpoints stay out (tens of MB at paper scale); 
   ARCHIVE=$(mktemp --suffix=.tar.gz)
   tar czf "$ARCHIVE" -C "$OUT" --exclude='*.safetensors' . && mv "$ARCHIVE" "$OUT/gpu_check.tar.gz" &&
     find "$OUT" -mindepth 1 -maxdepth 1 ! -name gpu_check.tar.gz ! -name gpu_check.log ! -name env.json \
-      ! -name timings.json ! -name long_scan.json ! -name gpu_tests.xml ! -name 'reproduction_*.json' -exec rm -rf {} +
+      ! -name timings.json ! -name long_scan.json ! -name long_bf16.json ! -name kernels.json ! -name gpu_tests.xml ! -name 'reproduction_*.json' -exec rm -rf {} +
 fi
 exit $STATUS

@@ -24,21 +24,29 @@ class BatchStage:
         self.L = n_layers
         self._buf: dict[str, torch.Tensor] = {}
         self._seen: dict[str, list[int]] = {}
+        self._pending: torch.device | None = None  # a CUDA device with copies into the buffers still in flight
 
     def reset(self) -> None:
         """Start a batch: no layer is held (the buffers are kept for the next batch of the same shape)."""
         self._seen = {name: [] for name in self._buf}
 
     def put(self, name: str, layer: int, row: torch.Tensor) -> None:
-        """Hold `row` (any shape, any device; copied to a cpu fp32 buffer) as layer `layer`'s `name`."""
+        """Hold `row` (any shape, any device; copied to a cpu fp32 buffer) as layer `layer`'s `name`. From a CUDA
+        device the copy goes into pinned memory without waiting for the device (`take` waits for it), so that the
+        layers' kernels keep the device busy."""
         dtype = torch.float64 if row.dtype == torch.float64 else torch.float32  # float64 rows stay exact
+        cuda = row.device.type == "cuda"
         buf = self._buf.get(name)
-        if buf is None or buf.shape[1:] != row.shape or buf.dtype != dtype:
-            buf = self._buf[name] = torch.empty((self.L, *row.shape), dtype=dtype)
+        if buf is None or buf.shape[1:] != row.shape or buf.dtype != dtype or buf.is_pinned() != cuda:
+            buf = self._buf[name] = torch.empty((self.L, *row.shape), dtype=dtype, pin_memory=cuda)
         seen = self._seen.setdefault(name, [])
         if layer in seen:
             raise AttnlabError(f"layer {layer}: {name} recorded twice in one batch")
-        buf[layer].copy_(row.detach())
+        if cuda:  # pragma: no cover - CUDA: tests/gpu
+            buf[layer].copy_(row.detach().to(dtype), non_blocking=True)
+            self._pending = row.device
+        else:
+            buf[layer].copy_(row.detach())
         seen.append(layer)
 
     def take(self, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -47,6 +55,9 @@ class BatchStage:
         seen = self._seen.get(name)
         if not seen:
             return None
+        if self._pending is not None:  # pragma: no cover - CUDA: tests/gpu
+            torch.cuda.synchronize(self._pending)
+            self._pending = None
         self._seen[name] = []
         buf = self._buf[name]
         layers = torch.tensor(seen, dtype=torch.long)
