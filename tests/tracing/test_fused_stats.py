@@ -167,3 +167,28 @@ def test_exp_of_the_softmax_rows_is_within_two_ulp():
     stats = (np.zeros((1, 2)), np.zeros(1), np.zeros((1, 2), np.float32))
     cpu_kernels.softmax_rows(below, 1, 1, 0, stats, inv_z, np.zeros((1, 2), np.float32))
     assert 0.0 < below[0, 0] <= 1.7e-38 and below[0, 1] == 1.0
+
+
+@pytest.mark.parametrize("n", [1, 512, 513, 1536, 1700])
+def test_running_sum_in_chunks_equals_cumsum(n):
+    """`_running_sum` (chunks of 512 rows, their totals carried: the accelerator's blocks of the logit statistics)
+    against torch.cumsum in float64, the chunk boundaries and a partial last chunk included."""
+    from attnlab.tracing.adapters.hf_attention import _running_sum
+
+    x = torch.randn(2, n, 3, 4, generator=torch.Generator().manual_seed(n))
+    got = _running_sum(x)
+    assert got.shape == x.shape
+    torch.testing.assert_close(got.double(), torch.cumsum(x.double(), dim=1), rtol=1e-5, atol=1e-4)
+
+
+def test_logit_statistics_in_one_accelerator_sized_block_equal_the_cpu_blocks(monkeypatch):
+    """`_logit_stats_blocked` with one block of every row (an accelerator's `rows_per_block`: the running key sums by
+    `_running_sum`'s chunks) against its cpu blocks of LOGIT_ROWS rows."""
+    from attnlab.tracing.adapters import hf_attention
+
+    q, k = _grouped(1, 6, 2, 1300, 16, seed=3)
+    want = hf_attention._logit_stats_blocked(q, k, 0.25)
+    monkeypatch.setattr(hf_attention, "rows_per_block", lambda rows, device, width: 1 << 20)
+    got = hf_attention._logit_stats_blocked(q, k, 0.25)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
