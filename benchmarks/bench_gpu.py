@@ -143,14 +143,17 @@ LONG_SHAPES = {  # model sizes of the long-context rows, random weights (real on
 
 
 def long_scan(
-    device: torch.device, tiny: bool, shape: str, dtype: torch.dtype, out: Callable[[dict], None], profile: bool = False
+    device: torch.device, tiny: bool, shape: str, dtype: torch.dtype, out: Callable[[dict], None], profile: bool = False,
+    repeats: int = 1,
 ) -> None:
     """Issue 23's long context on `device`: a random model of `LONG_SHAPES[shape]` (positions up to T) in `dtype` at
     T = LONG_T (tiny: 256), one plain forward, one scan window (`trace_windows`, the default fused statistics) and
     one with `stats="full"`, each timed once after a short warm-up, with the peak device memory of each (CUDA).
     `out(row)` is called after each measurement, so that a time limit keeps the parts already done; a part that runs
     out of device memory is noted in the row. `profile`: then a cProfile of one more scan (`_profile_scan`) and, on
-    CUDA, torch.profiler's kernel table of another (`_cuda_profile`)."""
+    CUDA, torch.profiler's kernel table of another (`_cuda_profile`). `repeats` > 1: the plain forward and the
+    default scan warm up at full length (kernels that plan per shape, as cuDNN's, plan there) and give the median
+    of `repeats` runs; `stats="full"` stays one run."""
     from attnlab.tracing.adapters.hf import trace_windows
     from tests.real.families import tiny_family
 
@@ -158,7 +161,8 @@ def long_scan(
     sizes = LONG_SHAPES[shape]
     model = tiny_family("llama", **sizes, max_position_embeddings=T).to(device=device, dtype=dtype)
     ids = torch.randint(3, sizes["vocab_size"], (1, T), generator=torch.Generator().manual_seed(0))
-    row: dict = {"tokens": T, "model": f"random {shape} shape", "dtype": str(dtype).removeprefix("torch.")}
+    row: dict = {"tokens": T, "model": f"random {shape} shape", "dtype": str(dtype).removeprefix("torch."),
+                 "repeats": repeats}
 
     def plain() -> None:
         with torch.no_grad():
@@ -167,7 +171,9 @@ def long_scan(
     parts = {"plain": plain, "scan": lambda: trace_windows(model, ids, batch_size=1, desc=""),
              "full": lambda: trace_windows(model, ids, batch_size=1, desc="", stats="full")}  # fmt: skip
     for name, fn in parts.items():
-        if name == "plain":  # warm-up: kernels and allocator
+        if repeats > 1 and name != "full":
+            fn()
+        elif name == "plain":  # warm-up: kernels and allocator
             with torch.no_grad():
                 model(input_ids=ids[:, :64].to(device), use_cache=False)
         else:
@@ -175,7 +181,7 @@ def long_scan(
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         try:
-            row[f"{name}_s"] = _median_seconds(fn, device, 1)
+            row[f"{name}_s"] = _median_seconds(fn, device, 1 if name == "full" else repeats)
         except torch.OutOfMemoryError as e:  # the row says so and the next part runs
             row[f"{name}_error"] = str(e).splitlines()[0][:200]
             torch.cuda.empty_cache()
@@ -267,6 +273,7 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="--long-only: a cProfile of the bfloat16 scan, printed")
     ap.add_argument("--long-shapes", default="smollm2:bfloat16,llama4:float32,smollm2:float32",
                     help="--long-only: the rows, as shape:dtype,...")  # fmt: skip
+    ap.add_argument("--long-repeats", type=int, default=1, help="--long-only: median of this many runs (see long_scan)")
     ap.add_argument("--kernels", action="store_true", help="only issue 23's attention kernels at T = 131,072")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
@@ -294,7 +301,8 @@ def main() -> int:
                 rows[key] = row
                 args.out.write_text(json.dumps(rows, indent=2))
 
-            long_scan(device, args.tiny, shape, dtype, keep, profile=args.profile and dtype == torch.bfloat16)
+            long_scan(device, args.tiny, shape, dtype, keep, profile=args.profile and dtype == torch.bfloat16,
+                      repeats=args.long_repeats)
         print(json.dumps(rows, indent=2))
         return 0
 

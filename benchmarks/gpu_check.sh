@@ -5,7 +5,8 @@
 #
 # long_scan (issue 23): benchmarks/bench_gpu.py --long-only, the scan at T = 131,072 beside a plain forward, written
 # to long_scan.json. long_bf16: its bfloat16 SmolLM2-shape row only, with a cProfile and torch.profiler's kernel
-# table of one more scan (long_bf16.txt), into long_bf16.json. kernels: one layer's attention at that length through
+# table of one more scan (long_bf16.txt), the plain forward and the scan warmed up at full length and timed 3 times,
+# into long_bf16.json. kernels: one layer's attention at that length through
 # each CUDA kernel (`bench_gpu.py --kernels`), into kernels.json.
 #
 # Everything goes under $OUT (a temporary folder when unset): gpu_check.log, env.json, gpu_tests.txt/.xml (the
@@ -94,7 +95,7 @@ step gpu_tests "${LIMITS[0]}" $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovi
   ${TESTS_K:+-k "$TESTS_K"}
 step long_scan "${LIMITS[4]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --long-only --out "$OUT/long_scan.json"
 step kernels 60 $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --kernels --out "$OUT/kernels.json"
-step long_bf16 "${LIMITS[4]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --long-only --profile \
+step long_bf16 "${LIMITS[4]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --long-only --profile --long-repeats 3 \
   --long-shapes smollm2:bfloat16 --out "$OUT/long_bf16.json"
 step timings "${LIMITS[1]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --out "$OUT/timings.json"
 # two reproduce runs, so that a time limit hit by R11 keeps the short targets' reproduction.json
