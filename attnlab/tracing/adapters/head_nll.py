@@ -24,10 +24,11 @@ from torch import nn
 from attnlab.device import rows_per_block
 from attnlab.tracing import cpu_kernels
 
-# a block's logits [ROW_BLOCK, VOCAB_BLOCK] fp32 = 8 MiB; measured beside the plain head on SmolLM2 (2 threads,
+# a block's logits [ROW_BLOCK, VOCAB_BLOCK] fp32 = 4 MiB; measured beside the plain head on SmolLM2 (2 threads,
 # interleaved): 0.92x the head's time at T = 512 and 0.94x at 2048 (the NLL included), against 1.06x and 1.17x for
-# the head plus the log-softmax; blocks of 1024 or 12,288 columns were slower (benchmarks/RESULTS.md)
-VOCAB_BLOCK = 4096
+# the head plus the log-softmax, with blocks of 4096 (1024 or 12,288 slower: AVX2 EPYC VM). On the Zen 4 VM (AVX-512,
+# 2026-12-04) the head's GEMMs by blocks of 2048 took 171 and 185 ms against 189 and 198 ms by 4096 (two runs)
+VOCAB_BLOCK = 2048
 ROW_BLOCK = 512  # positions a block (the head's weight is read once per row block)
 
 # model types whose causal-LM forward is `logits = lm_head(final hidden)` and nothing more (transformers 5)

@@ -2,7 +2,8 @@
 
 The attention registered as "attnlab" (`attention`) runs each layer through torch's fused kernel, which returns the
 output O and each row's log-sum-exp lse_i = log Σ_j exp(s_ij) beside it (CPU:
-`aten._scaled_dot_product_flash_attention_for_cpu`; CUDA: the flash or memory-efficient kernel). Every statistic
+`aten._scaled_dot_product_flash_attention_for_cpu`; CUDA: the kernel sdpa would choose, cuDNN's, flash-attention's
+or the memory-efficient one). Every statistic
 that needs only a few keys per row follows exactly, with no [T,T] block:
 
     A_i0 = exp(s·q_i·k_0 − lse_i)                 (0 where a window hides key 0): the sink score and ᾱ_0
@@ -10,9 +11,12 @@ that needs only a few keys per row follows exactly, with no [T,T] block:
     s_i0 and mean_{1≤j≤i−1} s_ij                 from q and a running sum of k (`_logit_stats`)
     learned sinks (gpt-oss): lse'_i = logaddexp(lse_i, sink_h), O ← O·exp(lse_i − lse'_i), mass exp(sink_h − lse'_i)
 
-With `stats="full"` one more fused call, with queries and keys swapped, gives the full-row statistics exactly
-(`swapped_statistics`): the column sums Σ_i A_ij of every key (c_j = exp of its log-sum-exp) and, from its output
-with the queries as values, the sum over rows of the normalised row entropies H_i / log(i+1).
+With `stats="full"` the full-row statistics come exactly: the column sums Σ_i A_ij of every key and the sum over
+rows of the normalised row entropies H_i / log(i+1). On the cpu (numba installed), for plain causal attention, they
+come from the forward's own attention computed by query blocks (`full_rows_attention`: torch's GEMMs and one numba
+pass over each block's rows), at about the fused kernel's cost. Elsewhere (a boolean mask, a learned sink, CUDA)
+one more fused call, with queries and keys swapped, gives them (`swapped_statistics`): c_j = exp of its
+log-sum-exp and, from its output with the queries as values, the entropies.
 
 A layer the kernel cannot do exactly runs through the exact chunked function (`hf_attention.attnlab_attention`):
 soft-capping, a sliding window transformers did not turn into a mask, a float (additive) mask, `MoveToSink`
