@@ -143,7 +143,12 @@ LONG_SHAPES = {  # model sizes of the long-context rows, random weights (real on
 
 
 def long_scan(
-    device: torch.device, tiny: bool, shape: str, dtype: torch.dtype, out: Callable[[dict], None], profile: bool = False,
+    device: torch.device,
+    tiny: bool,
+    shape: str,
+    dtype: torch.dtype,
+    out: Callable[[dict], None],
+    profile: bool = False,
     repeats: int = 1,
 ) -> None:
     """Issue 23's long context on `device`: a random model of `LONG_SHAPES[shape]` (positions up to T) in `dtype` at
@@ -161,8 +166,12 @@ def long_scan(
     sizes = LONG_SHAPES[shape]
     model = tiny_family("llama", **sizes, max_position_embeddings=T).to(device=device, dtype=dtype)
     ids = torch.randint(3, sizes["vocab_size"], (1, T), generator=torch.Generator().manual_seed(0))
-    row: dict = {"tokens": T, "model": f"random {shape} shape", "dtype": str(dtype).removeprefix("torch."),
-                 "repeats": repeats}
+    row: dict = {
+        "tokens": T,
+        "model": f"random {shape} shape",
+        "dtype": str(dtype).removeprefix("torch."),
+        "repeats": repeats,
+    }
 
     def plain() -> None:
         with torch.no_grad():
@@ -212,21 +221,25 @@ def attention_kernels(device: torch.device, tiny: bool) -> dict:
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, T, h, 64, generator=g).transpose(1, 2).to(device, torch.bfloat16) for h in (9, 3, 3))
     ke, ve = _expand(k, 9), _expand(v, 9)
-    names = {int(getattr(SDPBackend, n)): n for n in ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")}
+    names = {getattr(SDPBackend, n).value: n
+             for n in ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")}  # fmt: skip
     aten = torch.ops.aten
     calls = {
         "sdpa_enable_gqa": lambda: (sdpa(q, k, v, is_causal=True, scale=s, enable_gqa=True), None),
         "sdpa_expanded": lambda: (sdpa(q, ke, ve, is_causal=True, scale=s), None),
         "flash_lse": lambda: aten._scaled_dot_product_flash_attention(q, ke, ve, 0.0, True, False, scale=s)[:2],
-        "efficient_lse": lambda: aten._scaled_dot_product_efficient_attention(q, ke, ve, None, True, 0.0, True,
-                                                                              scale=s)[:2],  # fmt: skip
-        "cudnn_lse": lambda: aten._scaled_dot_product_cudnn_attention(q, ke, ve, None, True, 0.0, True, False,
-                                                                      scale=s)[:2],  # fmt: skip
+        "efficient_lse": lambda: aten._scaled_dot_product_efficient_attention(
+            q, ke, ve, None, True, 0.0, True, scale=s
+        )[:2],  # fmt: skip
+        "cudnn_lse": lambda: aten._scaled_dot_product_cudnn_attention(q, ke, ve, None, True, 0.0, True, False, scale=s)[
+            :2
+        ],  # fmt: skip
         "fused_kernel": lambda: fused_kernel(q, k, v, None, s),
     }
-    row: dict = {"tokens": T, "choice_enable_gqa": names.get(int(torch._fused_sdp_choice(
-        q, k, v, None, 0.0, True, scale=s, enable_gqa=True)), "other"),
-        "choice_expanded": names.get(int(torch._fused_sdp_choice(q, ke, ve, None, 0.0, True, scale=s)), "other")}  # fmt: skip
+    choice = torch._fused_sdp_choice
+    row: dict = {"tokens": T,
+                 "choice_enable_gqa": names.get(choice(q, k, v, None, 0.0, True, scale=s, enable_gqa=True), "other"),
+                 "choice_expanded": names.get(choice(q, ke, ve, None, 0.0, True, scale=s), "other")}  # fmt: skip
     ref = None
     for name, fn in calls.items():
         try:
@@ -301,8 +314,15 @@ def main() -> int:
                 rows[key] = row
                 args.out.write_text(json.dumps(rows, indent=2))
 
-            long_scan(device, args.tiny, shape, dtype, keep, profile=args.profile and dtype == torch.bfloat16,
-                      repeats=args.long_repeats)
+            long_scan(
+                device,
+                args.tiny,
+                shape,
+                dtype,
+                keep,
+                profile=args.profile and dtype == torch.bfloat16,
+                repeats=args.long_repeats,
+            )
         print(json.dumps(rows, indent=2))
         return 0
 

@@ -295,9 +295,10 @@ def _row_max(row, n):  # noqa: ANN001, ANN202
 
 @_jit
 def _softmax_rows(S, ld, K, q0, G, g, col, ent, lse, inv_z, part):  # noqa: ANN001, ANN202
-    """In place on S [C·G, K] float32 (the rows of a flat buffer, `ld` entries apart), the scaled scores of queries q0..q0+C−1 of the G query heads g·G..g·G+G−1
-    (row c·G + r: query q0 + c, head g·G + r) against keys 0..K−1: each row becomes exp(s_ij − m_i) over keys
-    j ≤ i (0 beyond; m_i the row maximum), with inv_z[row] = 1/Z_i, Z_i = Σ_j exp(s_ij − m_i), so that A = S·inv_z.
+    """In place on S [C·G, K] float32 (the rows of a flat buffer, `ld` entries apart), the scaled scores of queries
+    q0..q0+C−1 of the G query heads g·G..g·G+G−1 (row c·G + r: query q0 + c, head g·G + r) against keys 0..K−1:
+    each row becomes exp(s_ij − m_i) over keys j ≤ i (0 beyond; m_i the row maximum), with inv_z[row] = 1/Z_i,
+    Z_i = Σ_j exp(s_ij − m_i), so that A = S·inv_z.
     Adds Σ_i A_ij to col[h, j] (float64; summed in float32 over the block's rows in part [G, K] first), H_i / log(i+1)
     to ent[h] (i ≥ 1; float64) and writes lse[h, i] = m_i + log Z_i; H_i = log Z_i − Σ_j A_ij (s_ij − m_i) (spec
     extreme-tokens §5)."""

@@ -343,7 +343,7 @@ def test_half_precision_fused_kernels_give_the_float64_log_sum_exp(backend, monk
     q = torch.randn(2, 1000, 6, 64, generator=g).transpose(1, 2).to("cuda", torch.bfloat16)
     k = (torch.randn(2, 1000, 2, 64, generator=g) + 0.5).transpose(1, 2).to("cuda", torch.bfloat16)
     v = torch.randn(2, 1000, 2, 64, generator=g).transpose(1, 2).to("cuda", torch.bfloat16)
-    monkeypatch.setattr(torch, "_fused_sdp_choice", lambda *a, **kw: int(getattr(SDPBackend, backend)))
+    monkeypatch.setattr(torch, "_fused_sdp_choice", lambda *a, **kw: getattr(SDPBackend, backend).value)
     out, lse = fused_kernel(q, k, v, None, 0.125)
     s = q.double() @ k.double().repeat_interleave(3, dim=1).transpose(-1, -2) * 0.125
     s = s.masked_fill(~torch.ones(1000, 1000, dtype=torch.bool, device="cuda").tril(), float("-inf"))

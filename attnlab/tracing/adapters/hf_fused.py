@@ -75,14 +75,14 @@ def _cuda_causal(
 
     choice = torch._fused_sdp_choice(q, k, v, None, 0.0, True, scale=scale)
     B, H, T = q.shape[:3]
-    if choice == int(SDPBackend.CUDNN_ATTENTION):
+    if choice == SDPBackend.CUDNN_ATTENTION.value:
         try:
             out = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, True, False,
                                                                      scale=scale)  # fmt: skip
             return out[0], out[1].reshape(B, H, T).float()  # cuDNN's log-sum-exp is [B,H,T,1]
         except RuntimeError:  # a cuDNN build without this graph: flash-attention's kernel computes the same
-            choice = int(SDPBackend.FLASH_ATTENTION)
-    if choice == int(SDPBackend.FLASH_ATTENTION):
+            choice = SDPBackend.FLASH_ATTENTION.value
+    if choice == SDPBackend.FLASH_ATTENTION.value:
         out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
         return out[0], out[1][..., :T].float()
     out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, True, scale=scale)
