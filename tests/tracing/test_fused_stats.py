@@ -127,7 +127,9 @@ def test_the_cuda_kernels_bias_is_padded_to_16_and_keeps_its_values():
 def test_full_rows_attention_equals_the_float64_softmax(T, dtype):
     """`full_rows_attention` (stats="full" in the forward's own attention, cpu) against float64 recomputations on
     grouped heads: the output against the softmax times the values, the log-sum-exp, every column sum and the
-    normalised row entropies (rows with scores ~100 apart included: weights far below float32's range)."""
+    normalised row entropies (rows with scores ~100 apart included: weights far below float32's range). The bound:
+    a float32 score s carries an absolute rounding of |s|·2⁻²⁴, which exp turns into that relative error, so the
+    tolerance is 8·2⁻²⁴·max|s| (~1e-4 here; 1e-5 at least; 7e-6 reached on the AVX-512 VM of 2026-12-04)."""
     from attnlab.tracing.adapters.hf_fused import full_rows_attention
 
     q, k = _grouped(2, 6, 2, T, 16, seed=T)
@@ -142,16 +144,18 @@ def test_full_rows_attention_equals_the_float64_softmax(T, dtype):
     s = s.masked_fill(~mask, float("-inf"))
     want_out = torch.softmax(s, -1) @ v.double().repeat_interleave(3, dim=1)  # [B,H,T,d_v]
     assert out.dtype == dtype and out.shape == (2, T, 6, 16)
-    tol = 1e-5 if dtype == torch.float32 else 8e-3  # bfloat16: the output's own rounding
-    torch.testing.assert_close(out.double(), want_out.transpose(1, 2), rtol=tol, atol=tol)
-    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), rtol=1e-6, atol=1e-5)
-    torch.testing.assert_close(cols, want_cols, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(ent, want_ent, rtol=1e-5, atol=1e-5)
+    tol = max(1e-5, 8 * 2**-24 * float(s[torch.isfinite(s)].abs().max()))
+    out_tol = tol if dtype == torch.float32 else 8e-3  # bfloat16: the output's own rounding
+    torch.testing.assert_close(out.double(), want_out.transpose(1, 2), rtol=out_tol, atol=out_tol)
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), rtol=tol, atol=tol)
+    torch.testing.assert_close(cols, want_cols, rtol=tol, atol=tol)
+    torch.testing.assert_close(ent, want_ent, rtol=tol, atol=tol)
 
 
 @pytest.mark.skipif(not cpu_kernels.AVAILABLE, reason="numba is not installed")
-def test_exp_of_the_softmax_rows_is_within_two_ulp():
-    """The vectorised exponential of `cpu_kernels.softmax_rows` against float64 exp over [−87, 0], and its floor."""
+def test_exp_of_the_softmax_rows_is_within_three_ulp():
+    """The vectorised exponential of `cpu_kernels.softmax_rows` against float64 exp over [−87, 0] (within 3 ulp: the
+    polynomial's remainder is < 0.2 ulp, the rest is the rounding of its eight steps), and its floor."""
     x = np.linspace(-87.0, 0.0, 200_001).astype(np.float32)
     row = np.concatenate([x, np.zeros(1, np.float32)])[None]  # one row whose maximum is 0: it becomes exp(x_j)
     T = row.shape[1]
@@ -161,7 +165,7 @@ def test_exp_of_the_softmax_rows_is_within_two_ulp():
     cpu_kernels.softmax_rows(got, T - 1, 1, 0, stats, inv_z, part)
     want = np.exp(x.astype(np.float64))
     ulp = np.spacing(want.astype(np.float32)).astype(np.float64)
-    assert np.max(np.abs(got[0, :-1] - want) / ulp) <= 2.0
+    assert np.max(np.abs(got[0, :-1] - want) / ulp) <= 3.0  # 0.93 ulp on the AVX-512 VM of 2026-12-04
     assert abs(inv_z[0] * (want.sum() + 1.0) - 1.0) < 1e-6
     below = np.array([[-500.0, 0.0]], dtype=np.float32)  # exp(−500) is taken as exp(−87): ≤ 1.6e-38
     stats = (np.zeros((1, 2)), np.zeros(1), np.zeros((1, 2), np.float32))
