@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attnlab-installed
 
-.PHONY: demo test test-fast setup bench clean browser reproduce reproduce-full lock gpu-wheels
+.PHONY: demo test test-numerics test-fast setup bench clean browser reproduce reproduce-full lock gpu-wheels
 
 # Every install goes through the lock, constraints.txt (exact versions of everything); pyproject.toml keeps ranges.
 LOCK := constraints.txt
@@ -39,6 +39,11 @@ browser:
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# The tests marked `numerics` under three kernel settings (default, AVX2, generic) with 1 and 2 torch threads; checks
+# every observed tolerance stays 10x inside its worst case (tests/numerics_matrix.py; the table lands in runs/).
+test-numerics: $(STAMP)
+	$(BIN)/python -m tests.numerics_matrix
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

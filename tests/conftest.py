@@ -13,8 +13,12 @@ def _restore_torch_threads():
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist (`make test` runs two workers on CI's two cores) each worker computes on one thread."""
+    """Under pytest-xdist (`make test` runs two workers on CI's two cores) each worker computes on one thread;
+    `ATTNLAB_TEST_THREADS` (set by `make test-numerics`, tests/numerics_matrix.py) gives the count explicitly."""
     import os
 
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    threads = os.environ.get("ATTNLAB_TEST_THREADS")
+    if threads:
+        torch.set_num_threads(int(threads))
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
