@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from pathlib import Path
 
 
 class AttnlabError(Exception):
@@ -67,6 +68,40 @@ def folders(value: object) -> tuple[str, ...]:
     if isinstance(value, (str, os.PathLike)):
         return (os.fspath(value),)
     return tuple(os.fspath(v) if isinstance(v, os.PathLike) else str(v) for v in value)  # type: ignore[attr-defined]
+
+
+def regular_file(path: object, what: str) -> Path:
+    """`path` as a Path if it names a regular file (a link to one counts), else one line naming the real cause:
+    empty, does not exist, is a folder, or is another kind of file (a FIFO, a device such as /dev/zero, a
+    socket), which a command would block on or read without end. Nothing is opened."""
+    import os
+    import stat
+
+    text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
+    if not text.strip():
+        raise InputError(f"{what}: the path is empty; name a file")
+    p = Path(text).expanduser()
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{what} {p} does not exist") from None
+    except NotADirectoryError:
+        raise InputError(f"{what} {p} does not exist (a part of the path is a file, not a folder)") from None
+    except OSError as exc:
+        raise InputError(f"{what} {p} cannot be read: {(exc.strerror or str(exc)).lower()}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{what} {p} is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{what} {p} is not a regular file ({_file_kind(mode)}); name a file")
+    return p
+
+
+def _file_kind(mode: int) -> str:
+    import stat
+
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "not a plain file")
 
 
 def check_int(value: object, minimum: int, what: str, maximum: int | None = None) -> int:

@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Zero each head, MLP and layer and force attention onto <s>; writes "
         "interventions.json and report.html into a new run folder.",
     )
-    p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
+    p.add_argument("run_dir", help="a folder written by `attnlab bb train`")
     add_device_arg(
         p,
         "the forward passes run there in float32 (the attention statistics reduced there in float64); the risks "
@@ -83,10 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="overlay metrics of several BB runs (e.g. softmax vs ReLU, Adam vs SGD)",
         description="One figure per group of metrics with one line per run.",
     )
-    p.add_argument("run_dirs", type=Path, nargs="+", help="folders written by `attnlab bb train`")
+    p.add_argument("run_dirs", nargs="+", help="folders written by `attnlab bb train`")
     p.add_argument("--layer", type=int, default=0, help="layer whose metrics are compared (default 0)")
     add_run_args(p, seed=False)
-    p.set_defaults(func=cmd_compare)
+    p.set_defaults(func=cmd_compare, make_config=compare_config)
     bb.set_defaults(func=lambda args: (bb.print_help(), 1)[1])
 
 
@@ -98,7 +98,7 @@ def _register_subspace(cmds: argparse._SubParsersAction) -> None:
         "singular subspaces, k by energy), report their principal angles and the fraction of the attention "
         "output's energy inside the MLP subspace; writes subspace.json, a figure and report.html in a new folder.",
     )
-    p.add_argument("run_dir", type=Path, help="a folder written by `attnlab bb train`")
+    p.add_argument("run_dir", help="a folder written by `attnlab bb train`")
     p.add_argument("--layer", type=int, default=0, help="layer whose outputs are compared (default 0)")
     p.add_argument("--energy", type=float, default=0.95, help="energy kept by each subspace (default 0.95)")
     add_run_args(p, seed=False)
@@ -264,10 +264,14 @@ def cmd_theory(args: argparse.Namespace) -> int:
         return _done(theory(cfg, args.out, mode=run_mode(args)).path)
 
 
+def compare_config(args: argparse.Namespace) -> C.CompareConfig:
+    return C.CompareConfig(run_dirs=tuple(args.run_dirs), layer=args.layer)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    cfg = compare_config(args)  # a run given twice is refused before torch is imported
     from attnlab.bb.run import compare
 
-    cfg = C.CompareConfig(run_dirs=tuple(str(d) for d in args.run_dirs), layer=args.layer)
     with threads(args.threads):
         return _done(compare(cfg, args.out, mode=run_mode(args)).path)
 

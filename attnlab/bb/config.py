@@ -278,7 +278,7 @@ class InterveneConfig:
     device: str = field(default="cpu", metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
-        check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")
+        check(str(self.run_dir).strip() != "", "run_dir is an empty path; name a `bb train` run folder")
         check_device(self.device)
         read_train_config(self.run_dir)  # a missing, corrupt or other study's folder: one line, before any work
 
@@ -293,7 +293,7 @@ class SubspaceConfig:
     energy: float = 0.95
 
     def __post_init__(self) -> None:
-        check(str(self.run_dir).strip() != "", "run_dir must name a `bb train` run folder")
+        check(str(self.run_dir).strip() != "", "run_dir is an empty path; name a `bb train` run folder")
         check_count(self.layer, 0, "layer", MAX_LAYERS - 1)
         energy = check_finite(self.energy, "energy")
         check(0 < energy <= 1, f"energy must be in (0, 1], got {energy:g}")
@@ -330,6 +330,7 @@ class CompareConfig:
         check(len(self.run_dirs) >= 1, "run_dirs: name at least one `bb train` run folder")
         seen: dict[str, str] = {}
         for d in self.run_dirs:
+            check(str(d).strip() != "", "run_dirs: one is an empty path; name `bb train` run folders")
             key = os.path.realpath(d)
             check(key not in seen, f"run_dirs: {d} is given twice (as {seen.get(key)}); compare different runs")
             seen[key] = d

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.errors import InputError
+from attnlab.errors import InputError, regular_file
 
 MIN_CORPUS_CHARS = 10_000
 DEFAULT_CORPUS = "pydoc_data"
@@ -25,9 +25,7 @@ def load_corpus(path: str | Path | None = None) -> tuple[str, str]:
     """Return (text, source name). `path=None` gives the default corpus; otherwise a UTF-8 file."""
     if path is None or str(path) == DEFAULT_CORPUS:
         return default_corpus_text(), DEFAULT_CORPUS
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"corpus file {p} does not exist")
+    p = regular_file(path, "corpus file")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

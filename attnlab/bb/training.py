@@ -8,6 +8,7 @@ bit-identical weights and metrics.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -99,8 +100,11 @@ def loss_fn(model: torch.nn.Module, cfg: TrainConfig, batch_fn: BatchFn) -> Call
 
 
 def _postfix(line: dict, loss: float) -> dict:
+    """The progress bar's loss (of the update that reached this line; none before the first update: the loss is
+    nan there) and the line's Attn<s>."""
     sink = metric(line, "attn_sink")
-    return {"loss": f"{loss:.3f}", "sink": "-" if sink is None else f"{sink:.2f}"}
+    shown = {} if math.isnan(loss) else {"loss": f"{loss:.3f}"}
+    return {**shown, "sink": "-" if sink is None else f"{sink:.2f}"}
 
 
 def train_tracker(run: RunDir, cfg: TrainConfig) -> Tracker:

@@ -51,7 +51,7 @@ def add_window_args(
         choices=list(DOMAINS),
         help=f"text domain, repeatable (default {' '.join(default_domains)})",
     )
-    p.add_argument("--text", type=Path, default=None, help="a UTF-8 text file scanned as an extra domain 'text'")
+    p.add_argument("--text", default=None, help="a UTF-8 text file scanned as an extra domain 'text'")
     p.add_argument("--tokens", type=count, default=128, help="sequence length T (default 128)")
     p.add_argument("--samples", type=count, default=samples, help=f"windows per domain (default {samples})")
     p.add_argument("--prefix", default="none", help="token before each window: none, bos, eos or an id (default none)")
@@ -103,14 +103,14 @@ def placement_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def window_kwargs(args: argparse.Namespace, default_domains: list[str]) -> dict[str, Any]:
     """Config fields from the parsed window options; --domain values in order (default `default_domains`, or
     none when only --text is given), then 'text'."""
-    ds = list(dict.fromkeys(args.domain)) if args.domain else ([] if args.text else list(default_domains))
+    ds = list(dict.fromkeys(args.domain)) if args.domain else ([] if args.text is not None else list(default_domains))
     return {
         "model": args.model,
         "domains": tuple(ds + (["text"] if args.text is not None else [])),
         "tokens": args.tokens,
         "samples": args.samples,
         "seed": args.seed,
-        "text": str(args.text) if args.text else None,
+        "text": str(Path(args.text)) if args.text else args.text,  # "" stays "" (refused), not Path("") = "."
         "prefix": args.prefix,
         "align": args.align,
         "batch_size": args.batch_size,

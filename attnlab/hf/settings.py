@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import check, check_choice, check_count, check_int, names
+from attnlab.errors import check, check_choice, check_count, check_int, names, regular_file
 
 # Finite ranges of the window fields. A real-model forward costs seconds per window on a CPU, and means over
 # MAX_SAMPLES windows per domain already have standard errors near 1% of the spread: more cannot change a result
@@ -73,6 +73,8 @@ def check_window_settings(cfg: Any) -> None:
         ("text" in cfg.domains) == (cfg.text is not None),
         "domains: the domain 'text' goes with a text file (--text FILE) and only with one",
     )
+    if cfg.text is not None:
+        regular_file(cfg.text, "text file")  # a folder, a FIFO or /dev/zero: refused before the model loads
     check_count(cfg.tokens, 2, "tokens", MAX_TOKENS)
     check_count(cfg.seed, 0, "seed", MAX_SEED)
     check_count(cfg.batch_size, 1, "batch_size", MAX_BATCH)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.errors import InputError
+from attnlab.errors import InputError, regular_file
 
 DOMAINS = ("prose", "code", "random")
 CODE_EXCLUDE = ("test", "tests", "idlelib", "site-packages", "__pycache__", "lib2to3")
@@ -54,9 +54,7 @@ def stdlib_py_files() -> tuple[Path, ...]:
 
 def read_text_file(path: str | Path) -> str:
     """Read a user text file as UTF-8, with one-line errors for missing, unreadable or empty files."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise InputError(f"text file {path} does not exist")
+    path = regular_file(path, "text file")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -62,6 +62,8 @@ def expand_series(models: list[str], revisions: list[str]) -> tuple[tuple[str, s
 
     One model and several revisions: that model at each revision. Several models: each at its default revision
     (at most one --revision, applied to all). One local folder without a config.json: its checkpoint sub-folders."""
+    if any(not str(m).strip() for m in models):  # Path("") is ".": it would read this folder as a series
+        raise InputError("--model is an empty name; give 'smollm2', a local model folder or a hub id (gpt2, org/name)")
     if len(models) > 1 and len(revisions) > 1:
         raise InputError("a checkpoint series takes several --model or several --revision, not both")
     if len(revisions) > 1:

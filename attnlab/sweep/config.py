@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import InputError, check, check_finite, check_int
+from attnlab.errors import InputError, check, check_finite, check_int, regular_file
 
 MAX_TRIALS_WITHOUT_YES = 64
 MAX_TRIALS = 10_000  # even with --yes: planning alone takes ~3 ms a trial, and each trial writes a run folder
@@ -131,12 +131,15 @@ def check_trial_count(n: int, yes: bool) -> None:
 
 
 def _parse_toml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"sweep spec {path} not found")
+    regular_file(path, "sweep spec")
     try:
         return tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"sweep spec {path} is not valid TOML: {exc}") from None
+    except RecursionError:  # e.g. 100,000 nested `[`: the parser recurses once per level
+        raise InputError(f"sweep spec {path} is not valid TOML: nested too deeply") from None
 
 
 def load_spec(path: str | Path) -> SweepSpec:
