@@ -182,14 +182,16 @@ def _os_failure(exc: OSError, args: argparse.Namespace, argv: list[str]) -> str:
 
 
 def failure_message(exc: BaseException, args: argparse.Namespace, argv: list[str]) -> tuple[str, int] | None:
-    """One line and an exit code for a library failure that reached the CLI, or None for anything else."""
+    """One line and an exit code for a library failure that reached the CLI, or None for anything else; the
+    exception's notes follow (`open_run` adds where a stopped run is kept and how to continue it)."""
+    notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
     if isinstance(exc, OSError):
-        return _os_failure(exc, args, argv), 1
+        return _os_failure(exc, args, argv) + notes, 1
     for cls in type(exc).__mro__:
         if cls.__name__ in LIBRARY_FAILURES:
             what, code = LIBRARY_FAILURES[cls.__name__]
             detail = " ".join(str(exc).split())
-            return (f"{what} ({type(exc).__name__}: {detail})" if detail else what), code
+            return (f"{what} ({type(exc).__name__}: {detail})" if detail else what) + notes, code
     return None
 
 

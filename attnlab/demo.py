@@ -140,6 +140,7 @@ def _write_sections(run: RunDir, config: DemoConfig, echo: Callable[[str], None]
                 continue
             done.append(_run_study(run, name, config.seed, echo))
             run.write_json(PROGRESS, _ordered(done))
+            run.resume_hint = f"continue it with `attnlab demo --resume --out {run.path}`"
             _write_report(run, _ordered(done), final=False)
     except BaseException:
         if not done and not had_asset:  # nothing finished: leave no folder behind (open_run removes bookkeeping)

@@ -9,7 +9,8 @@ config hash), metrics (`metrics.jsonl` or JSON/CSV tables), arrays (`.npy`/safet
 - a lock file (`.attnlab.lock`, holding the owner's pid) keeps two processes out of one folder;
 - every file is written atomically (temporary file, then rename), and a JSON-lines file whose last line was cut
   by a `kill -9` is read without that line;
-- a command that fails before writing anything leaves no empty folder behind (nor the parents it created);
+- a command that fails before writing anything leaves no empty folder behind (nor the parents it created), and
+  a new run that a full disk stops leaves nothing behind unless it saved a point to continue from;
 - `--overwrite` sets the earlier run aside in `.<name>.replaced-<pid>` until the new run ends; one that a `kill -9`
   left there is put back by the next command (`recover_replaced`).
 """
@@ -42,6 +43,7 @@ REPLACED = ".replaced-"  # `.<run>.replaced-<pid>`: an earlier run set aside by 
 DISCARD = ".discard-"  # `.<run>.discard-<pid>`: a folder being deleted
 MODES = ("new", "resume", "overwrite")
 _BOOKKEEPING = frozenset({LOCK_NAME, "figures"})
+STEPPED = ("step",)  # what every metrics line of a training run holds (`read_metrics`: `run.metrics(STEPPED)`)
 
 
 def default_run_dir(study: str, root: str | Path = "runs") -> Path:
@@ -199,12 +201,18 @@ def read_json(path: str | Path, what: str = "file") -> Any:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{what} {path} is corrupt ({exc.__class__.__name__}: {exc}); restore or delete it") from None
+    except RecursionError:  # e.g. 100,000 nested `[`: json recurses once per level
+        raise InputError(f"{what} {path} is corrupt (nested too deeply to read); restore or delete it") from None
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
     """Read a JSON-lines file (absent: []). A cut-off last line (a `kill -9` mid-write) is dropped; a corrupt
-    line elsewhere is an error naming the file and line."""
-    path = Path(path)
+    line elsewhere, or one that is not a JSON object, is an error naming the file and line."""
+    return [row for _, row in _jsonl_lines(Path(path))]
+
+
+def _jsonl_lines(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) of each complete line of a JSON-lines file; see `read_jsonl`."""
     if not path.exists():
         return []
     text = path.read_text(errors="replace")
@@ -215,12 +223,39 @@ def read_jsonl(path: str | Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
             if i == last and not text.endswith("\n"):
                 break  # the last line was being written when the process died
             raise InputError(f"{path} line {i + 1} is corrupt; restore or delete the file") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path} line {i + 1} is not a JSON object ({type(row).__name__}); restore or delete it")
+        rows.append((i + 1, row))
     return rows
+
+
+def read_metrics(path: str | Path, required: tuple[str, ...] = ()) -> list[dict]:
+    """The one reader of a run's `metrics.jsonl` (`RunDir.metrics`): the lines of `read_jsonl`, each checked to
+    hold the `required` keys. Lines that record steps (training runs: the loop writes "step" on every line) must
+    each hold an integer "step" >= 0, whether or not the caller asked for it. A bad line is refused in one line
+    naming the file and line, so a command that reads the metrics first refuses before any work."""
+    path = Path(path)
+    rows = _jsonl_lines(path)
+    steps = ("step",) if any("step" in row for _, row in rows) else ()
+    need = tuple(dict.fromkeys((*required, *steps)))
+    for number, row in rows:
+        _check_metrics_line(row, need, f"{path} line {number}")
+    return [row for _, row in rows]
+
+
+def _check_metrics_line(row: dict, need: tuple[str, ...], where: str) -> None:
+    missing = [k for k in need if k not in row]
+    if missing:
+        names = ", ".join(f'"{k}"' for k in missing)
+        raise InputError(f"{where} has no {names} (every metrics line has one); restore or delete that line")
+    step = row.get("step", 0)
+    if "step" in need and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+        raise InputError(f'{where}: "step" must be an integer >= 0, got {step!r}; restore or delete that line')
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
@@ -278,6 +313,9 @@ class RunDir:
         # True while this run replaces an earlier one set aside by --overwrite: if the run fails, this folder is
         # discarded and the earlier run put back (so a failure message must not point into this folder)
         self.replacing = False
+        # set (to how, e.g. "continue it with --resume") once the run saved a point a later command continues from:
+        # a new run that a full disk stops is then kept, not removed (`open_run`)
+        self.resume_hint: str | None = None
 
     @property
     def metrics_path(self) -> Path:
@@ -334,10 +372,11 @@ class RunDir:
         if keep_until_step is None:
             self.metrics_path.unlink(missing_ok=True)
             return
-        write_jsonl(self.metrics_path, [r for r in self.metrics() if r.get("step", -1) <= keep_until_step])
+        write_jsonl(self.metrics_path, [r for r in self.metrics(("step",)) if r["step"] <= keep_until_step])
 
-    def metrics(self) -> list[dict]:
-        return read_jsonl(self.metrics_path)
+    def metrics(self, required: tuple[str, ...] = ()) -> list[dict]:
+        """The lines of metrics.jsonl, validated by `read_metrics` (each holding the `required` keys)."""
+        return read_metrics(self.metrics_path, required)
 
     def figure_path(self, name: str) -> Path:
         (self.path / "figures").mkdir(parents=True, exist_ok=True)
@@ -388,6 +427,8 @@ def check_out_folder(path: Path, mode: str, command: str) -> None:
     if path.exists() and not path.is_dir():
         raise InputError(f"--out {path} is a file, not a folder; choose a folder path")
     parent = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise InputError(f"--out {path}: {parent} is a file, not a folder; choose a folder path")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"--out {path}: {parent} is not writable")
     busy = path.is_dir() and _contents(path)
@@ -573,7 +614,10 @@ def open_run(
     (an earlier run of the same `command`; the study checks that the configs agree) or "overwrite" (an earlier
     attnlab run, replaced only once the new run succeeds: if the body raises, the earlier run is put back).
     Writes `config.json` and `manifest.json` (command, argv, config hash, seed, versions) unless resuming. If
-    the body raises before anything but bookkeeping was written, a folder that this call created is removed.
+    the body of a new run raises before anything but bookkeeping was written, or an OSError (a full disk) or
+    MemoryError stops it before it saved a point to continue from (`RunDir.resume_hint`), what this call created
+    is removed: the folder (and parents) it made, or the entries it added to an empty folder. A resumed run's
+    folder is never removed.
     """
     device = device_info(config)  # before the folder: a missing GPU is one line and leaves nothing behind
     path = Path(out) if out is not None else default_run_dir(prefix or command.replace(" ", "-"))
@@ -582,6 +626,7 @@ def open_run(
     created = _missing_folders(path)
     try:
         _make_folder(path)
+        earlier = None if mode == "resume" else frozenset(os.listdir(path))  # a new run's folder held no run
         lock = _acquire_lock(path)
     except BaseException:  # e.g. a full disk, or a folder another process holds: leave things as they were
         if backup is not None:
@@ -599,17 +644,47 @@ def open_run(
         if backup is not None:
             _put_back(backup, path)
         else:
-            status = _stop_status(exc)
-            if status is not None and not (created and _only_bookkeeping(path)):
-                _record_status(run, status)
-            lock.unlink(missing_ok=True)
-            if created and _only_bookkeeping(path):
-                _remove_created(created)
+            _end_failed(run, lock, exc, created, earlier)
         raise
     _record_status(run, "finished")
     if backup is not None:
         _discard(backup)
     lock.unlink(missing_ok=True)
+
+
+def _end_failed(
+    run: RunDir, lock: Path, exc: BaseException, created: list[Path], earlier: frozenset[str] | None
+) -> None:
+    """After the body of `open_run` raised (no earlier run set aside): record how the command ended, or remove a
+    new run that `_discarded` (with only what it created: the folders in `created`, or in a folder that existed
+    empty the entries not in `earlier`). A resumed run (`earlier` is None) is never removed."""
+    status = _stop_status(exc)
+    remove = earlier is not None and (_only_bookkeeping(run.path) or _discarded(run, exc))
+    if status is not None and not remove:
+        _record_status(run, status)
+    lock.unlink(missing_ok=True)
+    if not remove:
+        if earlier is not None and run.resume_hint and isinstance(exc, (OSError, MemoryError)):
+            exc.add_note(f"the run so far is kept in {run.path}: {run.resume_hint}")
+        return
+    if created:
+        _remove_created(created)
+        return
+    for name in set(os.listdir(run.path)) - earlier:  # type: ignore[operator]
+        target = run.path / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                target.unlink()
+
+
+def _discarded(run: RunDir, exc: BaseException) -> bool:
+    """Whether a new run that raised `exc` is removed: one the machine stopped (an OSError such as a full disk or
+    a read-only folder, or out of memory) holds half-written files and no result, unless it saved a point that
+    a later command continues from (`RunDir.resume_hint`). Other failures keep the folder their message may
+    point to (an interrupt's checkpoint, a divergence's last finite state, a bug's partial files)."""
+    return isinstance(exc, (OSError, MemoryError)) and not run.resume_hint
 
 
 RUN_STATUSES = ("finished", "interrupted", "failed")

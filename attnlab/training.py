@@ -42,7 +42,7 @@ from attnlab.checkpoint import (
 )
 from attnlab.errors import AttnlabError, InputError, NumericalError
 from attnlab.resume import config_diff, frozen_hash
-from attnlab.runs import RunDir
+from attnlab.runs import STEPPED, RunDir
 
 INTERRUPTED = "interrupted"  # a series run's checkpoint of an interrupt between two save steps (outside the series)
 
@@ -196,7 +196,7 @@ class Trainer:
         self.step = self.saved = self.resumed_step = step
         self.resumed_from = self.last = folder
         self.run.reset_metrics(keep_until_step=step)
-        self.recorded = step if any(r.get("step") == step for r in self.run.metrics()) else None
+        self.recorded = step if any(r.get("step") == step for r in self.run.metrics(STEPPED)) else None
         for tmp in [*self.run.path.glob("checkpoints/*.tmp"), self.run.file(INTERRUPTED + ".tmp")]:  # cut by a kill
             shutil.rmtree(tmp, ignore_errors=True)
         self.run.write_config(self.job.config)
@@ -267,6 +267,7 @@ class Trainer:
         save_checkpoint(folder, self.job.model, self.job.optimizer, state, self.job.write_model)
         if folder.parent == self.run.path / "checkpoints" and folder.name.startswith("step_"):
             self.saved, self.last = self.step, folder
+            self.run.resume_hint = "continue it with --resume"  # a full disk from now on keeps the run
             if self.schedule.keep_last is not None:
                 prune_checkpoints(self.run.path, self.schedule.keep_last)
         return folder

@@ -21,7 +21,7 @@ from attnlab.bb.config import TrainConfig
 from attnlab.bb.experiment import read_train_config
 from attnlab.bb.metrics import metric
 from attnlab.errors import InputError
-from attnlab.runs import RunDir, read_json
+from attnlab.runs import STEPPED, RunDir, read_json
 
 PEAK_RATIO = 1.5
 Verdict = tuple[float, bool, str]
@@ -68,7 +68,7 @@ def variants(root: str | Path) -> dict[str, Path]:
 
 
 def final_record(path: Path) -> dict:
-    records = RunDir(path).metrics()
+    records = RunDir(path).metrics(STEPPED)
     if not records:
         raise InputError(f"{path} has no metrics")
     return records[-1]
@@ -262,7 +262,7 @@ def stability_trials(run_dir: str | Path) -> list[dict]:
     rows = []
     for path, cfg in train_runs(run_dir):
         state = read_json(path / "trial.json", "trial state") if (path / "trial.json").exists() else {}
-        records = RunDir(path).metrics()
+        records = RunDir(path).metrics(STEPPED)
         error = str(state.get("error", ""))
         if state.get("status") not in ("done", "failed") and not (path / "train_summary.json").exists():
             continue  # not finished

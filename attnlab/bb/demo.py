@@ -10,7 +10,7 @@ from attnlab.bb.config import CompareConfig, InterveneConfig, SampleConfig, Theo
 from attnlab.bb.run import compare, intervene, sample, theory, train
 from attnlab.bb.tables import summary_rows
 from attnlab.report import Report
-from attnlab.runs import RunDir
+from attnlab.runs import STEPPED, RunDir
 
 DEMO_STEPS = 800
 VARIANTS = {
@@ -31,7 +31,7 @@ def run_demo(out: str | Path, seed: int) -> Report:
         cfg = resolve_config("cpu", steps=DEMO_STEPS, seed=seed, ckpt_every=DEMO_STEPS, **kw)
         runs[name] = train(cfg, out / name).path
     intervene(InterveneConfig(str(runs["softmax"])), out / "intervene")
-    final = {name: summary_rows(RunDir(p).metrics())[-1] for name, p in runs.items()}
+    final = {name: summary_rows(RunDir(p).metrics(STEPPED))[-1] for name, p in runs.items()}
     rep.table(
         [{"run": name, **r} for name, r in final.items()],
         caption=f"Final metrics after {DEMO_STEPS} steps (cpu preset sizes)",

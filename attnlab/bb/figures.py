@@ -16,7 +16,7 @@ from attnlab.bb.metrics import metric
 from attnlab.bb.tables import metrics_table
 from attnlab.plotting import new_figure, save_figure
 from attnlab.report import rounded, with_slider
-from attnlab.runs import RunDir
+from attnlab.runs import STEPPED, RunDir
 
 
 def _series(metrics: list[dict], key: str, layer: int = 0, head: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -334,7 +334,7 @@ def attention_layer(cfg: dict) -> int | None:
 def train_figures(run: RunDir, cfg: dict) -> dict[str, Path]:
     """Dynamics per layer, the attention map of evaluation sequence 0 and the value-norm bars (final model), from
     metrics.jsonl and final/{attention_map,value_norms}.npy, final/final.json."""
-    metrics = run.metrics()
+    metrics = run.metrics(STEPPED)
     label = f"{cfg['n_layers']}-layer {cfg['attention']}, {cfg['optimizer']} lr {cfg['lr']:g}"
     figs = {}
     for l in range(cfg["n_layers"]):
@@ -367,7 +367,7 @@ def train_views(run: RunDir, cfg: dict) -> dict[str, dict]:
     """The interactive figures of a `bb train` run: "curves" (every metric of metrics.jsonl) and "snapshots" (the
     slider over snapshots/, for the first attention layer), each present when the run saved what it needs."""
     views = {}
-    rows = metrics_table(run.metrics())
+    rows = metrics_table(run.metrics(STEPPED))
     if rows:
         views["curves"] = curves_figure(rows, cfg["lin_until"])
     layer = attention_layer(cfg)

@@ -16,7 +16,7 @@ from pathlib import Path
 from attnlab.bb import figures
 from attnlab.bb.tables import summary_rows
 from attnlab.report import Report, element_id
-from attnlab.runs import RunDir
+from attnlab.runs import STEPPED, RunDir
 
 CAPTIONS = {
     "dynamics": "The three phenomena over training: attention sink, Δlogit, value-state drain, "
@@ -61,7 +61,7 @@ def _train_page(run: RunDir) -> Report:
     if (run.path / "train_summary.json").exists():
         s = run.read_json("train_summary.json")
         rep.paragraph(f"Training wall time: {s.get('wall_seconds')} s (this invocation).")
-    rep.table(summary_rows(run.metrics()), caption="Metrics over training (layer 0, head 0)")
+    rep.table(summary_rows(run.metrics(STEPPED)), caption="Metrics over training (layer 0, head 0)")
     _add_views(rep, run, cfg)
     for name, path in figures.train_figures(run, cfg).items():
         rep.figure(path, CAPTIONS.get(name, name))

@@ -357,9 +357,9 @@ def paper_mitigations(records: dict[str, list[dict]]) -> dict:
 
 def r12(runs: dict) -> dict:
     """R12: `paper_mitigations` of the four paper-scale runs (`bb_paper_relu`, `bb_paper_{adam,sgd,relu}3`)."""
-    from attnlab.runs import read_jsonl
+    from attnlab.runs import STEPPED, RunDir
 
-    return paper_mitigations({n: read_jsonl(Path(run_of(runs, n).path) / "metrics.jsonl") for n in PAPER_8_RUNS})
+    return paper_mitigations({n: RunDir(run_of(runs, n).path).metrics(STEPPED) for n in PAPER_8_RUNS})
 
 
 # --- R2: the streaming reducers and hook equivalence (spec §5), on a tiny random toy model --------------------------

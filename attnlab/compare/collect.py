@@ -92,6 +92,13 @@ def final_metrics(run: RunDir, records: list[dict]) -> dict[str, float | str]:
     return {k: v for k, v in out.items() if not (isinstance(v, float) and math.isnan(v))}
 
 
+def _no_metrics(path: Path) -> str:
+    """What a metrics.jsonl without a complete line holds: nothing, or one line cut by a kill."""
+    text = path.read_text(errors="replace")
+    what = "is empty" if not text.strip() else "holds no complete line (its only line was cut off)"
+    return f"{path} {what}: the run recorded no metrics to compare; rerun it or leave it out"
+
+
 def read_run(path: str | Path) -> RunInfo:
     """The `RunInfo` of a run folder; one line if it is not an attnlab run or a file in it is corrupt."""
     path = Path(path)
@@ -106,6 +113,8 @@ def read_run(path: str | Path) -> RunInfo:
         records = run.metrics()
     except AttnlabError as exc:
         raise InputError(f"{path}: {exc}") from None
+    if run.metrics_path.is_file() and not records:
+        raise InputError(_no_metrics(run.metrics_path))
     curves = [flatten(r) for r in records if isinstance(r.get("step"), (int, float))]
     return RunInfo(path, command, config if isinstance(config, dict) else {}, final_metrics(run, records),
                    curves if len(curves) >= 2 else [], run_status(path))  # fmt: skip

@@ -258,7 +258,7 @@ def _sweep_start(run: RunDir, mode: str, order: list[float]) -> tuple[list[dict]
 
     if mode != "resume":
         return [], None
-    recs = run.metrics()
+    recs = run.metrics(("N", "converged"))
     if [r["N"] for r in recs] != order[: len(recs)]:
         raise InputError(f"--resume: {run.metrics_path} does not hold the first widths of this sweep; use --overwrite")
     write_jsonl(run.metrics_path, recs)  # drop a cut last line before appending
@@ -309,6 +309,7 @@ def sweep(
                 )
                 _save_chain(run, len(recs), sp.chain)
                 run.append_metrics(r)
+                run.resume_hint = "continue it with --resume"
                 recs.append(r)
         write_bytes(run.file("points.jsonl"), run.metrics_path.read_bytes())
         run.write_json("metrics.json", {"points": recs, "wall_s": time.perf_counter() - t0})
@@ -323,7 +324,7 @@ def sweep(
 def _sweep_finished(run: RunDir, order: list[float]) -> bool:
     """Whether every width of the sweep is done and its results and report are written (a cut line is not)."""
     text = run.metrics_path.read_text() if run.metrics_path.is_file() else ""
-    recs = run.metrics()
+    recs = run.metrics(("N", "converged"))
     done = [r["N"] for r in recs] == order and text.endswith("\n") and len(text.splitlines()) == len(recs)
     return done and all(run.file(f).is_file() for f in ("points.jsonl", "metrics.json", "report.html"))
 

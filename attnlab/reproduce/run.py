@@ -147,6 +147,8 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
         try:
             done, log = run_experiments(names, run.path, config)
         except BaseException:  # Ctrl-C, SIGTERM or a failure: the session still records how long it ran
+            if any((run.path / MARKS).glob("*.json")):  # an experiment ended: a full disk keeps the run
+                run.resume_hint = "continue it with --resume"
             end_session(run.path, sessions, time.perf_counter() - t0, interrupted=True)
             raise
         rows = [evaluate(t, done, log, config.profile, config.device) for t in targets]

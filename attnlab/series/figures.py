@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlab.plotting import new_figure, save_figure
-from attnlab.runs import RunDir
+from attnlab.runs import STEPPED, RunDir
 
 
 def train_figures(run: RunDir) -> dict[str, Path]:
     """The loss curve of a `series train` run from its metrics.jsonl."""
-    return {"loss": loss_curve(run.metrics(), run.figure_path("loss"))}
+    return {"loss": loss_curve(run.metrics(STEPPED), run.figure_path("loss"))}
 
 
 def loss_curve(metrics: list[dict], path: Path) -> Path:

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlab.report import Report
-from attnlab.runs import RunDir
+from attnlab.runs import STEPPED, RunDir
 from attnlab.series import figures
 
 
 def write_report(run: RunDir) -> Path:
     """Write report.html of the `series train` run in `run` (atomically): settings, the loss curve, the
     checkpoints and the command that scans them as a series."""
-    cfg, s, metrics = run.read_config(), run.read_json("summary.json"), run.metrics()
+    cfg, s, metrics = run.read_config(), run.read_json("summary.json"), run.metrics(STEPPED)
     rep = Report("Checkpoint series: a small model trained on Bigram-Backcopy")
     rep.paragraph(
         f"A transformers {cfg.get('arch', 'gpt2')} model ({cfg['n_layers']} layers, width {cfg['d_model']}, "

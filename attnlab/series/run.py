@@ -21,7 +21,7 @@ from attnlab.checkpoint import checkpoint_steps
 from attnlab.configs import config_from_dict
 from attnlab.device import on_device, resolve
 from attnlab.resume import Resume, not_a_config, resumed_config
-from attnlab.runs import RunDir, RunResult, check_out_folder, open_run, write_text
+from attnlab.runs import STEPPED, RunDir, RunResult, check_out_folder, open_run, write_text
 from attnlab.series import _train as T
 from attnlab.series.config import RESUMABLE, SeriesTrainConfig
 from attnlab.training import Job, Schedule, Trainer, nothing_to_do
@@ -93,16 +93,20 @@ def train_series(config: SeriesTrainConfig | Resume, out: str | Path | None = No
     device = _device(config)
     task = T.build_task(config)
     with open_run(out, "series train", config, mode=mode, seed=config.seed) as run:
+        if mode == "resume":
+            run.metrics(STEPPED)  # a bad metrics line: refused in one line naming it, before any work
         if mode == "resume" and nothing_to_do(run, config.steps, "summary.json"):
             return _unchanged(run, config)
         t0 = time.perf_counter()
         with on_device(device):
             result = train_loop(run, config, task, mode == "resume", device)
         summary = {**result, "wall_seconds": round(time.perf_counter() - t0, 2), "task": task.meta(),
-                   "final_eval_loss": run.metrics()[-1]["eval_loss"]}  # fmt: skip
+                   "final_eval_loss": run.metrics(STEPPED)[-1]["eval_loss"]}  # fmt: skip
         run.write_json("summary.json", summary)
         write_report(run)
-    return RunResult(path=run.path, config=config, summary=summary, tables={"metrics": pd.DataFrame(run.metrics())})
+    return RunResult(
+        path=run.path, config=config, summary=summary, tables={"metrics": pd.DataFrame(run.metrics(STEPPED))}
+    )
 
 
 def _device(cfg: SeriesTrainConfig) -> torch.device:
@@ -124,7 +128,9 @@ def _unchanged(run: RunDir, config: SeriesTrainConfig) -> RunResult:
 
     note = f"nothing to do: {run.path} is already at step {config.steps} (--steps {config.steps}); no file changed"
     summary = {**run.read_json("summary.json"), "nothing_to_do": note}
-    return RunResult(path=run.path, config=config, summary=summary, tables={"metrics": pd.DataFrame(run.metrics())})
+    return RunResult(
+        path=run.path, config=config, summary=summary, tables={"metrics": pd.DataFrame(run.metrics(STEPPED))}
+    )
 
 
 RUNNERS = {"series train": (SeriesTrainConfig, train_series)}

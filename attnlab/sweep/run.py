@@ -60,6 +60,7 @@ def sweep(
             folder = run.path / "trials" / trial.id
             if trial_state(folder) is None:  # the worker died before it could record anything
                 write_json(folder / TRIAL_FILE, record)
+            run.resume_hint = "run the same sweep into it again to continue it"
             bar.update(1)
 
         try:
