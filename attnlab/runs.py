@@ -613,12 +613,9 @@ def open_run(
     out: the folder (None: `runs/<prefix>-<time>`). mode: "new" (the folder must be absent or empty), "resume"
     (an earlier run of the same `command`; the study checks that the configs agree) or "overwrite" (an earlier
     attnlab run, replaced only once the new run succeeds: if the body raises, the earlier run is put back).
-    Writes `config.json` and `manifest.json` (command, argv, config hash, seed, versions) unless resuming. If
-    the body of a new run raises before anything but bookkeeping was written, or an OSError (a full disk) or
-    MemoryError stops it before it saved a point to continue from (`RunDir.resume_hint`), what this call created
-    is removed: the folder (and parents) it made, or the entries it added to an empty folder. A resumed run's
-    folder is never removed.
-    """
+    Writes `config.json` and `manifest.json` (command, argv, config hash, seed, versions) unless resuming. A new
+    run that fails before writing results, or that a full disk stops before it saved a point to continue from,
+    leaves nothing it created (`_end_failed`); a resumed run's folder is never removed."""
     device = device_info(config)  # before the folder: a missing GPU is one line and leaves nothing behind
     path = Path(out) if out is not None else default_run_dir(prefix or command.replace(" ", "-"))
     check_out_folder(path, mode, command)
