@@ -11,7 +11,9 @@ import torch
 
 import attnlab
 from attnlab.errors import InputError
+from tests.numerics import assert_close
 from tests.real.families import FAMILIES, tiny_family
+from tests.real.rounding import U32
 
 T = 12
 
@@ -33,7 +35,12 @@ def _eager_sink_scores(model, ids) -> np.ndarray:
     return np.stack([a[:, :, 1:, 0].mean((0, 2)).double().numpy() for a in att])
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+def _marked(names, marked=("gpt2", "llama")):
+    """The parameters, two of them in the numerics matrix (the rest run in `make test` only: time)."""
+    return [pytest.param(n, marks=pytest.mark.numerics) if n in marked else n for n in names]
+
+
+@pytest.mark.parametrize("family", _marked(sorted(FAMILIES)))
 def test_heads_sink_score_equals_eager_attention(family):
     model = tiny_family(family)
     ids = _ids()
@@ -41,7 +48,10 @@ def test_heads_sink_score_equals_eager_attention(family):
     want = _eager_sink_scores(model, ids)
     assert list(heads.columns[:3]) == ["layer", "head", "sink_score"]
     got = heads.pivot(index="layer", columns="head", values="sink_score").to_numpy()
-    assert np.abs(got - want).max() < 1e-5
+    # Two float32 forwards (the traced fused path, eager attention) through the whole model: no derived bound;
+    # observed 3e-7 at most (numerics matrix on gpt2 and llama; default and AVX2 at 1 thread on every family),
+    # against 1e-5 (kept).
+    assert_close(got, want, atol=1e-5, label=f"sink score {family}", kind="observed")
 
 
 def test_user_zero_head_hook_equals_ZeroHead():
@@ -77,6 +87,7 @@ def test_hook_points_are_found_and_a_hook_sees_the_documented_shapes():
         attnlab.trace(model, _ids(1), hooks={"blocks.9.hook_z": lambda x, p: None})
 
 
+@pytest.mark.numerics
 def test_mean_ablate_equals_a_hand_computation():
     """MeanAblate of block 0's output at position 0 = a torch hook writing the reference mean computed here."""
     model = tiny_family("llama")
@@ -98,10 +109,13 @@ def test_mean_ablate_equals_a_hand_computation():
         handle.remove()
     iv = attnlab.MeanAblate("blocks.0.hook_resid_post", ref, positions=(0,))
     got = attnlab.trace(model, ids, interventions=[iv], logits=True).logits
-    assert np.abs(got - want.numpy()).max() < 1e-5
+    # The same float32 forward with the same patched values: observed 0 over the numerics matrix, against 1e-5
+    # (kept: the two paths may call different kernels).
+    assert_close(got, want, atol=1e-5, label="mean ablate", kind="observed")
     assert np.abs(got - attnlab.trace(model, ids, logits=True).logits).max() > 1e-4
 
 
+@pytest.mark.numerics
 def test_the_same_call_works_on_the_toy_model():
     from attnlab.bb.model import ToyConfig, ToyTransformer
 
@@ -111,7 +125,10 @@ def test_the_same_call_works_on_the_toy_model():
     ids = torch.randint(0, 16, (3, T), generator=torch.Generator().manual_seed(0))
     tr = attnlab.trace(model, ids, keep_patterns=[(1, 0)], logits=True)
     A = tr.patterns[(1, 0)]  # [N, query, key]
-    assert np.allclose(tr.heads.query("layer == 1 and head == 0")["sink_score"].item(), A[:, 1:, 0].mean())
+    # The recorder's float64 sum and numpy's float32 mean over n = 3·11 weights <= 1: within (n + 2)·2^-24 of
+    # each other (was numpy's default 1e-5 relative).
+    got = tr.heads.query("layer == 1 and head == 0")["sink_score"].item()
+    assert_close(got, A[:, 1:, 0].mean(), atol=(A[:, 1:, 0].size + 2) * U32, label="toy sink score", kind="bound")
     assert "blocks.0.attn.hook_pattern" in attnlab.hook_points(model)
 
     def zero_head(z, point):
