@@ -88,7 +88,7 @@ def _register_rerun(sub: argparse._SubParsersAction) -> None:
         description="Reads RUN_DIR/manifest.json (the command) and RUN_DIR/config.json (the resolved "
         "config, seed included) and runs the same command into a new folder.",
     )
-    p.add_argument("run_dir", type=Path, help="a run folder written by an attnlab command")
+    p.add_argument("run_dir", help="a run folder written by an attnlab command")  # str: '' is not .
     p.add_argument("--out", type=Path, default=None, help="new run folder (default runs/<command>-<time>)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default torch's choice)")
     p.set_defaults(func=cmd_rerun)
@@ -102,6 +102,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     from attnlab.registry import resolve
     from attnlab.runs import RunDir, check_out_folder
 
+    if not args.run_dir.strip():
+        raise InputError("run_dir is an empty path; name a run folder written by an attnlab command")
     old = RunDir(args.run_dir)
     command = old.read_manifest().get("command")
     if not command or not isinstance(command, str):

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the config fields that differ and the final metrics, and the runs' metric curves overlaid). With "
         "--index FOLDER: writes FOLDER/index.html listing every run folder below FOLDER with links.",
     )
-    p.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="run folders to compare (two or more)")
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run folders to compare (two or more)")
     p.add_argument("--index", type=Path, default=None, metavar="FOLDER", help="write FOLDER/index.html instead")
     p.add_argument("--title", default="Run comparison", help="page title")
     p.add_argument("--out", type=Path, default=None, help="comparison folder (default runs/compare-<time>)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 
@@ -14,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Serves RUN_DIR's report.html on http://127.0.0.1:PORT/ (this machine only). For a scan "
         "run, clicking a head whose pattern was not saved recomputes it with the run's model. Ctrl-C stops.",
     )
-    p.add_argument("run_dir", type=Path, help="a run folder with report.html")
+    p.add_argument("run_dir", help="a run folder with report.html")  # str: '' stays empty (Path('') is .)
     p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000; 0: any free port)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads for recomputed patterns (default 1)")
     p.set_defaults(func=cmd_view, make_config=make_config)

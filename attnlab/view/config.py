@@ -16,7 +16,7 @@ class ViewConfig:
     port: int = 8000
 
     def __post_init__(self) -> None:
-        check(bool(self.run_dir), "view: name a run folder")
+        check(str(self.run_dir).strip() != "", "run_dir is an empty path; name a run folder with report.html")
         check_int(self.port, 0, "--port", maximum=65535)
         check_run_folder(Path(self.run_dir))
 

@@ -215,6 +215,9 @@ PROBES = [
     (["bb", "intervene", ""], "run_dir is an empty path; name a `bb train` run folder"),
     (["bb", "subspace", ""], "run_dir is an empty path; name a `bb train` run folder"),
     (["bb", "compare", "", "{root}/folder"], "run_dirs: one is an empty path"),
+    (["rerun", ""], "run_dir is an empty path; name a run folder written by an attnlab command"),
+    (["view", ""], "run_dir is an empty path; name a run folder with report.html"),
+    (["compare", "", "{root}/folder"], "run_dirs: one is an empty path; name run folders"),
     (["sweep", "{root}/fifo"], "sweep spec {root}/fifo is not a regular file (a FIFO)"),
     (["sweep", "{root}/folder"], "sweep spec {root}/folder is a folder, not a file"),
     ([*BB, "--out", "{root}/FILE/sub"], "--out {root}/FILE/sub: {root}/FILE is a file, not a folder"),
@@ -225,7 +228,7 @@ PROBES = [
 @pytest.mark.parametrize(("argv", "says"), PROBES, ids=[f"{' '.join(a[:2])}-{i}" for i, (a, _) in enumerate(PROBES)])
 def test_the_line_names_the_real_cause(argv, says, tmp_path, capsys) -> None:
     _odd_files(tmp_path)
-    out = [] if "--out" in argv or argv[0] == "sweep" else ["--out", "{root}/out"]
+    out = [] if "--out" in argv or argv[0] in ("sweep", "view") else ["--out", "{root}/out"]  # view has no --out
     message = refused([*argv, *out], tmp_path, capsys, seconds=5.0)
     assert says.replace("{root}", str(tmp_path)) in message, message
     assert "does not exist" not in message and "not writable" not in message, message
