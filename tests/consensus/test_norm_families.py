@@ -10,6 +10,7 @@ import torch
 from attnlab.consensus.normproj import SphereRunner, check_input_norms, consensus_curves, fit_layers
 from attnlab.consensus.realmodel import StackRunner, norm_gain_cv
 from attnlab.errors import InputError
+from tests.numerics import assert_close
 from tests.real.families import FAMILIES, V, tiny_family
 
 REFUSED = {"olmo2": "no pre-attention norm", "olmo": "a norm without a learned gain"}
@@ -30,6 +31,7 @@ def test_norm_fit_and_iteration_on_every_family_with_a_gain(name: str) -> None:
     assert np.isfinite(curves["ideal"]).all()
 
 
+@pytest.mark.numerics
 def test_sphere_runner_replaces_exactly_the_discovered_norm() -> None:
     """With the sphere equal to the real norm of an equal-gain RMSNorm (c = 0, s = gain), the idealised pass equals
     the real one; with another scale it differs (GPT-2: the norm is `ln_1`, a LayerNorm, found by discovery)."""
@@ -43,7 +45,8 @@ def test_sphere_runner_replaces_exactly_the_discovered_norm() -> None:
         h, ctx = runner.prepare(ids)
         real = runner.layer_step(runner.layers[0], h, ctx, True)
         ideal = SphereRunner(model, norms).layer_step(runner.layers[0], h, ctx, True)
-    torch.testing.assert_close(ideal, real, atol=1e-5, rtol=1e-5)
+    # float32 model: the sphere's x / rms against RMSNorm's (matrix worst 7.5e-09, 1.4e+03x inside)
+    assert_close(ideal, real, atol=1e-5, rtol=1e-5, label="sphere runner vs RMSNorm", kind="observed")
     gpt2 = StackRunner(tiny_family("gpt2"))
     assert gpt2.input_norm(gpt2.layers[0]) is gpt2.layers[0].ln_1
 
