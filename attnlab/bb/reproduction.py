@@ -375,7 +375,11 @@ def r2_diff_keys() -> list[str]:
 
 def _toy_model(attention: str, seed: int, T: int) -> Any:
     """A tiny random `ToyTransformer` (V 12, d 16, 2 layers of 2 heads, the MLP of layer 1 removed; the model of
-    tests/bb/test_adapter.py) of context `T`, built inside `fork_rng` so the caller's generator is untouched."""
+    tests/bb/test_adapter.py) of context `T`, built inside `fork_rng` so the caller's generator is untouched.
+
+    In float64: §5's 1e-6 is then a test of the equivalences, not of float32 rounding. In float32 the fused
+    kernel's logits were one float32 ulp (4.8e-7 at |logit| ~ 4) from the explicit path's, 2x inside 1e-6 on every
+    kernel setting (issue 37); in float64 they differ by ~7e-16 (the fused kernel still runs: not 0)."""
     import torch
 
     from attnlab.bb.model import ToyConfig, ToyTransformer
@@ -383,7 +387,7 @@ def _toy_model(attention: str, seed: int, T: int) -> Any:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         cfg = ToyConfig(vocab=12, d_model=16, n_layers=2, n_heads=2, d_mlp=32, max_len=T, attn=attention, no_mlp=[1])
-        return ToyTransformer(cfg).eval()
+        return ToyTransformer(cfg).eval().double()
 
 
 def dense_capture(model: Any, tokens: Any) -> dict:

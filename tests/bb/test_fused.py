@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from attnlab import training
 from attnlab.bb.model import FUSED_MIN_LEN, ToyConfig, ToyTransformer
+from tests.numerics import assert_close
 
 
 def _model(T: int, attn: str = "softmax", seed: int = 0, **kw) -> ToyTransformer:
@@ -40,6 +41,7 @@ def test_short_sequences_keep_the_explicit_path_bit_identical() -> None:
     assert torch.equal(a, b) and all(torch.equal(ga[k], gb[k]) for k in ga)
 
 
+@pytest.mark.numerics
 def test_fused_path_matches_explicit_within_tolerance() -> None:
     T = FUSED_MIN_LEN
     model = _model(T)
@@ -47,10 +49,11 @@ def test_fused_path_matches_explicit_within_tolerance() -> None:
     fused, gf = _loss_and_grads(model, x, None)
     explicit, ge = _loss_and_grads(model, x, _explicit(model))
     assert not torch.equal(fused, explicit)  # the fused kernel really ran (other rounding)
-    assert (fused - explicit).abs().max() < 1e-5
-    for k in gf:
-        scale = ge[k].abs().max().clamp_min(1e-6)
-        assert (gf[k] - ge[k]).abs().max() / scale < 1e-4, k
+    # float32, the fused kernel's other summation order through two layers (matrix worst 6e-07, 17x inside)
+    assert_close(fused, explicit, atol=1e-5, label="fused logits", kind="observed")
+    for k in gf:  # each gradient relative to its largest entry (matrix worst 1.4e-09, 2.2e+02x inside)
+        scale = float(ge[k].abs().max().clamp_min(1e-6))
+        assert_close(gf[k], ge[k], atol=1e-4 * scale, label=f"fused grad {k}", kind="observed")
 
 
 def test_relu_attention_never_fused() -> None:
@@ -62,6 +65,7 @@ def test_relu_attention_never_fused() -> None:
     assert torch.equal(a, b) and all(torch.equal(ga[k], gb[k]) for k in ga)
 
 
+@pytest.mark.numerics
 def test_training_with_fused_attention_tracks_the_explicit_run() -> None:
     """Ten AdamW steps at T = FUSED_MIN_LEN: the losses agree to 1e-4 (the reordered sums do not grow)."""
     T = FUSED_MIN_LEN
@@ -80,7 +84,8 @@ def test_training_with_fused_attention_tracks_the_explicit_run() -> None:
             run.append(loss.item())
         losses.append(run)
     assert losses[0][-1] < losses[0][0] - 0.05  # it trains
-    assert max(abs(a - b) for a, b in zip(*losses, strict=True)) < 1e-4
+    # float32, the two summation orders through ten AdamW steps (matrix worst 2.4e-07, 4.2e+02x inside)
+    assert_close(losses[0], losses[1], atol=1e-4, label="fused training losses", kind="observed")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])

@@ -17,6 +17,7 @@ from attnlab.reproduce.run import evaluate, plan
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN
 from attnlab.runs import RunResult
+from tests.numerics import assert_close
 
 ROWS = {(t.study, t.id): t for t in TARGETS}
 
@@ -129,10 +130,12 @@ def runs_order() -> tuple[str, ...]:
 
 
 # --- R2 -----------------------------------------------------------------------------------------------------------
+@pytest.mark.numerics
 def test_r2_numbers_pass_the_spec_tolerances() -> None:
     numbers = bb_rows.bb_units(0, {})
     assert set(bb_rows.r2_diff_keys()) <= set(numbers)
-    assert max(numbers[k] for k in bb_rows.r2_diff_keys()) <= 1e-6
+    for k in bb_rows.r2_diff_keys():  # the spec's 1e-6 on float32 statistics (matrix worst 2.7e-15, 3.8e+08x inside)
+        assert_close(numbers[k], 0.0, atol=1e-6, label=k, kind="observed")
     # the fused kernel really ran without hooks (other rounding), so the equivalence is not trivially exact
     assert numbers["R2_softmax_traced_logits_max_abs_diff"] > 0 == numbers["R2_relu_traced_logits_max_abs_diff"]
     row = evaluate(ROWS[("bb", "R2")], {"bb_units": Outcome(numbers=numbers)}, {}, "tiny")
@@ -140,6 +143,7 @@ def test_r2_numbers_pass_the_spec_tolerances() -> None:
     assert "bb_units" in SIZES["tiny"] and "bb_units" in SIZES["quick"]
 
 
+@pytest.mark.numerics
 def test_r2_gaps_catch_a_reducer_fed_other_inputs() -> None:
     import torch
 
@@ -150,13 +154,15 @@ def test_r2_gaps_catch_a_reducer_fed_other_inputs() -> None:
     other = torch.randint(0, 12, (4, 8), generator=torch.Generator().manual_seed(2))
     trace, _ = trace_toy(model, tokens, chunk=2)
     dense = bb_rows.dense_statistics(model, bb_rows.dense_capture(model, tokens))
-    assert max(bb_rows.reducer_gaps(trace, dense).values()) <= 1e-6
+    for k, gap in bb_rows.reducer_gaps(trace, dense).items():  # the spec's 1e-6 (matrix worst 1.8e-15, 5.6e+08x inside)
+        assert_close(gap, 0.0, atol=1e-6, label=f"R2 reducer gap {k}", kind="observed")
     wrong = bb_rows.dense_statistics(model, bb_rows.dense_capture(model, other))
     gaps = bb_rows.reducer_gaps(trace, wrong)
     assert set(gaps) == set(bb_rows.R2_FIELDS) and min(gaps.values()) > 1e-4, gaps
 
 
 # --- R15 ----------------------------------------------------------------------------------------------------------
+@pytest.mark.numerics
 def test_r15_one_family_passes_and_a_wrong_hand_computation_is_caught() -> None:
     import torch
 
@@ -166,7 +172,9 @@ def test_r15_one_family_passes_and_a_wrong_hand_computation_is_caught() -> None:
     ids = torch.randint(0, 64, (3, real_rows.R15_T), generator=torch.Generator().manual_seed(0))
     got = {**real_rows._recorded_vs_eager(model, ids), **real_rows._ablation_vs_hand(model, ids),
            **real_rows._move_to_sink(model, ids)}  # fmt: skip
-    assert set(real_rows.R15_DIFFS) <= set(got) and max(got[k] for k in real_rows.R15_DIFFS) <= 1e-5
+    assert set(real_rows.R15_DIFFS) <= set(got)
+    for k in real_rows.R15_DIFFS:  # the spec's 1e-5 on float32 (matrix worst 8.9e-08, 1.1e+02x inside)
+        assert_close(got[k], 0.0, atol=1e-5, label=f"R15 {k}", kind="observed")
     assert got["move_to_sink_other_head_sink"] < 0.9
     assert real_rows._ablation_vs_hand(model, ids, hand_head=0)["ablation_vs_hand"] > 1e-3
 
