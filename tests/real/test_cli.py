@@ -102,7 +102,7 @@ def test_scan_sink_score_recomputes_from_samples(llama_dir, tmp_path):
     want = torch.stack([a[..., 1:, 0].mean(-1).mean(0) for a in att])  # [L,H]
     got = {(int(r["layer"]), int(r["head"])): float(r["sink_score"]) for r in _rows(out / "heads.csv")}
     for (l, h), v in got.items():
-        # heads.csv (written with its own rounding) vs output_attentions: observed, see docs/design.md (tolerance inventory).
+        # heads.csv (written with its own rounding) vs output_attentions: observed (design.md inventory).
         assert abs(v - float(want[l, h])) < 1e-5
 
 
