@@ -24,8 +24,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from attnlab.core.registry import study_rooms
 from attnlab.errors import AttnlabError, InputError, NumericalError
-from attnlab.registry import study_rooms
 from attnlab.runs import RunDir, RunResult
 
 __version__ = "0.1.0"
@@ -50,7 +50,7 @@ __all__ = [
     "MoveToSink",
     "MeanAblate",
 ]
-# the study sub-packages (from the one table in attnlab.registry) and the trace layer, imported on first access
+# the study sub-packages (from the one table in attnlab.core.registry) and the trace layer, imported on first access
 _LAZY = (*study_rooms(), "tracing")
 # name -> the module that defines it, imported on first access (so `attnlab.trace` costs nothing until called)
 VERBS = {
@@ -58,7 +58,7 @@ VERBS = {
     "hook_points": "attnlab.api",
     "load_model": "attnlab.api",
     "load_trace": "attnlab.api",
-    "load_run": "attnlab.results",
+    "load_run": "attnlab.runs.results",
     **dict.fromkeys(
         ("ZeroHead", "ZeroMLP", "ZeroLayer", "ZeroDims", "MoveToSink", "MeanAblate"), "attnlab.tracing.interventions"
     ),  # fmt: skip

@@ -29,7 +29,7 @@ HookFn = Callable[["torch.Tensor", str], Any]
 
 
 def _is_toy(model: Any) -> bool:
-    from attnlab.bb.model import ToyTransformer
+    from attnlab.toy.model import ToyTransformer
 
     return isinstance(model, ToyTransformer)
 

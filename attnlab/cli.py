@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from attnlab.core.registry import commands
 from attnlab.errors import AttnlabError, InputError
-from attnlab.registry import commands
 
-# The order of `attnlab --help`: the one table of rooms in attnlab.registry.
+# The order of `attnlab --help`: the one table of rooms in attnlab.core.registry.
 STUDY_CLIS = commands()
 
 
@@ -97,10 +97,10 @@ def _register_rerun(sub: argparse._SubParsersAction) -> None:
 def cmd_rerun(args: argparse.Namespace) -> int:
     """`attnlab rerun RUN_DIR`: the folder's command and config are read, and `--out` checked, before the
     command's run module (torch ...) is imported, so a bad folder is refused in a fraction of a second."""
-    from attnlab.clitools import threads
-    from attnlab.configs import config_from_dict
-    from attnlab.registry import resolve
+    from attnlab.core.clitools import threads
+    from attnlab.core.registry import resolve
     from attnlab.runs import RunDir, check_out_folder
+    from attnlab.runs.configs import config_from_dict
 
     if not args.run_dir.strip():
         raise InputError("run_dir is an empty path; name a run folder written by an attnlab command")
@@ -124,7 +124,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     """`attnlab demo`: argparse -> `DemoConfig` (a `--resume` without --seed/--only: the saved one);
     `attnlab.demo.run_demo` does the work."""
-    from attnlab.clitools import run_mode
+    from attnlab.core.clitools import run_mode
     from attnlab.demo import DemoConfig
     from attnlab.demo import run_demo as demo
 
@@ -219,7 +219,7 @@ def validate_first(args: argparse.Namespace) -> None:
     fraction of a second: the command functions import their run modules (torch, transformers) before building
     the config themselves. Configs import no torch, and building one does no work. A `--resume` reads the saved
     config instead, so its flags are left to the command, as are those of a parser with `prevalidate=False`."""
-    from attnlab.clitools import check_threads
+    from attnlab.core.clitools import check_threads
 
     if isinstance(getattr(args, "threads", None), int):
         check_threads(args.threads)
@@ -229,7 +229,7 @@ def validate_first(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from attnlab.clitools import process_settings
+    from attnlab.core.clitools import process_settings
 
     broken: dict[str, str] = {}
     parser = build_parser(broken)

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from attnlab.core.registry import demo_modules
 from attnlab.errors import AttnlabError, InputError, check_int, names
-from attnlab.registry import demo_modules
 from attnlab.runs import RunDir, RunResult, frame, open_run, read_json, run_status
 
 # demo section (a spec study) -> the module with its `run_demo(out, seed) -> Report`; the order of the demo report.
-# From the one table in attnlab.registry.
+# From the one table in attnlab.core.registry.
 DEMOS = demo_modules()
 MAX_SEED = 2**32 - 1  # every study's generators accept it
 PROGRESS = "studies.json"  # the study parts finished so far: [{study, seconds, folder, section}], in order
@@ -98,7 +98,7 @@ def _result(path: Path, config: DemoConfig, done: list[dict], note: str | None =
 def _resumed(run: RunDir, config: DemoConfig | None) -> DemoConfig:
     """The saved config of the demo in `run`; a `config` that differs from it is refused (the finished study
     parts were run with the saved seed)."""
-    from attnlab.configs import config_from_dict
+    from attnlab.runs.configs import config_from_dict
 
     saved = config_from_dict(DemoConfig, run.read_config())
     if config is not None and config != saved:
@@ -128,7 +128,7 @@ def _nothing_to_do(run: RunDir, config: DemoConfig, done: list[dict]) -> bool:
 def _write_sections(run: RunDir, config: DemoConfig, echo: Callable[[str], None], done: list[dict]) -> None:
     """The studies' demos into `run` (those in `done` are kept), the combined report after each (a partial report
     if a later one fails); `done` gets one row per finished study, saved in studies.json."""
-    from attnlab.report import PLOTLY_ASSET, plotly_asset
+    from attnlab.reports.page import PLOTLY_ASSET, plotly_asset
 
     had_asset = run.file(PLOTLY_ASSET).is_file()
     plotly_asset(run.path)  # one copy of plotly.js that every report of the demo refers to
@@ -214,7 +214,7 @@ def _links(root: Path, folder: Path) -> str:
 
 def _write_report(run: RunDir, done: list[dict], final: bool) -> None:
     """The combined report.html from the finished parts' records (no study report is rendered again)."""
-    from attnlab.report import Report
+    from attnlab.reports.page import Report
 
     report = Report("attnlab demo")
     report.paragraph(

@@ -30,9 +30,9 @@ import torch.nn.functional as F
 
 import attnlab.bb as bb
 from attnlab.bb.config import resolve_config
-from attnlab.bb.model import ToyConfig, ToyTransformer
-from attnlab.bb.task import build_bb_task
-from attnlab.clitools import threads
+from attnlab.core.clitools import threads
+from attnlab.toy.model import ToyConfig, ToyTransformer
+from attnlab.toy.task import build_bb_task
 
 
 def per_token_sampler(task, batch: int, seq_len: int, seed: int, fast_draw: bool = False) -> np.ndarray:
@@ -103,7 +103,7 @@ class PlainModel(nn.Module):
 
 def make_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, guard: bool):
     """One AdamW update as the Trainer does it (with `guard`: the Trainer's NaN guard and last-finite copy)."""
-    from attnlab.training import norms_finite as _norms_finite
+    from attnlab.training.loop import norms_finite as _norms_finite
 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4, betas=(0.9, 0.99))
     params = list(model.parameters())

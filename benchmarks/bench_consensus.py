@@ -30,11 +30,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attnlab.clitools import threads  # noqa: E402
 from attnlab.consensus.dynamics import AttentionSpec  # noqa: E402
 from attnlab.consensus.integrators import integrate  # noqa: E402
 from attnlab.consensus.schedules import Constant  # noqa: E402
 from attnlab.consensus.sweeps import phase_diagram  # noqa: E402
+from attnlab.core.clitools import threads  # noqa: E402
 
 
 def baseline_euler(X: np.ndarray, P: np.ndarray, beta: float, h: float, steps: int) -> np.ndarray:

@@ -52,7 +52,7 @@ def bb_step(device: torch.device, tiny: bool, steps: int) -> Callable[[], None]:
     from attnlab.bb.config import resolve_config
     from attnlab.bb.experiment import build_model, task_for
     from attnlab.bb.training import make_optimizer
-    from attnlab.training import norms_finite as _norms_finite
+    from attnlab.training.loop import norms_finite as _norms_finite
 
     sizes = dict(d_model=16, d_mlp=32, seq_len=16, batch=4, eval_batch=8) if tiny else {}
     cfg = resolve_config("cpu" if tiny else "paper", steps=steps, **sizes)  # type: ignore[arg-type]
@@ -292,7 +292,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    from attnlab.device import describe, resolve
+    from attnlab.core.device import describe, resolve
 
     device, cpu = resolve(args.device), torch.device("cpu")
     if args.threads:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab.clitools import threads
+from attnlab.core.clitools import threads
 from attnlab.paths.tasks.data import build_data
 from attnlab.paths.theory.action import evaluate
 from attnlab.paths.theory.points import make_problem

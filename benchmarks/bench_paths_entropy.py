@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.clitools import threads
+from attnlab.core.clitools import threads
 from attnlab.paths.sampling.adjudicate import compare_point, extrapolate
 from attnlab.runs import read_jsonl, to_jsonable, write_jsonl
 
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _figure(points: list[dict], path: Path) -> None:
-    from attnlab.plotting import new_figure, save_figure
+    from attnlab.reports.plotting import new_figure, save_figure
 
     panels = sorted({(p["config"], p["alpha"]) for p in points if p["T"] == 0.1})
     if not panels:

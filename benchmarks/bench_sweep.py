@@ -45,7 +45,7 @@ def sweep_on_ray(root: Path, steps: int, cpus: int) -> float:
 
 def sweep_in_process(root: Path, steps: int) -> float:
     from attnlab.bb.run import train
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
     from attnlab.sweep import load_spec
     from attnlab.sweep.plan import build_trials
 

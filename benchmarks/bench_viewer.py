@@ -50,7 +50,7 @@ def tiny_model(folder: Path, positions: int) -> Path:
 
 
 def scan_run(out: Path, tokens: int, heads: int) -> Path:
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
     from attnlab.scan import ScanConfig, scan
 
     model = tiny_model(out / "model", max(4096, tokens))
@@ -64,7 +64,7 @@ def scan_run(out: Path, tokens: int, heads: int) -> Path:
 
 def measure(report: Path, moves: int = 200) -> dict:
     """The timings (ms) of the module docstring, from one page of a fresh headless Chromium."""
-    from attnlab.report import element_id
+    from attnlab.reports.page import element_id
     from tests.browser import launch_browser
 
     view = element_id(report.parent, "pattern")

@@ -17,7 +17,7 @@
 #
 # attnlab runs from PYTHONPATH=. under the machine's own torch. ray, plotly and gguf are not needed: nothing here
 # imports them (sweeps and Ray-parallel runs are skipped); without plotly the reports are written with a stub
-# plotly.min.js (attnlab.report: they open without their interactive views). Wheels that the machine lacks (plotly;
+# plotly.min.js (attnlab.reports.page: they open without their interactive views). Wheels that the machine lacks (plotly;
 # any of the others) are installed from benchmarks/wheels/ with --no-index when that folder is there: `make
 # gpu-wheels` fills it here (plotly at the lock's version, 9.7 MB), and the device call carries it.
 #

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnlab.clitools import add_run_args, count, run_mode, threads
+from attnlab.core.clitools import add_run_args, count, run_mode, threads
 from attnlab.hf.cliargs import add_window_args, parse_dim, parse_head, window_kwargs
 
 DEFAULT_DOMAINS = ["prose", "code"]

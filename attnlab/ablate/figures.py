@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.ablate.tables import read_rows
-from attnlab.plotting import new_figure, save_figure
-from attnlab.report import heatmap, rounded
+from attnlab.reports.page import heatmap, rounded
+from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import RunDir
 
 

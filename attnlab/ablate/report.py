@@ -10,7 +10,7 @@ from pathlib import Path
 
 from attnlab.ablate import figures
 from attnlab.ablate.tables import read_rows
-from attnlab.report import Report
+from attnlab.reports.page import Report
 from attnlab.runs import RunDir
 
 

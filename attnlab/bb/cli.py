@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from attnlab.bb import config as C
-from attnlab.clitools import add_device_arg, add_run_args, count, run_mode, threads
-from attnlab.resume import Resume
+from attnlab.core.clitools import add_device_arg, add_run_args, count, run_mode, threads
+from attnlab.runs.resume import Resume
 
 # `bb train` flag -> TrainConfig field
 TRAIN_FLAGS = {

@@ -1,7 +1,7 @@
 """Configs of `attnlab bb {sample,train,intervene,theory,compare}`: frozen, validated, one per subcommand.
 
 Every field is checked in `__post_init__`; a bad value is a one-line `InputError` naming the field. Sizes that
-would not fit in memory or could not finish are refused here, before any work (`attnlab.budget`: half the
+would not fit in memory or could not finish are refused here, before any work (`attnlab.runs.budget`: half the
 machine's RAM, and a lower bound on the run time against 30 days); every number has a finite range.
 `TrainConfig` holds the resolved values of a preset (`resolve_config("cpu", steps=...)`); its `lr` is resolved
 from the optimiser and attention kind when not given (choices in docs/extreme-tokens.md).
@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnlab import budget
-from attnlab.device import check_device
+from attnlab.core.device import check_device
 from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int, folders
+from attnlab.runs import budget
 
 OPTIMIZERS = ("adam", "sgd")
 ATTENTION_KINDS = ("softmax", "relu")
@@ -55,7 +55,7 @@ PRESETS: dict[str, dict] = {
 
 # Finite ranges of the training fields (far above any run of the study; the memory and time estimates below
 # refuse most large combinations first).
-MAX_STEPS = 10**12  # optimiser steps; the time bound (attnlab.budget) refuses far fewer at any model size
+MAX_STEPS = 10**12  # optimiser steps; the time bound (attnlab.runs.budget) refuses far fewer at any model size
 MAX_SIZE = 2**40  # d_model, d_mlp, seq_len, batch sizes: left to the memory estimate, which gives both numbers
 MAX_LAYERS = 1024  # n_layers, n_heads
 MAX_VOCAB = 0x110000  # vocab_chars, n_triggers: the number of Unicode code points
@@ -144,7 +144,7 @@ class TrainConfig:
     precision: str = field(default="fp32", metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
-        from attnlab.tracking import check_trackers
+        from attnlab.core.tracking import check_trackers
 
         check_device(self.device)
         check_choice(self.precision, PRECISIONS, "precision")
@@ -242,7 +242,7 @@ def intervene_memory(cfg: TrainConfig) -> float:
 
 
 def train_seconds(cfg: TrainConfig) -> float:
-    """A lower bound on the training time (`attnlab.budget.min_seconds`; evaluations not counted)."""
+    """A lower bound on the training time (`attnlab.runs.budget.min_seconds`; evaluations not counted)."""
     V = _vocab_size(cfg.vocab_chars)
     flops = budget.transformer_step_flops(V, cfg.d_model, cfg.n_layers, cfg.seq_len, cfg.d_mlp, cfg.batch)
     return budget.min_seconds(cfg.steps, flops)
@@ -340,8 +340,8 @@ class CompareConfig:
 def read_train_config(run_dir: str | Path) -> TrainConfig:
     """The `TrainConfig` of a `bb train` run folder; one line if it is another study's run or is corrupt. Reads two
     small JSON files and imports no torch, so configs that name a training run check it before any work."""
-    from attnlab.configs import config_from_dict
     from attnlab.runs import RunDir, read_json, recover_replaced
+    from attnlab.runs.configs import config_from_dict
 
     run = RunDir(run_dir)
     recover_replaced(run.path)  # a run that a killed --overwrite set aside is back before it is read

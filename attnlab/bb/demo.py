@@ -9,7 +9,7 @@ from pathlib import Path
 from attnlab.bb.config import CompareConfig, InterveneConfig, SampleConfig, TheoryConfig, resolve_config
 from attnlab.bb.run import compare, intervene, sample, theory, train
 from attnlab.bb.tables import summary_rows
-from attnlab.report import Report
+from attnlab.reports.page import Report
 from attnlab.runs import STEPPED, RunDir
 
 DEMO_STEPS = 800

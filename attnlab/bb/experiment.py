@@ -12,13 +12,13 @@ from safetensors.numpy import save as safetensors_bytes
 
 from attnlab.bb.config import DEFAULT_CORPUS, TrainConfig, read_train_config
 from attnlab.bb.metrics import active_token_probe, bb_metrics
-from attnlab.bb.model import ToyConfig, ToyTransformer
-from attnlab.bb.task import BBTask, build_bb_task
-from attnlab.checkpoint import latest_checkpoint, load_checkpoint
 from attnlab.errors import InputError
 from attnlab.runs import RunDir, write_bytes
+from attnlab.toy.model import ToyConfig, ToyTransformer
+from attnlab.toy.task import BBTask, build_bb_task
 from attnlab.tracing.adapters.toy import trace_toy
 from attnlab.tracing.format import Trace
+from attnlab.training.checkpoint import latest_checkpoint, load_checkpoint
 
 REPORT_T = 32  # the attention map shows the first 32 tokens of evaluation sequence 0
 

@@ -14,8 +14,8 @@ import numpy as np
 from attnlab.bb._theory.flow import Trajectory
 from attnlab.bb.metrics import metric
 from attnlab.bb.tables import metrics_table
-from attnlab.plotting import new_figure, save_figure
-from attnlab.report import rounded, with_slider
+from attnlab.reports.page import rounded, with_slider
+from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import STEPPED, RunDir
 
 

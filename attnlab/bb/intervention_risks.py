@@ -13,10 +13,10 @@ import torch
 from attnlab.bb.config import TrainConfig
 from attnlab.bb.experiment import attention_layers
 from attnlab.bb.metrics import bb_metrics
-from attnlab.bb.model import ToyTransformer
-from attnlab.bb.task import BBTask
 from attnlab.bb.training import first_nonfinite
 from attnlab.errors import NumericalError
+from attnlab.toy.model import ToyTransformer
+from attnlab.toy.task import BBTask
 from attnlab.tracing.adapters.toy import trace_toy
 from attnlab.tracing.interventions import Intervention, MoveToSink, ZeroHead, ZeroLayer, ZeroMLP
 
@@ -54,7 +54,7 @@ def evaluate_interventions(
 ) -> list[dict]:
     """Rows {intervention, step, risks..., change in risks} for the full model and each intervention.
 
-    The forwards run where `model` is (its parameters' device; call inside `attnlab.device.on_device`): the
+    The forwards run where `model` is (its parameters' device; call inside `attnlab.core.device.on_device`): the
     evaluation batch [N,T+1] is drawn on the cpu, as on every device, and its inputs copied there once; each
     evaluation's trace comes back reduced (`TraceRecorder`) and its logits [N,T,V] in one copy, for the risks
     (float64 on the cpu, against the numpy oracle). Raises `NumericalError` when the weights or the full model's

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlab.bb.task import BBTask
+from attnlab.toy.task import BBTask
 from attnlab.tracing.adapters.toy import trace_toy
 from attnlab.tracing.format import Trace
 

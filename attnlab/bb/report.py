@@ -15,7 +15,7 @@ from pathlib import Path
 
 from attnlab.bb import figures
 from attnlab.bb.tables import summary_rows
-from attnlab.report import Report, element_id
+from attnlab.reports.page import Report, element_id
 from attnlab.runs import STEPPED, RunDir
 
 CAPTIONS = {

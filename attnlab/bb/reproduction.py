@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.targets import claim_numbers, folder_of, last_record, records_of, run_of
+from attnlab.core.targets import claim_numbers, folder_of, last_record, records_of, run_of
 
 
 def r1(runs: dict) -> dict:
@@ -382,7 +382,7 @@ def _toy_model(attention: str, seed: int, T: int) -> Any:
     kernel setting (issue 37); in float64 they differ by ~7e-16 (the fused kernel still runs: not 0)."""
     import torch
 
-    from attnlab.bb.model import ToyConfig, ToyTransformer
+    from attnlab.toy.model import ToyConfig, ToyTransformer
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -36,14 +36,14 @@ from attnlab.bb.experiment import (
 from attnlab.bb.metrics import metric
 from attnlab.bb.report import write_report
 from attnlab.bb.tables import final_summary, metrics_table
-from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.bb.training import first_nonfinite, resumed, train_loop, train_tracker
-from attnlab.budget import check_device_memory
-from attnlab.device import on_device, resolve
+from attnlab.core.device import on_device, resolve
 from attnlab.errors import InputError, NumericalError
-from attnlab.resume import Resume, not_a_config
 from attnlab.runs import STEPPED, RunDir, RunResult, frame, open_run, write_bytes
-from attnlab.training import nothing_to_do
+from attnlab.runs.budget import check_device_memory
+from attnlab.runs.resume import Resume, not_a_config
+from attnlab.toy.task import BBTask, build_bb_task
+from attnlab.training.loop import nothing_to_do
 
 
 def _tables(**frames: Any) -> dict:

@@ -1,4 +1,4 @@
-"""`bb train` on the shared training loop (`attnlab.training`): the optimiser, the loss (bf16 autocast, TF32), the
+"""`bb train` on the shared training loop (`attnlab.training.loop`): the optimiser, the loss (bf16 autocast, TF32), the
 snapshot and checkpoint schedule of a `TrainConfig`, and its resume rules (spec extreme-tokens §4).
 
 Step s means s updates done; snapshot s is taken after update s (s = 0: the initial model). Update k (0-based)
@@ -18,10 +18,10 @@ import torch
 from attnlab.bb.config import TRAIN_HASH_SKIP, TrainConfig
 from attnlab.bb.metrics import metric
 from attnlab.bb.schedule import snapshot_steps
-from attnlab.resume import Resume, resumed_config
+from attnlab.core.tracking import Tracker
 from attnlab.runs import RunDir
-from attnlab.tracking import Tracker
-from attnlab.training import Job, Schedule, Trainer, first_nonfinite
+from attnlab.runs.resume import Resume, resumed_config
+from attnlab.training.loop import Job, Schedule, Trainer, first_nonfinite
 
 __all__ = ["MAY_CHANGE", "first_nonfinite", "make_optimizer", "resumed", "schedule", "train_loop"]
 
@@ -72,7 +72,7 @@ def _tf32(enabled: bool) -> Iterator[None]:
 
 
 def resumed(config: TrainConfig | Resume, out: str | Path | None) -> TrainConfig:
-    """The config `bb train --resume` continues with (`attnlab.training.resumed_config`): the saved one with the
+    """The config `bb train --resume` continues with (`attnlab.training.loop.resumed_config`): the saved one with the
     changes of a `Resume`, or `config` if it agrees with the saved one outside `MAY_CHANGE`."""
     from attnlab.bb.config import read_train_config
 

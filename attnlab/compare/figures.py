@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.compare.collect import RunInfo
-from attnlab.report import rounded
+from attnlab.reports.page import rounded
 
 GRID_STATS = {"sink_score": "sink score", "row_entropy": "row entropy", "value_norm_ratio": "value-norm ratio"}
 

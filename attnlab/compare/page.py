@@ -16,7 +16,7 @@ from typing import Any
 
 from attnlab.compare.collect import RunInfo
 from attnlab.compare.figures import curves_figure, relative
-from attnlab.report import Report, cell, element_id
+from attnlab.reports.page import Report, cell, element_id
 
 MAX_METRIC_COLUMNS = 20  # final-metric columns per table (the most common first)
 MAX_FIELDS_SINGLE = 8  # config fields shown for a command with one run and no known defaults
@@ -34,7 +34,7 @@ def shown(value: Any) -> Any:
 
 def command_defaults(command: str) -> dict[str, Any] | None:
     """The default values of the command's config class (None for an unknown command)."""
-    from attnlab.registry import resolve
+    from attnlab.core.registry import resolve
 
     try:
         cls, _ = resolve(command)

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import add_device_arg, add_run_args, count, loopback_ray, run_mode, threads
+from attnlab.core.clitools import add_device_arg, add_run_args, count, loopback_ray, run_mode, threads
 
 
 def _from_args(cls: type, args: argparse.Namespace) -> Any:

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 
 from attnlab.consensus.names import ENSEMBLES, KINDS, MASKS, METHODS, SCHEDULES, VARIANTS
-from attnlab.device import check_device
+from attnlab.core.device import check_device
 from attnlab.errors import InputError, check, check_choice, check_count, check_finite, check_int, names
 
 MAX_STEPS = 1_000_000

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from attnlab.clitools import threads
-from attnlab.report import Report
+from attnlab.core.clitools import threads
+from attnlab.reports.page import Report
 
 
 def run_demo(out: Path, seed: int) -> Report:

@@ -1,4 +1,4 @@
-"""Figures of the consensus study (spec section 10), drawn from a run folder's saved arrays via attnlab.plotting.
+"""Figures of the consensus study (spec section 10), drawn from a run folder's arrays via attnlab.reports.plotting.
 
 Run-folder entry points (read `config.json`, the arrays and `metrics.json`; write `figures/*.png`):
 `simulate_figures`, `phase_figures`, `model_figures`, `norm_figures` (`R13.png`), and `figure_R12` for the two runs
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.configs import config_from_dict
 from attnlab.consensus.config import ModelConfig, PhaseConfig, SimulateConfig
 from attnlab.consensus.stats import log_band
-from attnlab.plotting import new_figure, save_figure
-from attnlab.report import rounded, with_slider
+from attnlab.reports.page import rounded, with_slider
+from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import RunDir
+from attnlab.runs.configs import config_from_dict
 
 MAX_COLUMNS = 400  # time columns kept in the interactive phase diagram (every k-th), to keep pages small
 

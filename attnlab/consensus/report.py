@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.configs import config_from_dict
 from attnlab.consensus.config import PhaseConfig, SimulateConfig
 from attnlab.consensus.figures import depth_series, floats, phase_figure, phase_title, simulate_title, sphere_figure
 from attnlab.errors import InputError
-from attnlab.report import Report, element_id, flat_rows
+from attnlab.reports.page import Report, element_id, flat_rows
 from attnlab.runs import RunDir
+from attnlab.runs.configs import config_from_dict
 
 
 def _simulate_report(run: RunDir) -> Report:

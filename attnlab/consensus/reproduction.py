@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.targets import claim_numbers, folder_of, model_groups, run_of, runs_of
+from attnlab.core.targets import claim_numbers, folder_of, model_groups, run_of, runs_of
 
 
 def _states(res: Any) -> np.ndarray:

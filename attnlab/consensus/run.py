@@ -33,7 +33,7 @@ from attnlab.consensus.schedules import Schedule, make_schedule, roughness, sche
 from attnlab.consensus.stats import log_band, timeseries_rows
 from attnlab.consensus.sweeps import PhaseDiagram, phase_diagram
 from attnlab.consensus.theory import fit_log_slope, tail_slope
-from attnlab.device import on_device
+from attnlab.core.device import on_device
 from attnlab.errors import InputError, NumericalError, check
 from attnlab.runs import RunDir, RunResult, check_out_folder, frame, open_run
 
@@ -162,9 +162,9 @@ def simulate(
 def _simulate_device(cfg: SimulateConfig) -> torch.device:
     """The resolved device of a simulation; on a GPU, refuses (one line) a size over its memory: the states, a
     deferred chunk's states and Gram matrices, and the scores and weights of RK4's four stages."""
-    from attnlab.budget import check_device_memory
     from attnlab.consensus.integrators import CHUNK_BYTES
-    from attnlab.device import resolve
+    from attnlab.core.device import resolve
+    from attnlab.runs.budget import check_device_memory
 
     device = resolve(cfg.device)
     if device.type == "cuda":
@@ -193,7 +193,7 @@ def _chunk_mapper(cfg: PhaseConfig) -> Any:
         return None
     from functools import partial
 
-    from attnlab.parallel import parallel_map
+    from attnlab.core.parallel import parallel_map
 
     return partial(parallel_map, workers=cfg.workers, address=cfg.address)
 
@@ -204,7 +204,7 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
     cfg = config
     device = _phase_device(cfg)
     if cfg.address:  # an address where nothing listens is one line, not a hang in ray.init
-        from attnlab.parallel import check_address
+        from attnlab.core.parallel import check_address
 
         check_address(cfg.address)
     with open_run(out, "consensus phase", config, mode=mode, seed=config.seed) as run:
@@ -243,9 +243,9 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
 
 def _phase_device(cfg: PhaseConfig) -> torch.device:
     """The resolved device of a phase diagram; a GPU run refuses Ray workers and sizes over its memory (one line)."""
-    from attnlab.budget import check_device_memory
     from attnlab.consensus.sweeps import GPU_CHUNK_BYTES
-    from attnlab.device import resolve
+    from attnlab.core.device import resolve
+    from attnlab.runs.budget import check_device_memory
 
     device = resolve(cfg.device)
     if device.type == "cuda":
@@ -264,7 +264,7 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
     from attnlab.hf.loader import load_causal_lm
 
     _refuse_resume(mode, "consensus model")
-    from attnlab.device import resolve
+    from attnlab.core.device import resolve
 
     device = resolve(config.device)  # cuda without one: one line, before the model is loaded
     if out is not None:  # refuse a bad --out before spending seconds on loading the model
@@ -309,7 +309,7 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
 def _check_model_memory(model: torch.nn.Module, cfg: ModelConfig, device: torch.device) -> None:
     """On a GPU, one line when the model, a random stack's copy of its blocks and a pass's kept states (prompts
     and controls, float32 hidden states and their float64 measures) exceed its memory."""
-    from attnlab.budget import check_device_memory
+    from attnlab.runs.budget import check_device_memory
 
     if device.type != "cuda":
         return

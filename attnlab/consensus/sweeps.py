@@ -287,7 +287,7 @@ def phase_diagram(
     <w, x_i> >= cos(arccos(theta)/2) around their mean direction w: by the hemisphere theorem (spec 4.2, exact for
     projected Euler with h <= 1, tested in R2a) they stay in that cap, so every pair keeps cosine >= theta and the
     start's clustered fraction is 1 from then on. This changes no value of `frac`; it only skips work.
-    `map_chunks(fn, [args...])`, when given, runs the beta chunks elsewhere (e.g. `attnlab.parallel`'s Ray tasks).
+    `map_chunks(fn, [args...])`, when given, runs the beta chunks elsewhere (e.g. `attnlab.core.parallel`'s Ray tasks).
     A CUDA `device` integrates there with `sweep_chunk_resident` (the starts are drawn on the cpu, as always, so
     both devices start from the same points) in chunks of up to `GPU_CHUNK_BYTES` of Gram matrices.
     """

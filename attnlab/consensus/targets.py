@@ -7,10 +7,10 @@ One `Target` row each: the spec's threshold in words and as `Check`s, the study 
 from __future__ import annotations
 
 from attnlab.consensus import reproduction as r
-from attnlab.targets import CLAIMS_NOTE, Target, computed
-from attnlab.targets import Check as C
-from attnlab.targets import recorded as _rec
-from attnlab.targets import target as _t
+from attnlab.core.targets import CLAIMS_NOTE, Target, computed
+from attnlab.core.targets import Check as C
+from attnlab.core.targets import recorded as _rec
+from attnlab.core.targets import target as _t
 
 _CS = "consensus §7"
 _SMOL = "attnlab consensus model --model smollm2 --prompts 3 --seq-len 32"

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.deploy.tables import read_table, window_arrays
-from attnlab.plotting import new_figure, save_figure
+from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import RunDir
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from attnlab.deploy.tables import read_table
 from attnlab.errors import InputError
-from attnlab.report import Report
+from attnlab.reports.page import Report
 from attnlab.runs import RunDir
 
 

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import count
+from attnlab.core.clitools import count
 from attnlab.errors import InputError
 from attnlab.hf.settings import ALIGNS, DOMAINS
 

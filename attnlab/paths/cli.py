@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnlab.clitools import add_device_arg, add_run_args, count, run_mode, threads
+from attnlab.core.clitools import add_device_arg, add_run_args, count, run_mode, threads
 
 COMMON = ("task", "variant", "heads", "layers", "P", "n_test", "temperature", "entropy_form", "memory_budget",
           "seed", "method")  # fmt: skip

@@ -2,7 +2,7 @@
 
 Every field the user can type is checked in `__post_init__` against a finite range; a bad value raises a one-line
 `InputError` that names the option (`--temperature`, `--N`, ...). The sampler's and the GD network's memory and
-a lower bound on their run time are checked here too (`attnlab.budget`); the kernels' memory, which needs the
+a lower bound on their run time are checked here too (`attnlab.runs.budget`); the kernels' memory, which needs the
 task's shapes, is checked by the run functions before anything is drawn (`attnlab.paths.tasks.data.check_sizes`).
 """
 
@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnlab import budget
-from attnlab.device import check_device
+from attnlab.core.device import check_device
 from attnlab.errors import check, check_choice, check_count, check_finite, check_int
+from attnlab.runs import budget
 
 TASKS = ("markov", "digits")
 VARIANTS = ("4path", "2path", "good1", "good2")
@@ -168,7 +168,7 @@ class SampleConfig(_Common):
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
 
     @property
-    def CPU_ONLY(self) -> str | None:  # noqa: N802 - the name `attnlab.device.resolve`'s callers read
+    def CPU_ONLY(self) -> str | None:  # noqa: N802 - the name `attnlab.core.device.resolve`'s callers read
         """Why this run computes on the cpu whatever its device (`--outputs > 1`), else None: `auto` then means cpu,
         in the run and in manifest.json."""
         return (
@@ -267,7 +267,7 @@ class PruneConfig:
         return 4.0 * (4 * params + 2 * activations) + 8.0 * self.pool * N_TOK * N0
 
     def _check_budget(self) -> None:
-        """The GD network (`gd_bytes`) against memory, and its training steps against time (`attnlab.budget`)."""
+        """The GD network (`gd_bytes`) against memory, and its training steps against time (`attnlab.runs.budget`)."""
         from attnlab.paths.tasks.digits import N0, N_TOK
 
         L, H, N, k = self.layers, self.heads, self.width, self.d_qk

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlab.report import Report
+from attnlab.reports.page import Report
 
 TITLE = "Attention paths: Markov sweep (kernel renormalisation vs GP)"
 
@@ -13,7 +13,7 @@ TITLE = "Attention paths: Markov sweep (kernel renormalisation vs GP)"
 def run_demo(out: Path, seed: int) -> Report:
     """Run the demo sweep into `out/paths-sweep` with one torch thread (restored afterwards); return the demo's
     section (the sweep wrote its own report, linked from the demo's)."""
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
     from attnlab.paths.config import SweepConfig
     from attnlab.paths.run import sweep
 

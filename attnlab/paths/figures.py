@@ -2,8 +2,8 @@
 
 PNG: U heatmaps, accuracy vs alpha, alignment, solver trace, head scores vs pruning drops, progressive pruning,
 the gradient-descent ensemble's U and loss curves (S7) and the L = 3 off-diagonal fraction (S6); they are
-`matplotlib.figure.Figure` objects saved through `attnlab.plotting` (no pyplot). Interactive: plotly figure dicts
-(`attnlab.report`'s builders) of U, U per width, accuracy against N and the path kernels. The drawing functions
+`matplotlib.figure.Figure`s saved through `attnlab.reports.plotting` (no pyplot). Interactive: plotly figure dicts
+(`attnlab.reports.page`'s builders) of U, U per width, accuracy against N and the path kernels. The drawing functions
 take arrays; `solve_figures`, `sweep_figures`, `sample_figures`, `prune_figures` and `ensemble_figures` read a run
 folder's saved files and write its PNGs."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab.plotting import new_figure, save_figure
-from attnlab.report import heatmap, lines, rounded, with_slider
+from attnlab.reports.page import heatmap, lines, rounded, with_slider
+from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import RunDir, read_json, read_jsonl
 
 MAX_KERNEL_P = 200  # training points shown in a kernel heat map (the first ones), to keep pages small

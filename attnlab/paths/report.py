@@ -12,7 +12,7 @@ import numpy as np
 
 from attnlab.errors import InputError
 from attnlab.paths import figures
-from attnlab.report import Report, element_id
+from attnlab.reports.page import Report, element_id
 from attnlab.runs import RunDir, read_jsonl
 
 SOLVE_COLUMNS = ("N", "T", "alpha", "entropy_form", "converged", "iterations", "max_grad", "hessian_min_eig",

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.core.targets import claim_numbers, folder_of, run_of
 from attnlab.paths.computations import ADJUDICATION
-from attnlab.targets import claim_numbers, folder_of, run_of
 
 
 def p_t5(runs: dict) -> dict:

@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.configs import config_to_dict
 from attnlab.errors import InputError, NumericalError
 from attnlab.paths import report
 from attnlab.paths.config import EnsembleConfig, PruneConfig, SampleConfig, SolveConfig, SweepConfig
 from attnlab.paths.figures import fmt_N
 from attnlab.paths.tasks.data import PathData, build_data, check_sizes, task_shape
 from attnlab.runs import RunDir, RunResult, frame, open_run, read_jsonl, write_bytes, write_jsonl
+from attnlab.runs.configs import config_to_dict
 
 Config = SolveConfig | SweepConfig | SampleConfig | EnsembleConfig
 
@@ -94,7 +94,7 @@ def _write_paths(run: RunDir, data: PathData) -> None:
 def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """The order parameter U at one (N, T) point, its test accuracy and the GP baselines (spec §5.6, §6); the
     solve on `config.device` (the data, predictor and files on the cpu)."""
-    from attnlab.device import on_device, resolve
+    from attnlab.core.device import on_device, resolve
     from attnlab.paths.theory.points import alignment_record, theory_point
 
     device = resolve(config.device)  # cuda without a GPU: one line, before anything
@@ -166,7 +166,7 @@ def _write_multi_paths(run: RunDir, md: Any) -> None:
 
 def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str, device: Any) -> RunResult:
     """`paths solve --outputs M` (spec §16, S8): U over (path, output) pairs on the Markov task's M targets."""
-    from attnlab.device import on_device
+    from attnlab.core.device import on_device
     from attnlab.paths.sampling.outputs import multi_theory
     from attnlab.paths.theory.predictor import alignment
 
@@ -194,7 +194,7 @@ def _solve_outputs(config: SolveConfig, out: str | Path | None, mode: str, devic
 def _solve_plugin(config: SolveConfig, out: str | Path | None, mode: str, device: Any) -> RunResult:
     """`paths solve --attention precomputed --from RUN` (spec §16, S10): the trained network's attention maps as
     precomputed heads; theory vs GP vs the network itself on the same test episodes."""
-    from attnlab.device import on_device
+    from attnlab.core.device import on_device
     from attnlab.paths.pruning import plugin
     from attnlab.paths.tasks.digits import digit_episodes
     from attnlab.paths.theory.points import alignment_record, theory_point
@@ -283,7 +283,7 @@ def sweep(
 ) -> RunResult:
     """Accuracy vs alpha over widths (large to small N, each warm-started), with the GP baselines and the two
     U ablations; one metrics line per width as it finishes."""
-    from attnlab.device import on_device, resolve
+    from attnlab.core.device import on_device, resolve
     from attnlab.paths.theory.points import ablations, alignment_record, sweep_points
 
     device = resolve(config.device)  # the solves run there; the data, predictor and ablations on the cpu
@@ -352,7 +352,7 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
 
     if config.outputs > 1:
         return _sample_outputs(config, out, mode)
-    from attnlab.device import on_device, resolve
+    from attnlab.core.device import on_device, resolve
     from attnlab.paths.sampling.posterior import check_sample_memory
 
     _precheck(config)
@@ -386,7 +386,7 @@ def prune(config: PruneConfig, out: str | Path | None = None, *, mode: str = "ne
     """GD training on digit episodes -> hand-off of Q/K -> theory U ((N, T) chosen on validation episodes) ->
     head scores -> single-head and progressive pruning drops (spec §8, §9.3). On `config.device`: the GD training
     and the theory solves; the trained network's evaluations (forward passes) on the cpu."""
-    from attnlab.device import on_device, resolve
+    from attnlab.core.device import on_device, resolve
     from attnlab.paths.pruning.gradient_descent import save_checkpoint
     from attnlab.paths.pruning.pipeline import check_prune_memory, prune_pipeline, train_network
     from attnlab.paths.tasks.digits import N0, N_TOK

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import add_device_arg, add_run_args, run_mode, threads
+from attnlab.core.clitools import add_device_arg, add_run_args, run_mode, threads
 
 
 def reproduce_config(args: argparse.Namespace) -> Any:

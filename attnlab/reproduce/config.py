@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from attnlab.device import check_device
+from attnlab.core.device import check_device
+from attnlab.core.registry import studies
 from attnlab.errors import check, check_choice, check_int, names
-from attnlab.registry import studies
 
-STUDIES = studies()  # the spec studies of the one table in attnlab.registry
+STUDIES = studies()  # the spec studies of the one table in attnlab.core.registry
 PROFILES = ("tiny", "quick", "full")
 
 
@@ -35,7 +35,7 @@ class ReproduceConfig:
     # also write docs/reproduction.md and the rows' figures under docs/figures/<study>/ (None: only the run folder)
     docs: str | None = field(default=None, metadata={"omit_if_default": True})
     # where the study runs run (not what they compute): 1 = in this process; more, or a Ray cluster's address:
-    # as Ray tasks (attnlab.parallel); the table is the same either way
+    # as Ray tasks (attnlab.core.parallel); the table is the same either way
     workers: int = field(default=1, metadata={"omit_if_default": True})
     address: str | None = field(default=None, metadata={"omit_if_default": True})
 

@@ -1,5 +1,5 @@
-"""Running the experiments of `experiments.EXPERIMENTS`: each study run through `attnlab.registry.resolve`, in this
-process or as Ray tasks (`attnlab.parallel`), resumable after a kill.
+"""Running the experiments of `experiments.EXPERIMENTS`: each study run through `attnlab.core.registry.resolve`, in this
+process or as Ray tasks (`attnlab.core.parallel`), resumable after a kill.
 
 Layout inside a reproduce run folder:
   runs/<experiment>/[<sub>/]      each study run (a normal attnlab run folder: `attnlab rerun` redoes it)
@@ -99,8 +99,8 @@ def on_device(config: Any, device: str) -> Any:
 def execute(run: Run, folder: Path, marks: Path, device: str = "cpu") -> float:
     """Run one study run into folder/<sub> through the registry (kept if it already finished with this config),
     on `device` where it takes one (`on_device`); returns its seconds and notes them in marks/<sub>.json."""
-    from attnlab.configs import config_from_dict
-    from attnlab.registry import resolve
+    from attnlab.core.registry import resolve
+    from attnlab.runs.configs import config_from_dict
 
     config_cls, fn = resolve(run.command)
     fields = run.config() if callable(run.config) else run.config
@@ -188,14 +188,14 @@ def _map(items: list[tuple], workers: int, address: str | None) -> list[dict]:
         return []
     if workers <= 1 and not address:
         return [run_experiment(*item) for item in items]
-    from attnlab.parallel import parallel_map
+    from attnlab.core.parallel import parallel_map
 
     return parallel_map(run_experiment, items, workers=workers, address=address)
 
 
 def outcome(name: str, root: Path, mark: dict, seed: int, size: dict) -> Outcome:
     """A finished experiment read back from its folders (`attnlab.load_run`) and its mark."""
-    from attnlab.results import load_run
+    from attnlab.runs.results import load_run
 
     exp = EXPERIMENTS[name]
     if exp.compute is not None:

@@ -1,7 +1,7 @@
 """The study runs behind the targets as a table: experiment name -> its (command, config) runs, sized by profile.
 
 Each experiment is a list of `Run(sub, command, config)`: a study command (as typed after `attnlab`) and its
-config fields, run through `attnlab.registry.resolve` into runs/<experiment>/<sub> (`execute.py`), so `attnlab
+config fields, run through `attnlab.core.registry.resolve` into runs/<experiment>/<sub> (`execute.py`), so `attnlab
 rerun` can redo any of them. A few experiments are direct computations of library functions
 (`attnlab/<study>/reproduction.py`). Experiments that a profile does not run are absent from `SIZES[profile]`.
 """
@@ -151,7 +151,7 @@ SIZES = {"tiny": TINY_SIZES, "quick": QUICK_SIZES, "full": FULL_SIZES}
 @dataclass(frozen=True)
 class Run:
     """One study run: `command` (as typed after `attnlab`) with the config fields `config`, into the experiment's
-    folder / `sub` ("" = the experiment's folder itself). Run through `attnlab.registry.resolve`, so `attnlab
+    folder / `sub` ("" = the experiment's folder itself). Run through `attnlab.core.registry.resolve`, so `attnlab
     rerun` redoes it from the folder's config.json."""
 
     sub: str
@@ -174,7 +174,7 @@ def _train(seed: int, size: dict, **fixed: Any) -> dict:
     """The config fields of a `bb train` run: the preset's sizes (paper from 10,000 steps) with `size` and
     `fixed` applied."""
     from attnlab.bb import resolve_config
-    from attnlab.configs import config_to_dict
+    from attnlab.runs.configs import config_to_dict
 
     preset = "paper" if size.get("steps", 0) >= 10000 else "cpu"
     return config_to_dict(resolve_config(preset, seed=seed, **{**fixed, **size}))

@@ -7,9 +7,9 @@ import html
 from collections.abc import Mapping
 from pathlib import Path
 
+from attnlab.core.registry import STUDY_DOCS, STUDY_TITLES
 from attnlab.errors import check
-from attnlab.registry import STUDY_DOCS, STUDY_TITLES
-from attnlab.report import Report
+from attnlab.reports.page import Report
 from attnlab.reproduce.figures import copy_figure, figure_of
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, fmt
 from attnlab.runs import read_json, write_json, write_text

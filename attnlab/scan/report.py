@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlab.report import Report, element_id
+from attnlab.reports.page import Report, element_id
 from attnlab.runs import RunDir
 from attnlab.scan import figures
 from attnlab.scan.tables import read_table

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.targets import claim_numbers, folder_of, run_of
+from attnlab.core.targets import claim_numbers, folder_of, run_of
 
 
 def r16(runs: dict) -> dict:

@@ -6,11 +6,11 @@ One `Target` row each: the spec's threshold in words and as `Check`s, the study 
 
 from __future__ import annotations
 
+from attnlab.core.targets import CLAIMS_NOTE, SEED, Target, computed
+from attnlab.core.targets import Check as C
+from attnlab.core.targets import recorded as _rec
+from attnlab.core.targets import target as _t
 from attnlab.scan import reproduction as r
-from attnlab.targets import CLAIMS_NOTE, SEED, Target, computed
-from attnlab.targets import Check as C
-from attnlab.targets import recorded as _rec
-from attnlab.targets import target as _t
 
 _ET, _ET14 = "extreme-tokens §11", "extreme-tokens §14"
 # fmt: off

@@ -1,9 +1,9 @@
 """The pieces of `series train`: a small transformers GPT-2 or Llama on Bigram-Backcopy, its character tokenizer,
-optimiser, batches and loss, and the HF folder each checkpoint is (R25). The loop is `attnlab.training`'s.
+optimiser, batches and loss, and the HF folder each checkpoint is (R25). The loop is `attnlab.training.loop`'s.
 
 Step s means s updates done; checkpoint `checkpoints/step_s/` holds the model after update s (s = 0: the initial
 model) as a HF folder (config.json, model.safetensors, the character tokenizer), plus optim.safetensors and
-state.json (`attnlab.checkpoint`) so a run resumes from its latest checkpoint. Update k uses the BB batch of
+state.json (`attnlab.training.checkpoint`) so a run resumes from its latest checkpoint. Update k uses the BB batch of
 (seed, index k), so a resumed run sees the batches it would have seen and, on one thread, reaches bit-identical
 weights.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from attnlab.bb.task import BBTask, build_bb_task
 from attnlab.errors import InputError
 from attnlab.series.config import SeriesTrainConfig
+from attnlab.toy.task import BBTask, build_bb_task
 
 
 def build_task(cfg: SeriesTrainConfig) -> BBTask:
@@ -81,7 +81,7 @@ def loss_of(model: Any, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Te
 
 
 def hf_writer(tokenizer: Any) -> Callable[[Any, Path], None]:
-    """The checkpoint's model writer (`attnlab.checkpoint.WriteModel`): a complete HF folder (config.json,
+    """The checkpoint's model writer (`attnlab.training.checkpoint.WriteModel`): a complete HF folder (config.json,
     model.safetensors, the tokenizer), so `attnlab scan --model RUN/checkpoints` loads each step as a model."""
 
     def write(model: Any, folder: Path) -> None:

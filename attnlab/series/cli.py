@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnlab.clitools import add_device_arg, add_run_args, count, run_mode, threads
+from attnlab.core.clitools import add_device_arg, add_run_args, count, run_mode, threads
 
 # flag -> SeriesTrainConfig field
 FLAGS = {
@@ -29,7 +29,7 @@ FLAGS = {
 def train_config(args: argparse.Namespace) -> Any:
     """From the flags; with --resume, the flags given as changes to the saved config (the run function reads it and
     refuses changes to fields a resumed run may not change)."""
-    from attnlab.resume import Resume
+    from attnlab.runs.resume import Resume
     from attnlab.series.config import SeriesTrainConfig
 
     values = {field: getattr(args, flag) for flag, field in FLAGS.items() if getattr(args, flag) is not None}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from attnlab import budget
-from attnlab.device import check_device
+from attnlab.core.device import check_device
 from attnlab.errors import check, check_choice, check_count, check_finite, check_int
+from attnlab.runs import budget
 
 ARCHS = ("gpt2", "llama")
 
@@ -22,7 +22,7 @@ RESUMABLE = ("steps", "save_every")  # fields a resumed run may change (the rest
 
 @dataclass(frozen=True)
 class SeriesTrainConfig:
-    """A small transformers GPT-2 or Llama trained on Bigram-Backcopy sequences (`attnlab.bb.task`, `<s>` at
+    """A small transformers GPT-2 or Llama trained on Bigram-Backcopy sequences (`attnlab.toy.task`, `<s>` at
     position 0), saved as a HF checkpoint every `save_every` steps (and at step 0 and the last step).
 
     Task: `vocab_chars` characters of `corpus` (None: the BB default), `n_triggers` triggers, sequences of
@@ -81,7 +81,7 @@ class SeriesTrainConfig:
         )
 
     def _check_budget(self) -> None:
-        """Memory of one training step and a lower bound on the run time (`attnlab.budget`), before any work."""
+        """Memory of one training step and a lower bound on the run time (`attnlab.runs.budget`), before any work."""
         vocab = self.vocab_chars + 2
         sizes = (vocab, self.d_model, self.n_layers, self.seq_len, self.d_mlp)
         nbytes = budget.transformer_train_bytes(*sizes, self.n_heads, max(self.batch, self.eval_batch))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlab.plotting import new_figure, save_figure
+from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import STEPPED, RunDir
 
 

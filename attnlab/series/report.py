@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlab.report import Report
+from attnlab.reports.page import Report
 from attnlab.runs import STEPPED, RunDir
 from attnlab.series import figures
 

@@ -3,7 +3,7 @@
 The run folder holds config.json, manifest.json, metrics.jsonl (one line per saved step: train and evaluation
 loss), checkpoints/step_N/ (HF folders: `attnlab scan --model RUN/checkpoints` scans them as a series),
 bb_eval.txt (the evaluation sequences as text, for `attnlab scan --text RUN/bb_eval.txt --prefix bos`),
-summary.json, figures/loss.png and report.html. The loop is `attnlab.training`'s. `mode="resume"` continues from
+summary.json, figures/loss.png and report.html. The loop is `attnlab.training.loop`'s. `mode="resume"` continues from
 the latest checkpoint; one that has nothing left to do changes no file. An interrupt between two save steps
 checkpoints into `interrupted/` (outside the series, removed by the next save), so checkpoints/ always holds what
 an uninterrupted run holds.
@@ -17,14 +17,14 @@ from typing import Any
 
 import torch
 
-from attnlab.checkpoint import checkpoint_steps
-from attnlab.configs import config_from_dict
-from attnlab.device import on_device, resolve
-from attnlab.resume import Resume, not_a_config, resumed_config
+from attnlab.core.device import on_device, resolve
 from attnlab.runs import STEPPED, RunDir, RunResult, check_out_folder, open_run, write_text
+from attnlab.runs.configs import config_from_dict
+from attnlab.runs.resume import Resume, not_a_config, resumed_config
 from attnlab.series import _train as T
 from attnlab.series.config import RESUMABLE, SeriesTrainConfig
-from attnlab.training import Job, Schedule, Trainer, nothing_to_do
+from attnlab.training.checkpoint import checkpoint_steps
+from attnlab.training.loop import Job, Schedule, Trainer, nothing_to_do
 
 MAY_CHANGE = frozenset(RESUMABLE)  # the fields a resumed run may change
 
@@ -112,7 +112,7 @@ def train_series(config: SeriesTrainConfig | Resume, out: str | Path | None = No
 def _device(cfg: SeriesTrainConfig) -> torch.device:
     """The resolved device of a series run; on a GPU, a size over its memory is refused in one line (the same
     estimate as the RAM check)."""
-    from attnlab import budget
+    from attnlab.runs import budget
 
     device = resolve(cfg.device)
     vocab = cfg.vocab_chars + 2

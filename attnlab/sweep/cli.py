@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from attnlab.clitools import loopback_ray, positive_int, run_mode
+from attnlab.core.clitools import loopback_ray, positive_int, run_mode
 from attnlab.errors import AttnlabError
 
 

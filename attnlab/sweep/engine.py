@@ -31,9 +31,9 @@ def run_trial(command: str, config: dict[str, Any], folder: str, threads: int) -
 
     A folder left by a worker that died is replaced; an error in the trial is recorded, not raised.
     """
-    from attnlab.clitools import threads as torch_threads
-    from attnlab.configs import config_from_dict
-    from attnlab.registry import resolve
+    from attnlab.core.clitools import threads as torch_threads
+    from attnlab.core.registry import resolve
+    from attnlab.runs.configs import config_from_dict
 
     path = Path(folder)
     mode = "overwrite" if (path / "manifest.json").is_file() else "new"
@@ -59,7 +59,7 @@ def preflight(config: SweepConfig) -> None:
     import math
     import os
 
-    from attnlab.parallel import check_address
+    from attnlab.core.parallel import check_address
 
     if config.address:
         check_address(config.address)
@@ -104,7 +104,7 @@ def execute(
     trials = list(trials)
     if not trials:
         return
-    from attnlab.parallel import joined_ray, start_ray
+    from attnlab.core.parallel import joined_ray, start_ray
 
     joined = joined_ray()  # inside a Ray task (a sweep that `attnlab reproduce --workers` runs): its instance
     own = joined is None

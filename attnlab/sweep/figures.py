@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.plotting import new_figure, save_figure
-from attnlab.report import heatmap, rounded, words
+from attnlab.reports.page import heatmap, rounded, words
+from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import RunDir
 from attnlab.sweep.aggregate import SEED, axes_without_seed, seed_summary
 

@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from attnlab.report import Report, element_id, words
+from attnlab.reports.page import Report, element_id, words
 from attnlab.runs import RunDir
 from attnlab.sweep.figures import grid_view, line_view, metric_view, read_sweep
 

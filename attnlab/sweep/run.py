@@ -14,11 +14,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from attnlab.core.tracking import Tracker, check_trackers
 from attnlab.runs import RunResult, config_hash, open_run, read_json, write_json, write_text
 from attnlab.sweep.config import SweepConfig
 from attnlab.sweep.engine import TRIAL_FILE, execute, preflight, trial_state
 from attnlab.sweep.plan import Trial, build_trials
-from attnlab.tracking import Tracker, check_trackers
 
 COMMAND = "sweep"
 
@@ -116,7 +116,7 @@ def save_view(root: Path, table: Any, command: str, trials: list[Trial]) -> None
 
 def log_trials(trials: list[Trial], root: Path, kinds: tuple[str, ...]) -> None:
     """One tracker run per finished trial (its fields as parameters, its summary numbers as metrics at step 0, its
-    figures and report); TensorBoard writes tensorboard/<trial id>/, MLflow the sweep's mlruns/ (attnlab.tracking)."""
+    figures and report); TensorBoard writes tensorboard/<trial id>/, MLflow the sweep's mlruns/ (core.tracking)."""
     for t in trials if kinds else []:
         record = trial_state(root / "trials" / t.id) or {}
         if record.get("status") == "done":

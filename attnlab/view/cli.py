@@ -26,7 +26,7 @@ def make_config(args: argparse.Namespace) -> Any:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
     from attnlab.view.run import serve
 
     def ready(port: int) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.errors import InputError, check
-from attnlab.report import js_json, rounded
+from attnlab.reports.page import js_json, rounded
 from attnlab.runs import write_text
 
 VIEW_JS = """

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from attnlab.errors import AttnlabError, InputError, check, check_choice
-from attnlab.report import PLOTLY_ASSET
+from attnlab.reports.page import PLOTLY_ASSET
 
 HOST = "127.0.0.1"  # never another interface: the server has no authentication
 
@@ -89,9 +89,9 @@ class PatternSource:
         number `window` of each domain (0: the first, whose patterns the scan saves)."""
         import torch
 
-        from attnlab.configs import config_from_dict
         from attnlab.hf.loader import load_checked
         from attnlab.runs import RunDir
+        from attnlab.runs.configs import config_from_dict
         from attnlab.scan.config import ScanConfig
         from attnlab.tracing.adapters.arch import get_arch
         from attnlab.tracing.adapters.hf import trace_windows

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.errors import InputError
+from attnlab.toy.model import ToyConfig, ToyTransformer
 from attnlab.tracing.adapters.toy import toy_hooks, toy_shape, trace_toy
 from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
 

@@ -10,10 +10,10 @@ import torch
 
 from attnlab.bb import claims
 from attnlab.bb.config import TrainConfig, resolve_config, train_hash
-from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.bb.principal_subspaces import energy_inside, energy_rank, principal_angles, subspace_measure, top_subspace
 from attnlab.cli import main
 from attnlab.runs import config_hash, to_jsonable
+from attnlab.toy.model import ToyConfig, ToyTransformer
 from attnlab.tracing.adapters.toy import toy_hooks
 from attnlab.tracing.interventions import ZeroHead, ZeroMLP
 from tests.numerics import assert_close

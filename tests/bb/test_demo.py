@@ -3,7 +3,7 @@
 import pytest
 
 import attnlab.bb.demo as bb_demo
-from attnlab.report import Report
+from attnlab.reports.page import Report
 
 
 @pytest.mark.slow

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab import training
-from attnlab.bb.model import FUSED_MIN_LEN, ToyConfig, ToyTransformer
+from attnlab.toy.model import FUSED_MIN_LEN, ToyConfig, ToyTransformer
+from attnlab.training import loop as training
 from tests.numerics import assert_close
 
 

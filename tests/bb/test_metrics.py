@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from attnlab.bb.metrics import bb_metrics, risks
-from attnlab.bb.model import ToyConfig, ToyTransformer
-from attnlab.bb.task import build_bb_task
+from attnlab.toy.model import ToyConfig, ToyTransformer
+from attnlab.toy.task import build_bb_task
 from attnlab.tracing import TraceRecorder
 from attnlab.tracing.adapters.toy import trace_toy
 from tests.numerics import assert_close

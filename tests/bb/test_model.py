@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from attnlab.bb.model import ToyConfig, ToyTransformer
 from attnlab.errors import AttnlabError
+from attnlab.toy.model import ToyConfig, ToyTransformer
 
 
 def _capture(model, tokens, names):

@@ -232,7 +232,7 @@ def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path):
 
 def test_a_signal_sent_from_another_thread_waits_for_the_update_to_finish():
     # the kernel may hand a process signal to any thread; the deferral must hold it whichever thread receives it
-    from attnlab.training import signals_deferred
+    from attnlab.training.loop import signals_deferred
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attnlab.bb.task import build_bb_task
 from attnlab.errors import AttnlabError
+from attnlab.toy.task import build_bb_task
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from safetensors.torch import load_file
 import attnlab.bb as bb
 from attnlab.bb.config import TrainConfig, resolve_config
 from attnlab.bb.schedule import snapshot_steps
-from attnlab.bb.task import BBTask
 from attnlab.cli import main
 from attnlab.errors import AttnlabError, InputError
-from attnlab.resume import Resume
 from attnlab.runs import RunResult
+from attnlab.runs.resume import Resume
+from attnlab.toy.task import BBTask
 
 TINY = dict(d_model=32, d_mlp=64, seq_len=32, batch=16, eval_batch=32, lin_every=5, lin_until=10, ckpt_every=5)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnlab.clitools import threads
+from attnlab.core.clitools import threads
 
 
 @pytest.fixture(autouse=True)

@@ -95,11 +95,11 @@ def _reintegrate(out: Path, E: np.ndarray, x0: np.ndarray, weights: Any) -> None
     weights.npz): E_first must come out as saved in E.npy."""
     import torch
 
-    from attnlab.configs import config_from_dict
     from attnlab.consensus.config import SimulateConfig
     from attnlab.consensus.integrators import integrate
     from attnlab.consensus.run import simulate_inputs
     from attnlab.consensus.schedules import schedule_arrays
+    from attnlab.runs.configs import config_from_dict
 
     cfg = config_from_dict(SimulateConfig, json.loads((out / "config.json").read_text()))
     sch, spec, X0 = simulate_inputs(cfg)

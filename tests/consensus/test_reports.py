@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.clitools import threads
 from attnlab.consensus.config import ModelConfig, NormConfig, PhaseConfig, SimulateConfig
 from attnlab.consensus.report import write_report
 from attnlab.consensus.run import model, norm, phase, simulate
+from attnlab.core.clitools import threads
 from attnlab.errors import InputError
 from attnlab.runs import RunDir
 from tests.real.conftest import save_tiny_hf_folder

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.clitools import process_settings, run_mode, threads
+from attnlab.core.clitools import process_settings, run_mode, threads
+from attnlab.core.registry import resolve
 from attnlab.errors import InputError
-from attnlab.registry import resolve
 
 
 def _one_line_error(capsys, argv, code=1) -> str:

@@ -52,7 +52,7 @@ def test_functions_are_short():
 
 def test_thread_count_is_set_only_by_the_cli_helper():
     users = [str(p.relative_to(ROOT)) for p in _sources() if "set_num_threads" in p.read_text()]
-    assert users == ["attnlab/clitools.py"]
+    assert users == ["attnlab/core/clitools.py"]
 
 
 def _is_mutable(value: ast.expr | None) -> bool:
@@ -100,7 +100,7 @@ def test_run_functions_are_not_shadowed_by_modules():
     import importlib
     import pkgutil
 
-    from attnlab.registry import STUDY_PACKAGES
+    from attnlab.core.registry import STUDY_PACKAGES
 
     for package_name in STUDY_PACKAGES.values():
         package = importlib.import_module(package_name)
@@ -185,7 +185,7 @@ def test_hooks_are_installed_only_by_the_trace_adapters():
 DRAWING_ROOMS = ("bb", "series", "scan", "ablate", "consensus", "sweep", "compare", "deploy", "view", "paths")
 REPORT_ROOMS = ("bb", "series", "scan", "ablate", "consensus", "sweep", "compare", "deploy", "paths")  # view: none
 DRAWING_CALLS = {"save_figure", "savefig", "new_figure", "make_subplots", "Figure"}  # matplotlib and plotly
-PLOTLY_JSON_BUILDERS = {"heatmap", "lines", "with_slider"}  # attnlab.report's helpers that build plotly JSON
+PLOTLY_JSON_BUILDERS = {"heatmap", "lines", "with_slider"}  # attnlab.reports.page's helpers that build plotly JSON
 DRAWING_MODULES = ("matplotlib", "plotly.express", "plotly.graph_objects", "plotly.subplots")  # not plotly.offline (js)
 
 
@@ -230,8 +230,8 @@ def test_drawing_check_sees_each_kind_of_figure():
 @pytest.mark.parametrize("room", DRAWING_ROOMS)
 def test_rooms_draw_only_in_figures(room: str):
     """Issue 20: every figure of a room, PNG or interactive, is drawn in its figures.py (from saved arrays): no
-    run.py, report.py, computation or claims module builds or saves one. attnlab/plotting.py and the report
-    builder attnlab/report.py hold the shared primitives. Only report.py and run.py call figures.py (the run
+    run.py, report.py, computation or claims module builds or saves one. attnlab/reports/plotting.py and the report
+    builder attnlab/reports/page.py hold the shared primitives. Only report.py and run.py call figures.py (the run
     has its PNGs drawn from the arrays it saved, or the report has them drawn as it writes the page)."""
     found = [
         f"{path.relative_to(ROOT)}:{line} {what}"
@@ -296,7 +296,7 @@ def _imported_names(tree: ast.Module) -> set[str]:
 
 
 # run-folder readers: a study's cli.py parses argv into a config and calls the run function, which reads the folder
-RUN_FOLDER_MODULES = {"attnlab.runs", "attnlab.results", "attnlab.checkpoint", "attnlab.configs"}
+RUN_FOLDER_MODULES = {"attnlab.runs", "attnlab.runs.results", "attnlab.training.checkpoint", "attnlab.runs.configs"}
 RUN_FOLDER_READERS = {"RunDir", "open_run", "read_json", "read_jsonl", "load_run", "read_config", "read_manifest",
                       "read_train_config", "config_from_dict", "recover_replaced", "run_status", "check_out_folder",
                       "load_checkpoint", "latest_checkpoint", "read_state", "resumed", "resumed_config"}  # fmt: skip
@@ -388,8 +388,8 @@ def test_no_package_imports_a_package_that_imports_it_back():
 
 def test_no_study_imports_another_studys_private_module():
     """Issue 20: a room imports another room's public modules and names only, never `attnlab.bb._theory`,
-    `attnlab.series._train` or a `_name` (rooms: the one table in attnlab.registry)."""
-    from attnlab.registry import commands
+    `attnlab.series._train` or a `_name` (rooms: the one table in attnlab.core.registry)."""
+    from attnlab.core.registry import commands
 
     rooms = set(commands())
     paths = {_module_name(p): p for p in _sources()}
@@ -411,7 +411,7 @@ def test_no_study_imports_another_studys_private_module():
 def test_study_configs_import_no_torch():
     """Issue 20: every room's config module imports without torch (one fresh interpreter for all of them), so a
     bad option is refused before torch loads."""
-    from attnlab.registry import commands
+    from attnlab.core.registry import commands
 
     configs = [f"attnlab.{c}.config" for c in commands() if (PACKAGE / c / "config.py").is_file()]
     assert len(configs) >= 10, configs
@@ -424,18 +424,18 @@ def test_study_configs_import_no_torch():
 
 # names that, three or more in one literal, make a list of the rooms or studies
 def _room_and_study_names() -> set[str]:
-    from attnlab.registry import commands, studies
+    from attnlab.core.registry import commands, studies
 
     return set(commands()) | set(studies())
 
 
 def test_the_studies_are_listed_once():
-    """Issue 20: the rooms and studies are one table (attnlab.registry); `attnlab/__init__.py`, the CLI, the demo
+    """Issue 20: the rooms and studies are one table (attnlab.core.registry); `attnlab/__init__.py`, the CLI, the demo
     and `attnlab reproduce` read it, and no other module holds a literal list of them."""
     import attnlab
     import attnlab.cli
+    import attnlab.core.registry as registry
     import attnlab.demo
-    import attnlab.registry as registry
     from attnlab.reproduce import config as reproduce_config
     from attnlab.reproduce import report as reproduce_report
 
@@ -450,7 +450,7 @@ def test_the_studies_are_listed_once():
     names = _room_and_study_names()
     lists = []
     for path in _sources():
-        if path.name == "registry.py" and path.parent == PACKAGE:
+        if path.name == "registry.py" and path.parent == PACKAGE / "core":
             continue
         for n in ast.walk(ast.parse(path.read_text())):
             items = (

@@ -14,7 +14,7 @@ import pytest
 from attnlab import demo
 from attnlab.cli import main
 from attnlab.errors import AttnlabError, InputError
-from attnlab.report import Report
+from attnlab.reports.page import Report
 from attnlab.runs import open_run, run_status
 from tests.probes import refused, snapshot
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab import budget
-from attnlab import device as D
 from attnlab.cli import build_parser, main
+from attnlab.core import device as D
 from attnlab.errors import InputError
+from attnlab.runs import budget
 
 COMMANDS = [
     ["bb", "train"],
@@ -87,7 +87,7 @@ CPU_ONLY: dict[str, str] = {}  # the commands that keep computing on the cpu, an
 
 def test_cpu_only_commands_refuse_cuda_even_with_a_gpu(monkeypatch):
     """With a GPU present, a cpu-only command refuses cuda in one line that says why; auto means cpu for it."""
-    from attnlab.registry import resolve
+    from attnlab.core.registry import resolve
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
@@ -251,7 +251,7 @@ def test_a_report_written_without_plotly_gets_a_stub(tmp_path, monkeypatch):
     """The GPU machine has no plotly: a report's plotly.min.js is then a stub, and the page is still written."""
     import sys
 
-    from attnlab import report
+    from attnlab.reports import page as report
 
     monkeypatch.setitem(sys.modules, "plotly.offline", None)  # `from plotly.offline import ...` raises ImportError
     assert report.plotly_asset(tmp_path) == report.PLOTLY_ASSET
@@ -485,7 +485,7 @@ def test_the_traced_forward_and_every_intervention_follow_the_device(monkeypatch
     """On torch's meta device, the toy model with every kind of intervention hooked in runs there without a cpu op
     (the cpu query mask is copied there), and the recorder is handed tensors on that device only (the spy stands in
     for it: meta tensors hold no data to reduce)."""
-    from attnlab.bb.model import ToyConfig, ToyTransformer
+    from attnlab.toy.model import ToyConfig, ToyTransformer
     from attnlab.tracing.adapters import toy
     from attnlab.tracing.interventions import MoveToSink, ZeroDims, ZeroHead, ZeroLayer, ZeroMLP
 
@@ -822,7 +822,7 @@ def test_reproduce_hands_its_device_to_every_study_run_that_takes_one():
 def test_rows_per_block_keeps_the_cpu_blocks_and_widens_them_on_an_accelerator():
     """The cpu keeps its cache-sized blocks; an accelerator (any non-cpu device name: nothing is allocated) takes
     as many rows as keep a block within ACCELERATOR_BLOCK_ELEMENTS, never fewer than the cpu's."""
-    from attnlab.device import ACCELERATOR_BLOCK_ELEMENTS, rows_per_block
+    from attnlab.core.device import ACCELERATOR_BLOCK_ELEMENTS, rows_per_block
 
     assert rows_per_block(512, "cpu", 576) == 512
     assert rows_per_block(512, torch.device("cpu"), 10**9) == 512

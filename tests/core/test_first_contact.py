@@ -115,7 +115,7 @@ def test_a_stopped_demo_names_what_finished_and_suggests_the_demos_resume(tmp_pa
     `attnlab demo --resume` is the way to continue."""
     from attnlab import demo
     from attnlab.errors import AttnlabError
-    from attnlab.report import Report
+    from attnlab.reports.page import Report
 
     def finishes(out, seed):
         Path(out).mkdir(parents=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from attnlab import demo
-from attnlab.bb.task import BBTask
 from attnlab.cli import main
 from attnlab.runs import LOCK_NAME, open_run, write_json
+from attnlab.toy.task import BBTask
 from tests.probes import refused, snapshot
 
 BB_TINY = ["--d-model", "32", "--d-mlp", "64", "--seq-len", "16", "--batch", "8", "--eval-batch", "16"]
@@ -108,7 +108,7 @@ def test_a_command_that_fails_inside_its_run_leaves_no_new_folder(tmp_path, caps
 # --- the demo replaces the earlier demo only once the new one has finished ------------------------------------
 def _fake_study(tmp_path: Path, fail: BaseException | None) -> types.ModuleType:
     """A study demo that writes one run and then optionally fails."""
-    from attnlab.report import Report
+    from attnlab.reports.page import Report
 
     def run_demo(out: Path, seed: int) -> Report:
         with open_run(out / "sweep", "paths sweep", {"seed": seed}) as run:

@@ -14,8 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from attnlab import budget
 from attnlab.errors import InputError, check_int
+from attnlab.runs import budget
 from tests.probes import refused
 
 CPUS = max(1, os.cpu_count() or 1)

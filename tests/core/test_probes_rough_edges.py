@@ -20,6 +20,7 @@ import pytest
 
 from attnlab import runs
 from attnlab.cli import main
+from attnlab.runs import io as runs_io
 from tests.probes import PREFIX, refused, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,15 +123,15 @@ def test_compare_says_the_metrics_file_is_empty(bb_run, tmp_path, capsys, text, 
 
 # --- item 4: a new run that a full disk stops leaves nothing behind; an earlier run is never touched ------------
 def _full_disk_at(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    """Every atomic write goes through `runs._write_all`: the one of the file `name` finds the disk full."""
-    real = runs._write_all
+    """Every atomic write goes through `attnlab.runs.io._write_all`: the one of the file `name` finds the disk full."""
+    real = runs_io._write_all
 
     def write_all(tmp: Path, data: bytes) -> None:
         if tmp.name.startswith(f".{name}."):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real(tmp, data)
 
-    monkeypatch.setattr(runs, "_write_all", write_all)
+    monkeypatch.setattr(runs_io, "_write_all", write_all)
 
 
 @pytest.fixture(scope="module")

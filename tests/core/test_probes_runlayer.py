@@ -192,7 +192,7 @@ def test_a_checkpoint_on_a_full_disk_leaves_no_tmp_folder(tmp_path, monkeypatch)
     import torch
     from safetensors import SafetensorError
 
-    from attnlab import checkpoint
+    from attnlab.training import checkpoint
 
     def full(*args, **kwargs):  # what safetensors raises on a full disk
         raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from attnlab.report import PLOTLY_ASSET, Report
+from attnlab.reports.page import PLOTLY_ASSET, Report
 from tests.browser import open_page
 
 

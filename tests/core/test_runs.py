@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.configs import config_from_dict
 from attnlab.errors import InputError, NumericalError, check, check_choice, check_finite, check_int
 from attnlab.runs import LOCK_NAME, RunDir, config_hash, open_run, read_json, read_jsonl, write_json
+from attnlab.runs.configs import config_from_dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,7 +257,7 @@ def _full_disk_lock(monkeypatch) -> None:
     """The lock file's pid cannot be written (ENOSPC), as on a full disk."""
     import errno
 
-    import attnlab.runs as runs
+    import attnlab.runs.io as runs
 
     class Full:
         def __init__(self, fd: int, mode: str) -> None:

@@ -1,5 +1,5 @@
-"""The one training layer (issue 20): `attnlab.training.Trainer` on a tiny model, the one checkpoint format
-(`attnlab.checkpoint`, legacy series checkpoints included) and a bit-identical resume after `kill -9`."""
+"""The one training layer (issue 20): `attnlab.training.loop.Trainer` on a tiny model, the one checkpoint format
+(`attnlab.training.checkpoint`, legacy series checkpoints included) and a bit-identical resume after `kill -9`."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from attnlab.checkpoint import LEGACY_STATE, STATE, latest_checkpoint, load_checkpoint
 from attnlab.errors import AttnlabError, InputError, NumericalError
 from attnlab.runs import RunDir
-from attnlab.training import INTERRUPTED, Job, Schedule, Trainer
+from attnlab.training.checkpoint import LEGACY_STATE, STATE, latest_checkpoint, load_checkpoint
+from attnlab.training.loop import INTERRUPTED, Job, Schedule, Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 

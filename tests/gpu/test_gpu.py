@@ -7,7 +7,7 @@ float64 phase diagram):
 - The phase diagram (float64): clustered fractions within 1/starts (one start flipping at the cosine threshold),
   and equal up to rounding (1e-12) in most cells.
 - Determinism: the same seed on the same GPU gives byte-identical metrics.jsonl (deterministic algorithms on,
-  `attnlab.device.on_device`; ops without a deterministic kernel are listed in `attnlab.device.NONDETERMINISTIC`).
+  `core.device.on_device`; ops without a deterministic kernel are listed in `attnlab.core.device.NONDETERMINISTIC`).
 - consensus simulate (float64, the same starts and weights, drawn on the cpu): every E_first / E_pair within 1e-9
   (absolute) after 100 RK4 steps, clustered fractions within two ordered pairs a start (one pair crossing the
   cosine threshold); a second CUDA run gives the same arrays.
@@ -137,7 +137,7 @@ def test_memory_refusal_on_the_gpu():
 
 
 def test_cuda_index_past_the_last_gpu_is_refused():
-    from attnlab.device import resolve
+    from attnlab.core.device import resolve
     from attnlab.errors import InputError
 
     with pytest.raises(InputError, match="CUDA device"):
@@ -174,7 +174,7 @@ def _series(tmp_path, name, device):
 
 def test_series_cuda_agrees_with_cpu_and_is_deterministic(tmp_path):
     """Byte-identical CUDA runs, unless torch warned that an op ran without a deterministic kernel (listed in
-    `attnlab.device.NONDETERMINISTIC`: the memory-efficient attention backward); then within 1e-5."""
+    `attnlab.core.device.NONDETERMINISTIC`: the memory-efficient attention backward); then within 1e-5."""
     import warnings
 
     cpu = _series(tmp_path, "cpu", "cpu")

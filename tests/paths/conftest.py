@@ -32,7 +32,7 @@ def problem(gram, y, H, N=5.0, T=0.1, form="chain", variances=None):
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
 
     with threads(1):
         yield

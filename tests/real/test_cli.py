@@ -157,9 +157,9 @@ def _check_mlp_dnll_by_hand(out, rows):
     import torch
 
     from attnlab.ablate.config import AblateConfig
-    from attnlab.configs import config_from_dict
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import config_windows
+    from attnlab.runs.configs import config_from_dict
 
     cfg = config_from_dict(AblateConfig, json.loads((out / "config.json").read_text()))
     lm = load_causal_lm(cfg.model)

@@ -23,7 +23,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def lm():
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
     from attnlab.hf.loader import load_causal_lm
 
     with threads(1):  # restored for the tests of other studies

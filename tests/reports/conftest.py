@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from attnlab.clitools import threads
+from attnlab.core.clitools import threads
 from tests.browser import launch_browser
 
 TINY_BB = dict(d_model=32, d_mlp=64, seq_len=32, batch=16, eval_batch=32, lin_every=5, lin_until=10, ckpt_every=10)

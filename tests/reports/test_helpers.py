@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from attnlab.report import Report, element_id, fmt, js_json, rounded, with_slider
+from attnlab.reports.page import Report, element_id, fmt, js_json, rounded, with_slider
 
 
 def test_js_json_cannot_close_the_script_element():

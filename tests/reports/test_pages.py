@@ -26,7 +26,7 @@ def _grid_cell_xy(page, grid: str, layer: int, head: int) -> tuple[float, float]
 
 
 def test_scan_grid_click_shows_that_heads_pattern(runs, browse, tmp_path):
-    from attnlab.report import element_id
+    from attnlab.reports.page import element_id
 
     run = runs["scan"]
     grid, view = element_id(run, "grid"), element_id(run, "pattern")
@@ -63,7 +63,7 @@ def test_scan_grid_click_shows_that_heads_pattern(runs, browse, tmp_path):
 
 
 def test_bb_report_curves_snapshots_and_sorting(runs, browse, tmp_path):
-    from attnlab.report import element_id
+    from attnlab.reports.page import element_id
 
     run = runs["bb"]
     with browse(run / "report.html", tmp_path / "bb.png") as (page, errors):
@@ -88,7 +88,7 @@ def test_bb_report_curves_snapshots_and_sorting(runs, browse, tmp_path):
 
 
 def test_consensus_and_paths_reports_draw(runs, browse, tmp_path):
-    from attnlab.report import element_id
+    from attnlab.reports.page import element_id
 
     views = {
         "sim3": ["sphere"],
@@ -128,7 +128,7 @@ def test_served_scan_report_computes_an_unsaved_head(runs, browser, tmp_path):
     """Through `attnlab view`, clicking a head whose pattern was not kept shows it, computed by the server."""
     import threading
 
-    from attnlab.report import element_id
+    from attnlab.reports.page import element_id
     from attnlab.view.server import make_server
 
     run = runs["scan"]

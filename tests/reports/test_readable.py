@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 
-from attnlab.report import PLOTLY_ASSET, Report, cell, flat_rows, fmt, words
+from attnlab.reports.page import PLOTLY_ASSET, Report, cell, flat_rows, fmt, words
 
 
 def test_contents_list_links_every_section_once():

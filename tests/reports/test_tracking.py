@@ -136,7 +136,7 @@ def _figure(path, size: tuple[int, int]) -> None:
 
 
 def test_a_tracker_with_no_kinds_logs_no_output(tmp_path):
-    from attnlab.tracking import Tracker
+    from attnlab.core.tracking import Tracker
 
     _figure(tmp_path / "figures" / "a.png", (4, 4))
     assert Tracker((), tmp_path, "run").log_outputs(tmp_path) == []

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.report import element_id
+from attnlab.reports.page import element_id
 
 
 def test_grid_switches_statistic_and_patterns_show_tokens(runs, browse, tmp_path):

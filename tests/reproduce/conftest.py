@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.clitools import threads
+from attnlab.core.clitools import threads
 
 SPECS = Path(__file__).resolve().parents[2].parent / "shared" / "specs"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.registry import STUDY_DOCS
+from attnlab.core.registry import STUDY_DOCS
 from attnlab.reproduce.report import SECTION_MARKS, study_section
 from attnlab.reproduce.targets import TARGETS
 

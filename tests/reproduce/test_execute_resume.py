@@ -18,10 +18,10 @@ ARGS = ["--d-model", "16", "--d-mlp", "32", "--seq-len", "16", "--batch", "4", "
 
 
 def test_an_interrupted_training_run_resumes_from_its_checkpoint(tmp_path) -> None:
-    from attnlab.clitools import threads
-    from attnlab.configs import config_to_dict
+    from attnlab.core.clitools import threads
     from attnlab.reproduce.execute import Run, execute
-    from attnlab.results import load_run
+    from attnlab.runs.configs import config_to_dict
+    from attnlab.runs.results import load_run
 
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     assert main(["bb", "train", *ARGS, "--out", str(ref)]) == 0

@@ -11,7 +11,7 @@ pytest.importorskip("ray")
 
 
 def test_sweep_inside_a_ray_task_joins_its_instance(tmp_path) -> None:
-    from attnlab.parallel import parallel_map
+    from attnlab.core.parallel import parallel_map
     from attnlab.reproduce.execute import run_experiment
 
     size = dict(d_model=16, d_mlp=32, seq_len=16, batch=4, eval_batch=8, steps=4, ckpt_every=1000, lrs=(1e-3,),

@@ -84,7 +84,7 @@ def _just_past(c: Check, value: float, make_pass: bool) -> float:
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> dict:
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
 
     out = tmp_path_factory.mktemp("repro") / "tiny"
     with threads(1):
@@ -150,7 +150,7 @@ def test_known_values_of_the_tiny_run(tiny_run) -> None:
 
 
 def test_registry_resolves_the_command() -> None:
-    from attnlab.registry import resolve
+    from attnlab.core.registry import resolve
     from attnlab.reproduce.config import ReproduceConfig
     from attnlab.reproduce.run import reproduce
 
@@ -193,11 +193,11 @@ def test_existing_folder_is_refused_and_unchanged(tmp_path, capsys) -> None:
 def test_full_profile_runs_every_measured_target_and_its_configs_build(tmp_path) -> None:
     """At --profile full every target with a measure has its study runs, and every study run's config (the
     table's (command, config) rows) is a valid config of its registry command."""
-    from attnlab.configs import config_from_dict
-    from attnlab.registry import resolve
+    from attnlab.core.registry import resolve
     from attnlab.reproduce.config import ReproduceConfig
     from attnlab.reproduce.experiments import EXPERIMENTS, PAPER_SCALE, SIZES, sized
     from attnlab.reproduce.run import plan
+    from attnlab.runs.configs import config_from_dict
 
     targets, names = plan(ReproduceConfig(profile="full", device="cuda"))
     measured = {n for t in targets if t.measure is not None for n in t.needs}
@@ -258,7 +258,7 @@ def test_a_failed_study_run_is_reported_and_an_interrupt_ends_the_run(tmp_path, 
 def test_every_study_run_is_a_registry_command_that_rerun_redoes(tiny_run, tmp_path) -> None:
     """Each study run folder of the tiny run names its command and config, and `attnlab rerun` of one (here the
     consensus phase diagram) writes the same numbers (issue 20: every experiment goes through a run function)."""
-    from attnlab.registry import resolve
+    from attnlab.core.registry import resolve
 
     manifests = sorted((tiny_run["path"] / "runs").rglob("manifest.json"))
     assert len(manifests) >= 20

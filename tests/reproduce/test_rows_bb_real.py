@@ -107,8 +107,8 @@ def test_the_paper_scale_mitigations_run_only_on_a_gpu() -> None:
 
 
 def test_the_paper_runs_have_the_specs_settings() -> None:
-    from attnlab.configs import config_from_dict
-    from attnlab.registry import resolve
+    from attnlab.core.registry import resolve
+    from attnlab.runs.configs import config_from_dict
 
     cls, _ = resolve("bb train")
     got = {}
@@ -197,7 +197,7 @@ def test_r9_and_r10_read_a_trained_three_layer_run(tmp_path) -> None:
     from attnlab.bb import reproduction as bb_rows
     from attnlab.cli import main
     from attnlab.reproduce.execute import Outcome
-    from attnlab.results import load_run
+    from attnlab.runs.results import load_run
 
     out = tmp_path / "three"
     args = ["bb", "train", "--layers", "3", "--no-attn", "2", "--steps", "20", "--d-model", "16", "--d-mlp", "32",

@@ -17,7 +17,7 @@ from tests.numerics import assert_close
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    from attnlab.clitools import threads
+    from attnlab.core.clitools import threads
 
     with threads(1):
         yield

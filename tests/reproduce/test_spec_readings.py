@@ -290,7 +290,7 @@ def test_b3_reads_a_real_sample_folder(tmp_path: Path) -> None:
     import math
 
     from attnlab.cli import main
-    from attnlab.results import load_run
+    from attnlab.runs.results import load_run
 
     out = tmp_path / "sample"
     args = ["paths", "sample", "--P", "12", "--n-test", "20", "--chains", "1", "--warmup", "4", "--draws", "4",

@@ -11,9 +11,9 @@ import time
 import psutil
 import pytest
 
-from attnlab.clitools import threads
-from attnlab.configs import config_from_dict
-from attnlab.registry import resolve
+from attnlab.core.clitools import threads
+from attnlab.core.registry import resolve
+from attnlab.runs.configs import config_from_dict
 from attnlab.sweep import SweepConfig, load_spec, sweep
 from tests.sweep.conftest import load_compare, subprocess_env
 

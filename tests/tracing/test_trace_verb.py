@@ -117,7 +117,7 @@ def test_mean_ablate_equals_a_hand_computation():
 
 @pytest.mark.numerics
 def test_the_same_call_works_on_the_toy_model():
-    from attnlab.bb.model import ToyConfig, ToyTransformer
+    from attnlab.toy.model import ToyConfig, ToyTransformer
 
     with torch.random.fork_rng():
         torch.manual_seed(0)

@@ -176,10 +176,10 @@ def train_network(config: PruneConfig, device: torch.device | None = None) -> tu
 def check_prune_memory(config: PruneConfig, gram_mode: str, device: torch.device) -> None:
     """One line when the GD network's training (`PruneConfig.gd_bytes`) and the largest theory solve (digit
     paths, `heads^layers` of them) would not fit together in a GPU's memory; nothing on the cpu."""
-    from attnlab.budget import check_device_memory
     from attnlab.paths.tasks.digits import N0
     from attnlab.paths.theory.action import order_parameter_sizes
     from attnlab.paths.theory.solver import device_bytes
+    from attnlab.runs.budget import check_device_memory
 
     H = [config.heads] * config.layers
     n_paths = int(np.prod(H))

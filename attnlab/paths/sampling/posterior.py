@@ -70,7 +70,7 @@ def sample_point(
 def check_sample_memory(config: Any, gram: PathGram, device: Any) -> None:
     """On a GPU, one line when the path kernels (M [n, n, P, P] in gram mode, xi~ [P, n, N0] in factor mode), each
     chain's [P, P] kernels and their temporaries (8 copies) and the kept draws ([n, n] each) exceed its memory."""
-    from attnlab.budget import check_device_memory
+    from attnlab.runs.budget import check_device_memory
 
     if getattr(device, "type", "cpu") != "cuda":
         return

@@ -470,7 +470,7 @@ def device_bytes(P: int, n_paths: int, N0: int, mode: str, sizes: list[int], met
 def check_solve_memory(what: str, device: Any, gram: tuple[int, int, int, str], sizes: list[int], method: str) -> None:
     """One line when a solve of the Gram of shape `gram` (P, n_paths, N0, mode) would not fit `device`'s memory
     (90% of its free memory; nothing is checked on the cpu, whose RAM the data's own check covers)."""
-    from attnlab.budget import check_device_memory as check
+    from attnlab.runs.budget import check_device_memory as check
 
     P, n_paths, N0, mode = gram
     fix = "use a smaller --P, fewer heads or layers, or --device cpu"

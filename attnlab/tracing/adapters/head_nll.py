@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.device import rows_per_block
+from attnlab.core.device import rows_per_block
 from attnlab.tracing import cpu_kernels
 
 # a block's logits [ROW_BLOCK, VOCAB_BLOCK] fp32 = 4 MiB; measured beside the plain head on SmolLM2 (2 threads,

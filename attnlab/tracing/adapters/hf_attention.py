@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from attnlab.device import rows_per_block
+from attnlab.core.device import rows_per_block
 from attnlab.errors import InputError
 from attnlab.tracing import cpu_kernels
 from attnlab.tracing.interventions import MoveToSink

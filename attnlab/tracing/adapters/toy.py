@@ -27,7 +27,7 @@ from attnlab.tracing.interventions import (
 from attnlab.tracing.recorder import TraceRecorder
 
 if TYPE_CHECKING:
-    from attnlab.bb.model import ToyTransformer
+    from attnlab.toy.model import ToyTransformer
 
 HookFn = Callable[[torch.Tensor, str], Any]
 

@@ -150,6 +150,6 @@ def run_mode(args: argparse.Namespace) -> str:
 def add_device_arg(p: argparse.ArgumentParser, precision: str = "", default: str | None = "cpu") -> None:
     """Add `--device` to a command's parser; `precision` says what the command computes in. `default=None` for
     resumable commands: a resumed run keeps its saved device unless --device is given."""
-    from attnlab.device import DEVICE_HELP
+    from attnlab.core.device import DEVICE_HELP
 
     p.add_argument("--device", default=default, help=DEVICE_HELP + (f"; {precision}" if precision else ""))

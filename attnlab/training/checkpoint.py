@@ -76,7 +76,7 @@ def save_checkpoint(
     write_model: WriteModel = write_weights,
 ) -> Path:
     """Write a complete checkpoint folder atomically (weights by `write_model`); returns its path. `state` should
-    hold "step", "config" and "config_hash" (`attnlab.training` writes them)."""
+    hold "step", "config" and "config_hash" (`attnlab.training.loop` writes them)."""
     folder = Path(folder)
     with atomic_folder(folder) as tmp:  # a failure (a full disk) leaves no step_N.tmp behind
         write_model(model, tmp)

@@ -84,9 +84,9 @@ def transformer_step_flops(vocab: int, d_model: int, n_layers: int, seq_len: int
 
 
 def check_device_memory(estimate: float, what: str, device: object, fix: str = "choose smaller sizes") -> None:
-    """On a GPU: raise InputError when `estimate` bytes exceed 90% of its free memory (`attnlab.device`). On the
+    """On a GPU: raise InputError when `estimate` bytes exceed 90% of its free memory (`attnlab.core.device`). On the
     CPU the configs have already checked the RAM limit, so nothing is done here."""
-    from attnlab.device import memory_bytes
+    from attnlab.core.device import memory_bytes
     from attnlab.errors import InputError
 
     cap = memory_bytes(device)

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab.bb.bigram import triggers_by_frequency, vocab_statistics
-from attnlab.bb.corpus import Vocabulary, build_vocabulary, load_corpus, text_sha256
 from attnlab.errors import InputError
+from attnlab.toy.bigram import triggers_by_frequency, vocab_statistics
+from attnlab.toy.corpus import Vocabulary, build_vocabulary, load_corpus, text_sha256
 
 EVAL_SEED = 27
 

@@ -9,7 +9,7 @@ sees the batches it would have seen and, on one thread, reaches bit-identical we
   they land between two whole steps; the run then saves the step it reached and ends with exit code 130.
 - The NaN guard stops at the first non-finite loss, gradient or updated parameter, in one line naming the step and
   the tensor, and saves the last finite state (`nan_step_N`).
-- `mode="resume"`: the run function builds its config with `attnlab.resume.resumed_config` (a `Resume` of flags,
+- `mode="resume"`: the run function builds its config with `attnlab.runs.resume.resumed_config` (a `Resume` of flags,
   or a full config from a notebook, checked against the saved one: the same message either way), then
   `Trainer.resume` continues from the newest checkpoint, refusing one written under another config hash.
 """
@@ -29,7 +29,10 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from attnlab.checkpoint import (
+from attnlab.errors import AttnlabError, InputError, NumericalError
+from attnlab.runs import STEPPED, RunDir
+from attnlab.runs.resume import config_diff, frozen_hash
+from attnlab.training.checkpoint import (
     WriteModel,
     checkpoint_steps,
     latest_checkpoint,
@@ -40,9 +43,6 @@ from attnlab.checkpoint import (
     state_file,
     write_weights,
 )
-from attnlab.errors import AttnlabError, InputError, NumericalError
-from attnlab.resume import config_diff, frozen_hash
-from attnlab.runs import STEPPED, RunDir
 
 INTERRUPTED = "interrupted"  # a series run's checkpoint of an interrupt between two save steps (outside the series)
 

@@ -49,7 +49,7 @@ def _tables(run: RunDir) -> dict[str, Any]:
 
 def _held(path: Path) -> bool:
     """Whether a live process holds the folder's lock (a lock left by a killed run does not count)."""
-    from attnlab.runs import _alive
+    from attnlab.runs.folder import _alive
 
     try:
         pid = int((path / LOCK_NAME).read_text().strip() or 0)
@@ -60,8 +60,8 @@ def _held(path: Path) -> bool:
 
 def load_run(path: str | Path) -> RunResult:
     """The `RunResult` (path, config, summary, tables) of the run folder `path`; one line if it is not one."""
-    from attnlab.configs import config_from_dict
-    from attnlab.registry import resolve
+    from attnlab.runs.configs import config_from_dict
+    from attnlab.core.registry import resolve
 
     run = RunDir(path)
     if not run.path.is_dir():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.bb.corpus import Vocabulary
+from attnlab.toy.corpus import Vocabulary
 
 
 def count_statistics(ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,1 @@
+"""The training layer: one loop (`loop`) and its checkpoint format (`checkpoint`: safetensors plus JSON)."""
