@@ -13,10 +13,20 @@ In memory, for any model (nothing is written to disk; docs/api.md works through 
     attnlab.hook_points(model)        # TransformerLens's names: blocks.{l}.hook_resid_pre, attn.hook_z, ...
     model = attnlab.load_model("smollm2"); run = attnlab.load_run("runs/scan-...")
 
-Studies: `bb` (Bigram-Backcopy toy models), `scan`, `ablate` and `deploy` (real LLMs; `deploy`: int8 activations
-and sliding-window KV), `series` (a small HF model trained into a checkpoint series), `consensus` (dynamics on the
-sphere), `paths` (attention-path kernels). Shared pieces: `tracing` (the trace layer and the intervention
-vocabulary), `runs` (run folders), `errors`.
+The four studies, each made of rooms (one room per command, `attnlab.<room>`), on shared layers:
+
+    study                          rooms                          reproduction
+    Extreme tokens, toy model      bb                             bb/repro/
+    Extreme tokens, real models    scan, series, ablate, deploy   real/repro/
+    Consensus                      consensus                      consensus/repro/
+    Attention paths                paths                          paths/repro/
+    tools over runs                sweep, reproduce, compare, view
+
+    shared layers: toy (toy transformer, Bigram-Backcopy task), hf (real-model loading, text domains),
+    tracing (Trace, recorder, adapters, interventions; speed paths in tracing.fast), training (loop, checkpoints),
+    reports (pages, plotting), runs (run folders), core (room table, CLI helpers, devices), errors
+
+docs/design.md draws the layout and the contract every room follows.
 """
 
 from __future__ import annotations
