@@ -1,6 +1,6 @@
 """Issue 23, sixth session: three costs of the scan beside what they replace, each timed in one process (2 threads).
 
-    swapped   `stats="full"`'s swapped call (`hf_fused.swapped_statistics`) against the forward's own fused
+    swapped   `stats="full"`'s swapped call (`tracing.fast.fused.swapped_statistics`) against the forward's own fused
               attention call, SmolLM2's shapes (9 query heads, 3 KV heads, d_h = 64), random inputs
     lse       the blocked NLL's log-sum-exp of SmolLM2's head at T = 512: torch.logsumexp on each [511, 4096] block
               against the in-place reduction of `head_nll` (both with the blocks' matrix products), and the plain
@@ -41,7 +41,7 @@ def _median_s(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, f
 
 
 def swapped(T: int, repeats: int) -> dict:
-    from attnlab.tracing.adapters.hf_fused import fused_kernel, swapped_statistics
+    from attnlab.tracing.fast.fused import fused_kernel, swapped_statistics
 
     g = torch.Generator().manual_seed(0)
     q = torch.randn(1, T, 9, 64, generator=g).transpose(1, 2) * 2  # the projections' layout, as in a forward
@@ -59,7 +59,7 @@ def swapped(T: int, repeats: int) -> dict:
 
 
 def lse(repeats: int) -> dict:
-    from attnlab.tracing.adapters.head_nll import VOCAB_BLOCK, _logsumexp_in_place
+    from attnlab.tracing.fast.nll import VOCAB_BLOCK, _logsumexp_in_place
 
     g = torch.Generator().manual_seed(0)
     x, W = torch.randn(511, 576, generator=g), torch.randn(49152, 576, generator=g) * 0.05

@@ -215,7 +215,7 @@ def attention_kernels(device: torch.device, tiny: bool) -> dict:
     from torch.nn.attention import SDPBackend
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-    from attnlab.tracing.adapters.hf_fused import _expand, fused_kernel
+    from attnlab.tracing.fast.fused import _expand, fused_kernel
 
     T, s = (256 if tiny else LONG_T), 0.125
     g = torch.Generator().manual_seed(0)

@@ -217,8 +217,8 @@ def smollm2_interleaved(
     torch.set_num_threads(threads)  # a benchmark process of its own: no library code sets threads
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
-    from attnlab.tracing.adapters.head_nll import head_nll, head_of
     from attnlab.tracing.adapters.hf import trace_windows
+    from attnlab.tracing.fast import head_nll, head_of
 
     model, tok = (lambda lm: (lm.model, lm.tokenizer))(load_causal_lm("smollm2"))
     rows, factors = [], {}

@@ -1,6 +1,6 @@
 """Benchmark: the scan's statistics at another commit against this tree's, in one process, interleaved (issue 23).
 
-The O(T·d) statistics of the fused scan (`hf_attention._logit_stats`, `_value_norms` with the session's matrices
+The O(T·d) statistics of the fused scan (`tracing.fast.logit_stats`, `value_norms` with the session's matrices
 for it, `TraceRecorder.residual` with `_add_massive`; not the recorder's per-layer bookkeeping) are read from
 `--base` (a git revision) into temporary modules and swapped in turn with this tree's, around the same SmolLM2
 windows; a plain sdpa forward is timed beside them. Prints the largest difference of the trace's numbers between
@@ -63,8 +63,8 @@ def main() -> int:
     from attnlab.hf.loader import load_causal_lm
     from attnlab.hf.texts import domain_windows
     from attnlab.tracing import recorder as R
-    from attnlab.tracing.adapters import hf_fused as F
     from attnlab.tracing.adapters.hf import trace_windows
+    from attnlab.tracing.fast import fused as F
 
     with tempfile.TemporaryDirectory() as tmp:
         old_ha = _module_at(args.base, "attnlab/tracing/adapters/hf_attention.py", "base_hf_attention", Path(tmp))
@@ -76,12 +76,12 @@ def main() -> int:
     sets = {
         "base": (old_ha._logit_stats, old_ha._value_norms, old_rec.TraceRecorder.residual,
                  old_rec.TraceRecorder._add_massive, _session_factor(base_factor)),
-        "this": (F._logit_stats, F._value_norms, R.TraceRecorder.residual, R.TraceRecorder._add_massive,
+        "this": (F.logit_stats, F.value_norms, R.TraceRecorder.residual, R.TraceRecorder._add_massive,
                  _session_factor(HA.value_factor)),
     }  # fmt: skip
 
     def use(name: str) -> None:
-        (F._logit_stats, F._value_norms, R.TraceRecorder.residual, R.TraceRecorder._add_massive,
+        (F.logit_stats, F.value_norms, R.TraceRecorder.residual, R.TraceRecorder._add_massive,
          TraceSession.value_factor) = sets[name]  # fmt: skip
 
     lm = load_causal_lm("smollm2")

@@ -8,7 +8,7 @@ a scan window that is not the forward itself.
 
 `--in-situ`: instead, `--repeats` scans of 8 windows (what `attnlab scan` does per domain), each statistic's function
 wrapped with a timer where the scan calls it, between the model's own matrix products (the statistics cost more
-there than in a loop of their own); the cpu kernels (`tracing.cpu_kernels`) are timed inside their callers.
+there than in a loop of their own); the cpu kernels (`tracing.fast.cpu_kernels`) are timed inside their callers.
 
 Usage: .venv/bin/python benchmarks/bench_scan_parts.py --tokens 512 --repeats 20 --threads 2
        .venv/bin/python benchmarks/bench_scan_parts.py --in-situ --repeats 5 --threads 2
@@ -31,7 +31,7 @@ def _capture(model, ids):
     import torch
 
     import attnlab.tracing.adapters.hf as hf
-    import attnlab.tracing.adapters.hf_fused as fused
+    import attnlab.tracing.fast.fused as fused
     from attnlab.tracing.recorder import TraceRecorder
 
     layers, streams = [], []
@@ -65,8 +65,8 @@ def _window(model, ids, captured) -> dict[str, float]:
     import torch
 
     import attnlab.tracing.adapters.hf as hf
-    import attnlab.tracing.adapters.hf_fused as fused
-    from attnlab.tracing.adapters.head_nll import head_nll, head_of
+    import attnlab.tracing.fast.fused as fused
+    from attnlab.tracing.fast import head_nll, head_of
 
     layers, streams, hidden, factors = captured
     _, head, post = head_of(model)
@@ -81,11 +81,11 @@ def _window(model, ids, captured) -> dict[str, float]:
         return out
 
     for layer, (q, k, v, lse, scale) in enumerate(layers):
-        s0, rest = timed("logit statistics", fused._logit_stats, q, k, scale)
+        s0, rest = timed("logit statistics", fused.logit_stats, q, k, scale)
         key0 = timed("key-0 weights, bookkeeping", torch.exp, s0 - lse)
         timed("key-0 weights, bookkeeping", rec.fused_rows, layer, key0)
         timed("logit bookkeeping", rec.logits, layer, s0, rest)
-        norms = timed("value norms", fused._value_norms, v, factors[layer])
+        norms = timed("value norms", fused.value_norms, v, factors[layer])
         timed("value-norm bookkeeping", rec.value_norms, layer, norms)
     for index, stream in streams:
         timed("residual statistics", rec.residual, index, stream)
@@ -117,7 +117,7 @@ def _timed_in_place(targets: list[tuple[object, str, str]], acc: dict[str, float
 def in_situ(model, tokenizer, T: int, repeats: int, windows: int = 8) -> dict[str, float]:
     """Median ms a window of each statistic inside `repeats` scans of `windows` windows (after one warm-up)."""
     import attnlab.tracing.adapters.hf as hf
-    import attnlab.tracing.adapters.hf_fused as fused
+    import attnlab.tracing.fast.fused as fused
     import attnlab.tracing.recorder as recorder
     from attnlab.hf.texts import domain_windows
 
@@ -125,8 +125,8 @@ def in_situ(model, tokenizer, T: int, repeats: int, windows: int = 8) -> dict[st
     acc: dict[str, float] = {}
     targets = [
         (fused, "fused_kernel", "fused attention kernel"),
-        (fused, "_logit_stats", "logit statistics"),
-        (fused, "_value_norms", "value norms"),
+        (fused, "logit_stats", "logit statistics"),
+        (fused, "value_norms", "value norms"),
         (recorder.TraceRecorder, "fused_rows", "key-0 bookkeeping"),
         (recorder.TraceRecorder, "logits", "logit bookkeeping"),
         (recorder.TraceRecorder, "value_norms", "value-norm bookkeeping"),

@@ -9,7 +9,7 @@ statistics, with the same tensors, and `TraceRecorder.extra_results()` hands bac
     attention_rows(layer, q0, rows)          rows [B,H,C,K] = A[:, :, q0:q0+C, :K] (query, key), fp32, causal,
                                              on the layer's device; per query chunk in order (real models), or the
                                              whole pattern at once with q0 = 0, C = K = T (toy models)
-    key_set(layer) -> keys [J] | None        on the fused path (`attnlab.tracing.adapters.hf_fused`): the few keys
+    key_set(layer) -> keys [J] | None        on the fused path (`attnlab.tracing.fast.fused_layer`): the few keys
                                              whose column sums the statistic needs from this layer; None (the
                                              default for a statistic that overrides attention_rows): whole rows,
                                              and the layer runs through the exact chunked path instead
@@ -74,3 +74,8 @@ class ExtraStatistic:
     def result(self) -> Any:
         """What the statistic hands back through `TraceRecorder.extra_results()` (None by default)."""
         return None
+
+
+def needs_attention(extra: Any) -> bool:
+    """Whether an `ExtraStatistic` reads attention at all (it overrides `attention_rows`)."""
+    return type(extra).attention_rows is not ExtraStatistic.attention_rows

@@ -27,9 +27,9 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
+from attnlab.tracing.fast import BatchStage, add_by_token, by_token, token_accumulator
 from attnlab.tracing.format import Trace
 from attnlab.tracing.selection import StreamStats, cpu_stream_stats, device_stream_stats, faster_method, lower_median
-from attnlab.tracing.staging import BatchStage, add_by_token, by_token, token_accumulator
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
 MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer
@@ -445,7 +445,7 @@ class TraceRecorder:
         stream); the maximum and, only when it exceeds MASSIVE_ABS, the entries over MASSIVE_ABS are read first,
         then the median is selected in place (`lower_median`). numpy's vectorised passes do the order statistics
         (torch's argmax and top-k on a [B,T,d] stream cost 10-40× more). Where numba is installed, one fused pass
-        (`cpu_kernels.stream_stats`) gives the same numbers instead (the norms summed in float64)."""
+        (`tracing.fast.stream_stats`) gives the same numbers instead (the norms summed in float64)."""
         fused = cpu_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
         if fused is not None:
             return fused

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from attnlab.tracing import cpu_kernels
+from attnlab.tracing.fast import entries_over, kernels_available, stream_stats
 
 # The float32 bit pattern's high 16 bits (sign, 8 exponent and 7 mantissa bits: 128 buckets per octave) are its
 # second int16 on a little-endian machine, read through a strided view with no pass over the array.
@@ -102,19 +102,19 @@ def device_stream_stats(x: torch.Tensor, massive_abs: float, massive_rel: float)
 
 
 def cpu_stream_stats(x: torch.Tensor, massive_abs: float, massive_rel: float) -> StreamStats | None:
-    """`StreamStats` of a float32 stream x [B,T,d] on the cpu by `cpu_kernels.stream_stats` (one pass for the norms,
+    """`StreamStats` of a float32 stream x [B,T,d] on the cpu by `tracing.fast.stream_stats` (one pass for the norms,
     the first maximum and the median's histogram, one more for the median's bucket); None where numba is missing or
     the stream holds a NaN (the recorder's numpy path then runs). The massive entries, over max(massive_abs,
     massive_rel × median), are read only when the maximum passes that threshold."""
-    if not cpu_kernels.AVAILABLE or x.dtype != torch.float32:
+    if not kernels_available() or x.dtype != torch.float32:
         return None
     B, T, d = x.shape
     flat_x = x.reshape(B * T, d).contiguous().numpy()
-    got = cpu_kernels.stream_stats(flat_x)
+    got = stream_stats(flat_x)
     if got is None:
         return None
     sumsq, flat, m, med = got
     norms = torch.from_numpy(np.sqrt(sumsq).reshape(B, T).sum(0))
     thresh = max(massive_abs, massive_rel * med)
-    idx = cpu_kernels.entries_over(flat_x, thresh) if m > thresh else np.zeros(0, dtype=np.int64)
+    idx = entries_over(flat_x, thresh) if m > thresh else np.zeros(0, dtype=np.int64)
     return StreamStats(norms, flat, m, med, idx, flat_x.reshape(-1)[idx])

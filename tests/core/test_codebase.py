@@ -460,3 +460,54 @@ def test_the_studies_are_listed_once():
             if len(found) >= 3:
                 lists.append(f"{path.relative_to(ROOT)}:{n.lineno} {sorted(found)}")
     assert not lists, lists
+
+
+# --- issue 38: the trace layer's speed paths behind one door (attnlab.tracing.fast) --------------------------------
+FAST = PACKAGE / "tracing" / "fast"
+FAST_MODULES = ("cpu_kernels", "fused", "nll", "staging", "statistics")  # numba, fused attention, blocked NLL, ...
+
+
+def _in_fast(path: Path) -> bool:
+    return path == FAST or FAST in path.parents
+
+
+def test_the_speed_modules_live_in_tracing_fast():
+    """The numba kernels, the fused attention path, the blocked NLL, the O(T·d) statistics and the staging buffers
+    are modules of `attnlab.tracing.fast`, and nowhere else."""
+    assert sorted(p.stem for p in FAST.glob("*.py") if p.name != "__init__.py") == sorted(FAST_MODULES)
+    stray = [str(p.relative_to(ROOT)) for p in _sources() if p.stem in FAST_MODULES + ("hf_fused", "head_nll") and not _in_fast(p)]
+    assert not stray, stray
+
+
+def test_numba_is_imported_only_in_tracing_fast():
+    found = []
+    for path in _sources():
+        for n in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else []
+            names += [n.module] if isinstance(n, ast.ImportFrom) and n.module else []
+            if any(m.split(".")[0] in ("numba", "llvmlite") for m in names) and not _in_fast(path):
+                found.append(f"{path.relative_to(ROOT)}:{n.lineno}")
+    assert not found, found
+    assert "numba" in (FAST / "cpu_kernels.py").read_text(), "the check must see cpu_kernels import numba"
+
+
+def test_tracing_fast_has_one_entry_point():
+    """Outside `attnlab/tracing/fast/`, attnlab imports from `attnlab.tracing.fast` only (never a submodule, never a
+    `_name`); inside, it imports no `_name` of a module outside (issue 38). Tests and benchmarks of the kernels
+    themselves may read the submodules."""
+    paths = {_module_name(p): p for p in _sources()}
+    found = []
+    for module, path in paths.items():
+        inside = _in_fast(path)
+        for target, name in _module_imports(ast.parse(path.read_text()), set(paths)):
+            target_inside = target == "attnlab.tracing.fast" or target.startswith("attnlab.tracing.fast.")
+            if inside == target_inside:
+                continue
+            private = (name or "").startswith("_") or any(p.startswith("_") for p in target.split("."))
+            if private or (not inside and target != "attnlab.tracing.fast"):
+                found.append(f"{module} imports {target} {name or ''}".strip())
+    assert not found, found
+    import attnlab.tracing.fast
+
+    exported = set(attnlab.tracing.fast.__all__)
+    assert not {n for n in exported if n.startswith("_")}, exported

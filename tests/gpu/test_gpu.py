@@ -331,13 +331,13 @@ def test_trace_cuda_agrees_with_cpu(family, stats):
 
 @pytest.mark.parametrize("backend", ["CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION"])
 def test_half_precision_fused_kernels_give_the_float64_log_sum_exp(backend, monkeypatch):
-    """Issue 23 on CUDA, bfloat16: each kernel `hf_fused._cuda_causal` may take (the one sdpa would choose; each
+    """Issue 23 on CUDA, bfloat16: each kernel `fast.fused._cuda_causal` may take (the one sdpa would choose; each
     forced here in turn) returns the output and the log-sum-exp of causal attention on grouped heads: lse within
     1e-4 (absolute, or relative above 1) of float64 on the same bfloat16 values, the output within 1e-2 (bfloat16's
     own rounding)."""
     from torch.nn.attention import SDPBackend
 
-    from attnlab.tracing.adapters.hf_fused import fused_kernel
+    from attnlab.tracing.fast.fused import fused_kernel
 
     g = torch.Generator().manual_seed(0)
     q = torch.randn(2, 1000, 6, 64, generator=g).transpose(1, 2).to("cuda", torch.bfloat16)

@@ -175,11 +175,11 @@ def test_fused_scan_numbers_move_only_in_the_last_digits(llama_dir, tmp_path, mo
     """Issue 23: every number of heads.csv, layers.csv and summary.json of the default scan (stats="fast") equals
     that of stats="chunked" within the float32 bound of summing in another order, except the row entropy (NaN on
     the fast path; "full" has it)."""
-    from attnlab.tracing.adapters import hf_attention
+    from attnlab.tracing.fast import statistics
 
     if rows is not None:
-        monkeypatch.setattr(hf_attention, "STAT_ROWS", rows)
-        monkeypatch.setattr(hf_attention, "LOGIT_ROWS", rows)
+        monkeypatch.setattr(statistics, "STAT_ROWS", rows)
+        monkeypatch.setattr(statistics, "LOGIT_ROWS", rows)
     tokens, samples, runs = 24, 2, {}
     for stats in ("chunked", "fast", "full"):
         cfg = ScanConfig(model=str(llama_dir), domains=("prose", "code"), tokens=tokens, samples=samples, stats=stats,

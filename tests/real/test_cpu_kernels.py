@@ -1,4 +1,4 @@
-"""The fused cpu reductions (`attnlab.tracing.cpu_kernels`, numba) against their torch/numpy references: the same
+"""The fused cpu reductions (`attnlab.tracing.fast.cpu_kernels`, numba) against their torch/numpy references: the same
 maxima, medians and indices exactly, the same sums up to float rounding, and the same `Trace` from a scan with
 and without them."""
 
@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.tracing import cpu_kernels
-from attnlab.tracing.adapters import hf_attention
+from attnlab.tracing.fast import cpu_kernels, statistics
 from attnlab.tracing.recorder import MASSIVE_ABS, MASSIVE_REL, TraceRecorder
 from attnlab.tracing.selection import cpu_stream_stats
 from tests.numerics import assert_close
@@ -104,8 +103,8 @@ def test_logit_stats_equal_the_blocked_torch_path(shape, dtype, monkeypatch):
     g = torch.Generator().manual_seed(sum(shape))
     q = torch.randn(B, T, H, 16, generator=g).to(dtype).transpose(1, 2)
     k = torch.randn(B, T, Hkv, 16, generator=g).to(dtype).transpose(1, 2)
-    s0, rest = hf_attention._logit_stats(q, k, 0.25)
-    ref0, ref_rest = hf_attention._logit_stats_blocked(q, k, 0.25)
+    s0, rest = statistics.logit_stats(q, k, 0.25)
+    ref0, ref_rest = statistics.logit_stats_blocked(q, k, 0.25)
     assert s0.shape == rest.shape == (B, H, T)
     b0, b_rest = _logit_bounds(q, k, 0.25)  # was rtol = atol = 1e-5 for every comparison here
     assert_within(s0, ref0, 2 * b0, label="fused s_t0")

@@ -141,7 +141,7 @@ def test_nll_by_vocabulary_blocks_equals_the_full_logits(family, monkeypatch):
     """Issue 23: where a family's logits are its head on the final hidden state (soft-capped or scaled: gemma2,
     cohere, granite), the traced NLL comes from blocks of the vocabulary without the [B,T,V] logits; it equals the
     log-softmax of the model's own logits to 1e-6, in blocks of 7 rows and 5 logits (several of each)."""
-    from attnlab.tracing.adapters import head_nll
+    from attnlab.tracing.fast import nll as head_nll
 
     name, model = family
     assert head_nll.head_of(model) is not None, name  # every family of the tests takes the blocked path

@@ -412,7 +412,7 @@ def test_device_stream_stats_equal_the_host_path(case, fused, monkeypatch):
         x[0, 9, 4], x[1, 2, 0] = -5000.0, 5000.0
     if case == "bfloat16":
         x = x.bfloat16().float()
-    from attnlab.tracing import cpu_kernels
+    from attnlab.tracing.fast import cpu_kernels
 
     if not fused:  # the numpy path: torch's float32 norms, as on the device
         monkeypatch.setattr(cpu_kernels, "AVAILABLE", False)

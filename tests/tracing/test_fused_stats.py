@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.tracing import cpu_kernels
-from attnlab.tracing.adapters.hf_attention import _logit_stats, _triangular_factors, _value_norms, value_factor
-from attnlab.tracing.adapters.hf_fused import fused_kernel, key_columns
+from attnlab.tracing.adapters.hf_attention import _triangular_factors, value_factor
+from attnlab.tracing.fast import cpu_kernels
+from attnlab.tracing.fast.fused import fused_kernel, key_columns
+from attnlab.tracing.fast.statistics import logit_stats, value_norms
 from tests.numerics import assert_close
 from tests.real.rounding import U32, U64, UBF16, assert_within
 
@@ -40,7 +41,7 @@ def test_value_norms_equal_the_direct_norms_with_a_zero_and_a_rank_deficient_hea
     assert_close(r.transpose(1, 2) @ r, w.double().transpose(1, 2) @ w.double(), atol=1e-12, label="gram of R",
                  kind="observed")  # fmt: skip
     v = torch.randn(2, Hkv, T, D, generator=g)
-    got = _value_norms(v, value_factor(w, Hkv))  # [B,T,H]
+    got = value_norms(v, value_factor(w, Hkv))  # [B,T,H]
     vq = v.double().repeat_interleave(H // Hkv, dim=1)  # query head h reads KV head h ÷ (H/H_kv)
     direct = torch.linalg.vector_norm(torch.einsum("bhtd,hed->bhte", vq, w.double()), dim=-1).transpose(1, 2)
     assert got.shape == (2, T, H)
@@ -60,7 +61,7 @@ def test_logit_statistics_on_grouped_heads_equal_the_score_matrix(T, layout):
     q, k = _grouped(2, 6, 2, T, 16, seed=T)
     if layout == "contiguous":
         q, k = q.contiguous(), k.contiguous()
-    s0, rest = _logit_stats(q, k, 0.25)
+    s0, rest = logit_stats(q, k, 0.25)
     kr = k.double().repeat_interleave(3, dim=1)  # [B,H,T,D]
     s = q.double() @ kr.transpose(-1, -2) * 0.25  # [B,H,T,T]
     # Bound (float32, u = 2^-24, any summation order): s_i0 is a dot product over D = 16 terms, then scaled and
@@ -133,7 +134,7 @@ def test_the_swapped_call_gives_the_softmax_columns_and_row_entropies(masked):
     """`swapped_statistics` (queries and keys swapped, one fused call) against float64 column sums and normalised
     row entropies, on grouped heads, with a boolean mask that hides a whole query row and a whole key column, and
     with a learned sink."""
-    from attnlab.tracing.adapters.hf_fused import swapped_statistics
+    from attnlab.tracing.fast.fused import swapped_statistics
 
     T, scale = 37, 0.3
     q, k = _grouped(2, 6, 2, T, 16, seed=4)
@@ -164,7 +165,7 @@ def test_the_swapped_call_gives_the_softmax_columns_and_row_entropies(masked):
 def test_the_cuda_kernels_bias_is_padded_to_16_and_keeps_its_values():
     """The memory-efficient CUDA kernel wants the additive mask's rows 16-element aligned (checked here on the cpu:
     the layout and the values; the kernel itself runs in tests/gpu)."""
-    from attnlab.tracing.adapters.hf_fused import _aligned_bias
+    from attnlab.tracing.fast.fused import _aligned_bias
 
     mask = torch.zeros(1, 1, 5, 37).masked_fill_(torch.ones(5, 37, dtype=torch.bool).triu(1), float("-inf"))
     got = _aligned_bias(mask.expand(2, 3, -1, -1))
@@ -184,7 +185,7 @@ def test_full_rows_attention_equals_the_float64_softmax(T, dtype):
     tolerance is 8·2⁻²⁴·max|s| (~1e-4 here), plus (T + 8)·2⁻²⁴ for the sums over at most T keys or rows and the
     roundings of exp (3 ulp), 1/Z and the product (this replaces a floor of 1e-5 that was not derived). bfloat16
     outputs add their own rounding, 2⁻⁸ relative."""
-    from attnlab.tracing.adapters.hf_fused import full_rows_attention
+    from attnlab.tracing.fast.fused import full_rows_attention
 
     q, k = _grouped(2, 6, 2, T, 16, seed=T)
     q[:, :, T // 2] *= 40.0  # a row whose scores span ~100: exp underflows in float32
@@ -236,12 +237,12 @@ def test_exp_of_the_softmax_rows_is_within_three_ulp():
 @pytest.mark.numerics
 @pytest.mark.parametrize("n", [1, 512, 513, 1536, 1700])
 def test_running_sum_in_chunks_equals_cumsum(n):
-    """`_running_sum` (chunks of 512 rows, their totals carried: the accelerator's blocks of the logit statistics)
+    """`running_sum` (chunks of 512 rows, their totals carried: the accelerator's blocks of the logit statistics)
     against torch.cumsum in float64, the chunk boundaries and a partial last chunk included."""
-    from attnlab.tracing.adapters.hf_attention import _running_sum
+    from attnlab.tracing.fast.statistics import running_sum
 
     x = torch.randn(2, n, 3, 4, generator=torch.Generator().manual_seed(n))
-    got = _running_sum(x)
+    got = running_sum(x)
     assert got.shape == x.shape
     # Bound: a float32 running sum of i + 1 terms in any grouping (chunks, carried totals), u = 2^-24:
     # (i + 1)·u·Σ_{j<=i} |x_j|; the float64 reference adds (i + 1)·2^-53 of the same.
@@ -252,14 +253,14 @@ def test_running_sum_in_chunks_equals_cumsum(n):
 
 @pytest.mark.numerics
 def test_logit_statistics_in_one_accelerator_sized_block_equal_the_cpu_blocks(monkeypatch):
-    """`_logit_stats_blocked` with one block of every row (an accelerator's `rows_per_block`: the running key sums by
-    `_running_sum`'s chunks) against its cpu blocks of LOGIT_ROWS rows."""
-    from attnlab.tracing.adapters import hf_attention
+    """`logit_stats_blocked` with one block of every row (an accelerator's `rows_per_block`: the running key sums by
+    `running_sum`'s chunks) against its cpu blocks of LOGIT_ROWS rows."""
+    from attnlab.tracing.fast import statistics
 
     q, k = _grouped(1, 6, 2, 1300, 16, seed=3)
-    want = hf_attention._logit_stats_blocked(q, k, 0.25)
-    monkeypatch.setattr(hf_attention, "rows_per_block", lambda rows, device, width: 1 << 20)
-    got = hf_attention._logit_stats_blocked(q, k, 0.25)
+    want = statistics.logit_stats_blocked(q, k, 0.25)
+    monkeypatch.setattr(statistics, "rows_per_block", lambda rows, device, width: 1 << 20)
+    got = statistics.logit_stats_blocked(q, k, 0.25)
     # Bound: each is within the logit bound of test_logit_statistics_on_grouped_heads_equal_the_score_matrix of the
     # exact statistics, so they are within twice that of each other: 2·(D + 2)·u·0.25·Σ_d|q_id·k_0d| for s_i0 and
     # 2·(i + D + 2)·u·0.25·Σ_d|q_id|·Σ_{j=1}^{i-1}|k_jd| / (i − 1) for the mean (u = 2^-24, D = 16).

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attnlab.errors import AttnlabError
+from attnlab.tracing.fast.staging import BatchStage
 from attnlab.tracing.recorder import TraceRecorder
-from attnlab.tracing.staging import BatchStage
 from tests.numerics import assert_close
 from tests.real.rounding import U64
 

@@ -3,10 +3,10 @@
 `traced(model, recorder, interventions)` is a context manager that yields a `TraceSession` bound to that block
 (nothing is kept at module level). Inside it:
   - attention runs through the function "attnlab" registered with transformers' `AttentionInterface`
-    (`attnlab.tracing.adapters.hf_fused`: torch's fused kernel and statistics from its log-sum-exp, by default;
-    the exact chunked function of `hf_attention`, every weight handed to the recorder, for the layers and
-    `stats="chunked"` the fused kernel cannot do) and a forward pre-hook on every attention module hands the
-    session to it as the keyword `attnlab_session`;
+    (`hf_attention.attention`: `attnlab.tracing.fast.fused_layer`, torch's fused kernel and statistics from its
+    log-sum-exp, by default; the exact chunked function of `hf_attention`, every weight handed to the recorder, for
+    the layers and `stats="chunked"` the fused kernel cannot do) and a forward pre-hook on every attention module
+    hands the session to it as the keyword `attnlab_session`;
   - a forward pre-hook on the first block records the residual stream after the embedding and forward hooks on
     every block record it after each block (before the final norm);
   - the intervention values of `attnlab.tracing.interventions` are compiled into hooks: `ZeroHead` zeroes the slice
@@ -32,11 +32,17 @@ from torch import nn
 
 from attnlab.errors import InputError
 from attnlab.tracing.adapters.arch import Arch, get_arch
-from attnlab.tracing.adapters.head_nll import head_nll, head_of, next_token_nll
-from attnlab.tracing.adapters.hf_attention import ATTN_NAME, CHUNK_ELEMENTS, additive_causal_mask, value_factor
-from attnlab.tracing.adapters.hf_fused import check_stats, register_attention
+from attnlab.tracing.adapters.hf_attention import (
+    ATTN_NAME,
+    CHUNK_ELEMENTS,
+    additive_causal_mask,
+    check_stats,
+    register_attention,
+    value_factor,
+)
 from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
 from attnlab.tracing.extras import ExtraStatistic
+from attnlab.tracing.fast import head_nll, head_of, next_token_nll
 from attnlab.tracing.format import Trace
 from attnlab.tracing.interventions import (
     Intervention,
@@ -164,9 +170,9 @@ class TraceSession:
 
     @torch.no_grad()
     def forward_nll(self, ids: torch.Tensor) -> torch.Tensor:
-        """[B] next-token NLL of `ids` [B,T] (`head_nll.next_token_nll`'s), recording as `forward` does; where the
-        family's logits are its head on the final hidden state (`head_nll.head_of`) the [B,T,V] logits are never
-        made: the NLL comes from blocks of the vocabulary (`head_nll.head_nll`)."""
+        """[B] next-token NLL of `ids` [B,T] (`tracing.fast.next_token_nll`'s), recording as `forward` does; where the
+        family's logits are its head on the final hidden state (`tracing.fast.head_of`) the [B,T,V] logits are never
+        made: the NLL comes from blocks of the vocabulary (`tracing.fast.head_nll`)."""
         plain = head_of(self.model)
         if plain is None:
             return next_token_nll(self.forward(ids), ids)
@@ -364,7 +370,7 @@ def traced(
 
     `stats`: "fast" records every statistic that needs a few keys per row from the fused kernel's log-sum-exp
     (row entropy and the column means of keys ≥ 1 are NaN), "full" adds those by two more fused calls, "chunked"
-    runs every layer through the exact chunked function (`attnlab.tracing.adapters.hf_fused`).
+    runs every layer through the exact chunked function (`hf_attention.chunked_reason`).
 
     `hooks` {point: fn(tensor, point)} (points from `hf_hook_points`) run first at their points, then the
     interventions, then the recording; a tensor a hook returns replaces the activation.

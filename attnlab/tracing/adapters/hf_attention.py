@@ -1,5 +1,7 @@
 """The attention function of the trace adapter (`attnlab.tracing.adapters.hf`), registered with transformers'
-`AttentionInterface` as "attnlab" (spec extreme-tokens §5, §10.2).
+`AttentionInterface` as "attnlab" (spec extreme-tokens §5, §10.2): `attention` runs a layer through the fused path
+(`attnlab.tracing.fast.fused_layer`) where that is exact, else (`chunked_reason` says why) through the exact chunked
+function here, `attnlab_attention`.
 
 Eager math: s = q kᵀ·scaling, soft-capped as s ← c·tanh(s/c) when the layer passes `softcap`, then the mask (the
 one transformers builds for the name "attnlab", registered as sdpa's boolean mask: padding, sliding windows,
@@ -8,9 +10,10 @@ learned sink logits `s_aux` as one extra column dropped after it. It runs in chu
 queries (and `CHUNK_ELEMENTS` scores), each multiplied only against the keys its queries can see, so that no
 [B,H,T,T] tensor is held and the masked future half is never computed. Each chunk of weights [B,H,C,K] goes to the
 session's recorder (`attention_rows`; the learned-sink mass [B,H,C] to `learned_sink`); the pre-mask logit
-statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h); from the capped score rows
-under a softcap), and the value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) from the session's
-triangular factors of W_O^h (`value_factor`). `MoveToSink` interventions make a head's rows one-hot on key 0 here.
+statistics s_i0 and mean_{1≤j≤i−1} s_ij come from q and a running sum of k (O(T·d_h), `tracing.fast.logit_stats`;
+from the capped score rows under a softcap), and the value norms ‖W_O^h v_{g(h),i}‖ (g(h) = h ÷ (H/H_kv)) from the
+session's triangular factors of W_O^h (`value_factor`). `MoveToSink` interventions make a head's rows one-hot on
+key 0 here.
 
 Hand-written rather than sdpa because the statistics need every weight of every row; the chunking, scratch
 buffers and grouped GEMMs keep it within a few tens of percent of sdpa's fused kernel (benchmarks/RESULTS.md).
@@ -25,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from attnlab.core.device import rows_per_block
 from attnlab.errors import InputError
-from attnlab.tracing import cpu_kernels
+from attnlab.tracing.extras import needs_attention
+from attnlab.tracing.fast import fused_layer, logit_stats, value_norms
 from attnlab.tracing.interventions import MoveToSink
 
 if TYPE_CHECKING:
@@ -37,6 +40,7 @@ ATTN_NAME = "attnlab"
 CHUNK_ELEMENTS = 1 << 22  # at most ~4M fp32 scores (16 MiB) per query chunk
 CAUSAL_CHUNK = 128  # queries per chunk at most: chunk k multiplies only against keys < its last query + 1
 MASKED = -1e30  # finite "minus infinity": exp underflows to exactly 0 and 0 · MASKED = 0
+STATS = ("fast", "full", "chunked")
 
 
 def additive_causal_mask(q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
@@ -49,71 +53,6 @@ def _expand_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """[B,H_kv,T,d_h] -> [B,H,T,d_h]; query head h reads KV head h ÷ (H/H_kv) (as transformers' repeat_kv)."""
     groups = n_heads // x.shape[1]
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
-
-
-STAT_ROWS = 512  # tokens per block of the value norms: each block's temporaries stay in cache (256 measured
-#                 1.04-1.14x slower at T = 512 and 4096 on the AMD EPYC VM, 2026-12-02)
-LOGIT_ROWS = 512  # query rows per block of the logit statistics (512 and 1024 measured alike, 256 1.1× slower)
-
-
-def _logit_stats(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """s0 [B,H,T] = s_i0 and rest [B,H,T] = (1/(i−1)) Σ_{j=1}^{i−1} s_ij = q_i·(Σ_{j=1}^{i−1} k_j)·scaling/(i−1),
-    via running sums of keys (fp32; rest = 0 at i < 2). Spec extreme-tokens §5.
-
-    Computed in the layout the projections write, q [B,T,H,d_h] and k [B,T,H_kv,d_h] (the [B,H,T,d_h] arguments
-    are their transposed views, so no copy): query head h = g·(H/H_kv) + r reads KV head g, and every product is
-    a broadcast over contiguous rows with a sum over d_h (1.4× faster than batched GEMVs over the strided [B,H,T,d_h]
-    views: 0.59 against 0.87 ms a SmolLM2 layer at T = 512, 5.8 against 8.7 ms at 4096). The running sums and their
-    row products go in blocks of LOGIT_ROWS queries (more on an accelerator: `rows_per_block`), carried from block to
-    block, whose temporaries stay in cache. On the cpu with numba installed, one fused sweep over the rows instead
-    (`cpu_kernels.logit_stats`: 7 against 22 ms a T = 512 SmolLM2 window inside a scan; its docstring says why)."""
-    if query.device.type == "cpu" and cpu_kernels.AVAILABLE:
-        rows = cpu_kernels.logit_stats(query.detach().float().transpose(1, 2).numpy(),
-                                       key.detach().float().transpose(1, 2).numpy(), scaling)  # fmt: skip
-        stats = torch.from_numpy(rows).transpose(2, 3)  # [2,B,H,T]
-        return stats[0], stats[1]
-    return _logit_stats_blocked(query, key, scaling)
-
-
-def _logit_stats_blocked(query: torch.Tensor, key: torch.Tensor, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """`_logit_stats` by torch operations on any device (the running sums in blocks)."""
-    B, H, T, D = query.shape
-    Hkv = key.shape[1]
-    q = query.float().transpose(1, 2).reshape(B, T, Hkv, H // Hkv, D)
-    k = key.float().transpose(1, 2)  # [B,T,H_kv,D]
-    out = torch.zeros(2, B, T, Hkv, H // Hkv, dtype=torch.float32, device=q.device)  # s_i0; the mean
-    torch.sum(q * k[:, :1, :, None, :], -1, out=out[0])
-    carry = None
-    step = rows_per_block(LOGIT_ROWS, q.device, H * D)
-    for a in range(2, T, step):  # rows i in [a, b): Σ_{j=1}^{i−1} k_j = the running sum of k_1..k_{b−2}
-        b = min(T, a + step)
-        ksum = _running_sum(k[:, a - 1 : b - 1])  # [B,b−a,H_kv,D]
-        if carry is not None:
-            ksum += carry
-        carry = ksum[:, -1:]
-        torch.sum(q[:, a:b] * ksum[:, :, :, None, :], -1, out=out[1, :, a:b])
-    out[0] *= scaling
-    if T > 2:
-        out[1, :, 2:] /= torch.arange(1, T - 1, dtype=torch.float32, device=q.device).div_(scaling).view(1, -1, 1, 1)
-    stats = out.view(2, B, T, H).transpose(2, 3)
-    return stats[0], stats[1]
-
-
-def _running_sum(x: torch.Tensor, chunk: int = 512) -> torch.Tensor:
-    """torch.cumsum(x, dim=1) of x [B,n,...], in two levels where n > chunk: within chunks of `chunk` rows, then
-    the chunks' totals carried. On CUDA, a cumsum along a long outer dimension runs one thread per inner element
-    (23 ms for 116k rows of 192 on an H200: 46 % of a T = 131,072 scan's device time); in chunks it is parallel."""
-    B, n = x.shape[:2]
-    if n <= chunk:
-        return torch.cumsum(x, dim=1)
-    full = n - n % chunk
-    head = torch.cumsum(x[:, :full].reshape(B, full // chunk, chunk, *x.shape[2:]), dim=2)
-    totals = torch.cumsum(head[:, :, -1], dim=1)  # [B,chunks,...] running sum at each chunk's end
-    head[:, 1:] += totals[:, :-1].unsqueeze(2)
-    out = head.reshape(B, full, *x.shape[2:])
-    if full == n:
-        return out
-    return torch.cat([out, torch.cumsum(x[:, full:], dim=1) + totals[:, -1:]], dim=1)
 
 
 def _move_to_sink(
@@ -283,9 +222,60 @@ def attnlab_attention(
         av = torch.matmul(w.view(B * Hk, G * (q1 - q0), nk).to(vs.dtype), vs[:, :nk])
         out[:, :, q0:q1] = av.view(B, H, q1 - q0, D)
     if rec is not None and sess is not None:
-        rec.logits(layer, *(stats if stats is not None else _logit_stats(query, key, var.scaling)))
-        rec.value_norms(layer, _value_norms(value, sess.value_factor(layer, value.shape[1])))
+        rec.logits(layer, *(stats if stats is not None else logit_stats(query, key, var.scaling)))
+        rec.value_norms(layer, value_norms(value, sess.value_factor(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous(), None
+
+
+def chunked_reason(sess: TraceSession, layer: int, attention_mask: Any, T: int, Tk: int, kw: dict) -> str | None:
+    """Why layer `layer` must take the exact chunked path (None: the fused kernel computes it exactly)."""
+    rec = sess.recorder
+    if rec is None or sess.stats == "chunked":
+        return "stats=chunked" if rec is not None else "no recorder"
+    if Tk != T:
+        return "KV cache"
+    if kw.get("softcap") is not None:
+        return "soft-capping"
+    window = kw.get("sliding_window")
+    if attention_mask is None and window is not None and window < Tk:
+        return "sliding window without a mask"
+    if attention_mask is not None and attention_mask.dtype != torch.bool:
+        return "additive mask"
+    if sess.plan.sink.get(layer):
+        return "MoveToSink"
+    if any(l == layer for l, _ in rec.keep):
+        return "kept pattern"
+    if any(e.key_set(layer) is None for e in rec.extras.values() if needs_attention(e)):
+        return "extra statistic needs whole rows"
+    return None
+
+
+def attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    attnlab_session: TraceSession | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """The function registered as "attnlab": fused where exact (module docstring), else the chunked one."""
+    sess = attnlab_session
+    T, Tk = query.shape[2], key.shape[2]
+    if sess is None:
+        return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
+    layer = sess.layer_of(module)
+    reason = chunked_reason(sess, layer, attention_mask, T, Tk, kwargs)
+    if sess.recorder is not None:
+        sess.recorder.attention_path(layer, "chunked" if reason else "fused")
+    if reason is not None:
+        return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout,
+                                 attnlab_session=sess, **kwargs)  # fmt: skip
+    sess.layers_seen.add(layer)
+    scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
+    return fused_layer(sess, layer, query, key, value, attention_mask, scale, kwargs.get("s_aux")), None
 
 
 def value_factor(w_heads: torch.Tensor, n_kv: int) -> torch.Tensor:
@@ -315,28 +305,6 @@ def _triangular_factors(w: torch.Tensor) -> torch.Tensor:
     return r
 
 
-def _value_norms(value: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
-    """[B,T,H] ‖W_O^h v_{g(h),i}‖ = ‖R_h v‖ from value [B,H_kv,T,d_h] and `value_factor` [H_kv,d_h,G·d_h]: one GEMM
-    per KV head for its G query heads (g(h) = h ÷ G; no copy of v per query head), squared in place and summed per
-    head, in blocks of STAT_ROWS tokens whose temporaries stay in cache (more on an accelerator: `rows_per_block`).
-    On the cpu with numba, each block's norms come from `cpu_kernels.head_norms` (one pass over its GEMM)."""
-    B, Hkv, T, D = value.shape
-    G = factors.shape[-1] // D
-    factors = factors.to(value.device)
-    step = rows_per_block(STAT_ROWS, value.device, Hkv * G * D)
-    if value.device.type == "cpu" and cpu_kernels.AVAILABLE:  # each block's GEMM, then one pass for its norms
-        norms = torch.empty(B, T, Hkv * G, dtype=torch.float32)
-        for a in range(0, T, step):
-            y = torch.matmul(value[:, :, a : a + step].float(), factors).detach()  # [B,H_kv,t,G·d_h]
-            norms[:, a : a + step] = torch.from_numpy(cpu_kernels.head_norms(y.numpy(), D))
-        return norms
-    vn2 = torch.empty(B, Hkv, T, G, dtype=torch.float32, device=value.device)
-    for a in range(0, T, step):
-        y = torch.matmul(value[:, :, a : a + step].float(), factors)  # [B,H_kv,t,G·d_h]: (R_h v)ᵀ side by side
-        torch.sum(y.square_().view(B, Hkv, y.shape[2], G, D), -1, out=vn2[:, :, a : a + step])
-    return vn2.sqrt_().transpose(1, 2).reshape(B, T, Hkv * G)
-
-
 def _attend_chunk(
     sess: TraceSession | None,
     layer: int,
@@ -351,7 +319,7 @@ def _attend_chunk(
     """Weights [B,H,C,Tk] of queries q0..q1−1 (span = (B, H, q0, q1, Tk−T)), recorded into the session's recorder.
 
     qc [B·H,C,d_h] fp32 queries, kt [B·H,d_h,Tk] fp32 keys; stats [2,B,H,T] receives the pre-mask logit
-    statistics when soft-capping makes the running-sum formula of `_logit_stats` inapplicable."""
+    statistics when soft-capping makes the running-sum formula of `logit_stats` inapplicable."""
     b, n_heads, q0, q1, offset = span
     Tk = kt.shape[-1]
     rec = sess.recorder if sess is not None else None
@@ -380,3 +348,21 @@ def _attend_chunk(
         if sink_mass is not None:
             rec.learned_sink(layer, q0, sink_mass)
     return w
+
+
+def register_attention() -> None:
+    """Register "attnlab" with transformers' AttentionInterface (idempotent; the function holds no state)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTN_NAME, attention)
+    # transformers builds no mask for an attention name it does not know; sdpa's boolean mask (True = visible)
+    # carries padding, sliding windows and chunks (None when plain causal attention needs none)
+    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
+
+
+def check_stats(stats: str) -> str:
+    """`stats` one of STATS, else a one-line InputError."""
+    if stats not in STATS:
+        raise InputError(f"stats must be one of {', '.join(STATS)}, got {stats!r}")
+    return stats

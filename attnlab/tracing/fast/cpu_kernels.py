@@ -33,6 +33,12 @@ INF_BITS = 0x7F800000
 N_BUCKETS = 1 << 15  # buckets of |x|'s high 16 bits (sign cleared): 8 exponent and 7 mantissa bits
 
 
+def kernels_available() -> bool:
+    """Whether numba compiled these loops (`AVAILABLE`, read at each call: tests switch it off to run the reference
+    paths)."""
+    return AVAILABLE
+
+
 def _jit(fn):  # noqa: ANN001, ANN202 - a decorator
     """numba's njit (no GIL; sums may be reassociated into SIMD lanes and fused multiply-adds, as torch's own
     reductions are, but NaN and inf keep IEEE semantics), or the plain function when numba is missing (never called
@@ -340,7 +346,7 @@ def softmax_rows(
 ) -> None:  # fmt: skip
     """`_softmax_rows` on a block S [C·G, K] float32 whose rows are contiguous (any row stride) with K ≥ q0 + C:
     stats = (col [H, T] and ent [H] float64 accumulators, lse [H, T] float32), inv_z [C·G] and part [G, ≥K]
-    float32 scratch (hf_fused.full_rows_attention)."""
+    float32 scratch (fused.full_rows_attention)."""
     col, ent, lse = stats
     n, K = S.shape
     ld = S.strides[0] // 4 if n > 1 else K

@@ -1,6 +1,7 @@
 """The fused attention path of the trace adapter (issue 23): attention statistics at the cost of a plain forward.
 
-The attention registered as "attnlab" (`attention`) runs each layer through torch's fused kernel, which returns the
+The attention registered as "attnlab" (`attnlab.tracing.adapters.hf_attention.attention`) runs each layer it can
+through `fused_layer`: torch's fused kernel, which returns the
 output O and each row's log-sum-exp lse_i = log Σ_j exp(s_ij) beside it (CPU:
 `aten._scaled_dot_product_flash_attention_for_cpu`; CUDA: the kernel sdpa would choose, cuDNN's, flash-attention's
 or the memory-efficient one). Every statistic
@@ -8,7 +9,7 @@ that needs only a few keys per row follows exactly, with no [T,T] block:
 
     A_i0 = exp(s·q_i·k_0 − lse_i)                 (0 where a window hides key 0): the sink score and ᾱ_0
     Σ_i A_ij for a small key set J               O(T·|J|·d_h): the authors' sink procedure (`ExtraStatistic.key_set`)
-    s_i0 and mean_{1≤j≤i−1} s_ij                 from q and a running sum of k (`_logit_stats`)
+    s_i0 and mean_{1≤j≤i−1} s_ij                 from q and a running sum of k (`logit_stats`)
     learned sinks (gpt-oss): lse'_i = logaddexp(lse_i, sink_h), O ← O·exp(lse_i − lse'_i), mass exp(sink_h − lse'_i)
 
 With `stats="full"` the full-row statistics come exactly: the column sums Σ_i A_ij of every key and the sum over
@@ -18,7 +19,8 @@ pass over each block's rows), at about the fused kernel's cost. Elsewhere (a boo
 one more fused call, with queries and keys swapped, gives them (`swapped_statistics`): c_j = exp of its
 log-sum-exp and, from its output with the queries as values, the entropies.
 
-A layer the kernel cannot do exactly runs through the exact chunked function (`hf_attention.attnlab_attention`):
+A layer the kernel cannot do exactly runs through the exact chunked function (`hf_attention.attnlab_attention`,
+chosen by `hf_attention.chunked_reason`):
 soft-capping, a sliding window transformers did not turn into a mask, a float (additive) mask, `MoveToSink`
 interventions, heads whose full patterns are kept, extras that need whole rows, `stats="chunked"`. The recorder
 notes the path each layer took (`Trace.attention_paths`).
@@ -30,16 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch import nn
 
-from attnlab.errors import InputError
-from attnlab.tracing import cpu_kernels
-from attnlab.tracing.adapters.hf_attention import ATTN_NAME, _logit_stats, _value_norms, attnlab_attention
+from attnlab.tracing.extras import needs_attention
+from attnlab.tracing.fast import cpu_kernels
+from attnlab.tracing.fast.statistics import logit_stats, value_norms
 
 if TYPE_CHECKING:
     from attnlab.tracing.adapters.hf import TraceSession
-
-STATS = ("fast", "full", "chunked")
 
 
 def fused_kernel(
@@ -237,65 +236,7 @@ def _expand(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
 
 
-def chunked_reason(sess: TraceSession, layer: int, attention_mask: Any, T: int, Tk: int, kw: dict) -> str | None:
-    """Why layer `layer` must take the exact chunked path (None: the fused kernel computes it exactly)."""
-    rec = sess.recorder
-    if rec is None or sess.stats == "chunked":
-        return "stats=chunked" if rec is not None else "no recorder"
-    if Tk != T:
-        return "KV cache"
-    if kw.get("softcap") is not None:
-        return "soft-capping"
-    window = kw.get("sliding_window")
-    if attention_mask is None and window is not None and window < Tk:
-        return "sliding window without a mask"
-    if attention_mask is not None and attention_mask.dtype != torch.bool:
-        return "additive mask"
-    if sess.plan.sink.get(layer):
-        return "MoveToSink"
-    if any(l == layer for l, _ in rec.keep):
-        return "kept pattern"
-    if any(e.key_set(layer) is None for e in rec.extras.values() if needs_attention(e)):
-        return "extra statistic needs whole rows"
-    return None
-
-
-def needs_attention(extra: Any) -> bool:
-    """Whether an `ExtraStatistic` reads attention at all (it overrides `attention_rows`)."""
-    from attnlab.tracing.extras import ExtraStatistic
-
-    return type(extra).attention_rows is not ExtraStatistic.attention_rows
-
-
-def attention(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    attnlab_session: TraceSession | None = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    """The function registered as "attnlab": fused where exact (module docstring), else the chunked one."""
-    sess = attnlab_session
-    T, Tk = query.shape[2], key.shape[2]
-    if sess is None:
-        return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
-    layer = sess.layer_of(module)
-    reason = chunked_reason(sess, layer, attention_mask, T, Tk, kwargs)
-    if sess.recorder is not None:
-        sess.recorder.attention_path(layer, "chunked" if reason else "fused")
-    if reason is not None:
-        return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout,
-                                 attnlab_session=sess, **kwargs)  # fmt: skip
-    sess.layers_seen.add(layer)
-    scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
-    return _fused_layer(sess, layer, query, key, value, attention_mask, scale, kwargs.get("s_aux")), None
-
-
-def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                  bool_mask: torch.Tensor | None, scale: float, sinks: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
     """Output [B,T,H,d_h] of one layer through the fused kernel, its statistics recorded (module docstring)."""
     rec = sess.recorder
@@ -318,7 +259,7 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
         lse = torch.logaddexp(lse_keys, sk)
         out = out * torch.exp(lse_keys - lse).unsqueeze(-1).to(out.dtype)
         mass = torch.exp(sk - lse)
-    s0, rest = _logit_stats(query, key, scale)
+    s0, rest = logit_stats(query, key, scale)
     vis0 = None if bool_mask is None else bool_mask[..., :T, :1].expand(-1, H, -1, -1)[..., 0]  # [B|1,H,T]
     key0 = torch.exp(s0 - lse)
     if vis0 is not None:
@@ -330,7 +271,7 @@ def _fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch
         rec.learned_sink(layer, 0, mass)
     _record_key_sets(rec, layer, (query, key, lse, bool_mask, cols), scale)
     rec.logits(layer, s0, rest)
-    rec.value_norms(layer, _value_norms(value, sess.value_factor(layer, value.shape[1])))
+    rec.value_norms(layer, value_norms(value, sess.value_factor(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous()
 
 
@@ -356,21 +297,3 @@ def _record_key_sets(rec: Any, layer: int, tensors: tuple, scale: float) -> None
             continue
         vis = None if bool_mask is None else bool_mask[..., :, keys]
         extra.attention_columns(layer, keys.cpu(), key_columns(q, k, lse, keys, vis, scale).sum(2))
-
-
-def register_attention() -> None:
-    """Register "attnlab" with transformers' AttentionInterface (idempotent; the function holds no state)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(ATTN_NAME, attention)
-    # transformers builds no mask for an attention name it does not know; sdpa's boolean mask (True = visible)
-    # carries padding, sliding windows and chunks (None when plain causal attention needs none)
-    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
-
-
-def check_stats(stats: str) -> str:
-    """`stats` one of STATS, else a one-line InputError."""
-    if stats not in STATS:
-        raise InputError(f"stats must be one of {', '.join(STATS)}, got {stats!r}")
-    return stats

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.core.device import rows_per_block
-from attnlab.tracing import cpu_kernels
+from attnlab.tracing.fast import cpu_kernels
 
 # a block's logits [ROW_BLOCK, VOCAB_BLOCK] fp32 = 4 MiB; measured beside the plain head on SmolLM2 (2 threads,
 # interleaved): 0.92x the head's time at T = 512 and 0.94x at 2048 (the NLL included), against 1.06x and 1.17x for
