@@ -6,6 +6,8 @@ page glue for the interactive views. `report.py` calls the entries that read a r
 from __future__ import annotations
 
 import base64
+import functools
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +177,7 @@ def sink_dynamics(rows: list[dict], path: Path) -> Path:
     """R25: the sink heads' attention to token 0, the value-norm ratio of token 0 and its residual-norm ratio
     against the training step (first domain), raw and as progress toward their extremes (0 = first checkpoint,
     1 = extreme), with each curve's onset (half of its change) dashed."""
-    from attnlab.scan.series import onset
+    from attnlab.core.curves import onset
 
     d0 = rows[0]["domain"]
     rs = [r for r in rows if r["domain"] == d0]
@@ -340,173 +342,16 @@ def grid_figure(sink: dict[str, np.ndarray], classes: list[dict], heads: pd.Data
 
 
 # Glue no library offers: a click on a grid cell (plotly_click) shows that head's saved patterns, one heat map per
-# domain with the tokens on hover, and the window's text where hovering a query token shades its keys.
-PATTERN_JS = """
-(function (cfg) {
-  var grid = document.getElementById(cfg.grid), view = document.getElementById(cfg.view);
-  var title = document.getElementById(cfg.view + '-title');
-  var served = location.protocol.indexOf('http') === 0, win = 0, cache = {}, wtokens = {};
-  function esc(t) { return t.replace(/[&<>]/g, function (c) { return {'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c]; }); }
-  function unpack(A) {  // a long pattern arrives as 16-bit fixed point in base64 (packed_pattern): Float32Array rows
-    if (!A || A.u16 === undefined) return A;
-    var bin = atob(A.u16), n = A.n, f = new Float32Array(n * n), rows = [];
-    for (var k = 0; k < n * n; k++) f[k] = (bin.charCodeAt(2 * k) | (bin.charCodeAt(2 * k + 1) << 8)) / 65535;
-    for (var i = 0; i < n; i++) rows.push(f.subarray(i * n, (i + 1) * n));
-    return rows;
-  }
-  function patternsOf(key) {
-    var p = win === 0 ? cfg.patterns[key] : cache[key + '@' + win];
-    if (p) Object.keys(p).forEach(function (d) { p[d] = unpack(p[d]); });
-    return p;
-  }
-  function tokensOf(d) { return win === 0 ? cfg.tokens[d] : (wtokens[win] || {})[d]; }
-  function fetchHead(key, w) {  // served by `attnlab view`: the model of the run computes the head on window w
-    var p = key.split('.');
-    return fetch('api/pattern?layer=' + p[0] + '&head=' + p[1] + '&window=' + w).then(function (r) {
-      return r.json(); }).then(function (res) {
-      if (res.error) return res;
-      if (w === 0) {
-        cfg.patterns[key] = res.patterns;
-        Object.keys(res.tokens).forEach(function (d) { cfg.tokens[d] = cfg.tokens[d] || res.tokens[d]; });
-      } else { cache[key + '@' + w] = res.patterns; wtokens[w] = res.tokens; }
-      return res;
-    });
-  }
-  function show(key) {
-    var parts = key.split('.'), l = +parts[0], h = +parts[1], saved = patternsOf(key);
-    view.dataset.head = key; view.dataset.window = win; view.innerHTML = '';
-    title.textContent = 'Layer ' + l + ', head ' + h + ': ' + cfg.domains.map(function (d) {
-      return d + ' sink ' + cfg.sink[d][l][h].toFixed(3); }).join(', ') + ' (window ' + win + ')';
-    if (!saved && served) {
-      view.innerHTML = '<p class="note">Computing the pattern of this head with the model of the run...</p>';
-      var w = win;
-      fetchHead(key, w).then(function (res) {
-        if (res.error) { view.innerHTML = '<p class="note">' + esc(res.error) + '</p>'; return; }
-        if (view.dataset.head === key && win === w) show(key);
-      });
-      return;
-    }
-    if (!saved && win > 0) {
-      view.innerHTML = '<p class="note">The scan saved patterns of its first window only (window 0); open the ' +
-        'run with `attnlab view RUN_DIR` to compute any head on any window.</p>';
-      return;
-    }
-    if (!saved) {
-      view.innerHTML = '<p class="note">No pattern was saved for this head. Rerun the scan with --pattern-head ' +
-        key + ' to keep it, or open the run with `attnlab view RUN_DIR` to compute any head (saved: ' +
-        (Object.keys(cfg.patterns).join(', ') || 'none') + ').</p>';
-      return;
-    }
-    cfg.domains.forEach(function (d, k) {
-      var A = saved[d], tok = tokensOf(d) || [];
-      if (!A) return;
-      var lab = function (i) { return i + ' ' + JSON.stringify(tok[i] === undefined ? '?' : tok[i]); };
-      if (A.length > cfg.canvas_from) bigPattern(A, lab, 'L' + l + 'H' + h + ' on ' + d + ' (window ' + win + ')', k);
-      else {
-      var text = A.map(function (row, i) { return row.map(function (_, j) {
-        return 'query ' + esc(lab(i)) + '<br>key ' + esc(lab(j)); }); });
-      var div = document.createElement('div'); div.className = 'plot'; div.id = cfg.view + '-' + k;
-      view.appendChild(div);
-      var labels = A.map(function (_, i) { return lab(i); });  // the tokens on both axes (unique: with the index)
-      var tick = {family: 'monospace', size: 9};
-      Plotly.newPlot(div, [{type: 'heatmap', z: A, x: labels, y: labels, text: text, colorscale: 'Magma',
-        zmin: 0, zmax: 1, hovertemplate: '%{text}<br>weight %{z:.4f}<extra></extra>'}],
-        {title: {text: 'L' + l + 'H' + h + ' on ' + d + ' (window ' + win + ')'}, yaxis: {autorange: 'reversed',
-         type: 'category', tickfont: tick, automargin: true, title: {text: 'query token'}},
-         xaxis: {type: 'category', tickfont: tick, automargin: true, title: {text: 'key token'}},
-         margin: {t: 50}, height: Math.min(900, 360 + 12 * A.length)},
-        {responsive: true});
-      }
-      var box = document.createElement('div'); box.className = 'tokens';
-      box.innerHTML = tok.map(function (t, i) { return '<span data-i="' + i + '">' + esc(t) + '</span>'; }).join('');
-      box.addEventListener('mouseover', function (e) {
-        var i = e.target.dataset ? e.target.dataset.i : undefined; if (i === undefined) return;
-        box.querySelectorAll('span').forEach(function (s, j) { var w = j <= i ? A[i][j] : 0;
-          s.style.background = 'rgba(215,25,28,' + Math.sqrt(w || 0) + ')';
-          s.style.outline = j == i ? '1px solid #000' : ''; s.title = 'weight ' + (w || 0).toFixed(4); });
-      });
-      var cap = document.createElement('p'); cap.className = 'note';
-      cap.textContent = d + ': hover a token (the query) to shade the tokens it attends to.';
-      view.appendChild(cap); view.appendChild(box);
-    });
-  }
-  // a long window (more than cfg.canvas_from tokens) on a canvas, one pixel per (query, key): a heat map with a
-  // hover text per cell would hold T^2 strings; here a hover line names the query and key tokens and the weight
-  function bigPattern(A, lab, name, k) {
-    var n = A.length, wrap = document.createElement('div'); wrap.id = cfg.view + '-' + k; wrap.className = 'big';
-    var head = document.createElement('p'); head.className = 'note';
-    head.textContent = name + ': ' + n + ' tokens, one pixel per query (row) and key (column); hover a pixel.';
-    var c = document.createElement('canvas'), tip = document.createElement('p'); tip.className = 'note tip';
-    wrap.appendChild(head); wrap.appendChild(c); wrap.appendChild(tip); view.appendChild(wrap); draw(c, A);
-    c.addEventListener('mousemove', function (e) {
-      var r = c.getBoundingClientRect(), j = Math.floor((e.clientX - r.left) / r.width * n);
-      var i = Math.floor((e.clientY - r.top) / r.height * n);
-      if (i < 0 || j < 0 || i >= n || j >= n) return;
-      tip.textContent = 'query ' + lab(i) + ', key ' + lab(j) + ': weight ' + (A[i][j] || 0).toFixed(4);
-    });
-  }
-  // all heads of a layer as small multiples on canvases (fast at any length), click one to enlarge it
-  // one colour per 16-bit weight step (the sqrt colour map, computed once): a pixel is one table read
-  var colours = null;
-  function palette() {
-    if (colours) return colours;
-    colours = new Uint32Array(65536);
-    for (var q = 0; q < 65536; q++) {
-      var v = Math.sqrt(q / 65535), r = Math.round(255 * v), g = Math.round(204 * v * v);
-      var b = Math.round(80 * (1 - v) + 60 * v);
-      colours[q] = ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;  // RGBA bytes in little-endian order
-    }
-    return colours;
-  }
-  function step(w) { return w > 0 ? (w >= 1 ? 65535 : (w * 65535 + 0.5) | 0) : 0; }
-  // a pattern on a canvas, one pixel per (query, key); `most`: the largest side drawn, each pixel then the
-  // maximum of its block (thumbnails: a 2,048-token head is 256 x 256 pixels, no spike averaged away)
-  function draw(canvas, A, most) {
-    var n = A.length, s = most && n > most ? Math.ceil(n / most) : 1, m = Math.ceil(n / s), i, j, k, row;
-    var ctx = canvas.getContext('2d'); canvas.width = m; canvas.height = m;
-    var img = ctx.createImageData(m, m), px = new Uint32Array(img.data.buffer), c = palette();
-    if (s === 1) {
-      for (i = 0; i < n; i++) { row = A[i]; k = i * n; for (j = 0; j < n; j++) px[k + j] = c[step(row[j])]; }
-    } else {
-      var top = new Float32Array(m * m);
-      for (i = 0; i < n; i++) {
-        row = A[i]; k = ((i / s) | 0) * m;
-        for (j = 0; j < n; j++) { var w = row[j] || 0, b = k + ((j / s) | 0); if (w > top[b]) top[b] = w; }
-      }
-      for (k = 0; k < m * m; k++) px[k] = c[step(top[k])];
-    }
-    ctx.putImageData(img, 0, 0); canvas.dataset.drawn = '1';
-  }
-  function layerView(l) {
-    var box = document.getElementById(cfg.view + '-layer-view'), d = cfg.domains[0], chain = Promise.resolve();
-    box.innerHTML = '<p class="note">Layer ' + l + ', every head on ' + esc(d) + ' (window ' + win +
-      '); click one to enlarge it.</p>';
-    for (var h = 0; h < cfg.heads; h++) (function (key) {
-      var fig = document.createElement('figure'); fig.className = 'multiple';
-      var c = document.createElement('canvas'); c.dataset.head = key; c.title = 'L' + key.replace('.', 'H');
-      var cap = document.createElement('figcaption'); cap.textContent = 'head ' + key.split('.')[1];
-      fig.appendChild(c); fig.appendChild(cap); box.appendChild(fig);
-      c.addEventListener('click', function () { show(key); view.scrollIntoView(); });
-      var have = patternsOf(key);
-      if (have && have[d]) { draw(c, have[d], cfg.thumb); return; }
-      if (!served) { cap.textContent += ' (not saved)'; return; }
-      var w = win;
-      chain = chain.then(function () { return fetchHead(key, w).then(function (res) {
-        if (!res.error && res.patterns[d]) draw(c, res.patterns[d], cfg.thumb); }); });
-    })(l + '.' + h);
-  }
-  document.getElementById(cfg.view + '-layer').addEventListener('click', function () {
-    layerView(+(view.dataset.head || '0.0').split('.')[0]); });
-  document.getElementById(cfg.view + '-window').addEventListener('change', function (e) {
-    win = Math.max(0, Math.min(cfg.windows - 1, parseInt(e.target.value, 10) || 0)); e.target.value = win;
-    if (view.dataset.head) show(view.dataset.head);
-  });
-  grid.on('plotly_click', function (ev) { var p = ev.points[0]; show(p.y + '.' + p.x); });
-  document.querySelectorAll('button[data-grid="' + cfg.grid + '"]').forEach(function (b) {
-    b.addEventListener('click', function () { show(b.dataset.head); }); });
-  var first = Object.keys(cfg.patterns)[0]; if (first) show(first);
-})(__CFG__);
-"""
+# domain with the tokens on hover, and the window's text where hovering a query token shades its keys; "all heads
+# of this layer" draws the layer view (small multiples on canvases). The script is package data beside this module
+# (a file that the tests lint: tests/core/test_codebase.py); `__CFG__` in it stands for the page's settings.
+LAYER_VIEW_JS = "layer_view.js"
+
+
+@functools.cache
+def pattern_js() -> str:
+    """The head explorer's script, `__CFG__` still in it (read once from the package data, LAYER_VIEW_JS)."""
+    return "\n" + resources.files("attnlab.scan").joinpath(LAYER_VIEW_JS).read_text(encoding="utf-8")
 
 
 def packed_pattern(a: np.ndarray) -> dict:
@@ -551,4 +396,4 @@ def head_explorer(run: RunDir, sink: dict[str, np.ndarray], grid: str, view: str
     cfg = {"grid": grid, "view": view, "domains": domains, "sink": {d: rounded(sink[d]) for d in domains},
            "patterns": saved, "tokens": read_tokens(run, domains), "layers": L, "heads": H, "windows": windows,
            "canvas_from": CANVAS_FROM, "thumb": THUMB_SIDE}  # fmt: skip
-    return figure, block, PATTERN_JS.replace("__CFG__", js_json(cfg))
+    return figure, block, pattern_js().replace("__CFG__", js_json(cfg))
