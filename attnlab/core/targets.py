@@ -1,5 +1,5 @@
-"""The vocabulary of the reproduction targets, shared by the studies that own them (`attnlab/<study>/targets.py`)
-and `attnlab reproduce`, which collects, runs, judges and writes them.
+"""The vocabulary of the reproduction targets, shared by the studies that own them
+(`attnlab/<study>/repro/targets.py`) and `attnlab reproduce`, which collects, runs, judges and writes them.
 
 A `Target` is one row: the claim, the spec's threshold in words, `Check`s (the threshold as code), the experiments
 it needs and its measure. A check compares one named number with a bound: `Check("attn_sink", ">=", 0.6)`.
@@ -56,7 +56,7 @@ class Check:
 
 
 CLAIMS_NOTE = (
-    "threshold as in attnlab/{}/claims.py verdict_{} (the spec's where it states one, else our first guess); "
+    "threshold as in attnlab/{}/repro/verdicts.py verdict_{} (the spec's where it states one, else our first guess); "
     "claims_met is that function's own verdict"
 )
 

@@ -12,8 +12,8 @@ DEFAULT_DOMAINS = ["prose", "code", "random"]
 
 
 def scan_config(args: argparse.Namespace) -> Any:
+    from attnlab.hf.checkpoints import expand_series
     from attnlab.scan.config import ScanConfig
-    from attnlab.scan.series import expand_series
 
     models = list(args.model) if isinstance(args.model, list) else [m for m in [args.model] if m]
     revisions = list(args.revision) if isinstance(args.revision, list) else [r for r in [args.revision] if r]

@@ -70,7 +70,8 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
     checkpoint's sink heads through the series (R25). Returns tables {"series": DataFrame}."""
     import pandas as pd
 
-    from attnlab.scan.series import checkpoint_label, checkpoint_step, dynamics_rows, series_rows
+    from attnlab.hf.checkpoints import checkpoint_label, checkpoint_step
+    from attnlab.scan.series import dynamics_rows, series_rows
     from attnlab.tracing.format import Trace
 
     cfgs = [_checkpoint_config(config, model, rev) for model, rev in config.checkpoints]

@@ -5,7 +5,7 @@ A series is a list of (model, revision) pairs: local checkpoint folders (`--mode
 whose sub-folders are checkpoints), or one hub model at several revisions (`--revision R1 --revision R2`). Each
 checkpoint is scanned into `checkpoints/<k>-<label>/` (a complete scan folder) and `series.csv` gets one row per
 (checkpoint, domain) with its training step (the number after "step" in the label, else its last number, else
-its index k):
+its index k; the series and its labels and steps: `attnlab.hf.checkpoints`):
 
 | column | meaning |
 |---|---|
@@ -19,64 +19,15 @@ its index k):
 | nll | mean next-token NLL |
 
 `sink_dynamics.csv` (R25, `dynamics_rows`) follows the last checkpoint's sink heads through the series: their
-Attn⟨s⟩, the value-norm ratio of token 0 at those heads and the residual-norm ratio of token 0; `onset` gives the
-step at which each has made half of its change.
+Attn⟨s⟩, the value-norm ratio of token 0 at those heads and the residual-norm ratio of token 0;
+`attnlab.core.curves.onset` gives the step at which each has made half of its change.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import numpy as np
 
-from attnlab.errors import InputError
 from attnlab.tracing.format import Trace
-
-
-def checkpoint_label(model: str, revision: str | None) -> str:
-    """A short name for one checkpoint: the revision, else the folder's (or hub id's) last component."""
-    return revision if revision else Path(model.rstrip("/")).name or model
-
-
-def checkpoint_step(label: str, index: int) -> int:
-    """The training step of a checkpoint from its label: 'step1000-tokens4B' -> 1000, 'ckpt-30' -> 30, else index."""
-    m = re.search(r"step[-_]?(\d+)", label, re.IGNORECASE)
-    if m:
-        return int(m.group(1))
-    nums = re.findall(r"\d+", label)
-    return int(nums[-1]) if nums else index
-
-
-def checkpoints_in_folder(folder: str | Path) -> list[str]:
-    """The checkpoint sub-folders (each with a config.json) of a folder that has none itself, by training step."""
-    root = Path(folder).expanduser()
-    subs = [p for p in root.iterdir() if p.is_dir() and (p / "config.json").is_file()] if root.is_dir() else []
-    if not subs:
-        raise InputError(f"{root} holds no checkpoint folders (sub-folders with a config.json)")
-    return [str(p) for p in sorted(subs, key=lambda p: (checkpoint_step(p.name, 0), p.name))]
-
-
-def expand_series(models: list[str], revisions: list[str]) -> tuple[tuple[str, str | None], ...]:
-    """(model, revision) pairs of a series, or () for a single checkpoint.
-
-    One model and several revisions: that model at each revision. Several models: each at its default revision
-    (at most one --revision, applied to all). One local folder without a config.json: its checkpoint sub-folders."""
-    if any(not str(m).strip() for m in models):  # Path("") is ".": it would read this folder as a series
-        raise InputError("--model is an empty name; give 'smollm2', a local model folder or a hub id (gpt2, org/name)")
-    if len(models) > 1 and len(revisions) > 1:
-        raise InputError("a checkpoint series takes several --model or several --revision, not both")
-    if len(revisions) > 1:
-        return tuple((models[0], r) for r in revisions)
-    rev = revisions[0] if revisions else None
-    if len(models) == 1:
-        path = Path(models[0]).expanduser()
-        if path.is_dir() and not (path / "config.json").is_file():
-            return tuple((m, None) for m in checkpoints_in_folder(path))
-        return ()
-    if len(set(models)) != len(models):
-        raise InputError(f"--model: {models} repeats a checkpoint")
-    return tuple((m, rev) for m in models)
 
 
 def series_rows(
@@ -148,14 +99,3 @@ def dynamics_rows(domain: str, points: list[tuple[str, int, Trace]]) -> list[dic
         )
     return rows
 
-
-def onset(steps: list[int], values: list[float], rising: bool, fraction: float = 0.5) -> int | None:
-    """The first step at which a metric has made `fraction` (half) of its total change, the change from the first
-    checkpoint to its extreme in the claimed direction (max when `rising`, else min); None when it never moves
-    that way."""
-    v = np.asarray(values, dtype=float)
-    total = (v.max() if rising else v.min()) - v[0]
-    if total == 0 or (total < 0) == rising:
-        return None
-    progress = (v - v[0]) / total
-    return int(steps[int(np.argmax(progress >= fraction))])

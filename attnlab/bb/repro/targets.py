@@ -1,12 +1,13 @@
 """The reproduction targets of the extreme-tokens spec's toy model (§11, §14 and the seed claims).
 
-One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (names in
-`attnlab.reproduce.experiments`) and its measure (`reproduction.py`). `attnlab reproduce` collects these rows
-(`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
+One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (experiment names
+of `runs.py`) and its measure (`measures.py`, or a direct computation of `checks*.py`). `attnlab reproduce`
+collects these rows (`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
 
 from __future__ import annotations
 
-from attnlab.bb import reproduction as r
+from attnlab.bb.repro import checks_reducers as units
+from attnlab.bb.repro import measures as r
 from attnlab.core.targets import CLAIMS_NOTE, SEED, Target, computed
 from attnlab.core.targets import Check as C
 from attnlab.core.targets import recorded as _rec
@@ -24,8 +25,8 @@ BB = [
     _t("R1s", "bb", _ET, "tiny-Shakespeare (user-supplied)", "V = 67; trigger fraction 0.256 ± 0.01; oracle 2.22–2.23",
        not_run="needs a user-supplied tiny-Shakespeare file; none ships with attnlab"),
     _t("R2", "bb", _ET, "reducers and hook equivalence", "§5",
-       checks=[*(C(k, "<=", 1e-6) for k in r.r2_diff_keys()), C("R2_softmax_row_sum_max_abs_error", "<=", 1e-6),
-               *(C(f"R2_{a}_attn_col_mean_{m}", op, b) for a in r.R2_FORMS
+       checks=[*(C(k, "<=", 1e-6) for k in units.r2_diff_keys()), C("R2_softmax_row_sum_max_abs_error", "<=", 1e-6),
+               *(C(f"R2_{a}_attn_col_mean_{m}", op, b) for a in units.R2_FORMS
                  for m, op, b in (("min", ">=", 0), ("max", "<=", 1)))],
        needs=["bb_units"], measure=computed("bb_units", "R2_"),
        note="the library functions tests/tracing/test_recorder.py and tests/bb/test_adapter.py check, on a tiny "
@@ -181,7 +182,7 @@ BB = [
        "sink Attn⟨s⟩ rises while value norm drains and residual norm grows, in that order",
        checks=[C("sink_rise", ">=", 0.2), C("value_minus_sink_onset", ">=", 0), C("resid_minus_value_onset", ">=", 0)],
        needs=["series_scan"], measure=r.r_r25,
-       note=CLAIMS_NOTE.format("scan", "R25") + "; a 3-layer GPT-2 (d 64) trained 1,500 steps on Bigram-Backcopy "
+       note=CLAIMS_NOTE.format("bb", "R25") + "; a 3-layer GPT-2 (d 64) trained 1,500 steps on Bigram-Backcopy "
             "with <s> at position 0 (`attnlab series train`), its 61 checkpoints scanned; onset = first checkpoint "
             "with half of the metric's change",
        figure="figures/sink_dynamics.png",

@@ -1,4 +1,5 @@
-"""Verdicts of the authors' claims R10, R19–R22 (spec extreme-tokens §11, §14) from folders of `bb train` runs.
+"""Verdicts of the authors' claims R10, R19–R22 (spec extreme-tokens §11, §14) from folders of `bb train` runs,
+and of R25 from the scan of a checkpoint series trained on the same task.
 
 Each `verdict_<id>(run_dir) -> (number, met, why)` reads a folder that holds `bb train` runs (a sweep folder of
 docs/specs/bb-layer-variants.toml or docs/specs/bb-softmax-relu-stability.toml, or any folder whose subfolders
@@ -7,6 +8,12 @@ where a claim needs an intervention or a subspace measure (seconds on a CPU), an
 
 Residual peak ratio of a layer l: ρ_l = ‖Res⟨s⟩‖_l / mean_{b,i≥1}‖x^{l+1}_{b,i}‖ (after block l, final snapshot);
 a model "has a peak" when max_l ρ_l > PEAK_RATIO (R9's Adam/SGD bar of 1.5×; at 2,000 steps Adam reaches 2.7).
+
+R25 — mutual reinforcement along a checkpoint series (sink_dynamics.csv of a series scan): the onset of a metric
+is the first checkpoint where it has made half of its change from the first checkpoint to its extreme
+(`attnlab.core.curves.onset`). Met when Attn⟨s⟩ of the sink heads rises by at least `R25_MIN_SINK_RISE`, the
+value-norm ratio of token 0 falls, the residual-norm ratio of token 0 grows, and
+onset(sink) ≤ onset(value drain) ≤ onset(residual peak). The number is onset(residual) − onset(sink) in steps.
 """
 
 from __future__ import annotations
@@ -337,3 +344,48 @@ VERDICTS = {
     "R21": verdict_R21,
     "R22": verdict_R22,
 }
+
+
+# --- R25: a checkpoint series scan (`verdict_R25` reads a scan folder, not `bb train` runs) ----------------------
+R25_MIN_SINK_RISE = 0.2  # Attn⟨s⟩ must rise by at least this much for "the sink rises"
+
+
+def verdict_R25(run_dir: str | Path, domain: str | None = None) -> Verdict:
+    """(onset(residual) − onset(sink) in steps, met, why) from a series scan folder (its first domain, or
+    `domain`)."""
+    from attnlab.core.curves import onset
+
+    s = read_json(Path(run_dir) / "summary.json", "scan summary")
+    rows = s.get("sink_dynamics")
+    if not rows:
+        raise InputError(f"{run_dir} has no sink_dynamics (not a checkpoint-series scan, or one from before R25)")
+    domain = domain or rows[0]["domain"]
+    rows = [r for r in rows if r["domain"] == domain]
+    if len(rows) < 2:
+        raise InputError(f"{run_dir}: domain {domain!r} has fewer than two checkpoints")
+    steps = [int(r["step"]) for r in rows]
+    sink, value, resid = ([float(r[k]) for r in rows] for k in ("attn_sink", "value_norm_ratio", "resid_norm_ratio"))
+    on = {
+        "sink": onset(steps, sink, rising=True),
+        "value drain": onset(steps, value, rising=False),
+        "residual peak": onset(steps, resid, rising=True),
+    }
+    early = [onset(steps, v, rising=up, fraction=0.2) for v, up in ((sink, True), (value, False), (resid, True))]
+    rise = max(sink) - sink[0]
+    moved = rise >= R25_MIN_SINK_RISE and all(v is not None for v in on.values())
+    ordered = moved and on["sink"] <= on["value drain"] <= on["residual peak"]  # type: ignore[operator]
+    why = (
+        f"{domain}, sink heads {rows[-1]['sink_heads']}: Attn⟨s⟩ {sink[0]:.2f} → max {max(sink):.2f}, value-norm "
+        f"ratio {value[0]:.2f} → min {min(value):.2f}, residual-norm ratio {resid[0]:.2f} → max {max(resid):.2f}; "
+        "onsets (half of the change): "
+        + ", ".join(f"{k} {v if v is not None else 'none'}" for k, v in on.items())
+        + " (a fifth of it: "
+        + ", ".join(f"{k} {v if v is not None else 'none'}" for k, v in zip(on, early))
+        + ")"
+    )
+    gap = (
+        float(on["residual peak"] - on["sink"])
+        if on["sink"] is not None and on["residual peak"] is not None
+        else float("nan")
+    )
+    return gap, bool(ordered), why

@@ -1,9 +1,9 @@
 """Our number for each measured reproduction target of consensus.
 
-Measures are computed from the study runs of `attnlab.reproduce.experiments`, read back from their
-folders: each takes `runs` (experiment name -> `attnlab.reproduce.execute.Outcome`) and returns named
-numbers, the keys its target's `Check`s compare. The direct computations (`compute(seed, size)`: library
-functions with no study command) are in `computations.py`; the rows are in `targets.py`."""
+Measures are computed from the study runs of `runs.py`, read back from their folders: each takes `runs`
+(experiment name -> `attnlab.reproduce.execute.Outcome`) and returns named numbers, the keys its target's
+`Check`s compare. The direct computations (`compute(seed, size)`: library functions with no study command) are in
+`checks_theory.py` and `checks_llama.py`; the rows are in `targets.py`, the claims' verdicts in `verdicts.py`."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def c_r6a(runs: dict) -> dict:
 
 def c_r12(runs: dict) -> dict:
     """R12: share of starts reaching consensus with Q = K = 0, V = I and V = J."""
-    from attnlab.consensus.claims import verdict_R12
+    from attnlab.consensus.repro.verdicts import verdict_R12
 
     folder = folder_of(runs["cons_counter"])
     out = claim_numbers(verdict_R12, folder, "share_rotation")
@@ -116,7 +116,7 @@ def c_r12(runs: dict) -> dict:
 
 def c_r13(runs: dict) -> dict:
     """R13: largest per-layer relative error of the sphere idealisation; whether the consensus conclusion holds."""
-    from attnlab.consensus.claims import verdict_R13
+    from attnlab.consensus.repro.verdicts import verdict_R13
 
     folder = folder_of(runs["cons_norm"])
     out = claim_numbers(verdict_R13, folder, "max_layer_rel_error")
@@ -127,7 +127,7 @@ def c_r13(runs: dict) -> dict:
 def c_r14(runs: dict) -> dict:
     """R14: after the last pass, the smallest over groups of the mean share of positions decoding to the prompt's
     most common top-1 token, and each group's share."""
-    from attnlab.consensus.claims import verdict_R14
+    from attnlab.consensus.repro.verdicts import verdict_R14
 
     folder = folder_of(runs["cons_decode"])
     out = claim_numbers(verdict_R14, folder, "min_share_final")

@@ -1,12 +1,12 @@
 """The reproduction targets of the consensus spec (§7, §11 and its last section).
 
-One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (names in
-`attnlab.reproduce.experiments`) and its measure (`reproduction.py`). `attnlab reproduce` collects these rows
-(`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
+One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (experiment names
+of `runs.py`) and its measure (`measures.py`, or a direct computation of `checks*.py`). `attnlab reproduce`
+collects these rows (`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
 
 from __future__ import annotations
 
-from attnlab.consensus import reproduction as r
+from attnlab.consensus.repro import measures as r
 from attnlab.core.targets import CLAIMS_NOTE, Target, computed
 from attnlab.core.targets import Check as C
 from attnlab.core.targets import recorded as _rec

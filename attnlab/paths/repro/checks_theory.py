@@ -1,7 +1,10 @@
 """The direct computations behind some reproduction targets of paths: library functions run with no study command,
-checked against the spec's formulas (each `compute(seed, size)` returns named numbers, which reproduce saves). The unit
-tests that cover the same formulas call the same library functions; the rows are in `targets.py`, the measures that
-read study runs in `reproduction.py`."""
+checked against the spec's formulas (each `compute(seed, size)` returns named numbers, which reproduce saves). Here
+the theory's unit checks: T5 (U_a's closed form, `paths_ua`), T1–T4 and T7–T9 (`paths_units`) and T6, T11, T15,
+T16 (the block update, head scores, the tasks and the bad inputs, `paths_more_units`). The samplers' checks are in
+`checks_sampling.py`, B2 and the §10 adjudication of the full profile in `checks_full_profile.py`. The unit tests
+that cover the same formulas call the same library functions; the rows are in `targets.py`, the measures that read
+study runs in `measures.py`."""
 
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ def paths_ua(seed: int, size: dict) -> dict:
 
 
 # network of bilinear heads (P = 10, N0 = 6, n_tok = 4), their largest deviation recorded ------------------------
-def _tiny_paths(H: tuple[int, ...], P: int = 10, readout: str = "last", seed: int = 0) -> tuple:
+def tiny_paths(H: tuple[int, ...], P: int = 10, readout: str = "last", seed: int = 0) -> tuple:
     """(network, x [P, n_tok, N0], y [P], its path Gram) for random bilinear heads per layer `H`."""
     import torch
 
@@ -77,10 +80,10 @@ def _paths_t1_t3() -> dict:
 
     t1 = 0.0
     for H, readout in [((2, 2), "last"), ((2, 1), "mean"), ((3,), "first")]:
-        net, x, _, _ = _tiny_paths(H, readout=readout)
+        net, x, _, _ = tiny_paths(H, readout=readout)
         w = net.init_weights(x.shape[-1], torch.Generator().manual_seed(1))
         t1 = max(t1, float((net.forward(x, w) - net.forward_paths(x, w)).abs().max()))
-    net, x, _, gram = _tiny_paths((2, 2))
+    net, x, _, gram = tiny_paths((2, 2))
     A = net.attention(x)
     t2 = max(float((a.sum(-1) - 1).abs().max()) for a in A)
     for h, head in enumerate(net.cfg.layers[1]):
@@ -102,7 +105,7 @@ def _paths_t4_t7() -> dict:
     from attnlab.paths.theory.action import action_value, entropy_gp_gradient, evaluate
     from attnlab.paths.theory.solver import solve_saddle_point
 
-    _, _, y, gram = _tiny_paths((2, 2))
+    _, _, y, gram = tiny_paths((2, 2))
     grad = max(entropy_gp_gradient(_problem(gram, y, (2, 2), 7.0, form=f, variances=(1.0, 1.3, 0.7, 1.1)))
                for f in ("chain", "simple"))  # fmt: skip
     huge = float(np.abs(solve_saddle_point(_problem(gram, y, (2, 2), N=1e12), hessian=False).U - np.eye(4)).max())
@@ -136,7 +139,7 @@ def _paths_t8_t9() -> dict:
 
     ref_err, small_err = 0.0, 0.0
     for L in (1, 2):
-        _, _, y, gram = _tiny_paths((1,) * L, P=12)
+        _, _, y, gram = tiny_paths((1,) * L, P=12)
         for form in ("chain", "simple"):
             for N in (3.0, 30.0):
                 prob = _problem(gram, y, (1,) * L, N=N, T=0.05, form=form)
@@ -145,7 +148,7 @@ def _paths_t8_t9() -> dict:
                 ref_err = max(ref_err, abs(sp.U[0, 0] - ref) / max(1, ref) if sp.converged else math.inf)
             small = solve_saddle_point(_problem(gram, y, (1,) * L, N=1e10, T=0.05, form=form), hessian=False)
             small_err = max(small_err, abs(small.U[0, 0] - 1.0))
-    _, _, y, gram = _tiny_paths((2, 2))
+    _, _, y, gram = tiny_paths((2, 2))
     K = sum(gram.xit[:, p] @ gram.xit[:, p].T for p in range(4))
     pred = predict(gp_U(4), gram, y, 0.1, gram.xit)
     reg = K + 0.1 * torch.eye(10, dtype=torch.float64)
@@ -159,70 +162,6 @@ def _paths_t8_t9() -> dict:
 def paths_units(seed: int, size: dict) -> dict:
     """The attention-paths T1-T4 and T7-T9 numbers (module section above)."""
     return {**_paths_t1_t3(), **_paths_t4_t7(), **_paths_t8_t9()}
-
-
-def ar1_chains(rho: float, n: int, chains: int, seed: int) -> Any:
-    """[chains, n] stationary AR(1) chains with coefficient `rho` and unit innovations."""
-
-    rng = np.random.default_rng(seed)
-    x = np.zeros((chains, n))
-    x[:, 0] = rng.standard_normal(chains) / math.sqrt(1 - rho**2)
-    for t in range(1, n):
-        x[:, t] = rho * x[:, t - 1] + rng.standard_normal(chains)
-    return x
-
-
-def _diagnostics() -> dict:
-    """T12: the largest relative error of ESS and bulk ESS against n(1 − ρ)/(1 + ρ) for ρ = 0, 0.5, 0.9 (4 chains
-    of 4000), and R̂ of 4 chains of 1000 when one is shifted by 2."""
-    from attnlab.paths.sampling.diagnostics import ess, ess_bulk, rhat
-
-    err = 0.0
-    for rho in (0.0, 0.5, 0.9):
-        x = ar1_chains(rho, 4000, 4, 1)
-        expect = x.size * (1 - rho) / (1 + rho)
-        err = max(err, abs(ess(x) - expect) / expect, abs(ess_bulk(x) - expect) / expect)
-    x = ar1_chains(0.5, 1000, 4, 2)
-    x[0] += 2.0
-    return {"T12_ess_max_rel_err": float(err), "T12_rhat_shifted": float(rhat(x))}
-
-
-def _collapsed() -> dict:
-    """T14: prior-only collapsed HMC (4 chains, 300 + 600 draws) on a tiny network: the largest |mean Û − Σ²I| in
-    MCSE units; T17: the collapsed log density against the explicit Gaussian marginal over V^(0) (its Jacobian)."""
-    import torch
-
-    from attnlab.paths.networks.architecture import PathNetwork
-    from attnlab.paths.sampling.diagnostics import summarize
-    from attnlab.paths.sampling.sampler import CollapsedTarget, sample_chains
-
-    net, x, y, gram = _tiny_paths((2, 2), P=6)
-    tgt = CollapsedTarget(net.cfg.with_widths(4), gram, y, 0.1, prior_only=True)
-    res = sample_chains(tgt, chains=4, warmup=300, draws=600, n_leapfrog=8, seed=0, progress=False)
-    iu = np.triu_indices(4)
-    s = summarize(res.U[:, :, iu[0], iu[1]])
-    z = float(np.max(np.abs(s["mean"] - np.eye(4)[iu]) / s["mcse"]))
-    net, x, y, gram = _tiny_paths((2, 2), P=8)
-    cfg = net.cfg.with_widths(3)
-    tgt = CollapsedTarget(cfg, gram, y, 0.2)
-    theta = tgt.prior_draw(2, torch.Generator().manual_seed(5))
-    lp, _ = tgt.log_prob(theta)
-    pnet, Y, worst = PathNetwork(cfg), torch.tensor(y), 0.0
-    for c in range(2):
-        w = tgt.unpack(theta[c : c + 1])
-        w = {"V": [v[0] for v in w["V"]], "a": w["a"][0]}
-        V0 = torch.zeros(3, x.shape[-1], dtype=torch.float64)
-        J = torch.autograd.functional.jacobian(lambda v, w=w: pnet.forward(x, {**w, "V0": v}), V0).reshape(8, -1)
-        cov = J @ J.T * cfg.variances[0] + 0.2 * torch.eye(8, dtype=torch.float64)
-        marg = -0.5 * torch.logdet(cov) - 0.5 * Y @ torch.linalg.solve(cov, Y)
-        prior = -0.5 * (theta[c] ** 2 / tgt.prior_sd**2).sum()
-        worst = max(worst, abs(float(lp[c] - prior - marg)))
-    return {"T14_max_z": z, "T17_max_abs_diff": worst}
-
-
-def paths_sampling_units(seed: int, size: dict) -> dict:
-    """The attention-paths T12, T14 and T17 numbers (module section above)."""
-    return {**_diagnostics(), **_collapsed()}
 
 
 # T6, T11, T15 and T16: the block update, head scores, the tasks and the bad inputs of §12 ---------------------------
@@ -256,7 +195,7 @@ def _t6_blocks() -> dict:
 
     rng, worst, b_signs = np.random.default_rng(3), 0.0, set()
     for H, widths in [((2, 2), (5.0, 5.0, 5.0)), ((2, 2), (3.0, 20.0, 4.0)), ((2, 2, 2), (4.0, 6.0, 30.0, 5.0))]:
-        _, _, y, gram = _tiny_paths(H)
+        _, _, y, gram = tiny_paths(H)
         prob = Problem(gram, torch.tensor(y), 0.1, list(H), widths, (1.0, 1.3, 0.7, 1.1, 0.9)[: len(H) + 2])
         Ms = [torch.tensor(rng.standard_normal((n, n))) for n in prob.sizes()]
         before = [M @ M.T / M.shape[0] + torch.eye(M.shape[0], dtype=torch.float64) for M in Ms]
@@ -337,7 +276,7 @@ def _shape_inputs() -> list[tuple[str, Any, str]]:
     from attnlab.paths.tasks.markov import markov_data
     from attnlab.paths.theory.predictor import predict
 
-    net, x, y, gram = _tiny_paths((2, 2))
+    net, x, y, gram = tiny_paths((2, 2))
     y_nan, x_nan = y.copy(), x.clone()
     y_nan[0], x_nan[0, 0, 0] = np.nan, np.nan
     one = [[HeadSpec("bilinear", W=np.eye(5))]]
@@ -348,7 +287,7 @@ def _shape_inputs() -> list[tuple[str, Any, str]]:
         ("T = 0", lambda: _problem(gram, y, (2, 2), T=0.0), "temperature"),
         ("T < 0", lambda: _problem(gram, y, (2, 2), T=-1.0), "temperature"),
         ("P = 1 task", lambda: markov_data(1, seed=0), "got 1"),
-        ("P = 1 problem", lambda: _problem(_tiny_paths((2, 2), P=1)[3], y[:1], (2, 2)), "at least 2"),
+        ("P = 1 problem", lambda: _problem(tiny_paths((2, 2), P=1)[3], y[:1], (2, 2)), "at least 2"),
         ("y shape", lambda: _problem(gram, y[:-1], (2, 2)), "Y: expected shape [P] = [10], got (9,)"),
         ("U shape", lambda: predict(np.eye(3), gram, y, 0.1, gram.xit), "U: expected [4, 4], got (3, 3)"),
         ("W shape", lambda: PathNetwork(PathConfig(one)).attention(x6), "bilinear W: expected [N0, N0] = [6, 6]"),
@@ -373,7 +312,7 @@ def _other_inputs() -> list[tuple[str, Any, str]]:
     from attnlab.paths.theory.predictor import Prediction, add_jitter, metrics
     from attnlab.paths.theory.solver import solve_saddle_point
 
-    _, _, y12, gram12 = _tiny_paths((2, 2), P=12)
+    _, _, y12, gram12 = tiny_paths((2, 2), P=12)
     low_rank = PathGram(gram12.xit[..., :2].contiguous())  # N0 = 2: K has rank <= 8 < P
     v = np.random.default_rng(0).standard_normal((6, 2))
     return [
@@ -460,190 +399,3 @@ def _t16_errors() -> dict:
 def paths_more_units(seed: int, size: dict) -> dict:
     """The attention-paths T6, T11, T15 and T16 numbers (module section above)."""
     return {**_t6_blocks(), **_t11_scores(), **_t15_tasks(), **_t16_errors()}
-
-
-# T13 and S4: the samplers on a correlated Gaussian, and the full against the collapsed sampler ----------------------
-class GaussianTarget:
-    """A correlated d-dimensional Gaussian (covariance A Aᵀ/d + 0.1 I, A and the mean standard normal from `seed`)
-    with the sampler's target interface (`sample_chains`): the T13 check of HMC and MALA."""
-
-    def __init__(self, d: int = 20, seed: int = 0) -> None:
-        import torch
-
-        rng = np.random.default_rng(seed)
-        A = rng.standard_normal((d, d))
-        self.cov = torch.tensor(A @ A.T / d + 0.1 * np.eye(d))
-        self.prec = torch.linalg.inv(self.cov)
-        self.mu = torch.tensor(rng.standard_normal(d))
-        self.dim = d
-        self.prior_sd = torch.ones(d, dtype=torch.float64)
-        self.cfg = type("GaussianCfg", (), {"L": 1})()
-
-    def prior_draw(self, C: int, g: Any) -> Any:
-        """[C, d] standard normal starts."""
-        import torch
-
-        return torch.randn(C, self.dim, generator=g, dtype=torch.float64)
-
-    def log_prob_and_grad(self, q: Any) -> tuple:
-        """(log density [C], its gradient [C, d], numerical rejections [C]) at q [C, d]."""
-        import torch
-
-        z = q - self.mu
-        return -0.5 * ((z @ self.prec) * z).sum(-1), -(z @ self.prec), torch.zeros(q.shape[0], dtype=torch.bool)
-
-    def order_parameters(self, q: Any) -> tuple:
-        """The draws themselves as the stored "U" [C, 1, d] (and the first coordinate as U_a)."""
-        return [q[:, None, :]], q[:, 0]
-
-
-T13_PAIRS = ((0, 0), (0, 1), (3, 7), (5, 5), (10, 19))  # the second moments checked (the test's)
-
-
-def _t13_kind(kind: str, draws: int) -> float:
-    """The largest |estimate − truth| / MCSE over the 20 means and the second moments `T13_PAIRS`, 4 chains of 400
-    warmup + `draws` draws of `kind` (hmc, mala)."""
-
-    from attnlab.paths.sampling.diagnostics import summarize
-    from attnlab.paths.sampling.sampler import sample_chains
-
-    tgt: Any = GaussianTarget()  # the sampler's target interface, duck-typed
-    res = sample_chains(tgt, chains=4, warmup=400, draws=draws, n_leapfrog=8, kind=kind, seed=3, progress=False)
-    x = res.U[:, :, 0, :]  # [C, n, d]
-    s = summarize(x)
-    z = x - tgt.mu.numpy()
-    sp = summarize(np.stack([z[..., i] * z[..., j] for i, j in T13_PAIRS], -1))
-    ref = np.array([float(tgt.cov[i, j]) for i, j in T13_PAIRS])
-    return float(
-        max(np.max(np.abs(s["mean"] - tgt.mu.numpy()) / s["mcse"]), np.max(np.abs(sp["mean"] - ref) / sp["mcse"]))
-    )
-
-
-def _s4_samplers() -> dict:
-    """S4: U_hat of the full and the collapsed sampler (4 chains, 200 warmup + 400 draws, 6 leapfrog steps) on a
-    tiny network (N = 4, N0 = 6, P = 8, T = 0.5): the largest |difference| / combined MCSE over U's upper triangle."""
-
-    from attnlab.paths.sampling.diagnostics import summarize
-    from attnlab.paths.sampling.sampler import CollapsedTarget, FullTarget, sample_chains
-
-    net, _, y, gram = _tiny_paths((2, 2), P=8)
-    cfg, iu, out = net.cfg.with_widths(4), np.triu_indices(4), {}
-    for name, cls in [("full", FullTarget), ("collapsed", CollapsedTarget)]:
-        res = sample_chains(cls(cfg, gram, y, 0.5), chains=4, warmup=200, draws=400, n_leapfrog=6, seed=4,
-                            progress=False)  # fmt: skip
-        out[name] = summarize(res.U[:, :, iu[0], iu[1]])
-    comb = np.sqrt(out["full"]["mcse"] ** 2 + out["collapsed"]["mcse"] ** 2)
-    return {"S4_max_diff_over_mcse": float(np.max(np.abs(out["full"]["mean"] - out["collapsed"]["mean"]) / comb))}
-
-
-def paths_samplers(seed: int, size: dict) -> dict:
-    """T13 (HMC 800 draws, MALA 2000, as the test) and S4 (module section above)."""
-    return {"T13_hmc_max_z": _t13_kind("hmc", 800), "T13_mala_max_z": _t13_kind("mala", 2000), **_s4_samplers()}
-
-
-# B2: the solver on the image-like synthetic problem (P = 600, N0 = 192, n_tok = 48, H = 4, L = 2) ------------------
-B2_POINT = {"N": 100.0, "T": 0.1}  # alpha = P/N = 6
-
-
-def image_data(P: int = 600, n_test: int = 1000, d_qk: int = 128, seed: int = 0) -> Any:
-    """`PathData` of `tasks.images` for 2 layers of 4 random qk heads (d_qk = 128, entries N(0, 1/N0)), unit
-    variances, mean readout; the memory is checked before anything is drawn (`tasks.data.check_sizes`)."""
-    import torch
-
-    from attnlab.paths.networks.architecture import PathConfig, PathNetwork
-    from attnlab.paths.networks.kernels import PathGram, scaled_paths
-    from attnlab.paths.tasks.data import PathData, check_sizes, random_qk_layers
-    from attnlab.paths.tasks.images import N0, N_TOK, image_task
-
-    mode = check_sizes(P, n_test, N_TOK, N0, [4, 4])
-    cfg = PathConfig(random_qk_layers([4, 4], N0, d_qk, seed + 1000), (10.0, 10.0, 10.0), (1.0,) * 4, "mean")
-    xtr, ytr, xte, yte = image_task(P, n_test)
-    net = PathNetwork(cfg)
-    xit = scaled_paths(net.paths(torch.tensor(xtr)), cfg.variances[0])
-    xit_test = scaled_paths(net.paths(torch.tensor(xte)), cfg.variances[0])
-    return PathData(cfg, PathGram(xit, mode), xit_test, ytr, yte, {}, "images")
-
-
-def paths_b2(seed: int, size: dict) -> dict:
-    """B2: one (N, T) point (`B2_POINT`) solved by `theory.points.theory_point` (Newton, tol 1e-8, Hessian check):
-    max|grad|, convergence, the smallest Hessian eigenvalue, the solve's seconds (data building excluded) and the
-    test accuracies of the theory and the GP."""
-    import time
-
-    from attnlab.paths.theory.points import theory_point
-
-    t0 = time.perf_counter()
-    data = image_data(size.get("P", 600), size.get("n_test", 1000), seed=seed)
-    build = time.perf_counter() - t0
-    sp, rec = theory_point(data, B2_POINT["N"], B2_POINT["T"])
-    return {"B2_max_grad": sp.max_grad, "B2_converged": float(sp.converged), "B2_point_seconds": sp.wall_s,
-            "B2_hessian_min_eig": sp.hessian_min_eig if sp.hessian_min_eig is not None else math.nan,
-            "B2_iterations": float(sp.iterations), "B2_build_seconds": build, "B2_accuracy": rec["accuracy"],
-            "B2_accuracy_gp": rec["accuracy_gp"], "B2_P": float(data.P)}  # fmt: skip
-
-
-# B4 and SC-H1: the §10 adjudication (sampling.protocol), full profile --------------------------------------------
-ADJUDICATION = ("paths_adjudication_C1", "paths_adjudication_C2", "paths_adjudication_C3", "paths_adjudication_gate")
-"""The experiments of the adjudication: one per configuration (C3 with the paper's point) and gate 1, so a kill
-loses at most one and `--workers` runs them side by side."""
-
-
-def _gate_numbers(points: list[dict]) -> dict:
-    """How many points failed R̂ <= 1.01 and bulk ESS >= 400 after their doublings, and the extremes."""
-    rh = [float(p["rhat_max"]) for p in points]
-    ess = [float(p["ess_bulk_min"]) for p in points]
-    return {"points": float(len(points)), "points_failing_rhat_1.01": float(sum(r > 1.01 for r in rh)),
-            "points_failing_ess_400": float(sum(e < 400 for e in ess)), "rhat_max": max(rh), "ess_bulk_min": min(ess),
-            "points_counted_s_0.10": float(sum(p["s"] >= 0.10 and p["T"] == 0.1 for p in points)),
-            "draws_doubled_points": float(sum(p["tries"] > 1 for p in points))}  # fmt: skip
-
-
-def _config_numbers(points: list[dict], config: str, alphas: tuple[float, ...]) -> dict:
-    """§10.8's status of each form in `config` (`protocol.form_status`) as numbers."""
-    from attnlab.paths.sampling.protocol import FORMS, form_status
-
-    out: dict[str, float] = {}
-    for f in FORMS:
-        st = form_status(points, config, alphas, f)
-        out |= {f"{f}_max_a_over_se_{config}": st["max_a_over_se"], f"{f}_e_N64_{config}": st["e_N64"]}
-        out |= {f"{f}_supported_{config}": float(st["supported"]), f"{f}_rejected_{config}": float(st["rejected"])}
-    return out
-
-
-def paths_adjudication(config: str, seed: int, size: dict) -> dict:
-    """B4 for one configuration: every point of §10.3's grid in `config` by `protocol.protocol_point` (collapsed
-    HMC, 4 chains, `warmup` + `draws` doubled up to `doublings` times until the gates pass), then its §10.8 status
-    with the s >= 0.10 filter. `size` may shrink the grid (alphas, Ns, paper_point) for a check."""
-    import time
-
-    from attnlab.paths.sampling.protocol import grid, protocol_point
-
-    t0, alphas = time.perf_counter(), tuple(size.get("alphas", (1.0, 4.0)))
-    run = {k: size[k] for k in ("warmup", "draws", "n_leapfrog", "n_test")}
-    points = [protocol_point(c, a, N, T, **run, doublings=size.get("doublings", 2), seed=seed)
-              for c, a, N, T in grid((config,), alphas, tuple(size.get("Ns", (8, 16, 32, 64))),
-                                     size.get("paper_point", True))]  # fmt: skip
-    return {**_gate_numbers(points), **_config_numbers(points, config, alphas), "seconds": time.perf_counter() - t0}
-
-
-def paths_adjudication_c1(seed: int, size: dict) -> dict:
-    """`paths_adjudication` in C1 (H = 1, L = 1)."""
-    return paths_adjudication("C1", seed, size)
-
-
-def paths_adjudication_c2(seed: int, size: dict) -> dict:
-    """`paths_adjudication` in C2 (H = 1, L = 2)."""
-    return paths_adjudication("C2", seed, size)
-
-
-def paths_adjudication_c3(seed: int, size: dict) -> dict:
-    """`paths_adjudication` in C3 (the 4-path network), with the paper's point."""
-    return paths_adjudication("C3", seed, size)
-
-
-def paths_adjudication_gate(seed: int, size: dict) -> dict:
-    """§10.1's gate 1 (`protocol.gate_full_vs_collapsed`)."""
-    from attnlab.paths.sampling.protocol import gate_full_vs_collapsed
-
-    run = {k: size[k] for k in ("warmup", "draws", "n_leapfrog", "n_test")}
-    return {**gate_full_vs_collapsed(**run, seed=seed), "gate1_full_vs_collapsed_run": 1.0}

@@ -1,9 +1,10 @@
 """Our number for each measured reproduction target of attention paths.
 
-Measures are computed from the study runs of `attnlab.reproduce.experiments`, read back from their
-folders: each takes `runs` (experiment name -> `attnlab.reproduce.execute.Outcome`) and returns named
-numbers, the keys its target's `Check`s compare. The direct computations (`compute(seed, size)`: library
-functions with no study command) are in `computations.py`; the rows are in `targets.py`."""
+Measures are computed from the study runs of `runs.py`, read back from their folders: each takes `runs`
+(experiment name -> `attnlab.reproduce.execute.Outcome`) and returns named numbers, the keys its target's
+`Check`s compare. The direct computations (`compute(seed, size)`: library functions with no study command) are in
+`checks_theory.py`, `checks_sampling.py` and `checks_full_profile.py`; the rows are in `targets.py`, the claims'
+verdicts in `verdicts.py`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.core.targets import claim_numbers, folder_of, run_of
-from attnlab.paths.computations import ADJUDICATION
+from attnlab.paths.repro.checks_full_profile import ADJUDICATION
 
 
 def p_t5(runs: dict) -> dict:
@@ -100,7 +101,7 @@ def p_b5(runs: dict) -> dict:
 
 def p_s6(runs: dict) -> dict:
     """S6: sampled-vs-theory error at N = 10, off-diagonal fraction of U at the smallest alpha and its growth."""
-    from attnlab.paths.claims import offdiag_fraction, verdict_S6
+    from attnlab.paths.repro.verdicts import offdiag_fraction, verdict_S6
     from attnlab.runs import read_jsonl
 
     folder = folder_of(runs["paths_layers"])
@@ -113,13 +114,13 @@ def p_s6(runs: dict) -> dict:
 
 
 def p_s7(runs: dict) -> dict:
-    from attnlab.paths.claims import verdict_S7
+    from attnlab.paths.repro.verdicts import verdict_S7
 
     return claim_numbers(verdict_S7, folder_of(runs["paths_ensemble"]), "rel_frob_err_gd")
 
 
 def p_s8(runs: dict) -> dict:
-    from attnlab.paths.claims import verdict_S8
+    from attnlab.paths.repro.verdicts import verdict_S8
 
     folder = folder_of(runs["paths_outputs"])
     converged = json.loads((folder / "metrics.json").read_text())["converged"]
@@ -129,7 +130,7 @@ def p_s8(runs: dict) -> dict:
 def p_s9(runs: dict) -> dict:
     """S9: scalar predictor vs the GP at the same T (the spec's comparison) and at T/u_1 (relative RMS), and matrix
     minus GP test accuracy."""
-    from attnlab.paths.claims import verdict_S9
+    from attnlab.paths.repro.verdicts import verdict_S9
 
     folder = folder_of(runs["paths_renorm"])
     c = json.loads((folder / "metrics.json").read_text())["renorm_comparison"]
@@ -142,7 +143,7 @@ def p_s9(runs: dict) -> dict:
 
 def p_s10(runs: dict) -> dict:
     """S10: theory minus GP test accuracy on a trained network's attention maps (and the network's own)."""
-    from attnlab.paths.claims import verdict_S10
+    from attnlab.paths.repro.verdicts import verdict_S10
 
     folder = folder_of(runs["paths_plugin"])
     m = json.loads((folder / "metrics.json").read_text())

@@ -1,8 +1,8 @@
 """The reproduction targets of the attention-paths spec (§13, §16 and the seed claims).
 
-One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (names in
-`attnlab.reproduce.experiments`) and its measure (`reproduction.py`). `attnlab reproduce` collects these rows
-(`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
+One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (experiment names
+of `runs.py`) and its measure (`measures.py`, or a direct computation of `checks*.py`). `attnlab reproduce`
+collects these rows (`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from attnlab.core.targets import CLAIMS_NOTE, SEED, Target, computed
 from attnlab.core.targets import Check as C
 from attnlab.core.targets import recorded as _rec
 from attnlab.core.targets import target as _t
-from attnlab.paths import computations as checks
-from attnlab.paths import reproduction as r
+from attnlab.paths.repro import measures as r
+from attnlab.paths.repro.checks_full_profile import ADJUDICATION
 
 _PT, _PT16 = "attention-paths §13", "attention-paths §16"
 # fmt: off
@@ -37,7 +37,7 @@ UNIT_CHECKS = {  # CI fast-tier checks that unit tests cover (id, check, toleran
             "tests/paths/test_errors.py, tests/paths/test_bad_inputs.py"),
     "T17": ("collapsed log density = explicit Gaussian marginal over V^(0)", "1e-10", "tests/paths/test_sampling.py"),
 }
-MEASURED_UNITS = {  # id -> its checks on the numbers of reproduction.paths_units (the functions the tests call)
+MEASURED_UNITS = {  # id -> its checks on the numbers of checks_theory.paths_units (the functions the tests call)
     "T1": [C("T1_max_abs_diff", "<=", 1e-10)],
     "T2": [C("T2_max_abs_diff", "<=", 1e-12)],
     "T3": [C("T3_max_abs_diff", "<=", 1e-12)],
@@ -45,11 +45,11 @@ MEASURED_UNITS = {  # id -> its checks on the numbers of reproduction.paths_unit
     "T7": [C("T7_grad_vs_autograd", "<=", 1e-10), C("T7_grad_vs_fd_rel", "<=", 1e-6)],
     "T8": [C("T8_solver_vs_root_finder", "<=", 1e-8), C("T8_small_alpha_U_minus_1", "<=", 1e-8)],
     "T9": [C("T9_mean_vs_gp", "<=", 1e-10), C("T9_var_vs_gp", "<=", 1e-10), C("T9_min_var", ">=", 0)],
-    # reproduction.paths_sampling_units
+    # checks_sampling.paths_sampling_units
     "T12": [C("T12_ess_max_rel_err", "<=", 0.15), C("T12_rhat_shifted", ">", 1.1)],
     "T14": [C("T14_max_z", "<=", 5)],
     "T17": [C("T17_max_abs_diff", "<=", 1e-10)],
-    # reproduction.paths_samplers (T13 and S4) and reproduction.paths_more_units (T6, T11, T15, T16): issue 18
+    # checks_sampling.paths_samplers (T13 and S4) and checks_theory.paths_more_units (T6, T11, T15, T16): issue 18
     "T13": [C("T13_hmc_max_z", "<=", 5), C("T13_mala_max_z", "<=", 5)],
     "T15": [C("T15_markov_shapes_ok", ">=", 1), C("T15_markov_label_sum", "<=", 0),
             C("T15_stay_plus_minus_0.7", "abs<=", 0.02), C("T15_stay_minus_minus_0.3", "abs<=", 0.02),
@@ -68,7 +68,7 @@ _TINY_NET = "a tiny random bilinear network (P = 10, N0 = 6, n_tok = 4)"
 
 def _unit(tid: str, claim: str, tol: str, test: str) -> Target:
     """A CI-fast row of attention-paths §13, measured by the direct computation that calls the functions `test`
-    calls (`UNIT_EXPERIMENTS`, else `reproduction.paths_units`)."""
+    calls (`UNIT_EXPERIMENTS`, else `checks_theory.paths_units`)."""
     exp, on = UNIT_EXPERIMENTS.get(tid, ("paths_units", _TINY_NET))
     note = f"the library functions {test} checks, on {on}"
     if tid == "T16":
@@ -100,7 +100,7 @@ PATHS = [
     _t("T11", "paths", _PT, "head scores on hand-computed U; invariant under head relabelling", "exact",
        checks=[C("T11_hand_max_abs_diff", "<=", 0), C("T11_relabel_mismatches", "<=", 0)],
        needs=["paths_more_units"], measure=computed("paths_more_units", "T11_"),
-       note="pruning.pipeline.head_scores on a 4 × 4 U scored by hand (reproduction.T11_SCORES), and on a random "
+       note="pruning.pipeline.head_scores on a 4 × 4 U scored by hand (checks_theory.T11_SCORES), and on a random "
             "integer U (H = [2, 3]) under all 12 relabellings of the heads within each layer; integer entries keep "
             "the sums exact, so 'exact' is equality; tests/reproduce/test_rows_paths.py"),
     _t("S1", "paths", _PT, "Markov sweep (P = 100, 7 widths, T = 0.01)",
@@ -144,8 +144,8 @@ PATHS = [
             "random qk heads (d_qk = 128, entries N(0, 1/N0)); one point N = 100, T = 0.1 (α = 6) by the Newton "
             "solver with its Hessian check; B2_point_seconds is the solve alone, on one thread (the spec says 2 "
             "cores); full profile: 165 s and 349 s for the solve in two runs on the shared, loaded 2-core machine",
-       recorded=_rec("a direct run of reproduction.paths_b2 (the full profile's B2 experiment) on one thread of the "
-                     "loaded 2-core machine, 2026-12-02: 61 iterations, theory accuracy 0.898, GP 0.946",
+       recorded=_rec("a direct run of checks_full_profile.paths_b2 (the full profile's B2 experiment) on one thread "
+                     "of the loaded 2-core machine, 2026-12-02: 61 iterations, theory accuracy 0.898, GP 0.946",
                      "attnlab reproduce paths --profile full --targets B2",
                      B2_max_grad=7.33e-10, B2_converged=1.0, B2_point_seconds=349.3)),
     _t("B3", "paths", _PT, "theory against sampling on the Markov task at N = 10",
@@ -164,7 +164,7 @@ PATHS = [
        checks=[C("points_failing_rhat_1.01", "<=", 0), C("points_failing_ess_400", "<=", 0),
                C("gate1_full_vs_collapsed_run", ">=", 1), C("gate1_max_diff_over_mcse", "<", 3),
                C("hours_on_2_cores", "<=", 1)],
-       needs=list(checks.ADJUDICATION), measure=r.p_b4,
+       needs=list(ADJUDICATION), measure=r.p_b4,
        recorded=_rec("docs/attention-paths.md (§10 adjudication): 25 points, 300 warmup + 600 draws (shorter than "
                      "§10 asks); R̂ 1.012–1.034 at the failing points, bulk ESS 337–390",
                      "python benchmarks/bench_paths_entropy.py --out runs/paths-entropy --paper-point; then "
@@ -188,7 +188,7 @@ PATHS = [
     _t("B4 (decided)", "paths", _PT, "the §10 adjudication picks a winner",
        "ours: §10.8 names a winner (supported in C1, C2 and C3, the other form rejected in one); the spec allows "
        "'undecided', after which chain stays the default and the point stays open (§10.9)",
-       checks=[C("decided", ">=", 1)], needs=list(checks.ADJUDICATION), measure=r.p_b4,
+       checks=[C("decided", ">=", 1)], needs=list(ADJUDICATION), measure=r.p_b4,
        note="the same run as B4; a stricter reading than the spec's, kept as its own row so that an undecided "
             "adjudication shows as a miss of ours, not of the spec"),
     _t("B5", "paths", _PT, "digits pipeline",
@@ -247,7 +247,7 @@ PATHS = [
        "supported by sampling in the H = 1 configurations: |a| ≤ 3 SE on every diagonal entry and e ≤ 0.05 at "
        "N = 64 (§10.8)",
        checks=[C("simple_max_a_over_se_H1", "<=", 3), C("simple_e_N64_max_H1", "<=", 0.05)],
-       needs=list(checks.ADJUDICATION), measure=r.p_sc_h1,
+       needs=list(ADJUDICATION), measure=r.p_sc_h1,
        note="the simple form at H = 1 is the authors' statement (§5.3); judged by §10.8 in C1 (L = 1) and C2 "
             "(L = 2) from B4's run (the s ≥ 0.10 filter applied; a configuration whose α has fewer than 3 counted "
             "widths has no fit, NaN, and misses); full profile only",

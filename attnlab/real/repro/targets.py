@@ -1,8 +1,8 @@
 """The reproduction targets of the extreme-tokens spec's real models (§11, §14 and the seed claims).
 
-One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (names in
-`attnlab.reproduce.experiments`) and its measure (`reproduction.py`). `attnlab reproduce` collects these rows
-(`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
+One `Target` row each: the spec's threshold in words and as `Check`s, the study runs it needs (experiment names
+of `runs.py`) and its measure (`measures.py`, or a direct computation of `checks*.py`). `attnlab reproduce`
+collects these rows (`attnlab.reproduce.targets.TARGETS`), runs, judges and writes them."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from attnlab.core.targets import CLAIMS_NOTE, SEED, Target, computed
 from attnlab.core.targets import Check as C
 from attnlab.core.targets import recorded as _rec
 from attnlab.core.targets import target as _t
-from attnlab.scan import reproduction as r
+from attnlab.real.repro import checks_models as units
+from attnlab.real.repro import measures as r
 
 _ET, _ET14 = "extreme-tokens §11", "extreme-tokens §14"
 # fmt: off
 REAL = [
     _t("R15", "real", _ET, "tiny HF models: attention function, pre-o_proj ablation, move-to-sink", "§10.2",
-       checks=[*(C(f"R15_{f}_{k}", "<=", 1e-5) for f in r.R15_FAMILIES for k in r.R15_DIFFS),
-               *(C(f"R15_{f}_move_to_sink_other_head_sink", "<", 1) for f in r.R15_FAMILIES)],
+       checks=[*(C(f"R15_{f}_{k}", "<=", 1e-5) for f in units.R15_FAMILIES for k in units.R15_DIFFS),
+               *(C(f"R15_{f}_move_to_sink_other_head_sink", "<", 1) for f in units.R15_FAMILIES)],
        needs=["real_units"], measure=computed("real_units", "R15_"),
        note="the library functions tests/real/test_tracing.py checks, on tiny random models built from configs "
             "(Llama with GQA, MHA and MQA, Qwen2, GPT-2; d 32, 2 layers, 3 sequences of 12 tokens): the 'attnlab' "
@@ -52,14 +53,14 @@ REAL = [
        "int8 fake quantisation with / without dim 507; sliding-window KV with / without token 0: perplexity",
        checks=[C("quant_ratio_min", ">=", 1.1), C("window_ratio_min", ">=", 1.1)],
        needs=["real_quant", "real_window"], measure=r.r_r23,
-       note=CLAIMS_NOTE.format("deploy", "R23") + "; int8 at the inputs of the Linear layers, outlier channels "
+       note=CLAIMS_NOTE.format("real", "R23") + "; int8 at the inputs of the Linear layers, outlier channels "
             "(peak > 10× the median channel peak, ≤ 4 per tensor) excluded from the scale; window at the smallest "
             "W of the run (quick: 2 windows per domain, T = 256 / 512, W = 128; full: 8, T = 512 / 1024, W = 256)",
        figure="figures/perplexity.png"),
     _t("R24", "real", _ET14, "the authors' sink-head procedure",
        "candidate sink tokens (residual norm > 10× median), sink sets per head, compared with key-0 classes",
        checks=[C("windows_beyond0_max", ">=", 0.25)], needs=["real_scan"], measure=r.r_r24,
-       note=CLAIMS_NOTE.format("scan", "R24") + "; a head has a sink on candidate i when (1/(n−i))·Σ_{j≥i} A_ji "
+       note=CLAIMS_NOTE.format("real", "R24") + "; a head has a sink on candidate i when (1/(n−i))·Σ_{j≥i} A_ji "
             "≥ 0.3; the number is the largest share over domains of windows with such a sink beyond token 0",
        figure="figures/sink_procedure.png"),
     _t("SC-dormant", "real", f"extreme-tokens §10.4 ({SEED})", "zeroing a dormant sink head has minimal impact",

@@ -1,0 +1,139 @@
+"""The study runs behind the attention-paths targets, sized by profile: experiment name -> its (command, config)
+runs (`attnlab.core.experiments`), merged with the other studies' tables by `attnlab.reproduce.experiments`.
+
+TINY / QUICK / FULL: each experiment's size settings at that profile (absent: not run at that profile; full: the
+spec's and docs/attention-paths.md's scales). NEEDS: experiments that need another first; MINUTES: rough
+single-thread minutes of the long full-profile ones (Ray runs the longest first); LAST: run after every other
+experiment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from attnlab.core.experiments import Experiment, Run, later, one
+from attnlab.paths.repro import checks_full_profile, checks_sampling, checks_theory
+from attnlab.paths.repro.checks_full_profile import ADJUDICATION
+
+TINY: dict[str, dict] = {
+    "paths_ua": {},
+    "paths_units": {},
+    "paths_sampling_units": {},
+    "paths_smoke": dict(steps=10, pool=200, P=40, n_test=60, heads=2, width=16, Ns=(20.0,), temperatures=(0.1,)),
+    "paths_solve": dict(P=30, n_test=100),
+    "paths_sweep": dict(P=30, n_test=100, Ns=(10.0, 30.0, 100.0)),
+    "paths_renorm": dict(P=30, n_test=100),
+    "paths_2path": dict(P=30, n_test=100),
+}
+QUICK: dict[str, dict] = {
+    "paths_ua": {},
+    "paths_units": {},
+    "paths_sampling_units": {},
+    "paths_smoke": dict(
+        steps=200, pool=200, P=40, n_test=60, heads=2, width=16, Ns=(20.0,), temperatures=(0.1,)
+    ),  # S5's 200 GD steps
+    "paths_solve": dict(P=100, n_test=1000),
+    "paths_sweep": dict(P=100, n_test=1000, Ns=(10.0, 30.0, 50.0, 100.0, 300.0, 500.0, 1000.0)),
+    "paths_sample": dict(warmup=1000, draws=2000),  # B3's protocol: its time is the target
+    # issue 14 (the authors' claims): S9 takes seconds
+    "paths_renorm": dict(P=100, n_test=1000),
+    "paths_2path": dict(P=100, n_test=1000),
+    # issue 18, paths rows T6, T11, T15, T16 (about 4 s) and T13, S4 (about 20 s), on one thread
+    "paths_more_units": {},
+    "paths_samplers": {},
+}
+FULL: dict[str, dict] = {
+    **QUICK,
+    "paths_sample": dict(warmup=1000, draws=2000),
+    "paths_sample_full": dict(warmup=1000, draws=2000),  # B3's full-weight clause: about 6 min on one thread
+    "paths_prune": dict(steps=3000),  # B5: the spec's provisional 3,000 GD steps (§15.4)
+    # issue 14: the scales of docs/attention-paths.md (minutes to about half an hour each on the shared 2-core
+    # machine)
+    "paths_layers": dict(warmup=500, draws=1000),
+    "paths_ensemble": dict(runs=16, steps=10000),
+    "paths_outputs": dict(outputs=2, warmup=300, draws=400),
+    "paths_prune_long": dict(steps=2000),
+    "paths_plugin": dict(N=20.0, temperature=0.1, P=300, n_test=1000),
+    # issue 18, paths rows B2 (one P = 600 point, 3-6 min) and B4, SC-H1 (the §10 protocol, about 3.5 h: B4's note)
+    "paths_b2": {},
+    **{n: dict(warmup=1000, draws=2000, n_leapfrog=16, n_test=1000, doublings=2) for n in ADJUDICATION},
+}
+
+
+def _layers(seed: int, size: dict, root: Path) -> list[Run]:
+    """S6: L = 3, H = 2 on digit episodes: a sweep and collapsed HMC at N = 10 (`verdicts.run_S6`'s runs)."""
+    common = {"task": "digits", "layers": 3, "heads": 2, "temperature": 0.1, "n_test": 500}
+    return [Run("sweep", "paths sweep", {"Ns": [3.0, 10.0, 30.0, 100.0, 1000.0], "P": 100,
+                                         "allow_unconverged": True, **common}),
+            Run("sample", "paths sample", {"N": 10.0, "P": 40, "chains": 4, "warmup": size["warmup"],
+                                           "draws": size["draws"], **common})]  # fmt: skip
+
+
+def _layers_figure(folder: Path) -> Any:
+    """S6's figure from the two runs: their off-diagonal fractions saved as S6.json first (as `verdicts.run_S6`)."""
+    from attnlab.paths.figures import layers_figure
+    from attnlab.paths.repro.verdicts import write_s6_fractions
+
+    write_s6_fractions(folder)
+    return layers_figure(folder)
+
+
+def _ensemble(seed: int, size: dict, root: Path) -> dict:
+    """S7: U from gradient-descent ensembles, against the sampled U of paths_sample if that ran."""
+    sampled = root / "paths_sample"
+    return {"runs": size["runs"], "steps": size["steps"], "seed": seed,
+            "sampled": str(sampled) if (sampled / "manifest.json").is_file() else None}  # fmt: skip
+
+
+def _plugin(seed: int, size: dict, root: Path) -> dict:
+    """S10: `paths solve --task digits --attention precomputed --from <paths_prune_long>`."""
+    return {
+        "task": "digits",
+        "attention": "precomputed",
+        "from_run": str(root / "paths_prune_long"),
+        "N": size["N"],
+        "temperature": size["temperature"],
+        "P": size["P"],
+        "n_test": size["n_test"],
+        "seed": seed,
+    }
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    "paths_ua": Experiment(compute=checks_theory.paths_ua),
+    "paths_units": Experiment(compute=checks_theory.paths_units),
+    "paths_sampling_units": Experiment(compute=checks_sampling.paths_sampling_units),
+    "paths_solve": one("paths solve", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
+    "paths_sweep": one("paths sweep", lambda seed, size, root: {**size, "seed": seed}),
+    "paths_sample": one("paths sample", lambda seed, size, root: {"N": 10.0, **size, "seed": seed}),
+    "paths_sample_full": one(
+        "paths sample", lambda seed, size, root: {"N": 10.0, "target": "full", **size, "seed": seed}
+    ),
+    "paths_prune": one("paths prune", lambda seed, size, root: {**size}),
+    "paths_renorm": one("paths solve", lambda seed, size, root: {"renorm": "scalar", **size, "seed": seed}),
+    "paths_layers": Experiment(runs=_layers, figure=_layers_figure),
+    "paths_ensemble": one("paths ensemble", _ensemble),
+    "paths_outputs": one("paths sample", lambda seed, size, root: {**size, "seed": seed}),
+    "paths_prune_long": one("paths prune", lambda seed, size, root: {**size}),
+    "paths_smoke": one("paths prune", lambda seed, size, root: {**size}),
+    "paths_plugin": later("paths solve", _plugin),
+    "paths_2path": one("paths solve", lambda seed, size, root: {"variant": "2path", **size, "seed": seed}),
+    # issue 18, paths rows T6, T11, T15, T16 (paths_more_units), T13 and S4 (paths_samplers), B2, B4 and SC-H1
+    "paths_more_units": Experiment(compute=checks_theory.paths_more_units),
+    "paths_samplers": Experiment(compute=checks_sampling.paths_samplers),
+    "paths_b2": Experiment(compute=checks_full_profile.paths_b2),
+    "paths_adjudication_C1": Experiment(compute=checks_full_profile.paths_adjudication_c1),
+    "paths_adjudication_C2": Experiment(compute=checks_full_profile.paths_adjudication_c2),
+    "paths_adjudication_C3": Experiment(compute=checks_full_profile.paths_adjudication_c3),
+    "paths_adjudication_gate": Experiment(compute=checks_full_profile.paths_adjudication_gate),
+}
+GPU: tuple[str, ...] = ()
+NEEDS = {"paths_plugin": "paths_prune_long"}
+PAPER_SCALE: dict[str, str] = {}
+MINUTES = {"paths_prune": 15, "paths_ensemble": 15, "paths_prune_long": 12, "paths_layers": 10,
+           "paths_sample_full": 8, "paths_adjudication_C3": 120, "paths_adjudication_C1": 40,
+           "paths_adjudication_C2": 40, "paths_adjudication_gate": 10, "paths_b2": 4}  # fmt: skip
+LAST = ("paths_adjudication_C1", "paths_adjudication_C2", "paths_adjudication_gate", "paths_adjudication_C3")
+"""Run after every other experiment: the §10 protocol alone needs hours, so a full profile that spans sessions
+(`--resume`) has every other row first. Among themselves they run longest first too (C3 beside C1 then C2 on two
+workers), so the wave ends near C3's own time."""
