@@ -49,7 +49,7 @@ def ablate(
         run.write_manifest(
             config.seed,
             model=lm.name,
-            model_path=str(lm.path),
+            model_given=lm.given,
             texts=source_manifest(),
             conditions=[c.name for c in conds],
             heads_shape=[shape.n_layers, shape.n_heads],  # the [layer, head] grid of heads.csv

@@ -279,7 +279,7 @@ def model(config: ModelConfig, out: str | Path | None = None, *, mode: str = "ne
             "model.json",
             {
                 "name": loaded.name,
-                "path": loaded.path,
+                "given": loaded.given,  # as the user named it, not the folder it was loaded from
                 "n_layers": runner.n_layers,
                 "dtype": "float32",
                 "measures": modelrun.MEASURES_NOTE,

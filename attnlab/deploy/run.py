@@ -67,7 +67,7 @@ def quantize(
         else:  # none found (or no exclude / clip policy): the header alone
             write_text(run.file("outliers.csv"), ",".join(OUTLIER_COLUMNS) + "\n")
         run.write_json("summary.json", summary)
-        run.write_manifest(config.seed, model=lm.name, model_path=str(lm.path), texts=source_manifest())
+        run.write_manifest(config.seed, model=lm.name, model_given=lm.given, texts=source_manifest())
         quantize_figures(run.path)
         write_report(run)
     tables = {"perplexity": read_table(run.path, "perplexity.csv"), "outliers": read_table(run.path, "outliers.csv")}
@@ -97,7 +97,7 @@ def window(
         summary = {"perplexity": _ppl_by_domain(rows, "policy"), "seconds": time.perf_counter() - t0}
         run.write_csv("perplexity.csv", rows)
         run.write_json("summary.json", summary)
-        run.write_manifest(config.seed, model=lm.name, model_path=str(lm.path), texts=source_manifest())
+        run.write_manifest(config.seed, model=lm.name, model_given=lm.given, texts=source_manifest())
         window_figures(run.path)
         write_report(run)
     return RunResult(path=run.path, config=config, summary=summary, tables={"perplexity": read_table(run.path)})

@@ -65,12 +65,16 @@ DEVICES = ("cpu", "cuda", "auto")
 
 @dataclass
 class LoadedModel:
-    """A causal LM ready for tracing, in eval mode; `path` is the folder it was loaded from (a hub cache snapshot
-    for `org/name` models), `revision` the hub revision asked for (None: local folder or the default branch)."""
+    """A causal LM ready for tracing, in eval mode; `given` is the model as the user named it (an alias such as
+    "smollm2", a hub id, or a folder path exactly as typed: what run folders record, never this machine's absolute
+    path unless that was typed), `name` its short name (the folder's name for a folder), `path` the folder it was
+    loaded from (a hub cache snapshot for `org/name` models), `revision` the hub revision asked for (None: local
+    folder or the default branch)."""
 
     model: Any
     tokenizer: Any
     name: str
+    given: str
     path: Path
     revision: str | None = None
 
@@ -424,7 +428,7 @@ def load_causal_lm(
         lm.to(device)
     hub = is_hub_id(model)
     name = model if (model in MODEL_ALIASES or hub) else path.name
-    return LoadedModel(model=lm, tokenizer=tokenizer, name=name, path=path, revision=revision)
+    return LoadedModel(model=lm, tokenizer=tokenizer, name=name, given=model, path=path, revision=revision)
 
 
 def placement_of(cfg: Any) -> Any:

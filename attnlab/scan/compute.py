@@ -72,7 +72,7 @@ def summarize(
     sink = {d: traces[d].sink_score() for d in cfg.domains}
     summary: dict[str, Any] = {
         "model": lm.name,
-        "model_path": str(lm.path),
+        "model_given": lm.given,  # as the user named it (alias, hub id, path as typed), not an absolute path
         "tokens": cfg.tokens,
         "prefix": cfg.prefix,
         "align": cfg.align,
@@ -142,7 +142,7 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
     run.write_manifest(
         cfg.seed,
         model=lm.name,
-        model_path=str(lm.path),
+        model_given=lm.given,
         revision=lm.revision,
         placement={"dtype": cfg.dtype, "device": cfg.device, "device_map": cfg.device_map},
         texts=source_manifest(),

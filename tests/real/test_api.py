@@ -158,7 +158,7 @@ def _sink_scores(run: RunResult, domain: str) -> np.ndarray:
 
 def _compare_summary(got: RunResult, want: RunResult, stats: str, bound: float) -> None:
     """summary.json's numbers at the summation bound; the correlation at that bound carried through Pearson's r."""
-    skip = ("model_path", "stats", "sink_score_correlation")
+    skip = ("model_given", "stats", "sink_score_correlation")
     want_n = np.array(_numbers({k: v for k, v in want.summary.items() if k not in skip}))
     got_n = _numbers({k: v for k, v in got.summary.items() if k not in skip})
     assert_close(got_n, want_n, rtol=bound, atol=bound, label=f"{stats} summary", kind="bound")

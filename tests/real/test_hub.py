@@ -91,6 +91,10 @@ def test_models_by_name_and_revision_offline(hub_home, tmp_path):
     assert res["rc"] == 0
     manifest = json.loads((tmp_path / "scan" / "manifest.json").read_text())
     assert manifest["model"] == REPO and manifest["revision"] == "step2"
+    # the hub id as typed, not the cache snapshot it was loaded from (issue 38)
+    summary = json.loads((tmp_path / "scan" / "summary.json").read_text())
+    assert manifest["model_given"] == summary["model_given"] == REPO
+    assert str(hub_home) not in json.dumps(manifest) + json.dumps(summary)
 
 
 def test_revision_needs_a_hub_model(tmp_path):
