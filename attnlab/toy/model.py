@@ -7,11 +7,14 @@ Attention per head (d_h = d/H, no biases): s_ij = q_i·k_j/√d_h, and
   relu:    A_ij = ReLU(s_ij) / (i+1)  for j ≤ i   (rows need not sum to 1 and may be all zero)
 o_i = Σ_h W_O^h Σ_j A^h_ij v^h_j.
 
-Hook points (tensor shapes; B batch, T positions, H heads, D = d_model, d = d_head):
-  embed [B,T,D]; blocks.l.resid_pre [B,T,D]; blocks.l.attn.scores [B,H,T,T] (pre-mask);
-  blocks.l.attn.pattern [B,H,T,T]; blocks.l.attn.v [B,T,H,d]; blocks.l.attn.z [B,T,H,d] (before W_O);
-  blocks.l.attn.out [B,T,D]; blocks.l.resid_mid [B,T,D]; blocks.l.mlp.out [B,T,D]; blocks.l.resid_post [B,T,D];
-  final_ln [B,T,D]; logits [B,T,V].
+Hook points are parameter-free `HookPoint` modules, named as TransformerLens names them, so that `named_modules()`
+lists them (tensor shapes; B batch, T positions, H heads, D = d_model, d = d_head):
+  hook_embed [B,T,D]; blocks.l.hook_resid_pre [B,T,D]; blocks.l.attn.hook_attn_scores [B,H,T,T] (pre-mask);
+  blocks.l.attn.hook_pattern [B,H,T,T]; blocks.l.attn.hook_v [B,T,H,d]; blocks.l.attn.hook_z [B,T,H,d] (before
+  W_O); blocks.l.hook_attn_out [B,T,D]; blocks.l.hook_resid_mid [B,T,D]; blocks.l.hook_mlp_out [B,T,D];
+  blocks.l.hook_resid_post [B,T,D]; ln_final.hook_normalized [B,T,D]; hook_logits [B,T,V]. The attention points
+of a layer without attention (`no_attn`) do not exist. They hold no parameters or buffers: the state_dict is the
+model's weights alone.
 """
 
 from __future__ import annotations
@@ -80,51 +83,71 @@ Hook = Callable[[torch.Tensor, str], torch.Tensor | None]
 HookSpec = Mapping[str, Hook | Sequence[Hook]]
 
 
-class HookedModule(nn.Module):
-    """Named hook points in the style of TransformerLens: `self.hook(name, x)` runs the hooks installed for
-    `name` (cheap when there are none); a hook may read the tensor or return a replacement."""
+class HookPoint(nn.Module):
+    """A parameter-free identity module at one point of the forward (TransformerLens's `HookPoint`): calling it runs
+    the hooks installed on it (`HookedModule.hooks`) in order, each as fn(x, name) with the point's name in the
+    module tree; a hook may read the tensor or return a replacement. Cheap when none is installed."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._hooks: dict[str, list[Hook]] = {}
+        self.name = ""  # its name in the model's module tree, set by `HookedModule.name_hook_points`
+        self.fns: list[Hook] = []
 
-    def hook(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        fns = self._hooks.get(name)
-        if not fns:
-            return x
-        for fn in fns:
-            out = fn(x, name)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for fn in self.fns:
+            out = fn(x, self.name)
             if out is not None:
                 x = out
         return x
 
+
+class FinalNormHook(nn.Module):
+    """Parameter-free holder of the final norm's output point under TransformerLens's name, `ln_final.hook_normalized`
+    (the norm itself stays `ln_f`, so the weights keep their state_dict keys)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook_normalized = HookPoint()
+
+
+class HookedModule(nn.Module):
+    """A model whose hook points are `HookPoint` submodules: their names in `named_modules()` are the points."""
+
+    def name_hook_points(self) -> None:
+        """Tell every `HookPoint` its name in the module tree (call at the end of `__init__`)."""
+        for name, point in self.hook_modules().items():
+            point.name = name
+
+    def hook_modules(self) -> dict[str, HookPoint]:
+        """{name: module} of the `HookPoint`s, in `named_modules()` order."""
+        return {name: m for name, m in self.named_modules() if isinstance(m, HookPoint)}
+
+    def hook_points(self) -> list[str]:
+        """Names of the hook points this model offers: its `HookPoint` modules, found in the module tree."""
+        return list(self.hook_modules())
+
     @contextmanager
     def hooks(self, spec: HookSpec | None) -> Iterator[None]:
-        """Temporarily install `spec` ({hook point name: fn or [fns]}); names are checked against `hook_points()`."""
+        """Temporarily install `spec` ({hook point name: fn or [fns]}) after any hooks already installed; names are
+        checked against `hook_points()`."""
         if not spec:
             yield
             return
-        known = set(self.hook_points())
-        merged: dict[str, list[Hook]] = {k: list(v) for k, v in self._hooks.items()}
-        for name, fns in spec.items():
-            if name not in known:
+        points = self.hook_modules()
+        for name in spec:
+            if name not in points:
+                known = sorted(points)
                 raise InputError(
-                    f"unknown hook point {name!r}; known points look like {sorted(known)[:4]} ... ({len(known)} in all)"
+                    f"unknown hook point {name!r}; known points look like {known[:4]} ... ({len(known)} in all)"
                 )
-            merged.setdefault(name, []).extend([fns] if callable(fns) else list(fns))
-        saved, self._hooks = self._hooks, merged
+        saved = {name: point.fns for name, point in points.items()}
+        for name, fns in spec.items():
+            points[name].fns = [*points[name].fns, *([fns] if callable(fns) else list(fns))]
         try:
             yield
         finally:
-            self._hooks = saved
-
-    def hook_points(self) -> list[str]:
-        """Names of the hook points this model offers (subclasses override)."""
-        return []
-
-    def hooked(self, *names: str) -> bool:
-        """Whether a hook is installed on any of `names`."""
-        return any(self._hooks.get(name) for name in names)
+            for name, point in points.items():
+                point.fns = saved[name]
 
 
 class Attention(nn.Module):
@@ -135,9 +158,10 @@ class Attention(nn.Module):
         super().__init__()
         self.H, self.dh = cfg.n_heads, cfg.d_model // cfg.n_heads
         self.kind = cfg.attn
+        # hook points first: `named_modules()` lists them in this order (they hold no parameters)
+        self.hook_attn_scores, self.hook_pattern, self.hook_v, self.hook_z = (HookPoint() for _ in range(4))
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.o = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-        self.prefix = f"blocks.{layer}.attn."
         self._model = [model]  # a list so the parent is not registered as a submodule
 
     def head_output_weights(self) -> torch.Tensor:
@@ -146,18 +170,17 @@ class Attention(nn.Module):
         return self.o.weight.view(D, self.H, self.dh).permute(1, 0, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B,T,D] -> W_O z [B,T,D] (the block's `hook_attn_out` follows)."""
         B, T, D = x.shape
-        model = self._model[0]
-        hook = model.hook
         q, k, v = self.qkv(x).view(B, T, 3, self.H, self.dh).unbind(2)  # each [B,T,H,d]
-        v = hook(self.prefix + "v", v)
+        v = self.hook_v(v)
         fused = self.kind == "softmax" and (T >= FUSED_MIN_LEN or x.is_cuda)  # CUDA: fused at every length
-        if fused and not model.hooked(self.prefix + "scores", self.prefix + "pattern"):
+        if fused and not (self.hook_attn_scores.fns or self.hook_pattern.fns):
             z = self._fused(q, k, v)
         else:
             z = self._explicit(q, k, v)
-        z = hook(self.prefix + "z", z)
-        return hook(self.prefix + "out", self.o(z.reshape(B, T, D)))
+        z = self.hook_z(z)
+        return self.o(z.reshape(B, T, D))
 
     def _fused(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Causal softmax attention by PyTorch's fused kernel (no [B,H,T,T] tensor; the masked half is skipped),
@@ -168,16 +191,15 @@ class Attention(nn.Module):
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """The pattern spelled out with its hook points: scores, mask, softmax or ReLU/(i+1), then A V `[B,T,H,d]`."""
         T = q.shape[1]
-        hook = self._model[0].hook
         scores = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(self.dh)  # [B,H,T,T]
-        scores = hook(self.prefix + "scores", scores)
+        scores = self.hook_attn_scores(scores)
         mask: torch.Tensor = self._model[0].causal_mask[:T, :T]  # type: ignore[index]
         if self.kind == "softmax":
             pattern = scores.masked_fill(~mask, float("-inf")).softmax(-1)
         else:
             visible = torch.arange(1, T + 1, device=q.device, dtype=q.dtype).view(T, 1)
             pattern = F.relu(scores).masked_fill(~mask, 0.0) / visible
-        pattern = hook(self.prefix + "pattern", pattern)
+        pattern = self.hook_pattern(pattern)
         return torch.einsum("bhij,bjhd->bihd", pattern, v)  # [B,T,H,d]
 
 
@@ -200,31 +222,34 @@ class MLP(nn.Module):
 
 class Block(nn.Module):
     """Sequential (x += Attn(LN₁x); x += MLP(LN₂x)) or parallel (x += Attn(LN₁x) + MLP(LN₁x)) pre-LN block.
-    In the parallel block `resid_mid` is x + Attn(LN₁x) (the MLP output is added after it, from the same LN₁x)."""
+    In the parallel block `hook_resid_mid` is x + Attn(LN₁x) (the MLP output is added after it, from the same LN₁x)."""
 
     def __init__(self, cfg: ToyConfig, layer: int, model: ToyTransformer) -> None:
         super().__init__()
         self.layer = layer
         self.parallel = cfg.block == "parallel"
+        # hook points registered in the order `named_modules()` lists them (they hold no parameters)
+        self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post, self.hook_mlp_out = (
+            HookPoint() for _ in range(4)
+        )
         self.attn = None if layer in cfg.no_attn else Attention(cfg, layer, model)
+        self.hook_attn_out = HookPoint()
         self.mlp = None if layer in cfg.no_mlp else MLP(cfg, layer in cfg.linear_mlp)
         ln1 = self.attn is not None or (self.parallel and self.mlp is not None)
         self.ln1 = nn.LayerNorm(cfg.d_model, eps=1e-5, bias=True) if ln1 else None
         ln2 = self.mlp is not None and not self.parallel
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=1e-5, bias=True) if ln2 else None
-        self._model = [model]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [B,T,D] -> [B,T,D]."""
-        hook, p = self._model[0].hook, f"blocks.{self.layer}."
-        x = hook(p + "resid_pre", x)
+        x = self.hook_resid_pre(x)
         h = self.ln1(x) if self.parallel and self.ln1 is not None else None
         if self.attn is not None:
-            x = x + self.attn(self.ln1(x) if h is None else h)  # type: ignore[misc]
-        x = hook(p + "resid_mid", x)
+            x = x + self.hook_attn_out(self.attn(self.ln1(x) if h is None else h))  # type: ignore[misc]
+        x = self.hook_resid_mid(x)
         if self.mlp is not None:
-            x = x + hook(p + "mlp.out", self.mlp(self.ln2(x) if h is None else h))  # type: ignore[misc]
-        return hook(p + "resid_post", x)
+            x = x + self.hook_mlp_out(self.mlp(self.ln2(x) if h is None else h))  # type: ignore[misc]
+        return self.hook_resid_post(x)
 
 
 class ToyTransformer(HookedModule):
@@ -233,6 +258,10 @@ class ToyTransformer(HookedModule):
     def __init__(self, cfg: ToyConfig) -> None:
         super().__init__()
         self.cfg = cfg.validate()
+        # the model-level hook points first, so `hook_points()` lists them before the blocks' (no parameters)
+        self.hook_embed = HookPoint()
+        self.ln_final = FinalNormHook()
+        self.hook_logits = HookPoint()
         self.embed = nn.Embedding(cfg.vocab, cfg.d_model)
         self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, layer, self) for layer in range(cfg.n_layers))
@@ -241,14 +270,7 @@ class ToyTransformer(HookedModule):
         self.register_buffer(
             "causal_mask", torch.tril(torch.ones(cfg.max_len, cfg.max_len, dtype=torch.bool)), persistent=False
         )
-
-    def hook_points(self) -> list[str]:
-        names = ["embed", "final_ln", "logits"]
-        for layer in range(self.cfg.n_layers):
-            p = f"blocks.{layer}."
-            names += [p + s for s in ("resid_pre", "resid_mid", "resid_post", "mlp.out")]
-            names += [p + "attn." + s for s in ("scores", "pattern", "v", "z", "out")]
-        return names
+        self.name_hook_points()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.dim() != 2:
@@ -257,8 +279,8 @@ class ToyTransformer(HookedModule):
         if T > self.cfg.max_len:
             raise InputError(f"sequence length {T} exceeds the model's {self.cfg.max_len} positions")
         x = self.embed(tokens) + self.pos.weight[:T]
-        x = self.hook("embed", x)
+        x = self.hook_embed(x)
         for block in self.blocks:
             x = block(x)
-        x = self.hook("final_ln", self.ln_f(x))
-        return self.hook("logits", self.unembed(x))
+        x = self.ln_final.hook_normalized(self.ln_f(x))
+        return self.hook_logits(self.unembed(x))

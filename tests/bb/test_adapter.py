@@ -36,19 +36,19 @@ def test_shape_of_the_toy_model(model):
 
 
 def test_each_intervention_does_what_it_says(model):
-    got, _ = _capture(model, [ZeroHead(0, 1)], ["blocks.0.attn.z"])
-    assert (got["blocks.0.attn.z"][:, :, 1] == 0).all() and (got["blocks.0.attn.z"][:, :, 0] != 0).any()
-    got, _ = _capture(model, [ZeroMLP(0)], ["blocks.0.resid_mid", "blocks.0.resid_post"])
-    torch.testing.assert_close(got["blocks.0.resid_post"], got["blocks.0.resid_mid"], rtol=0, atol=0)
-    got, _ = _capture(model, [ZeroLayer(1)], ["blocks.1.resid_pre", "blocks.1.resid_post"])
-    torch.testing.assert_close(got["blocks.1.resid_post"], got["blocks.1.resid_pre"], rtol=0, atol=0)
-    got, _ = _capture(model, [ZeroDims(0, dims=(3, 5), positions=(0,))], ["blocks.1.resid_pre"])
-    x = got["blocks.1.resid_pre"]
+    got, _ = _capture(model, [ZeroHead(0, 1)], ["blocks.0.attn.hook_z"])
+    assert (got["blocks.0.attn.hook_z"][:, :, 1] == 0).all() and (got["blocks.0.attn.hook_z"][:, :, 0] != 0).any()
+    got, _ = _capture(model, [ZeroMLP(0)], ["blocks.0.hook_resid_mid", "blocks.0.hook_resid_post"])
+    torch.testing.assert_close(got["blocks.0.hook_resid_post"], got["blocks.0.hook_resid_mid"], rtol=0, atol=0)
+    got, _ = _capture(model, [ZeroLayer(1)], ["blocks.1.hook_resid_pre", "blocks.1.hook_resid_post"])
+    torch.testing.assert_close(got["blocks.1.hook_resid_post"], got["blocks.1.hook_resid_pre"], rtol=0, atol=0)
+    got, _ = _capture(model, [ZeroDims(0, dims=(3, 5), positions=(0,))], ["blocks.1.hook_resid_pre"])
+    x = got["blocks.1.hook_resid_pre"]
     assert (x[:, 0, [3, 5]] == 0).all() and (x[:, 1:, 3] != 0).all()
     rows = torch.zeros(3, 8, dtype=torch.bool)
     rows[:, 4:] = True
-    got, _ = _capture(model, [MoveToSink(1, 0, queries=rows, label="late")], ["blocks.1.attn.pattern"])
-    A = got["blocks.1.attn.pattern"]
+    got, _ = _capture(model, [MoveToSink(1, 0, queries=rows, label="late")], ["blocks.1.attn.hook_pattern"])
+    A = got["blocks.1.attn.hook_pattern"]
     assert (A[:, 0, 4:, 0] == 1).all() and (A[:, 0, 4:, 1:] == 0).all() and (A[:, 0, 1:4, 0] < 1).all()
     assert (A[:, 1, 4:, 0] < 1).all()  # the other head is untouched
 
@@ -60,7 +60,7 @@ def test_trace_sees_the_intervened_model(model):
     torch.testing.assert_close(cut_logits, model.unembed(model.ln_f(x)).detach())
     assert not torch.allclose(cut_logits, logits)
     assert cut.resid_norm[2] == pytest.approx(cut.resid_norm[0])  # nothing was added by either block
-    assert not model._hooks  # nothing is left on the model
+    assert not any(point.fns for point in model.hook_modules().values())  # nothing is left on the model
 
 
 @pytest.mark.parametrize(

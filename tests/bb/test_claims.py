@@ -291,7 +291,7 @@ def test_attention_sink_is_recorded_when_layer_0_has_no_attention():
     m = ToyTransformer(ToyConfig(vocab=10, d_model=16, d_mlp=32, max_len=8, n_layers=2, no_attn=[0]))
     tokens = torch.randint(0, 10, (3, 8), generator=torch.Generator().manual_seed(5))
     got = {}
-    with torch.no_grad(), m.hooks({"blocks.1.attn.pattern": lambda x, n: got.setdefault("A", x.clone())}):
+    with torch.no_grad(), m.hooks({"blocks.1.attn.hook_pattern": lambda x, n: got.setdefault("A", x.clone())}):
         trace, _ = trace_toy(m, tokens, 10)
     mean_key0 = trace.attn_key0_over_tokens(range(10))[1, 0]
     # a float64 mean of the same float32 weights in another order (matrix worst 0)

@@ -21,7 +21,7 @@ def _model(T: int, attn: str = "softmax", seed: int = 0, **kw) -> ToyTransformer
 
 def _explicit(model: ToyTransformer) -> dict:
     """Hooks that read the scores (returning None) force the explicit path without changing a value."""
-    return {f"blocks.{i}.attn.scores": (lambda x, name: None) for i in range(model.cfg.n_layers)}
+    return {f"blocks.{i}.attn.hook_attn_scores": (lambda x, name: None) for i in range(model.cfg.n_layers)}
 
 
 def _loss_and_grads(model: ToyTransformer, x: torch.Tensor, hooks: dict | None) -> tuple[torch.Tensor, dict]:

@@ -86,7 +86,7 @@ def test_toy_trace_value_norms_and_bos_rows_identical(task):
     m = ToyTransformer(ToyConfig(vocab=task.V, d_model=16, n_heads=2, d_mlp=32, max_len=16))
     tokens = torch.as_tensor(task.sample(8, 16, seed=3)[:, :-1])
     got = {}
-    with m.hooks({"blocks.0.attn.v": lambda x, n: got.setdefault("v", x.detach().clone())}):
+    with m.hooks({"blocks.0.attn.hook_v": lambda x, n: got.setdefault("v", x.detach().clone())}):
         tr, logits = trace_toy(m, tokens)
     W = m.blocks[0].attn.o.weight.detach()  # [D, H*d]
     v = got["v"]  # [B,T,H,d]
@@ -97,7 +97,7 @@ def test_toy_trace_value_norms_and_bos_rows_identical(task):
                      kind="observed")  # fmt: skip
     # position 0 always holds <s> and sees only itself: its statistics are identical across the batch
     x0 = []
-    with m.hooks({"blocks.0.resid_post": lambda x, n: x0.append(x[:, 0].detach().clone())}):
+    with m.hooks({"blocks.0.hook_resid_post": lambda x, n: x0.append(x[:, 0].detach().clone())}):
         m(tokens)
     # the same row in another batch position (matrix worst 0)
     assert_close(x0[0], x0[0][:1].expand_as(x0[0]), atol=1e-6, label="BOS rows across the batch", kind="observed")

@@ -21,8 +21,8 @@ def test_relu_attention_form():
     torch.manual_seed(0)
     m = ToyTransformer(ToyConfig(vocab=10, d_model=16, n_heads=2, d_mlp=32, max_len=12, attn="relu"))
     tokens = torch.randint(0, 10, (3, 12))
-    got, _ = _capture(m, tokens, ["blocks.0.attn.scores", "blocks.0.attn.pattern"])
-    s, A = got["blocks.0.attn.scores"], got["blocks.0.attn.pattern"]
+    got, _ = _capture(m, tokens, ["blocks.0.attn.hook_attn_scores", "blocks.0.attn.hook_pattern"])
+    s, A = got["blocks.0.attn.hook_attn_scores"], got["blocks.0.attn.hook_pattern"]
     T = 12
     i = torch.arange(T).view(T, 1)
     j = torch.arange(T).view(1, T)
@@ -38,8 +38,8 @@ def test_relu_attention_form():
 def test_softmax_rows_sum_to_one_and_are_causal():
     torch.manual_seed(1)
     m = ToyTransformer(ToyConfig(vocab=10, d_model=16, n_heads=4, d_mlp=32, max_len=8))
-    got, _ = _capture(m, torch.randint(0, 10, (2, 8)), ["blocks.0.attn.pattern"])
-    A = got["blocks.0.attn.pattern"]
+    got, _ = _capture(m, torch.randint(0, 10, (2, 8)), ["blocks.0.attn.hook_pattern"])
+    A = got["blocks.0.attn.hook_pattern"]
     torch.testing.assert_close(A.sum(-1), torch.ones(2, 4, 8))
     assert (A.triu(1) == 0).all()
 
@@ -51,13 +51,16 @@ def test_hook_can_replace_a_tensor_and_layer_options():
     assert m.blocks[2].attn is None and m.blocks[1].mlp is None and m.blocks[0].mlp.linear
     tokens = torch.randint(0, 10, (2, 8))
     with m.hooks(
-        {"blocks.1.attn.out": lambda x, n: torch.zeros_like(x), "blocks.0.mlp.out": lambda x, n: torch.zeros_like(x)}
+        {
+            "blocks.1.hook_attn_out": lambda x, n: torch.zeros_like(x),
+            "blocks.0.hook_mlp_out": lambda x, n: torch.zeros_like(x),
+        }
     ):
         got = {}
         with m.hooks(
             {
-                "blocks.1.resid_post": lambda x, n: got.setdefault("post", x),
-                "blocks.0.resid_mid": lambda x, n: got.setdefault("mid0", x),
+                "blocks.1.hook_resid_post": lambda x, n: got.setdefault("post", x),
+                "blocks.0.hook_resid_mid": lambda x, n: got.setdefault("mid0", x),
             }
         ):
             m(tokens)
@@ -74,5 +77,5 @@ def test_bad_configs_and_inputs():
     with pytest.raises(AttnlabError, match="sequence length 5 exceeds the model's 4 positions"):
         m(torch.zeros(1, 5, dtype=torch.long))
     with pytest.raises(AttnlabError, match="unknown hook point"):
-        with m.hooks({"blocks.9.attn.z": lambda x, n: x}):
+        with m.hooks({"blocks.9.attn.hook_z": lambda x, n: x}):
             pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -475,7 +476,8 @@ def test_the_speed_modules_live_in_tracing_fast():
     """The numba kernels, the fused attention path, the blocked NLL, the O(T·d) statistics and the staging buffers
     are modules of `attnlab.tracing.fast`, and nowhere else."""
     assert sorted(p.stem for p in FAST.glob("*.py") if p.name != "__init__.py") == sorted(FAST_MODULES)
-    stray = [str(p.relative_to(ROOT)) for p in _sources() if p.stem in FAST_MODULES + ("hf_fused", "head_nll") and not _in_fast(p)]
+    speed = (*FAST_MODULES, "hf_fused", "head_nll")
+    stray = [str(p.relative_to(ROOT)) for p in _sources() if p.stem in speed and not _in_fast(p)]
     assert not stray, stray
 
 
@@ -511,3 +513,29 @@ def test_tracing_fast_has_one_entry_point():
 
     exported = set(attnlab.tracing.fast.__all__)
     assert not {n for n in exported if n.startswith("_")}, exported
+
+
+# --- issue 38: the toy model's hook points are its module tree -----------------------------------------------------
+POINT_NAME = re.compile(r"hook_|resid|pattern|scores|mlp\.out|attn\.|embed|final_ln|logits")
+
+
+def test_toy_hook_points_come_from_the_module_tree():
+    """`hook_points(toy)` are the parameter-free hook modules `named_modules()` finds, under TransformerLens's names,
+    and neither the model nor its adapter holds a literal list of point names (issue 38)."""
+    import attnlab
+    from attnlab.toy.model import ToyConfig, ToyTransformer
+
+    model = ToyTransformer(ToyConfig(n_layers=2, n_heads=2))
+    tree = {n: m for n, m in model.named_modules() if n.rsplit(".", 1)[-1].startswith("hook_")}
+    assert attnlab.hook_points(model) == list(tree) and len(tree) == 3 + 2 * 9
+    assert {"blocks.0.hook_resid_pre", "blocks.0.attn.hook_z", "blocks.1.hook_mlp_out"} <= set(tree)
+    assert not [n for n, m in tree.items() if list(m.parameters()) or list(m.buffers())]
+    lists = []
+    for rel in ("toy/model.py", "tracing/adapters/toy.py"):
+        for n in ast.walk(ast.parse((PACKAGE / rel).read_text())):
+            literal = isinstance(n, (ast.List, ast.Tuple, ast.Set))
+            items = n.keys if isinstance(n, ast.Dict) else n.elts if literal else []
+            names = [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+            if sum(bool(POINT_NAME.search(v)) for v in names) >= 2:
+                lists.append(f"{rel}:{n.lineno} {names}")
+    assert not lists, lists

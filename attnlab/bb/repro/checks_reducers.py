@@ -48,13 +48,13 @@ def dense_capture(model: Any, tokens: Any) -> dict:
         got[name] = x.detach().double().numpy().copy()
 
     L = model.cfg.n_layers
-    points = ["embed", *(f"blocks.{l}.{p}" for l in range(L) for p in ("attn.scores", "attn.pattern", "attn.v"))]
-    points += [f"blocks.{l}.resid_post" for l in range(L)]
+    points = ["hook_embed", *(f"blocks.{l}.attn.hook_{p}" for l in range(L) for p in ("attn_scores", "pattern", "v"))]
+    points += [f"blocks.{l}.hook_resid_post" for l in range(L)]
     with torch.no_grad(), model.hooks({p: grab for p in points}):
         model(tokens)
-    stack = lambda p: np.stack([got[f"blocks.{l}.attn.{p}"] for l in range(L)], 1)  # noqa: E731
-    resid = np.stack([got["embed"], *(got[f"blocks.{l}.resid_post"] for l in range(L))])
-    return {"scores": stack("scores"), "pattern": stack("pattern"), "v": stack("v"), "resid": resid}
+    stack = lambda p: np.stack([got[f"blocks.{l}.attn.hook_{p}"] for l in range(L)], 1)  # noqa: E731
+    resid = np.stack([got["hook_embed"], *(got[f"blocks.{l}.hook_resid_post"] for l in range(L))])
+    return {"scores": stack("attn_scores"), "pattern": stack("pattern"), "v": stack("v"), "resid": resid}
 
 
 def _row_entropy(A: np.ndarray) -> np.ndarray:

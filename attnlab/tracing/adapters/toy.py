@@ -1,7 +1,9 @@
 """The toy-transformer adapter: fill a `TraceRecorder` from the model's named hook points, and compile the
 intervention values of `attnlab.tracing.interventions` into hooks at those points (spec extreme-tokens §5, §7).
 
-The adapter only uses the model's public surface (`cfg`, `blocks[l].attn / .mlp`, `hooks(spec)`,
+The hook points are the model's `HookPoint` modules, found by `named_modules()` under TransformerLens's names
+(`blocks.0.hook_resid_pre`, `blocks.0.attn.hook_z`, ...), as TransformerLens finds its own: no list of them is kept.
+The adapter only uses the model's public surface (`cfg`, `blocks[l].attn / .mlp`, its module tree, `hooks(spec)`,
 `head_output_weights()`), so the trace layer does not import the BB study.
 """
 
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from attnlab.errors import InputError
+from attnlab.toy.model import HookPoint
 from attnlab.tracing.format import Trace
 from attnlab.tracing.interventions import (
     Intervention,
@@ -102,19 +105,19 @@ def _compile(iv: Intervention, model: ToyTransformer) -> dict[str, HookFn]:
     """{hook point: fn} of one (validated) intervention."""
     p = f"blocks.{iv.layer}."
     if isinstance(iv, ZeroHead):
-        return {p + "attn.z": _zero_head(iv.head)}
+        return {p + "attn.hook_z": _zero_head(iv.head)}
     if isinstance(iv, ZeroMLP):
-        return {p + "mlp.out": _zero}
+        return {p + "hook_mlp_out": _zero}
     if isinstance(iv, ZeroLayer):
         block = model.blocks[iv.layer]
         return {
-            **({p + "attn.out": _zero} if block.attn is not None else {}),
-            **({p + "mlp.out": _zero} if block.mlp is not None else {}),
+            **({p + "hook_attn_out": _zero} if block.attn is not None else {}),
+            **({p + "hook_mlp_out": _zero} if block.mlp is not None else {}),
         }
     if isinstance(iv, ZeroDims):
-        return {p + "resid_post": _zero_dims(tuple(iv.dims), iv.positions)}
+        return {p + "hook_resid_post": _zero_dims(tuple(iv.dims), iv.positions)}
     assert isinstance(iv, MoveToSink)
-    return {p + "attn.pattern": _move_to_sink(iv.head, iv.queries)}
+    return {p + "attn.hook_pattern": _move_to_sink(iv.head, iv.queries)}
 
 
 def toy_hooks(model: ToyTransformer, interventions: Iterable[Intervention]) -> dict[str, list[HookFn]]:
@@ -128,10 +131,10 @@ def toy_hooks(model: ToyTransformer, interventions: Iterable[Intervention]) -> d
 
 def toy_trace_hooks(model: ToyTransformer, rec: TraceRecorder) -> dict[str, HookFn]:
     """Hooks that stream scores/patterns, per-head value norms ‖W_O^h v^h_i‖ and residual norms into `rec`."""
-    hooks: dict[str, HookFn] = {"embed": lambda x, name: rec.residual(0, x)}
+    hooks: dict[str, HookFn] = {"hook_embed": lambda x, name: rec.residual(0, x)}
     scores: dict[int, torch.Tensor] = {}  # local to this call: the scores of a layer until its pattern arrives
     for layer, block in enumerate(model.blocks):
-        hooks[f"blocks.{layer}.resid_post"] = (lambda l: lambda x, name: rec.residual(l + 1, x))(layer)
+        hooks[f"blocks.{layer}.hook_resid_post"] = (lambda l: lambda x, name: rec.residual(l + 1, x))(layer)
         if block.attn is None:
             continue
         p = f"blocks.{layer}.attn."
@@ -146,48 +149,26 @@ def toy_trace_hooks(model: ToyTransformer, rec: TraceRecorder) -> dict[str, Hook
             w_o = attn.head_output_weights()  # [H,D,d]
             rec.value_norms(l, torch.einsum("bthk,hdk->bthd", v, w_o).norm(dim=-1))
 
-        hooks[p + "scores"] = keep_scores
-        hooks[p + "pattern"] = on_pattern
-        hooks[p + "v"] = on_v
+        hooks[p + "hook_attn_scores"] = keep_scores
+        hooks[p + "hook_pattern"] = on_pattern
+        hooks[p + "hook_v"] = on_v
     return hooks
 
 
-# The toy model's own point names (`ToyTransformer.hook_points()`) -> TransformerLens's, by suffix.
-TL_SUFFIX = {
-    "resid_pre": "hook_resid_pre",
-    "resid_mid": "hook_resid_mid",
-    "resid_post": "hook_resid_post",
-    "mlp.out": "hook_mlp_out",
-    "attn.out": "hook_attn_out",
-    "attn.z": "attn.hook_z",
-    "attn.v": "attn.hook_v",
-    "attn.scores": "attn.hook_attn_scores",
-    "attn.pattern": "attn.hook_pattern",
-}
-TL_TOP = {"embed": "hook_embed", "final_ln": "ln_final.hook_normalized", "logits": "hook_logits"}
-
-
-def _tl_name(point: str) -> str:
-    if point in TL_TOP:
-        return TL_TOP[point]
-    block, layer, rest = point.split(".", 2)
-    return f"{block}.{layer}.{TL_SUFFIX[rest]}"
-
-
-def toy_hook_points(model: ToyTransformer) -> dict[str, str]:
-    """{TransformerLens name: the toy model's own point name}, for every point the model offers."""
-    return {_tl_name(p): p for p in model.hook_points()}
+def toy_hook_points(model: ToyTransformer) -> list[str]:
+    """TransformerLens names of every point the model offers: its `HookPoint` modules, in `named_modules()` order."""
+    return [name for name, module in model.named_modules() if isinstance(module, HookPoint)]
 
 
 def toy_user_hooks(model: ToyTransformer, hooks: dict[str, HookFn] | None) -> dict[str, list[HookFn]]:
-    """The user's hooks {TransformerLens name: fn(tensor, name)} as the model's own hook spec (one-line InputError
-    on an unknown point); each fn sees the TransformerLens name."""
-    points = toy_hook_points(model)
+    """The user's hooks {TransformerLens name: fn(tensor, name)} as the model's hook spec (one-line InputError on an
+    unknown point); each fn sees the point's name."""
+    points = set(toy_hook_points(model))
     spec: dict[str, list[HookFn]] = {}
     for name, fn in (hooks or {}).items():
         if name not in points:
             raise InputError(f"unknown hook point {name!r}; attnlab.hook_points(model) lists the {len(points)} points")
-        spec.setdefault(points[name], []).append((lambda f, n: lambda x, _own: f(x, n))(fn, name))
+        spec.setdefault(name, []).append(fn)
     return spec
 
 
