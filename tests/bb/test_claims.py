@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.bb import claims
 from attnlab.bb.config import TrainConfig, resolve_config, train_hash
 from attnlab.bb.principal_subspaces import energy_inside, energy_rank, principal_angles, subspace_measure, top_subspace
+from attnlab.bb.repro import verdicts as claims
 from attnlab.cli import main
 from attnlab.runs import config_hash, to_jsonable
 from attnlab.toy.model import ToyConfig, ToyTransformer

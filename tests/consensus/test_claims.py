@@ -10,7 +10,6 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from attnlab.cli import main
-from attnlab.consensus.claims import run_R12, verdict_R12
 from attnlab.consensus.dynamics import AttentionSpec, attention
 from attnlab.consensus.normproj import (
     SphereNorm,
@@ -21,6 +20,7 @@ from attnlab.consensus.normproj import (
     relative_error,
 )
 from attnlab.consensus.realmodel import StackRunner
+from attnlab.consensus.repro.verdicts import run_R12, verdict_R12
 from attnlab.consensus.schedules import make_schedule, rotation_generator
 from tests.numerics import assert_close
 
@@ -152,7 +152,7 @@ def test_bad_input_one_line_and_earlier_files_untouched(
 def test_verdict_R13_reads_saved_metrics(tmp_path: Path) -> None:
     import json
 
-    from attnlab.consensus.claims import verdict_R13
+    from attnlab.consensus.repro.verdicts import verdict_R13
 
     m = {"rel_error_mean": [0.05, 0.08], "same_conclusion": True, "fall_real": 0.7, "fall_ideal": 0.8, "passes": 10}
     (tmp_path / "metrics.json").write_text(json.dumps(m))

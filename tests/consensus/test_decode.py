@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from attnlab.consensus.claims import R14_SHARE, verdict_R14
 from attnlab.consensus.modelrun import decode_summary
 from attnlab.consensus.realmodel import StackRunner, iterate_stack, top1_stats
+from attnlab.consensus.repro.verdicts import R14_SHARE, verdict_R14
 
 
 def _tiny(seed: int = 0) -> LlamaForCausalLM:

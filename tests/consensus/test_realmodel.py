@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.consensus.computations import tiny_llama
 from attnlab.consensus.realmodel import StackRunner, control_prompts, depth_grid, iterate_stack
+from attnlab.consensus.repro.checks_llama import tiny_llama
 from attnlab.consensus.stats import spearman
 from attnlab.errors import InputError
 from tests.numerics import assert_close
@@ -24,7 +24,7 @@ _tiny = tiny_llama
 def test_layer_by_layer_pass_equals_model(dtype: torch.dtype, tol: float) -> None:
     """C-llama's computation: the state after every layer and the final-normed output of our pass against the
     model's own forward (`hidden_states`, `last_hidden_state`)."""
-    from attnlab.consensus.computations import _llama_pass_error
+    from attnlab.consensus.repro.checks_llama import _llama_pass_error
 
     # the spec's C-llama tolerances (matrix worst 0)
     assert_close(_llama_pass_error(dtype), 0.0, atol=tol, label=f"C-llama pass {dtype}", kind="observed")

@@ -190,9 +190,11 @@ PLOTLY_JSON_BUILDERS = {"heatmap", "lines", "with_slider"}  # attnlab.reports.pa
 DRAWING_MODULES = ("matplotlib", "plotly.express", "plotly.graph_objects", "plotly.subplots")  # not plotly.offline (js)
 
 
-# modules besides run.py and report.py that may call figures.py: claims.py's run_R12 and run_S6 are run functions;
-# compare's page.py builds the report's page (and write_index's)
-FIGURE_CALLERS = {"consensus/claims.py", "paths/claims.py", "compare/page.py"}
+# modules besides run.py and report.py that may call figures.py: the verdicts' run_R12 and run_S6 are run functions,
+# and a repro/runs.py experiment may draw a figure across its runs; compare's page.py builds the report's page (and
+# write_index's)
+FIGURE_CALLERS = {"consensus/repro/verdicts.py", "paths/repro/verdicts.py", "bb/repro/runs.py",
+                  "consensus/repro/runs.py", "paths/repro/runs.py", "compare/page.py"}  # fmt: skip
 # run functions that write more than one report: a scan series writes each checkpoint's folder's report, then its own
 REPORTS_OF_SUB_RUNS = {("scan/run.py", "run_series"): 2}
 
@@ -539,3 +541,53 @@ def test_toy_hook_points_come_from_the_module_tree():
             if sum(bool(POINT_NAME.search(v)) for v in names) >= 2:
                 lists.append(f"{rel}:{n.lineno} {names}")
     assert not lists, lists
+
+
+# --- issue 38: one named place for each study's reproduction -----------------------------------------------------
+REPRO_PACKAGES = {"bb": "bb", "real": "real", "consensus": "consensus", "paths": "paths"}  # study -> its package
+REPRO_FILE_KINDS = ("claims.py", "targets.py", "reproduction.py", "computations.py")  # the old, unnamed kinds
+LOWER = ("core", "errors")  # the layers a collector may import besides the studies' repro/ modules
+
+
+def test_each_study_reproduction_lives_in_its_repro_folder():
+    """Issue 38: a study's rows, runs, measures, verdicts and direct computations are `attnlab/<study>/repro/`
+    (targets.py, runs.py, measures.py, verdicts.py, checks*.py; the real-models study's in attnlab/real/repro/), so
+    a target's row, run, figure and verdict are found from its id in one folder. No room keeps a claims.py,
+    targets.py, reproduction.py or computations.py; every target of `attnlab reproduce` comes from a repro/ module,
+    and the collectors import only those."""
+    from attnlab.core.registry import studies
+    from attnlab.reproduce import experiments
+    from attnlab.reproduce.targets import TARGETS
+
+    assert set(REPRO_PACKAGES) == set(studies())
+    for package in REPRO_PACKAGES.values():
+        repro = PACKAGE / package / "repro"
+        names = {p.name for p in repro.glob("*.py")}
+        assert {"__init__.py", "targets.py", "runs.py", "measures.py", "verdicts.py"} <= names, (package, names)
+        assert ast.get_docstring(ast.parse((repro / "__init__.py").read_text())), f"{package}/repro says nothing"
+        assert all(n in {"__init__.py", "targets.py", "runs.py", "measures.py", "verdicts.py"} or
+                   re.fullmatch(r"checks(_\w+)?\.py", n) for n in names), names  # fmt: skip
+    shared = (PACKAGE / "core", PACKAGE / "reproduce")  # the vocabulary (core/targets.py) and the collector
+    stray = [str(p.relative_to(ROOT)) for p in _sources()
+             if p.name in REPRO_FILE_KINDS and p.parent.name != "repro" and p.parent not in shared]  # fmt: skip
+    assert not stray, f"reproduction files outside a study's repro/: {stray}"
+    big = [f"{p.relative_to(ROOT)} ({n} lines)" for p in _sources() if p.parent.name == "repro"
+           and (n := len(p.read_text().splitlines())) > 600]  # fmt: skip
+    assert not big, big
+    kinds = {"targets": "targets", "experiments": "runs"}  # collector -> the repro module it collects
+    for collector, kind in kinds.items():
+        tree = ast.parse((PACKAGE / "reproduce" / f"{collector}.py").read_text())
+        studied = {m for m in _imported_names(tree) if m.startswith("attnlab.") and m.split(".")[1] not in LOWER}
+        wanted = {f"attnlab.{p}.repro.{kind}" for p in REPRO_PACKAGES.values()}
+        packages = {w.rsplit(".", 1)[0] for w in wanted}  # `from attnlab.bb.repro import runs` names the package too
+        got = {w for w in wanted if any(m == w or m.startswith(w + ".") for m in studied)}
+        other = {m for m in studied if m not in packages and not any(m == w or m.startswith(w + ".") for w in wanted)}
+        assert got == wanted and not other, (collector, sorted(wanted - got), sorted(other))
+    for t in TARGETS:
+        where = t.measure.__module__ if t.measure is not None else "attnlab.core.targets"
+        assert ".repro." in where or where == "attnlab.core.targets", (t.id, where)  # core: `computed(experiment)`
+        assert t.study in REPRO_PACKAGES, t.id
+    for name, exp in experiments.EXPERIMENTS.items():
+        fns = [f for f in (exp.runs, exp.figure, exp.compute) if f is not None]
+        assert all(f.__module__.startswith("attnlab.") and (".repro." in f.__module__ or f.__module__ ==
+                   "attnlab.core.experiments") for f in fns), (name, [f.__module__ for f in fns])  # fmt: skip

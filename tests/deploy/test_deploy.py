@@ -129,7 +129,7 @@ def test_window_logits_ignore_tokens_outside_the_receptive_field(layers):
 
 
 def test_cli_runs_and_verdict(llama_dir, tmp_path, capsys):
-    from attnlab.deploy.claims import verdict_R23
+    from attnlab.real.repro.verdicts import verdict_R23
 
     base = ["--model", str(llama_dir), "--tokens", "32", "--samples", "2"]
     q, w = tmp_path / "q", tmp_path / "w"
@@ -154,9 +154,9 @@ def test_cli_runs_and_verdict(llama_dir, tmp_path, capsys):
     r = v["quant"]["domains"]["prose"]
     assert r["ratio"] == pytest.approx(r["naive"] / r["exclude"])
     # the reproduce row R23 computes its numbers from these two folders, and its checks agree with the verdict
+    from attnlab.real.repro import measures as real_rows
     from attnlab.reproduce.targets import TARGETS
     from attnlab.reproduce.verdict import MET, MISSED, verdict
-    from attnlab.scan import reproduction as real_rows
 
     row = next(t for t in TARGETS if t.id == "R23")
     numbers = real_rows.r_r23({"real_quant": q, "real_window": w})

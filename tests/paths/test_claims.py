@@ -190,7 +190,7 @@ def test_bad_claims_inputs_one_line_nothing_changed(
 
 # --- S6 -----------------------------------------------------------------------------------------------------------
 def test_offdiag_fraction_on_constructed_matrices() -> None:
-    from attnlab.paths.claims import offdiag_fraction
+    from attnlab.paths.repro.verdicts import offdiag_fraction
 
     assert offdiag_fraction(np.diag([1.0, 2.0, 3.0])) == 0.0
     U = np.array([[3.0, 4.0], [4.0, 0.0]])
@@ -279,7 +279,7 @@ def test_plugin_from_a_folder_without_a_model_is_refused(tmp_path: Path, capsys:
 
 
 def test_cli_renorm_scalar_and_outputs_runs_and_verdicts(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from attnlab.paths.claims import verdict_S9
+    from attnlab.paths.repro.verdicts import verdict_S9
 
     small = ["--P", "20", "--n-test", "40", "--temperature", "0.1"]
     out = tmp_path / "s9"
@@ -298,7 +298,7 @@ def test_cli_renorm_scalar_and_outputs_runs_and_verdicts(tmp_path: Path, capsys:
 
 
 def test_verdicts_read_saved_metrics(tmp_path: Path) -> None:
-    from attnlab.paths.claims import verdict_S7, verdict_S9, verdict_S10
+    from attnlab.paths.repro.verdicts import verdict_S7, verdict_S9, verdict_S10
 
     def folder(name: str, metrics: dict) -> Path:
         (tmp_path / name).mkdir()
@@ -328,7 +328,7 @@ def test_verdict_s6_reads_a_sample_without_r_hat(tmp_path):
 
     import numpy as np
 
-    from attnlab.paths.claims import S6_ERR, verdict_S6
+    from attnlab.paths.repro.verdicts import S6_ERR, verdict_S6
 
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sample").mkdir()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.paths.computations import ar1_chains as _ar1  # T12's chains, as the reproduce row draws them
+from attnlab.paths.repro.checks_sampling import ar1_chains as _ar1  # T12's chains, as the reproduce row draws them
 from attnlab.paths.sampling.diagnostics import ess, ess_bulk, rhat, summarize
 from attnlab.paths.sampling.sampler import CollapsedTarget, sample_chains
 from tests.numerics import assert_close
@@ -24,7 +24,7 @@ def test_ess_of_ar1_and_rhat_of_shifted_chains():  # T12
 
 
 # the correlated Gaussian with the sampler's target interface: the one reproduce's T13 row samples
-from attnlab.paths.computations import GaussianTarget as _Gauss  # noqa: E402
+from attnlab.paths.repro.checks_sampling import GaussianTarget as _Gauss  # noqa: E402
 
 
 @pytest.mark.parametrize("kind,draws", [("hmc", 800), ("mala", 2000)])

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+from attnlab.bb.repro.verdicts import verdict_R25
 from attnlab.cli import main
+from attnlab.core.curves import onset
 from attnlab.hf.loader import load_causal_lm
 from attnlab.runs import write_json
-from attnlab.scan.claims import verdict_R25
-from attnlab.scan.series import onset
 
 TINY = ["--layers", "1", "--heads", "2", "--d-model", "16", "--d-mlp", "32", "--seq-len", "12", "--batch", "4",
         "--save-every", "2", "--vocab-chars", "12", "--threads", "1"]  # fmt: skip

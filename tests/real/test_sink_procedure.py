@@ -95,8 +95,8 @@ def test_bad_procedure_options_are_one_line(tmp_path, capsys, flag, value, words
 
 
 def test_r24_verdict_reads_the_scan(tmp_path):
+    from attnlab.real.repro.verdicts import R24_MIN_WINDOWS, verdict_R24
     from attnlab.runs import write_json
-    from attnlab.scan.claims import R24_MIN_WINDOWS, verdict_R24
 
     row = {"domain": "prose", "ratio": 10.0, "threshold": 0.3, "windows_with_beyond0_sink": 0.25,
            "beyond0_sink_layers": [3], "beyond0_sunk_tokens": "' '×2", "authors_sink_heads_beyond0": 0,

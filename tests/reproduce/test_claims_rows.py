@@ -1,5 +1,5 @@
 """The issue-14 rows of `attnlab reproduce` (the authors' claims): each is a step with a measure that calls the
-study's verdict function (attnlab/<study>/claims.py) on its run folder, and checks that mirror that verdict.
+study's verdict function (attnlab/<study>/repro/verdicts.py) on its run folder, and checks that mirror that verdict.
 
 The rows are computed here from small hand-made run folders holding the files each verdict reads (real runs: the
 tiny profile for R12 and S9 in test_reproduce.py; R19-R21 from six tiny `bb train` runs, slow tier)."""
@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnlab.bb import reproduction as bb_rows
-from attnlab.consensus import reproduction as consensus_rows
-from attnlab.paths import reproduction as paths_rows
+from attnlab.bb.repro import measures as bb_rows
+from attnlab.consensus.repro import measures as consensus_rows
+from attnlab.paths.repro import measures as paths_rows
+from attnlab.real.repro import measures as real_rows
 from attnlab.reproduce.execute import Outcome, outcome, run_experiment
 from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, SIZES
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, verdict
-from attnlab.scan import reproduction as real_rows
 
 ISSUE14 = {"bb": ("R19", "R20", "R21", "R22", "R25"), "consensus": ("R12", "R13", "R14"),
            "paths": ("S6", "S7", "S8", "S9", "S10"), "real": ("R23", "R24")}  # fmt: skip
@@ -43,9 +43,9 @@ def test_issue14_rows_are_steps_of_reproduce() -> None:
 
 
 def test_checks_use_the_claims_thresholds() -> None:
-    from attnlab.bb.claims import PEAK_RATIO
-    from attnlab.consensus.claims import R13_TOL, R14_SHARE
-    from attnlab.paths.claims import S6_ERR, S7_ERR, S9_TOL, SAMPLE_ERR
+    from attnlab.bb.repro.verdicts import PEAK_RATIO
+    from attnlab.consensus.repro.verdicts import R13_TOL, R14_SHARE
+    from attnlab.paths.repro.verdicts import S6_ERR, S7_ERR, S9_TOL, SAMPLE_ERR
 
     def bound(study: str, tid: str, key: str) -> float:
         return next(c.bound for c in ROWS[(study, tid)].checks if c.key == key)
@@ -60,7 +60,7 @@ def test_checks_use_the_claims_thresholds() -> None:
     assert bound("paths", "S7", "rel_frob_err_gd") == S7_ERR
     assert bound("paths", "S8", "rel_frob_err") == SAMPLE_ERR
     assert bound("paths", "S9", "scalar_vs_gp_same_T") == S9_TOL
-    from attnlab.deploy.claims import QUANT_RATIO, WINDOW_RATIO
+    from attnlab.real.repro.verdicts import QUANT_RATIO, WINDOW_RATIO
 
     assert (
         bound("real", "R23", "quant_ratio_min") == QUANT_RATIO
@@ -227,10 +227,10 @@ def test_known_numbers_of_the_fake_folders(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_layer_variants_rows_from_tiny_bb_runs(tmp_path: Path) -> None:
     """R19-R21: six tiny `bb train` runs of the layouts (the bb_variants step at a tiny size); every row's checks
-    give the same verdict as attnlab/bb/claims.py."""
+    give the same verdict as attnlab/bb/repro/verdicts.py."""
     size = dict(steps=4, d_model=16, d_mlp=32, seq_len=16, batch=8, eval_batch=8, lin_every=4, lin_until=4,
                 ckpt_every=4)  # fmt: skip
-    from attnlab.bb import claims
+    from attnlab.bb.repro import verdicts as claims
 
     mark = run_experiment("bb_variants", tmp_path, tmp_path / "marks", 0, size)
     assert mark["error"] is None, mark

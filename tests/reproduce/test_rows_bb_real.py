@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.bb import reproduction as bb_rows
+from attnlab.bb.repro import checks_reducers as bb_units
+from attnlab.bb.repro import measures as bb_rows
 from attnlab.reproduce.config import ReproduceConfig
 from attnlab.reproduce.execute import Outcome
 from attnlab.reproduce.experiments import EXPERIMENTS, GPU, PAPER_SCALE, SIZES, runs_at
@@ -132,9 +133,9 @@ def runs_order() -> tuple[str, ...]:
 # --- R2 -----------------------------------------------------------------------------------------------------------
 @pytest.mark.numerics
 def test_r2_numbers_pass_the_spec_tolerances() -> None:
-    numbers = bb_rows.bb_units(0, {})
-    assert set(bb_rows.r2_diff_keys()) <= set(numbers)
-    for k in bb_rows.r2_diff_keys():  # the spec's 1e-6 on float32 statistics (matrix worst 2.7e-15, 3.8e+08x inside)
+    numbers = bb_units.bb_units(0, {})
+    assert set(bb_units.r2_diff_keys()) <= set(numbers)
+    for k in bb_units.r2_diff_keys():  # the spec's 1e-6 on float32 statistics (matrix worst 2.7e-15, 3.8e+08x inside)
         assert_close(numbers[k], 0.0, atol=1e-6, label=k, kind="observed")
     # the fused kernel really ran without hooks (other rounding), so the equivalence is not trivially exact
     assert numbers["R2_softmax_traced_logits_max_abs_diff"] > 0 == numbers["R2_relu_traced_logits_max_abs_diff"]
@@ -149,16 +150,17 @@ def test_r2_gaps_catch_a_reducer_fed_other_inputs() -> None:
 
     from attnlab.tracing.adapters.toy import trace_toy
 
-    model = bb_rows._toy_model("softmax", 0, 8)
+    model = bb_units._toy_model("softmax", 0, 8)
     tokens = torch.randint(0, 12, (4, 8), generator=torch.Generator().manual_seed(1))
     other = torch.randint(0, 12, (4, 8), generator=torch.Generator().manual_seed(2))
     trace, _ = trace_toy(model, tokens, chunk=2)
-    dense = bb_rows.dense_statistics(model, bb_rows.dense_capture(model, tokens))
-    for k, gap in bb_rows.reducer_gaps(trace, dense).items():  # the spec's 1e-6 (matrix worst 1.8e-15, 5.6e+08x inside)
+    dense = bb_units.dense_statistics(model, bb_units.dense_capture(model, tokens))
+    gaps = bb_units.reducer_gaps(trace, dense)
+    for k, gap in gaps.items():  # the spec's 1e-6 (matrix worst 1.8e-15, 5.6e+08x inside)
         assert_close(gap, 0.0, atol=1e-6, label=f"R2 reducer gap {k}", kind="observed")
-    wrong = bb_rows.dense_statistics(model, bb_rows.dense_capture(model, other))
-    gaps = bb_rows.reducer_gaps(trace, wrong)
-    assert set(gaps) == set(bb_rows.R2_FIELDS) and min(gaps.values()) > 1e-4, gaps
+    wrong = bb_units.dense_statistics(model, bb_units.dense_capture(model, other))
+    gaps = bb_units.reducer_gaps(trace, wrong)
+    assert set(gaps) == set(bb_units.R2_FIELDS) and min(gaps.values()) > 1e-4, gaps
 
 
 # --- R15 ----------------------------------------------------------------------------------------------------------
@@ -166,7 +168,7 @@ def test_r2_gaps_catch_a_reducer_fed_other_inputs() -> None:
 def test_r15_one_family_passes_and_a_wrong_hand_computation_is_caught() -> None:
     import torch
 
-    from attnlab.scan import reproduction as real_rows
+    from attnlab.real.repro import checks_models as real_rows
 
     model = real_rows.tiny_hf_model("llama", 4, 2, 0)
     ids = torch.randint(0, 64, (3, real_rows.R15_T), generator=torch.Generator().manual_seed(0))
@@ -180,7 +182,7 @@ def test_r15_one_family_passes_and_a_wrong_hand_computation_is_caught() -> None:
 
 
 def test_r15_row_is_met_on_every_family() -> None:  # under a second once transformers has built one model
-    from attnlab.scan import reproduction as real_rows
+    from attnlab.real.repro import checks_models as real_rows
 
     numbers = real_rows.real_units(0, {})
     row = evaluate(ROWS[("real", "R15")], {"real_units": Outcome(numbers=numbers)}, {}, "quick")
@@ -194,7 +196,7 @@ def test_r9_and_r10_read_a_trained_three_layer_run(tmp_path) -> None:
     `bb train` folder, whose per-layer metrics are lists: finite numbers, and R10's falls are full / zeroed."""
     import math
 
-    from attnlab.bb import reproduction as bb_rows
+    from attnlab.bb.repro import measures as bb_rows
     from attnlab.cli import main
     from attnlab.reproduce.execute import Outcome
     from attnlab.runs.results import load_run

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.consensus import computations as consensus_checks
-from attnlab.consensus.targets import TARGETS
+from attnlab.consensus.repro import checks_llama as consensus_llama
+from attnlab.consensus.repro import checks_theory as consensus_checks
+from attnlab.consensus.repro.targets import TARGETS
 from attnlab.reproduce.execute import Outcome, outcome, run_experiment
 from attnlab.reproduce.experiments import SIZES
 from attnlab.reproduce.verdict import MET, MISSED, verdict
@@ -90,24 +91,24 @@ def test_r6b_euler_and_rk4_sweeps_and_a_perturbed_t50(tmp_path: Path) -> None:
 
 def test_r8_one_case_collapses_and_the_row_takes_the_worst_case(monkeypatch) -> None:
     # test_random_llama_stack_collapses' case
-    rho, drop = consensus_checks.llama_stack_collapse("periodic", False, 50, 0)
+    rho, drop = consensus_llama.llama_stack_collapse("periodic", False, 50, 0)
     assert rho <= -0.8 and drop >= 3
     cases = iter([(-1.0, 10.0), (-0.9, 2.0), (-0.95, 5.0), (-0.7, 4.0)])
-    monkeypatch.setattr(consensus_checks, "llama_stack_collapse", lambda *args: next(cases))
-    numbers = consensus_checks.cons_llama_stack(0, {"passes": 50})
+    monkeypatch.setattr(consensus_llama, "llama_stack_collapse", lambda *args: next(cases))
+    numbers = consensus_llama.cons_llama_stack(0, {"passes": 50})
     assert numbers["R8_max_spearman"] == -0.7 and numbers["R8_min_drop"] == 2.0
     assert numbers["R8_drop periodic, MLP off"] == 2.0 and judged("R8", numbers) == MISSED
 
 
 def test_c_llama_clauses_against_the_model_and_a_wrong_layer_step(monkeypatch) -> None:
-    numbers = consensus_checks.cons_llama_units(0, {})
+    numbers = consensus_llama.cons_llama_units(0, {})
     assert judged("C-llama", numbers) == MET
     assert numbers["C-llama_random_weight_std"] == pytest.approx(0.02, abs=0.002)
     from attnlab.consensus.realmodel import StackRunner
 
     step = StackRunner.layer_step
     monkeypatch.setattr(StackRunner, "layer_step", lambda self, lay, h, ctx, mlp: step(self, lay, h, ctx, False))
-    wrong = consensus_checks.cons_llama_units(
+    wrong = consensus_llama.cons_llama_units(
         0, {}
     )  # a pass that forgets the MLPs is caught against the model's forward
     assert wrong["C-llama_fp32_max_abs_err"] > 1e-3 and wrong["C-llama_fp64_max_abs_err"] > 1e-3

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.paths import computations as paths_checks
-from attnlab.paths import reproduction as r
-from attnlab.paths.targets import PATHS
+from attnlab.paths.repro import checks_full_profile as paths_full
+from attnlab.paths.repro import checks_sampling as paths_sampling
+from attnlab.paths.repro import checks_theory as paths_checks
+from attnlab.paths.repro import measures as r
+from attnlab.paths.repro.targets import PATHS
 from attnlab.reproduce.execute import Outcome
 from tests.numerics import assert_close
 
@@ -43,7 +45,7 @@ def test_t6_block_update_satisfies_t7_and_a_wrong_block_does_not():
     from attnlab.paths.theory.action import Problem
     from attnlab.paths.theory.solver import _chain_blocks
 
-    _, _, y, gram = paths_checks._tiny_paths((2, 2))
+    _, _, y, gram = paths_checks.tiny_paths((2, 2))
     prob = Problem(gram, torch.tensor(y), 0.1, [2, 2], (5.0, 5.0, 5.0), (1.0, 1.3, 0.7, 1.1))
     before = [torch.eye(n, dtype=torch.float64) * (1 + 0.1 * k) for k, n in enumerate(prob.sizes())]
     after = [U.clone() for U in before]
@@ -114,7 +116,7 @@ def test_t16_counts_the_bad_inputs_and_names_the_ones_not_refused():
 
 def test_t13_hmc_gaussian_moments_within_5_mcse():
     # HMC only here (about 2 s); MALA's 2000 draws are the same call, checked in tests/paths/test_sampling.py
-    z = paths_checks._t13_kind("hmc", 800)
+    z = paths_sampling._t13_kind("hmc", 800)
     t = _row("T13")
     assert 0 < z <= 5 and t.checks[0].key == "T13_hmc_max_z" and t.checks[0].passes(z)
     assert not t.checks[0].passes(5.1)
@@ -144,7 +146,7 @@ def test_image_task_shapes_balance_patches_and_seeds():
 
 
 def test_b2_solves_a_small_image_problem_and_its_row_judges_time():
-    numbers = paths_checks.paths_b2(0, {"P": 20, "n_test": 20})
+    numbers = paths_full.paths_b2(0, {"P": 20, "n_test": 20})
     assert numbers["B2_P"] == 20 and numbers["B2_converged"] == 1 and numbers["B2_max_grad"] < 1e-8
     fast = {**numbers, "B2_point_seconds": 1.0}
     assert all(_judged("B2", fast).values())
@@ -187,13 +189,13 @@ def test_adjudication_verdict_and_the_s_filter():
     # a form that matches nowhere near is not supported, and a winner needs the other form rejected somewhere
     assert form_verdict(_synthetic_points(simple_bias=0.0))["winner"] == "undecided"
     # B4's measure combines the per-configuration experiments into the same verdict
-    numbers = paths_checks._config_numbers
+    numbers = paths_full._config_numbers
     parts = [numbers(_synthetic_points(), c, (1.0, 4.0)) | {"points": 8.0, "points_failing_rhat_1.01": 0.0,
              "points_failing_ess_400": 1.0, "points_counted_s_0.10": 8.0, "draws_doubled_points": 1.0,
              "rhat_max": 1.005, "ess_bulk_min": 390.0, "seconds": 10.0} for c in ("C1", "C2", "C3")]  # fmt: skip
     gate = {"gate1_max_diff_over_mcse": 1.2, "gate1_samplers_converged": 1.0, "gate1_full_vs_collapsed_run": 1.0}
-    cost = dict(zip(paths_checks.ADJUDICATION, (1800.0, 1800.0, 3000.0, 600.0)))  # one-thread seconds
-    outcomes = {n: Outcome(numbers=p, seconds={"": cost[n]}) for n, p in zip(paths_checks.ADJUDICATION, [*parts, gate])}
+    cost = dict(zip(paths_full.ADJUDICATION, (1800.0, 1800.0, 3000.0, 600.0)))  # one-thread seconds
+    outcomes = {n: Outcome(numbers=p, seconds={"": cost[n]}) for n, p in zip(paths_full.ADJUDICATION, [*parts, gate])}
     b4 = _row("B4").measure(outcomes)
     assert b4["winner"] == "chain" and b4["decided"] == 1 and b4["points"] == 24 and b4["points_failing_ess_400"] == 3
     assert b4["hours_on_2_cores"] == pytest.approx(7200 / 2 / 3600)  # the gate's seconds count too
@@ -215,13 +217,13 @@ def test_adjudication_verdict_and_the_s_filter():
 def test_b4_and_sc_h1_run_at_the_full_profile_only():
     from attnlab.reproduce.experiments import FULL_SIZES, QUICK_SIZES, TINY_SIZES
 
-    for name in paths_checks.ADJUDICATION:
+    for name in paths_full.ADJUDICATION:
         assert name in FULL_SIZES and name not in QUICK_SIZES | TINY_SIZES
         size = FULL_SIZES[name]
         assert (size["warmup"], size["draws"], size["n_leapfrog"], size["doublings"]) == (1000, 2000, 16, 2)  # §10.4
     for tid in ("B4", "B4 (decided)", "SC-H1"):
         t = _row(tid)
-        assert t.needs == paths_checks.ADJUDICATION and not t.not_run
+        assert t.needs == paths_full.ADJUDICATION and not t.not_run
         assert (t.recorded is not None) == (tid != "B4 (decided)")  # the hand run's numbers stand in at quick
 
 
@@ -229,9 +231,9 @@ def test_b4_and_sc_h1_run_at_the_full_profile_only():
 def test_adjudication_runs_end_to_end_on_a_reduced_grid():
     small = dict(alphas=(4.0,), Ns=(8, 16, 32), paper_point=False, warmup=20, draws=20, n_leapfrog=4, n_test=20,
                  doublings=1)  # fmt: skip
-    c1 = paths_checks.paths_adjudication_c1(0, small)
+    c1 = paths_full.paths_adjudication_c1(0, small)
     assert c1["points"] == 3 and np.isfinite(c1["chain_max_a_over_se_C1"]) and c1["draws_doubled_points"] >= 0
-    gate = paths_checks.paths_adjudication_gate(0, small)
+    gate = paths_full.paths_adjudication_gate(0, small)
     assert gate["gate1_full_vs_collapsed_run"] == 1 and np.isfinite(gate["gate1_max_diff_over_mcse"])
     b4 = r.combine_adjudication([c1, gate], ("C1",))
     assert b4["points"] == 3 and b4["winner"] in ("chain", "simple", "undecided")

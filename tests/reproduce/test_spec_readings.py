@@ -13,15 +13,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.bb import reproduction as bb_rows
-from attnlab.consensus import reproduction as consensus_rows
-from attnlab.paths import reproduction as paths_rows
+from attnlab.bb.repro import measures as bb_rows
+from attnlab.consensus.repro import measures as consensus_rows
+from attnlab.paths.repro import measures as paths_rows
+from attnlab.real.repro import measures as real_rows
 from attnlab.reproduce import report
 from attnlab.reproduce.execute import Outcome
 from attnlab.reproduce.run import evaluate
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, verdict
-from attnlab.scan import reproduction as real_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 BY_ID = {(t.study, t.id): t for t in TARGETS}
@@ -55,7 +55,7 @@ def test_s9_compares_at_the_spec_temperature_not_the_identity() -> None:
 def test_s9_measure_reads_the_same_temperature_ratio(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from attnlab.paths import claims
+    from attnlab.paths.repro import verdicts as claims
 
     comp = {"rms_pred_scalar_vs_gp": 0.2, "rms_pred_scalar_vs_gp_matched_T": 5e-15, "rms_pred_gp": 5.0}
     (tmp_path / "metrics.json").write_text(json.dumps({"renorm_comparison": comp}))
@@ -247,7 +247,7 @@ def test_new_rows_read_their_runs(tmp_path: Path) -> None:
 def test_b3_judges_the_full_sampler_clause_when_it_ran() -> None:
     """B3's 'full < 20 min' clause: a number once paths_sample_full ran (full profile), a miss when it is slow, and
     no number (a miss, never a silent pass) at a profile that does not run it."""
-    from attnlab.paths import reproduction as paths_rows
+    from attnlab.paths.repro import measures as paths_rows
     from attnlab.reproduce.verdict import verdict
 
     row = next(t for t in TARGETS if (t.study, t.id) == ("paths", "B3"))

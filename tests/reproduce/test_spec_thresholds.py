@@ -16,7 +16,7 @@ from attnlab.reproduce.targets import TARGETS, Target
 
 SPEC_FILES = {"bb": "extreme-tokens.md", "real": "extreme-tokens.md", "consensus": "consensus.md",
               "paths": "attention-paths.md"}  # fmt: skip
-OURS = "the spec states no number; the bound is attnlab's first guess (claims.py)"
+OURS = "the spec states no number; the bound is attnlab's first guess (repro/verdicts.py)"
 DIFFERENT = {  # (study, id) -> why its bounds are not numbers of the spec (the row's note says so too)
     ("bb", "R6"): "'about linearly in log t' has no number: read as R² ≥ 0.9",
     ("bb", "R20 (ours)"): "attnlab's reading beside the spec's R20: a peak is R9's bar, peak ratio > 1.5",
