@@ -98,4 +98,3 @@ def dynamics_rows(domain: str, points: list[tuple[str, int, Trace]]) -> list[dic
             }
         )
     return rows
-
