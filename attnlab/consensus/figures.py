@@ -2,7 +2,7 @@
 
 Run-folder entry points (read `config.json`, the arrays and `metrics.json`; write `figures/*.png`):
 `simulate_figures`, `phase_figures`, `model_figures`, `norm_figures` (`R13.png`), and `figure_R12` for the two runs
-of `claims.run_R12`. The plot functions below them:
+of `repro.verdicts.run_R12`. The plot functions below them:
 
 - `plot_E_curves`: E against time or depth on a log-y scale, median line and bootstrap band per group;
   optional log-log panel and pass boundaries;

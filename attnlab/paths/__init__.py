@@ -5,8 +5,8 @@ Data flow: task -> fixed attention -> attentioned inputs xi^pi -> path Gram tens
 
 For notebooks: `attnlab.paths.solve(SolveConfig(...), out=...)` (and `sweep`, `sample`, `prune`) run a command
 into a run folder and return a `RunResult` whose tables are pandas DataFrames. The room's contract files
-(config, run, figures, report, cli, demo, claims) sit here; the computation lives in five sub-rooms, imported
-lazily like everything here:
+(config, run, figures, report, cli, demo) sit here and its reproduction in `repro/`; the computation lives in five
+sub-rooms, imported lazily like everything here:
 - `networks/`: the attention network and its paths, the path kernels and Gram tensor;
 - `tasks/`: the Markov and digit tasks and the task -> paths -> Gram data (`tasks.data`);
 - `theory/`: the action, the saddle-point solver, the predictor, scalar renormalisation, theory points and sweeps;

@@ -225,7 +225,7 @@ def labelled_heatmaps(path: Path, mats: list[tuple[str, np.ndarray]], names: lis
 
 def layers_figure(out: Path) -> Path:
     """S6: the off-diagonal fraction of U against alpha, with the sampled point, from `out/S6.json` (written by
-    `claims.run_S6` from its `sweep/` and `sample/` runs)."""
+    `repro.verdicts.run_S6` from its `sweep/` and `sample/` runs)."""
     s6 = read_json(out / "S6.json")
     fig, ax = new_figure(width=5.0)
     a = ax[0, 0]
