@@ -365,6 +365,7 @@ def traced(
     hooks: dict[str, UserHook] | None = None,
     stats: str = "fast",
     factors: FactorCache | None = None,
+    arch: Arch | None = None,
 ) -> Iterator[TraceSession]:
     """Within the block, forwards of `model` fill `recorder` and apply `interventions`; yields the session.
 
@@ -376,9 +377,12 @@ def traced(
     interventions, then the recording; a tensor a hook returns replaces the activation.
 
     `factors`: a dict kept by the caller across blocks on one model (`attnlab scan`'s domains), so that the value
-    norms' per-layer factors (`TraceSession.value_factor`: ~60 ms for SmolLM2) are computed once; a new one if None."""
+    norms' per-layer factors (`TraceSession.value_factor`: ~60 ms for SmolLM2) are computed once; a new one if None.
+
+    `arch`: the model's `get_arch(model)` where the caller has it already (the tree is walked once a session); the
+    session holds it (`TraceSession.arch`)."""
     check_stats(stats)
-    arch = get_arch(model)
+    arch = get_arch(model) if arch is None else arch
     plan = compile_plan(interventions, arch.shape)
     for name in hooks or {}:
         _split_point(name, arch)
@@ -420,10 +424,11 @@ def new_recorder(
     keep_patterns: Iterable[tuple[int, int]] = (),
     vocab_size: int = 0,
     extras: Mapping[str, ExtraStatistic] | None = None,
+    arch: Arch | None = None,
 ) -> TraceRecorder:
     """A `TraceRecorder` sized for `model` at sequence length `seq_len` (checked against its context), with the
-    study's `extras` {name: `ExtraStatistic`} (`attnlab.tracing.extras`)."""
-    arch = get_arch(model)
+    study's `extras` {name: `ExtraStatistic`} (`attnlab.tracing.extras`); `arch`: `get_arch(model)` if given."""
+    arch = get_arch(model) if arch is None else arch
     arch.check_seq_len(seq_len)
     keep = [(int(l), int(h)) for l, h in keep_patterns]
     for l, h in keep:
@@ -434,7 +439,9 @@ def new_recorder(
 def check_traceable(model: nn.Module) -> None:
     """Refuse, before any work, a model whose attention does not go through transformers' AttentionInterface
     (one traced forward of two tokens)."""
-    forward_logits(model, torch.zeros(1, 2, dtype=torch.long), new_recorder(model, 2))
+    arch = get_arch(model)
+    with torch.no_grad(), traced(model, new_recorder(model, 2, arch=arch), arch=arch) as sess:
+        sess.forward(torch.zeros(1, 2, dtype=torch.long))
 
 
 @torch.no_grad()
@@ -465,9 +472,10 @@ def trace_windows(
     `extras` {name: `ExtraStatistic`} see every batch beside the recorder; read them with their own `result()`."""
     from tqdm import tqdm
 
-    rec = new_recorder(model, ids.shape[1], keep_patterns=keep_patterns, extras=extras)
+    arch = get_arch(model)  # once for the recorder and the session
+    rec = new_recorder(model, ids.shape[1], keep_patterns=keep_patterns, extras=extras, arch=arch)
     nll = []
-    with traced(model, rec, stats=stats, factors=factors) as sess:
+    with traced(model, rec, stats=stats, factors=factors, arch=arch) as sess:
         for b0 in tqdm(range(0, ids.shape[0], batch_size), desc=desc, leave=False):
             batch = ids[b0 : b0 + batch_size]
             nll.append(sess.forward_nll(batch))
