@@ -31,7 +31,7 @@ from attnlab.consensus.integrators import Trajectory, integrate, prepare
 from attnlab.consensus.report import write_report
 from attnlab.consensus.schedules import Schedule, make_schedule, roughness, schedule_arrays
 from attnlab.consensus.stats import log_band, timeseries_rows
-from attnlab.consensus.sweeps import PhaseDiagram, phase_diagram
+from attnlab.consensus.sweeps import PhaseDiagram, Sweep, phase_diagram
 from attnlab.consensus.theory import fit_log_slope, tail_slope
 from attnlab.core.device import on_device
 from attnlab.errors import InputError, NumericalError, check
@@ -187,6 +187,12 @@ def phase_metrics(pdg: PhaseDiagram, wall: float) -> dict:
     }
 
 
+def _sweep_of(cfg: PhaseConfig) -> Sweep:
+    """The settings of the phase command's sweep (its betas: beta_min to beta_max, num_betas of them)."""
+    dtype = torch.float32 if cfg.float32 else torch.float64
+    return Sweep(cfg.n, cfg.d, cfg.starts, cfg.t_max, cfg.h, cfg.integrator, cfg.kind, cfg.seed, dtype=dtype)
+
+
 def _chunk_mapper(cfg: PhaseConfig) -> Any:
     """None (chunks in this process), or a map of the chunks over Ray tasks when workers/address are set."""
     if not cfg.workers and not cfg.address:
@@ -210,21 +216,7 @@ def phase(config: PhaseConfig, out: str | Path | None = None, *, mode: str = "ne
     with open_run(out, "consensus phase", config, mode=mode, seed=config.seed) as run:
         betas = np.linspace(cfg.beta_min, cfg.beta_max, cfg.num_betas)
         t0 = time.perf_counter()
-        pdg = phase_diagram(
-            betas,
-            cfg.n,
-            cfg.d,
-            cfg.starts,
-            cfg.t_max,
-            cfg.h,
-            cfg.integrator,
-            cfg.kind,
-            cfg.seed,
-            dtype=torch.float32 if cfg.float32 else torch.float64,
-            progress=progress,
-            map_chunks=_chunk_mapper(cfg),
-            device=device,
-        )
+        pdg = phase_diagram(betas, _sweep_of(cfg), progress=progress, map_chunks=_chunk_mapper(cfg), device=device)
         metrics = phase_metrics(pdg, time.perf_counter() - t0)
         run.save_npy("frac.npy", pdg.frac)
         run.save_npy("betas.npy", pdg.betas)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,6 +25,28 @@ from attnlab.consensus import measures as M
 from attnlab.consensus.dynamics import check_tokens, tangent
 from attnlab.consensus.theory import t_equiangular
 from attnlab.errors import InputError, NumericalError, check_choice
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What a phase diagram integrates, the same for every beta (and every beta chunk): `starts` uniform starts
+    (seeded by `seed`, drawn in float64, integrated in `dtype`) of `n` tokens on S^{d-1}, to `t_max` in steps of `h`
+    by `method` ("euler" or "rk4") for attention `kind` ("SA" or "USA"), clustered at cosine >= `theta`."""
+
+    n: int = 32
+    d: int = 8
+    starts: int = 256
+    t_max: float = 30.0
+    h: float = 0.1
+    method: str = "euler"
+    kind: str = "SA"
+    seed: int = 0
+    theta: float = 0.999
+    dtype: torch.dtype = torch.float64
+
+    @property
+    def steps(self) -> int:
+        return int(round(self.t_max / self.h))
 
 
 @dataclass
@@ -63,8 +86,9 @@ def first_crossing(t: np.ndarray, y: np.ndarray, level: float = 0.5) -> float:
     return float(t[k - 1] + (level - y0) / (y1 - y0) * (t[k] - t[k - 1]))
 
 
-def _check_sweep(betas: np.ndarray, t_max: float, h: float, method: str, kind: str) -> np.ndarray:
+def _check_sweep(betas: np.ndarray, sweep: Sweep) -> np.ndarray:
     """Validate the sweep's inputs; returns the betas as a float64 vector."""
+    t_max, h, method, kind = sweep.t_max, sweep.h, sweep.method, sweep.kind
     check_choice(method, ("euler", "rk4"), "sweep integrator")
     check_choice(kind, ("SA", "USA"), "attention kind")
     betas = np.asarray(betas, dtype=np.float64)
@@ -89,31 +113,28 @@ def _step(X: torch.Tensor, F: torch.Tensor, beta: torch.Tensor, h: float, method
     return Y
 
 
-def _sweep_chunk(
-    X0: torch.Tensor, bs: np.ndarray, steps: int, h: float, method: str, kind: str, theta: float, retire: bool
-) -> np.ndarray:
+def _sweep_chunk(X0: torch.Tensor, bs: np.ndarray, sweep: Sweep, retire: bool) -> np.ndarray:
     """Mean clustered fraction `[len(bs), steps+1]` for the betas `bs`, all from the starts X0 `[starts, n, d]`;
     with `retire`, starts inside the cap of half the angle of `theta` stop being integrated (fraction 1)."""
     starts = X0.shape[0]
-    frac = np.zeros((len(bs), steps + 1))
+    frac = np.zeros((len(bs), sweep.steps + 1))
     X = X0.repeat(len(bs), 1, 1)
     beta = torch.tensor(bs, dtype=X0.dtype).repeat_interleave(starts)
     owner = torch.arange(len(bs)).repeat_interleave(starts)  # beta index of each active start
-    if method == "euler":
-        _euler_chunk(X, beta, owner, frac, h, kind, theta, retire)
+    if sweep.method == "euler":
+        _euler_chunk(X, beta, owner, frac, sweep, retire)
     else:
-        _rk4_chunk(X, beta, owner, frac, h, kind, theta)
+        _rk4_chunk(X, beta, owner, frac, sweep)
     return frac
 
 
-def sweep_chunk_resident(
-    X0: torch.Tensor, bs: np.ndarray, steps: int, h: float, method: str, kind: str, theta: float
-) -> np.ndarray:
+def sweep_chunk_resident(X0: torch.Tensor, bs: np.ndarray, sweep: Sweep) -> np.ndarray:
     """`_sweep_chunk` for a GPU: the same fractions `[len(bs), steps+1]`, with every start integrated to the end (no
     retirement: it would read a mask back each step; by the hemisphere theorem a retired start's fraction is 1 either
     way), the fractions kept on X0's device and read back once, and the finiteness check deferred to the end (the
     first non-finite step is still named). Runs on any device; the GPU path of `phase_diagram`."""
     starts, nb, dev = X0.shape[0], len(bs), X0.device
+    steps, h, method, kind, theta = sweep.steps, sweep.h, sweep.method, sweep.kind, sweep.theta
     X = X0.repeat(nb, 1, 1)
     beta = torch.tensor(bs, dtype=X0.dtype, device=dev).repeat_interleave(starts)
     frac = torch.empty(nb, steps + 1, dtype=torch.float64, device=dev)
@@ -141,11 +162,10 @@ def _record(frac: np.ndarray, k: int, owner: torch.Tensor, cf: torch.Tensor, don
     frac[:, k] = (sums + done) / starts
 
 
-def _rk4_chunk(
-    X: torch.Tensor, beta: torch.Tensor, owner: torch.Tensor, frac: np.ndarray, h: float, kind: str, theta: float
-) -> None:
+def _rk4_chunk(X: torch.Tensor, beta: torch.Tensor, owner: torch.Tensor, frac: np.ndarray, sweep: Sweep) -> None:
     """Projected RK4 for every start `X` [batch, n, d]; fills `frac` [betas, steps+1] (no retirement)."""
     steps, starts, done = frac.shape[1] - 1, X.shape[0] // frac.shape[0], np.zeros(frac.shape[0])
+    h, kind, theta = sweep.h, sweep.kind, sweep.theta
     for k in range(steps + 1):
         F, G = _field_identity(X, beta, kind)
         _record(frac, k, owner, M.clustered_fraction_from_gram(G, theta), done, starts)
@@ -199,18 +219,12 @@ def _euler_field(
 
 
 def _euler_chunk(
-    X: torch.Tensor,
-    beta: torch.Tensor,
-    owner: torch.Tensor,
-    frac: np.ndarray,
-    h: float,
-    kind: str,
-    theta: float,
-    retire: bool,
+    X: torch.Tensor, beta: torch.Tensor, owner: torch.Tensor, frac: np.ndarray, sweep: Sweep, retire: bool
 ) -> None:
     """Projected Euler X <- (X + h F) / ||X + h F|| for every start `X` [batch, n, d] in place; fills `frac`
     [betas, steps+1]. Finiteness is read from the sum of the token norms (one small reduction per step)."""
     steps, starts, done = frac.shape[1] - 1, X.shape[0] // frac.shape[0], np.zeros(frac.shape[0])
+    h, kind, theta = sweep.h, sweep.kind, sweep.theta
     cap = math.cos(math.acos(theta) / 2)
     m, n, d = X.shape
     buf = _EulerBuffers(m, n, d, X.dtype)
@@ -241,18 +255,20 @@ def _euler_chunk(
 GPU_CHUNK_BYTES = 2 << 30  # Gram matrices of one GPU chunk (its temporaries take a few times more)
 
 
-def _phase_on(
-    X0: torch.Tensor, betas: np.ndarray, steps: int, h: float, method: str, kind: str, theta: float, n: int
-) -> PhaseDiagram:
+def _phase_on(X0: torch.Tensor, betas: np.ndarray, sweep: Sweep) -> PhaseDiagram:
     """`phase_diagram` on X0's (GPU) device: large beta chunks by `sweep_chunk_resident`."""
-    chunk = max(1, int(GPU_CHUNK_BYTES // (X0.shape[0] * n * n * X0.element_size())))
+    chunk = max(1, int(GPU_CHUNK_BYTES // (X0.shape[0] * sweep.n * sweep.n * X0.element_size())))
     frac = np.concatenate(
-        [sweep_chunk_resident(X0, betas[c0 : c0 + chunk], steps, h, method, kind, theta)
-         for c0 in range(0, betas.size, chunk)]
-    )  # fmt: skip
-    t = np.arange(steps + 1) * h
+        [sweep_chunk_resident(X0, betas[c0 : c0 + chunk], sweep) for c0 in range(0, betas.size, chunk)]
+    )
+    return _diagram(betas, frac, sweep)
+
+
+def _diagram(betas: np.ndarray, frac: np.ndarray, sweep: Sweep) -> PhaseDiagram:
+    """The diagram of the fractions `frac` [beta, steps+1]: its times, t50 and the rho-ODE's t_eq."""
+    t = np.arange(sweep.steps + 1) * sweep.h
     t50 = np.array([first_crossing(t, f) for f in frac])
-    t_eq = np.array([t_equiangular(float(b), n, kind) for b in betas])
+    t_eq = np.array([t_equiangular(float(b), sweep.n, sweep.kind) for b in betas])
     return PhaseDiagram(betas=betas, t=t, frac=frac, t50=t50, t_eq=t_eq)
 
 
@@ -265,24 +281,20 @@ def _inside_cap(X: torch.Tensor, cap: float) -> torch.Tensor:
 
 def phase_diagram(
     betas: np.ndarray,
-    n: int = 32,
-    d: int = 8,
-    starts: int = 256,
-    t_max: float = 30.0,
-    h: float = 0.1,
-    method: str = "euler",
-    kind: str = "SA",
-    seed: int = 0,
-    theta: float = 0.999,
+    sweep: Sweep | None = None,
+    *,
     max_bytes: int = 4 * 2**20,
-    dtype: torch.dtype = torch.float64,
     retire: bool = True,
     progress: bool = False,
     map_chunks: Callable[[Callable[..., np.ndarray], list[tuple]], list[np.ndarray]] | None = None,
     device: torch.device | None = None,
+    **fields: Any,
 ) -> PhaseDiagram:
-    """Mean clustered fraction over `starts` uniform starts on S^{d-1}, for each beta and time step.
+    """Mean clustered fraction over `sweep.starts` uniform starts on S^{d-1}, for each beta and time step.
 
+    `fields`: `Sweep` fields by keyword, over `sweep` (default `Sweep()`): `phase_diagram(betas, n=8, starts=16)` is
+    `phase_diagram(betas, Sweep(n=8, starts=16))`. The other keywords say how to run it and change no value:
+    `max_bytes` bounds each cpu chunk's scores `[chunk*starts, n, n]`.
     With `retire` (Euler and SA only) a start stops being integrated once all its tokens lie in the cap
     <w, x_i> >= cos(arccos(theta)/2) around their mean direction w: by the hemisphere theorem (spec 4.2, exact for
     projected Euler with h <= 1, tested in R2a) they stay in that cap, so every pair keeps cosine >= theta and the
@@ -291,28 +303,26 @@ def phase_diagram(
     A CUDA `device` integrates there with `sweep_chunk_resident` (the starts are drawn on the cpu, as always, so
     both devices start from the same points) in chunks of up to `GPU_CHUNK_BYTES` of Gram matrices.
     """
-    betas = _check_sweep(betas, t_max, h, method, kind)
-    g = torch.Generator().manual_seed(seed)
-    X0 = check_tokens(torch.randn(starts, n, d, generator=g, dtype=torch.float64)).to(dtype)
-    steps = int(round(t_max / h))
+    sweep = replace(sweep or Sweep(), **fields)
+    betas = _check_sweep(betas, sweep)
+    starts, n, d = sweep.starts, sweep.n, sweep.d
+    g = torch.Generator().manual_seed(sweep.seed)
+    X0 = check_tokens(torch.randn(starts, n, d, generator=g, dtype=torch.float64)).to(sweep.dtype)
     if device is not None and device.type != "cpu":
-        return _phase_on(X0.to(device), betas, steps, h, method, kind, theta, n)
+        return _phase_on(X0.to(device), betas, sweep)
     chunk = max(1, int(max_bytes // (starts * n * n * 8)))
-    frac = np.zeros((betas.size, steps + 1))
+    frac = np.zeros((betas.size, sweep.steps + 1))
     chunks: Iterable[int] = range(0, betas.size, chunk)
     if progress:
         from tqdm import tqdm
 
         chunks = tqdm(chunks, desc="phase diagram (beta chunks)", leave=False)
-    retire = retire and method == "euler" and kind == "SA" and h <= 1.0
+    retire = retire and sweep.method == "euler" and sweep.kind == "SA" and sweep.h <= 1.0
     if map_chunks is not None:
-        jobs = [(X0, betas[c0 : c0 + chunk], steps, h, method, kind, theta, retire) for c0 in chunks]
+        jobs = [(X0, betas[c0 : c0 + chunk], sweep, retire) for c0 in chunks]
         frac = np.concatenate(map_chunks(_sweep_chunk, jobs), axis=0)
     else:
         for c0 in chunks:
             bs = betas[c0 : c0 + chunk]
-            frac[c0 : c0 + len(bs)] = _sweep_chunk(X0, bs, steps, h, method, kind, theta, retire)
-    t = np.arange(steps + 1) * h
-    t50 = np.array([first_crossing(t, f) for f in frac])
-    t_eq = np.array([t_equiangular(float(b), n, kind) for b in betas])
-    return PhaseDiagram(betas=betas, t=t, frac=frac, t50=t50, t_eq=t_eq)
+            frac[c0 : c0 + len(bs)] = _sweep_chunk(X0, bs, sweep, retire)
+    return _diagram(betas, frac, sweep)

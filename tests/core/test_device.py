@@ -196,8 +196,9 @@ def test_phase_gpu_loop_agrees_with_the_cpu_loop(method):
     g = torch.Generator().manual_seed(3)
     X0 = check_tokens(torch.randn(16, 8, 3, generator=g, dtype=torch.float64))
     bs = np.array([0.5, 2.0, 6.0])
-    cpu = sweeps._sweep_chunk(X0, bs, 120, 0.1, method, "SA", 0.999, retire=method == "euler")
-    resident = sweeps.sweep_chunk_resident(X0, bs, 120, 0.1, method, "SA", 0.999)
+    sweep = sweeps.Sweep(t_max=12.0, h=0.1, method=method, kind="SA", theta=0.999)  # 120 steps
+    cpu = sweeps._sweep_chunk(X0, bs, sweep, retire=method == "euler")
+    resident = sweeps.sweep_chunk_resident(X0, bs, sweep)
     assert cpu.shape == resident.shape == (3, 121)
     assert np.abs(cpu - resident).max() <= 1e-12
     assert (resident[:, -1] == 1).any() and (resident[:, -1] < 1).any()  # some betas cluster (retire), some not
@@ -209,7 +210,7 @@ def test_phase_resident_names_the_first_non_finite_step():
 
     X0 = torch.full((2, 4, 3), float("nan"), dtype=torch.float64)
     with pytest.raises(NumericalError, match=r"non-finite state at t=0, h=0.1"):
-        sweeps.sweep_chunk_resident(X0, np.array([1.0]), 5, 0.1, "euler", "SA", 0.999)
+        sweeps.sweep_chunk_resident(X0, np.array([1.0]), sweeps.Sweep(t_max=0.5, h=0.1))  # 5 steps
 
 
 def test_sweep_with_cuda_trials_reserves_a_gpu_and_is_refused_without_one(no_cuda):
