@@ -591,3 +591,64 @@ def test_each_study_reproduction_lives_in_its_repro_folder():
         fns = [f for f in (exp.runs, exp.figure, exp.compute) if f is not None]
         assert all(f.__module__.startswith("attnlab.") and (".repro." in f.__module__ or f.__module__ ==
                    "attnlab.core.experiments") for f in fns), (name, [f.__module__ for f in fns])  # fmt: skip
+
+
+MAX_PARAMETERS = 8  # a function taking more passes a config object (a frozen dataclass) for a group that travels
+# Functions over MAX_PARAMETERS, by name (robust to a file moving), with the count they may not exceed and why they
+# keep a long list; one that shrinks to MAX_PARAMETERS or below must leave this list (a ratchet: the count can only
+# fall). Named by function: a name over the cap that is not here fails, wherever it lives.
+LONG_SIGNATURES = {
+    # public entry points whose keywords are the documented API (README, tests/real/test_api.py)
+    "trace": (9, "attnlab.api.trace: the public one-call trace; each keyword a documented option"),
+    "integrate": (15, "consensus integrator: keyword options used across consensus/repro and tests; a group "
+                  "(recording, run control) would be its next config object"),
+    "make_schedule": (10, "consensus schedule factory: each keyword one schedule's parameter (by name)"),
+    "target": (12, "core/targets.py: a declarative registry row, one keyword per Target field"),
+    # a signature fixed by another library or by numba
+    "attnlab_attention": (12, "transformers' attention-interface signature (module, query, key, value, mask, ...)"),
+    "attention": (9, "the function registered with transformers' attention interface: its signature"),
+    "_attend_chunk": (9, "tracing hot loop: tensors and a span, called once per query chunk"),
+    "_softmax_rows": (11, "numba kernel: arrays and scalars only (no dataclass inside njit)"),
+    # figures and private helpers of one caller
+    "plot_E_curves": (9, "one figure's matplotlib options (labels, scales, marks), each used once"),
+    "_advance_chunk": (9, "integrate's one inner step, passing the integrator's state through"),
+    "iterate_stack": (13, "consensus model: one ModelConfig group per call from modelrun.iterate_groups; the "
+                      "candidate for a stack-run config object"),
+    "gd_loop": (9, "paths pruning: one training loop's settings, called by train_gd only"),
+    "_polish_stalled_lbfgs": (9, "paths solver: the stalled L-BFGS state handed to its polish"),
+    "_result": (10, "paths solver: the pieces of one SaddlePoint, from its two solver paths"),
+    "build_data": (11, "paths task data: one keyword (with a default) per task setting; callers pass a few"),
+    "theory_point": (10, "paths theory: one solve's settings (form, method, tol, init, max_iter, ...)"),
+    "sweep_points": (9, "paths theory: theory_point's settings over a list of N"),
+    # paths sampling: (chains, warmup, draws, n_leapfrog, seed) travel together: the candidate for a chain config
+    "sample_point": (14, "paths sampling: the chain settings group, not yet an object"),
+    "sample_chains": (11, "paths sampling: the chain settings group, not yet an object"),
+    "compare_point": (11, "paths sampling: the chain settings group, not yet an object"),
+    "protocol_point": (10, "paths sampling: the chain settings group, not yet an object"),
+    "run_S6": (9, "paths repro (another helper's room now): one reproduction row's sizes and chain settings"),
+}  # fmt: skip
+
+
+def _parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Parameters a caller can pass: positional, keyword-only, *args and **kwargs (not self or cls)."""
+    a = node.args
+    named = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+    return len(named) + (a.vararg is not None) + (a.kwarg is not None)
+
+
+def test_functions_take_few_parameters():
+    """No function over MAX_PARAMETERS parameters but those of LONG_SIGNATURES, none above its count there, and
+    each of those still over the cap (else it leaves the list)."""
+    over: dict[str, list[tuple[str, int]]] = {}
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = _parameter_count(node)
+                if n > MAX_PARAMETERS:
+                    over.setdefault(node.name, []).append((f"{path.relative_to(ROOT)}:{node.lineno}", n))
+    bad = [f"{where} {name} ({n} parameters; allowed {LONG_SIGNATURES.get(name, (MAX_PARAMETERS,))[0]})"
+           for name, found in over.items() for where, n in found
+           if n > LONG_SIGNATURES.get(name, (MAX_PARAMETERS,))[0]]  # fmt: skip
+    assert not bad, "give these a config object (or list them, with the reason):\n" + "\n".join(bad)
+    stale = sorted(set(LONG_SIGNATURES) - set(over))
+    assert not stale, f"at or under {MAX_PARAMETERS} parameters now: remove from LONG_SIGNATURES: {stale}"
