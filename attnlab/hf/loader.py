@@ -436,9 +436,26 @@ def placement_of(cfg: Any) -> Any:
     return Placement(dtype=cfg.dtype, device=cfg.device, device_map=cfg.device_map)
 
 
-def check_unloaded(cfg: Any) -> None:
-    """The checks of a real-model config's model folder that need no weights (`attnlab.hf.preflight`)."""
-    check_model(cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens)
+def check_unloaded(cfg: Any) -> Any:
+    """The checks of a real-model config's model folder that need no weights (`attnlab.hf.preflight`); returns the
+    model's transformers config."""
+    return check_model(
+        cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens
+    )[1]
+
+
+# config.json keys that say where or how a checkpoint was saved, not which modules it builds
+_NOT_ARCHITECTURE = ("_name_or_path", "transformers_version", "torch_dtype", "dtype", "_commit_hash")
+
+
+def same_architecture(a: Any, b: Any) -> bool:
+    """Whether two transformers configs build the same module tree (equal but for where and how they were
+    saved), so that one traceability check of a loaded model holds for both."""
+    da, db = a.to_dict(), b.to_dict()
+    for key in _NOT_ARCHITECTURE:
+        da.pop(key, None)
+        db.pop(key, None)
+    return bool(da == db)
 
 
 def load_checked(cfg: Any, lm: Any = None) -> Any:

@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 
 from attnlab.errors import InputError
-from attnlab.hf.loader import LoadedModel, check_unloaded, load_checked
+from attnlab.hf.loader import LoadedModel, check_unloaded, load_checked, same_architecture
 from attnlab.hf.texts import config_windows
 from attnlab.runs import RunDir, RunResult, config_hash, open_run, write_json
 from attnlab.scan.compute import write_scan
@@ -64,9 +64,9 @@ def mark_scan_run(sub: RunDir, cfg: ScanConfig) -> None:
 
 
 def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
-    """A checkpoint series (`attnlab.scan.series`): every checkpoint is loaded and checked before the folder opens
-    (one at a time: only one model is held), then scanned into checkpoints/<k>-<label>/; series.csv and
-    figures/checkpoint_series.png sum them up; sink_dynamics.csv and figures/sink_dynamics.png follow the final
+    """A checkpoint series (`attnlab.scan.series`): every checkpoint is checked before the folder opens
+    (`_check_series`: each loaded at most once, one model held at a time), then scanned into
+    checkpoints/<k>-<label>/; series.csv and figures/checkpoint_series.png sum them up; sink_dynamics.csv and figures/sink_dynamics.png follow the final
     checkpoint's sink heads through the series (R25). Returns tables {"series": DataFrame}."""
     import pandas as pd
 
@@ -75,16 +75,13 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
     from attnlab.tracing.format import Trace
 
     cfgs = [_checkpoint_config(config, model, rev) for model, rev in config.checkpoints]
-    for cfg in cfgs:  # refuse a bad checkpoint folder before any model is loaded
-        check_unloaded(cfg)
-    for cfg in cfgs:  # then what needs the model (its attention must be traceable)
-        load_checked(cfg)
+    held: LoadedModel | None = _check_series(cfgs)
     rows: list[dict] = []
     points: dict[str, list] = {d: [] for d in config.domains}  # domain -> [(label, step, trace)]
     with open_run(out, "scan", config, mode=mode, seed=config.seed) as run:
         for k, (model, rev) in enumerate(config.checkpoints):
             cfg = _checkpoint_config(config, model, rev)
-            lm = load_checked(cfg)
+            lm, held = (held, None) if k == 0 and held is not None else (load_checked(cfg), None)
             label = checkpoint_label(model, rev)
             sub = RunDir(run.file("checkpoints") / f"{k:03d}-{label}")
             mark_scan_run(sub, cfg)
@@ -102,6 +99,19 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
         run.write_json("summary.json", {"checkpoints": len(config.checkpoints), "series": rows, "sink_dynamics": dyn})
         write_report(run)
     return RunResult(path=run.path, config=config, summary={"series": rows}, tables={"series": pd.DataFrame(rows)})
+
+
+def _check_series(cfgs: list[ScanConfig]) -> LoadedModel:
+    """Refuse a bad checkpoint before the folder opens, loading each checkpoint's weights at most once: every
+    folder is checked without weights, the first checkpoint is loaded and checked to be traceable (returned, to be
+    scanned first), and a later checkpoint is loaded for the check only when its config builds another module tree
+    (traceability depends on the modules, not the weights)."""
+    arches = [check_unloaded(cfg) for cfg in cfgs]
+    first = load_checked(cfgs[0])
+    for cfg, arch in zip(cfgs[1:], arches[1:], strict=True):
+        if not same_architecture(arch, arches[0]):
+            load_checked(cfg)
+    return first
 
 
 RUNNERS = {"scan": (ScanConfig, scan)}

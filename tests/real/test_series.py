@@ -137,3 +137,34 @@ def test_two_checkpoints_of_a_series_compare_side_by_side(ckpts, tmp_path):
     assert re.findall(r'"label": "([^"]*)"', page) == ["sink score: prose", "value-norm ratio: prose"]
     a, b = (pd.read_csv(p / "heads.csv") for p in (first, last))
     assert (b["sink_score"] - a["sink_score"]).abs().max() > 0  # training moved the sink scores
+
+
+def test_each_checkpoint_of_a_series_is_loaded_once(ckpts, tmp_path, monkeypatch):
+    """Issue 38: a series checks every checkpoint before its folder opens but reads each one's weights once (the
+    old code loaded each twice: once to check, once to scan). Checkpoints of one architecture share the check."""
+    import attnlab.hf.loader as loader
+
+    loads: list[str] = []
+    real = loader._load_weights
+
+    def counted(path, place):
+        loads.append(path.name)
+        return real(path, place)
+
+    monkeypatch.setattr(loader, "_load_weights", counted)
+    assert main(["scan", "--model", str(ckpts), "--out", str(tmp_path / "s")] + SMALL) == 0
+    assert sorted(loads) == [f"step-{s:03d}" for s in STEPS]
+
+
+def test_same_architecture_tells_module_trees_apart(ckpts):
+    """The shared check holds only for one module tree: checkpoints of one training run share it, a config that
+    builds another tree does not (that checkpoint is then loaded and checked on its own)."""
+    from transformers import AutoConfig
+
+    from attnlab.hf.loader import same_architecture
+
+    a = AutoConfig.from_pretrained(str(ckpts / "step-000"))
+    b = AutoConfig.from_pretrained(str(ckpts / "step-030"))
+    assert same_architecture(a, b)
+    b.num_hidden_layers += 1
+    assert not same_architecture(a, b)
