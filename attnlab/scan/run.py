@@ -67,7 +67,8 @@ def run_series(config: ScanConfig, out: str | Path | None = None, *, mode: str =
     """A checkpoint series (`attnlab.scan.series`): every checkpoint is checked before the folder opens
     (`_check_series`: each loaded at most once, one model held at a time), then scanned into
     checkpoints/<k>-<label>/; series.csv and figures/checkpoint_series.png sum them up; sink_dynamics.csv and
-    figures/sink_dynamics.png follow the final checkpoint's sink heads through the series (R25). Returns tables {"series": DataFrame}."""
+    figures/sink_dynamics.png follow the final checkpoint's sink heads through the series (R25). Returns tables
+    {"series": DataFrame}."""
     import pandas as pd
 
     from attnlab.hf.checkpoints import checkpoint_label, checkpoint_step
