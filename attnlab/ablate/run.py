@@ -19,7 +19,6 @@ from attnlab.hf.heads import ACTIVE, DORMANT
 from attnlab.hf.loader import LoadedModel, load_checked
 from attnlab.hf.texts import config_windows, source_manifest
 from attnlab.runs import RunResult, frame, open_run
-from attnlab.tracing.adapters.arch import get_arch
 
 
 def ablate(
@@ -30,7 +29,7 @@ def ablate(
     if mode == "resume":
         raise InputError("ablate has no --resume; use --overwrite or a new --out")
     lm = load_checked(config, lm)
-    shape = get_arch(lm.model).shape
+    shape = lm.arch.shape
     conds = build_conditions(config, shape)
     sinks = scan_sink_scores(config)
     ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}

@@ -22,7 +22,6 @@ from attnlab.errors import InputError
 from attnlab.hf.loader import LoadedModel, load_checked
 from attnlab.hf.texts import config_windows, source_manifest
 from attnlab.runs import RunResult, open_run, write_text
-from attnlab.tracing.adapters.arch import get_arch
 
 OUTLIER_COLUMNS = ("domain", "site", "layer", "module", "channel", "windows", "max_ratio")
 
@@ -43,7 +42,7 @@ def quantize(
     if mode == "resume":
         raise InputError("deploy quantize has no --resume; use --overwrite or a new --out")
     lm = load_checked(config, lm)
-    arch = get_arch(lm.model)
+    arch = lm.arch
     ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}
     with open_run(out, "deploy quantize", config, mode=mode, seed=config.seed) as run:
         t0 = time.perf_counter()
@@ -82,7 +81,7 @@ def window(
     if mode == "resume":
         raise InputError("deploy window has no --resume; use --overwrite or a new --out")
     lm = load_checked(config, lm)
-    check_full_attention(get_arch(lm.model), config.tokens)
+    check_full_attention(lm.arch, config.tokens)
     ids = {d: config_windows(lm.tokenizer, config, d) for d in config.domains}
     with open_run(out, "deploy window", config, mode=mode, seed=config.seed) as run:
         t0 = time.perf_counter()

@@ -18,6 +18,7 @@ Before any weight is read, `check_model` checks the folder (`attnlab.hf.prefligh
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -77,6 +78,7 @@ class LoadedModel:
     given: str
     path: Path
     revision: str | None = None
+    arch: Any = None  # the architecture (`get_arch`), discovered once by `load_checked` and handed to every trace
 
 
 @dataclass(frozen=True)
@@ -468,6 +470,7 @@ def load_checked(cfg: Any, lm: Any = None) -> Any:
         lm = load_causal_lm(
             cfg.model, cfg.cache_dir, revision=cfg.revision, placement=placement_of(cfg), seq_len=cfg.tokens
         )
-    get_arch(lm.model).check_seq_len(cfg.tokens)
-    check_traceable(lm.model)
-    return lm
+    arch = lm.arch if lm.arch is not None else get_arch(lm.model)
+    arch.check_seq_len(cfg.tokens)
+    check_traceable(lm.model, arch=arch)
+    return dataclasses.replace(lm, arch=arch)

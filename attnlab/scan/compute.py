@@ -55,7 +55,9 @@ def keep_patterns(
         return
     for d, x in ids.items():
         run.write_json(f"patterns/{d}/tokens.json", [lm.tokenizer.decode([int(i)]) for i in x[0].tolist()])
-        tr, _ = trace_windows(lm.model, x[:1], 1, keep_patterns=chosen, desc=f"patterns {d}", factors=factors)
+        tr, _ = trace_windows(
+            lm.model, x[:1], 1, keep_patterns=chosen, desc=f"patterns {d}", factors=factors, arch=lm.arch
+        )
         for key, pattern in tr.patterns.items():
             run.save_npy(f"patterns/{d}/{key}.npy", pattern[0])
 
@@ -117,7 +119,7 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
     for d in cfg.domains:
         traces[d], nll[d], cols, norms = sinkproc.trace_windows_columns(
             lm.model, ids[d], cfg.batch_size, desc=f"scan {d}", stats=cfg.stats, ratio=cfg.sink_ratio,
-            factors=factors,
+            factors=factors, arch=lm.arch,
         )  # fmt: skip
         for name, rows in sink_procedure_rows(d, traces[d], cols, norms, cfg, ids[d], lm.tokenizer).items():
             proc[name] = proc.get(name, []) + rows

@@ -18,7 +18,6 @@ from attnlab.scan.compute import write_scan
 from attnlab.scan.config import ScanConfig
 from attnlab.scan.report import write_report
 from attnlab.scan.tables import read_tables
-from attnlab.tracing.adapters.arch import get_arch
 
 MAX_COLUMN_BYTES = 4 * 2**30  # column sums (float32), mean scores (float32) and sink flags, per domain
 
@@ -35,7 +34,7 @@ def scan(
     if config.checkpoints:
         return run_series(config, out, mode=mode)
     lm = load_checked(config, lm)
-    shape = get_arch(lm.model).shape
+    shape = lm.arch.shape
     for layer, head in config.pattern_heads:
         shape.check_head(layer, head)
     need = config.samples * shape.n_layers * shape.n_heads * config.tokens * 9  # R24's per-window columns, bytes

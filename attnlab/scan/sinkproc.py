@@ -103,7 +103,7 @@ class ColumnSums(ExtraStatistic):
 
 def trace_windows_columns(
     model: Any, ids: torch.Tensor, batch_size: int = 1, desc: str = "scan", stats: str = "fast",
-    ratio: float | None = RATIO, factors: dict | None = None,
+    ratio: float | None = RATIO, factors: dict | None = None, arch: Any = None,
 ) -> tuple[Trace, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """As `trace_windows` (ids [N,T]; `factors`: its cache), plus the per-window column sums [N,L,H,T] and residual
     norms [N,R,T].
@@ -114,7 +114,7 @@ def trace_windows_columns(
 
     columns = ColumnSums(ratio if stats == "fast" else None)
     trace, nll = trace_windows(model, ids, batch_size, desc=desc, extras={"columns": columns}, stats=stats,
-                                factors=factors)  # fmt: skip
+                                factors=factors, arch=arch)  # fmt: skip
     cols, norms = columns.result()
     return trace, nll, cols, norms
 

@@ -93,14 +93,13 @@ class PatternSource:
         from attnlab.runs import RunDir
         from attnlab.runs.configs import config_from_dict
         from attnlab.scan.config import ScanConfig
-        from attnlab.tracing.adapters.arch import get_arch
         from attnlab.tracing.adapters.hf import trace_windows
 
         cfg = config_from_dict(ScanConfig, RunDir(self.run_dir).read_config())
         windows = self.windows(domain, window)  # a bad run folder, domain or window is refused before loading
         with self._lock:  # one forward at a time; the model is loaded once
             self._lm = self._lm or load_checked(cfg)
-            get_arch(self._lm.model).shape.check_head(layer, head)
+            self._lm.arch.shape.check_head(layer, head)
             out: dict[str, Any] = {"key": f"{layer}.{head}", "window": window, "patterns": {}, "tokens": {}}
             for d, ids in windows.items():
                 tr, _ = trace_windows(self._lm.model, torch.tensor([ids]), 1, keep_patterns=[(layer, head)], desc="")

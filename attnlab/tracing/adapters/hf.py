@@ -436,10 +436,10 @@ def new_recorder(
     return TraceRecorder(arch.n_layers, arch.n_heads, seq_len, vocab_size=vocab_size, keep_patterns=keep, extras=extras)
 
 
-def check_traceable(model: nn.Module) -> None:
+def check_traceable(model: nn.Module, arch: Arch | None = None) -> None:
     """Refuse, before any work, a model whose attention does not go through transformers' AttentionInterface
-    (one traced forward of two tokens)."""
-    arch = get_arch(model)
+    (one traced forward of two tokens); `arch`: `get_arch(model)` where the caller has it."""
+    arch = get_arch(model) if arch is None else arch
     with torch.no_grad(), traced(model, new_recorder(model, 2, arch=arch), arch=arch) as sess:
         sess.forward(torch.zeros(1, 2, dtype=torch.long))
 
@@ -465,14 +465,15 @@ def trace_windows(
     extras: Mapping[str, ExtraStatistic] | None = None,
     stats: str = "fast",
     factors: FactorCache | None = None,
+    arch: Arch | None = None,
 ) -> tuple[Trace, np.ndarray]:
     """Stream windows `ids` [N,T] through the model in batches; returns their Trace and per-window NLL [N].
-    `stats`, `factors`: as `traced`'s.
+    `stats`, `factors`: as `traced`'s; `arch`: `get_arch(model)` where the caller has it (a scan's, once).
 
     `extras` {name: `ExtraStatistic`} see every batch beside the recorder; read them with their own `result()`."""
     from tqdm import tqdm
 
-    arch = get_arch(model)  # once for the recorder and the session
+    arch = get_arch(model) if arch is None else arch  # once for the recorder and the session
     rec = new_recorder(model, ids.shape[1], keep_patterns=keep_patterns, extras=extras, arch=arch)
     nll = []
     with traced(model, rec, stats=stats, factors=factors, arch=arch) as sess:
