@@ -609,6 +609,8 @@ LONG_SIGNATURES = {
     "attention": (9, "the function registered with transformers' attention interface: its signature"),
     "_attend_chunk": (9, "tracing hot loop: tensors and a span, called once per query chunk"),
     "_softmax_rows": (11, "numba kernel: arrays and scalars only (no dataclass inside njit)"),
+    "trace_windows": (9, "tracing's window loop: its options (stats, factors, arch) grew with issue 38 item 6; "
+                      "the candidate for a trace-options object shared with `traced`"),
     # figures and private helpers of one caller
     "plot_E_curves": (9, "one figure's matplotlib options (labels, scales, marks), each used once"),
     "_advance_chunk": (9, "integrate's one inner step, passing the integrator's state through"),
