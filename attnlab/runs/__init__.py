@@ -20,7 +20,39 @@ open), `provenance` (manifest), `types` (`RunResult`), `configs` (frozen configs
 below are the ones the studies use, re-exported.
 """
 
-from attnlab.runs.folder import *  # noqa: F403
-from attnlab.runs.io import *  # noqa: F403
-from attnlab.runs.provenance import *  # noqa: F403
-from attnlab.runs.types import *  # noqa: F403
+from attnlab.errors import InputError
+from attnlab.runs.folder import (
+    LOCK_NAME,
+    MODES,
+    RUN_STATUSES,
+    RunDir,
+    check_out_folder,
+    open_run,
+    recover_replaced,
+    run_status,
+)
+from attnlab.runs.io import (
+    STEPPED,
+    WriteError,
+    atomic_folder,
+    default_run_dir,
+    read_json,
+    read_jsonl,
+    read_metrics,
+    save_npy,
+    to_jsonable,
+    write_bytes,
+    write_failed,
+    write_json,
+    write_jsonl,
+    write_text,
+)
+from attnlab.runs.provenance import config_hash, device_info, environment_manifest, git_sha
+from attnlab.runs.types import RunResult, Tables, frame
+
+__all__ = [
+    "LOCK_NAME", "MODES", "RUN_STATUSES", "STEPPED", "InputError", "RunDir", "RunResult", "Tables", "WriteError",
+    "atomic_folder", "check_out_folder", "config_hash", "default_run_dir", "device_info", "environment_manifest",
+    "frame", "git_sha", "open_run", "read_json", "read_jsonl", "read_metrics", "recover_replaced", "run_status",
+    "save_npy", "to_jsonable", "write_bytes", "write_failed", "write_json", "write_jsonl", "write_text",
+]  # fmt: skip

@@ -1,36 +1,15 @@
-"""Run folders that never lose data (the run layer every command writes through).
-
-A run folder holds `config.json` (the resolved config), `manifest.json` (command, argv, seed, versions, git SHA,
-config hash), metrics (`metrics.jsonl` or JSON/CSV tables), arrays (`.npy`/safetensors), `figures/` and
-`report.html`. Rules, enforced by `open_run`:
-
-- a new run never writes into a non-empty folder; `mode="resume"` continues a run of the same command and
-  `mode="overwrite"` replaces an earlier attnlab run (never an arbitrary folder);
-- a lock file (`.attnlab.lock`, holding the owner's pid) keeps two processes out of one folder;
-- every file is written atomically (temporary file, then rename), and a JSON-lines file whose last line was cut
-  by a `kill -9` is read without that line;
-- a command that fails before writing anything leaves no empty folder behind (nor the parents it created), and
-  a new run that a full disk stops leaves nothing behind unless it saved a point to continue from;
-- `--overwrite` sets the earlier run aside in `.<name>.replaced-<pid>` until the new run ends; one that a `kill -9`
-  left there is put back by the next command (`recover_replaced`).
-"""
+"""The life of a run folder: `open_run` (new / resume / overwrite), its lock, setting an earlier run aside and
+putting it back (`recover_replaced`), `run_status`. The rules it enforces are in `attnlab.runs`' docstring."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime as _dt
 import glob
-import hashlib
 import json
-import math
 import os
-import platform
-import re
 import shutil
-import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -501,5 +480,3 @@ def _only_bookkeeping(path: Path) -> bool:
     if (path / "figures").is_dir() and any((path / "figures").iterdir()):
         return False
     return names <= _BOOKKEEPING | {"config.json", "manifest.json"}
-
-

@@ -6,17 +6,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
-import glob
-import hashlib
 import json
 import math
 import os
-import platform
 import re
 import shutil
-import subprocess
-import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -242,5 +237,3 @@ def _check_metrics_line(row: dict, need: tuple[str, ...], where: str) -> None:
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
     """Write rows as JSON lines, atomically (used to rewrite a metrics file on resume)."""
     return write_text(path, "".join(json.dumps(to_jsonable(r)) + "\n" for r in rows))
-
-

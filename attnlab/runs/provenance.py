@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import datetime as _dt
-import glob
 import hashlib
 import json
-import math
-import os
 import platform
-import re
-import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from attnlab.errors import InputError
 
 from attnlab.runs.io import to_jsonable
 
@@ -70,4 +60,3 @@ def device_info(config: Any) -> dict:
     from attnlab.core.device import describe, resolve
 
     return describe(resolve(config.device, gpu=getattr(config, "CPU_ONLY", None)))
-

@@ -60,8 +60,8 @@ def _held(path: Path) -> bool:
 
 def load_run(path: str | Path) -> RunResult:
     """The `RunResult` (path, config, summary, tables) of the run folder `path`; one line if it is not one."""
-    from attnlab.runs.configs import config_from_dict
     from attnlab.core.registry import resolve
+    from attnlab.runs.configs import config_from_dict
 
     run = RunDir(path)
     if not run.path.is_dir():

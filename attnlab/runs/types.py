@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime as _dt
-import glob
-import hashlib
-import json
-import math
-import os
-import platform
-import re
-import shutil
-import subprocess
-import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-
-from attnlab.errors import InputError
 
 
 def frame(rows: list[dict]) -> Callable[[], Any]:
