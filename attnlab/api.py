@@ -85,9 +85,12 @@ def resolve_inputs(inputs: Any, model: Any, tokenizer: Any) -> torch.Tensor:
         ids = _encode(inputs, tokenizer)
     else:
         try:
-            ids = torch.as_tensor(np.asarray(inputs), dtype=torch.long)
+            arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
         except (TypeError, ValueError) as exc:
             raise InputError(f"inputs must be a string, strings or token ids [batch, pos]: {exc}") from None
+        if arr.dtype.kind not in "iu":  # a float or bool cast to long would silently become other tokens
+            raise InputError(f"token ids must be integers, got {arr.dtype} (cast them yourself if that is meant)")
+        ids = torch.as_tensor(arr, dtype=torch.long)
     ids = ids[None] if ids.dim() == 1 else ids
     if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 2:
         raise InputError(f"inputs must hold at least one sequence of >= 2 tokens, got shape {tuple(ids.shape)}")
@@ -95,6 +98,32 @@ def resolve_inputs(inputs: Any, model: Any, tokenizer: Any) -> torch.Tensor:
     if int(ids.min()) < 0 or int(ids.max()) >= rows:
         raise InputError(f"token id {int(ids.max())} is outside the embedding's {rows} rows")
     return ids
+
+
+def _n_layers(model: Any) -> int:
+    if _is_toy(model):
+        return int(model.cfg.n_layers)
+    from attnlab.tracing.adapters.arch import get_arch
+
+    return int(get_arch(model).n_layers)
+
+
+def count_layers_from_end(model: Any, interventions: list, keep: list[tuple[int, int]]) -> tuple[list, list]:
+    """Interventions and kept (layer, head) pairs with a negative layer counted from the end, as Python indexes
+    (-1: the last layer); a layer below -n_layers is left for the validation to refuse in one line."""
+    import dataclasses
+
+    if all(getattr(iv, "layer", 0) >= 0 for iv in interventions) and all(layer >= 0 for layer, _ in keep):
+        return interventions, keep  # nothing to count: the model's tree is not walked
+    n = _n_layers(model)
+
+    def fixed(layer: int) -> int:
+        return layer + n if -n <= layer < 0 else layer
+
+    ivs = [
+        dataclasses.replace(iv, layer=fixed(iv.layer)) if getattr(iv, "layer", 0) < 0 else iv for iv in interventions
+    ]
+    return ivs, [(fixed(layer), head) for layer, head in keep]
 
 
 def hook_points(model: Any, linear_inputs: bool = False) -> list[str]:
@@ -236,7 +265,8 @@ def trace(
 
     `hooks` {point: fn(tensor, point)} run at named points (`hook_points(model)`); a returned tensor replaces the
     activation. `interventions` are `ZeroHead`, `ZeroMLP`, `ZeroLayer`, `ZeroDims`, `MoveToSink` and `MeanAblate`.
-    `keep_patterns` [(layer, head)] keeps those full patterns `.patterns[(l, h)]` [N, query, key]; `logits=True`
+    A negative layer counts from the end (-1: the last), in interventions and `keep_patterns` alike.
+    `keep_patterns` [(layer, head)] keeps those full patterns `.patterns["l.h"]` [N, query, key]; `logits=True`
     keeps `.logits` [N, T, V] (float32). `stats` (transformers models): "fast" takes every statistic that needs a few
     keys per row from the fused kernel's log-sum-exp (row entropy and ᾱ_j for j ≥ 1 NaN), "full" adds those, "chunked"
     runs the exact eager chunks; `.attention_paths` says which path each layer took. The model's state, hooks and
@@ -252,9 +282,9 @@ def trace(
     ids = resolve_inputs(inputs, module, tok)
     run = _run_toy if _is_toy(module) else _run_hf
     _check_points(hooks or {}, module)
-    ivs, merged = _compile_mean_ablations(module, tok, list(interventions), dict(hooks or {}), run, batch_size,
+    given, keep = count_layers_from_end(module, list(interventions), [(int(l), int(h)) for l, h in keep_patterns])
+    ivs, merged = _compile_mean_ablations(module, tok, given, dict(hooks or {}), run, batch_size,
                                           ids.shape[1])  # fmt: skip
-    keep = [(int(l), int(h)) for l, h in keep_patterns]
     tr, out = run(module, ids, ivs, merged, keep, batch_size, True, stats)
     if logits:
         tr.logits = out.numpy()

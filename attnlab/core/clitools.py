@@ -124,7 +124,8 @@ def add_run_args(
         "--out",
         type=Path,
         default=None,
-        help="run folder (default runs/<command>-<time>); must be new or empty unless --resume/--overwrite",
+        help="run folder (default runs/<command>-<time>); must be new or empty unless "
+        + ("--resume/--overwrite" if resume else "--overwrite"),
     )
     p.add_argument("--overwrite", action="store_true", help="replace an earlier attnlab run in --out")
     if resume:

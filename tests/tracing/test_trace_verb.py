@@ -148,6 +148,16 @@ def test_trace_round_trips_through_save_and_load_trace(tmp_path):
     assert np.array_equal(back.patterns[(0, 1)], tr.patterns[(0, 1)]) and np.array_equal(back.logits, tr.logits)
 
 
+def test_negative_layers_count_from_the_end_as_python_indexes():
+    """Issue 40: ZeroHead(-1, 2) is ZeroHead(L - 1, 2), and keep_patterns (-1, 0) keeps (L - 1, 0), as a Python
+    user expects of -1 (the tiny llama has 2 layers)."""
+    model, ids = tiny_family("llama"), _ids()
+    last = attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 2)], keep_patterns=[(1, 0)], logits=True)
+    minus = attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(-1, 2)], keep_patterns=[(-1, 0)], logits=True)
+    assert np.array_equal(last.logits, minus.logits) and list(minus.patterns) == list(last.patterns) == ["1.0"]
+    assert np.array_equal(last.patterns["1.0"], minus.patterns["1.0"])
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -155,6 +165,10 @@ def test_trace_round_trips_through_save_and_load_trace(tmp_path):
         ({"inputs": [[1, 99]]}, "token id 99 is outside the embedding's 64 rows"),
         ({"inputs": "hello"}, "string inputs need a tokenizer"),
         ({"inputs": [[1, 2]], "batch_size": 0}, "batch_size must be an integer >= 1"),
+        ({"inputs": [[1.0, 2.7]]}, "token ids must be integers, got float64"),  # was cast to [1, 2] silently
+        ({"inputs": torch.tensor([[1.0, 2.0]])}, "token ids must be integers, got float32"),
+        ({"inputs": [[True, False]]}, "token ids must be integers, got bool"),
+        ({"inputs": [[1, 2]], "interventions": [attnlab.ZeroHead(-3, 0)]}, "layer -1 is out of range|layer -3"),
     ],
 )
 def test_bad_inputs_are_one_line(kwargs, message):
