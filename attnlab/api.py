@@ -221,6 +221,48 @@ def chain_hooks(first: HookFn, second: HookFn) -> HookFn:
     return both
 
 
+class HookName(str):
+    """The point's name as a hook's second argument: a `str` (so `fn(x, point)` code compares it as before) that
+    also answers TransformerLens' `hook.name` and `hook.layer()`, so `fn(x, hook)` code ports unchanged."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+    def layer(self) -> int:
+        """The block index of a `blocks.{l}.…` point (TransformerLens' HookPoint.layer())."""
+        parts = self.split(".")
+        if parts[0] != "blocks":
+            raise ValueError(f"{self} is not a point of a block")
+        return int(parts[1])
+
+
+def _with_hook_name(fn: HookFn) -> HookFn:
+    return lambda x, name: fn(x, HookName(name))
+
+
+def resolve_hooks(hooks: Any, model: Any) -> dict[str, HookFn]:
+    """{point: fn(tensor, HookName)} from a dict {point: fn} or TransformerLens' `fwd_hooks` list of
+    (name_or_filter, fn) pairs, a filter being a callable on point names; several hooks at one point run in the
+    order given. Unknown names are refused in one line."""
+    if hooks is None:
+        return {}
+    pairs = list(hooks.items()) if isinstance(hooks, dict) else list(hooks)
+    if any(not (isinstance(p, tuple | list) and len(p) == 2 and callable(p[1])) for p in pairs):
+        raise InputError("hooks must be {point: fn} or a list of (name_or_filter, fn) pairs")
+    named = [p for p, _ in pairs if not callable(p)]
+    _check_points(named, model)
+    everywhere = hook_points(model, linear_inputs=not _is_toy(model)) if len(named) < len(pairs) else []
+    merged: dict[str, HookFn] = {}
+    for where, fn in pairs:
+        for point in [q for q in everywhere if where(q)] if callable(where) else [where]:
+            hook = _with_hook_name(fn)
+            merged[point] = chain_hooks(merged[point], hook) if point in merged else hook
+    return merged
+
+
 def _check_points(points: Iterable[str], model: Any) -> None:
     """One-line InputError for the first name in `points` that is not a hook point of `model`."""
     points = list(points)
@@ -255,7 +297,7 @@ def trace(
     *,
     tokenizer: Any = None,
     interventions: Iterable[Intervention | MeanAblate] = (),
-    hooks: dict[str, HookFn] | None = None,
+    hooks: dict[str, HookFn] | Iterable[tuple[Any, HookFn]] | None = None,
     keep_patterns: Iterable[tuple[int, int]] = (),
     logits: bool = False,
     batch_size: int = 8,
@@ -263,8 +305,10 @@ def trace(
 ) -> Trace:
     """Trace `model` on `inputs` in memory and return the `Trace` (spec extreme-tokens §5).
 
-    `hooks` {point: fn(tensor, point)} run at named points (`hook_points(model)`); a returned tensor replaces the
-    activation. `interventions` are `ZeroHead`, `ZeroMLP`, `ZeroLayer`, `ZeroDims`, `MoveToSink` and `MeanAblate`.
+    `hooks` {point: fn(tensor, hook)} run at named points (`hook_points(model)`); a returned tensor replaces the
+    activation. `hook` is the point's name, a str with TransformerLens' `hook.name` and `hook.layer()`; `hooks`
+    also takes TransformerLens' `fwd_hooks` list of (name_or_filter, fn) pairs, a filter a callable on names.
+    `interventions` are `ZeroHead`, `ZeroMLP`, `ZeroLayer`, `ZeroDims`, `MoveToSink` and `MeanAblate`.
     A negative layer counts from the end (-1: the last), in interventions and `keep_patterns` alike.
     `keep_patterns` [(layer, head)] keeps those full patterns `.patterns["l.h"]` [N, query, key]; `logits=True`
     keeps `.logits` [N, T, V] (float32). `stats` (transformers models): "fast" takes every statistic that needs a few
@@ -281,10 +325,9 @@ def trace(
     check_choice(stats, ("fast", "full", "chunked"), "stats")
     ids = resolve_inputs(inputs, module, tok)
     run = _run_toy if _is_toy(module) else _run_hf
-    _check_points(hooks or {}, module)
+    user_hooks = resolve_hooks(hooks, module)
     given, keep = count_layers_from_end(module, list(interventions), [(int(l), int(h)) for l, h in keep_patterns])
-    ivs, merged = _compile_mean_ablations(module, tok, given, dict(hooks or {}), run, batch_size,
-                                          ids.shape[1])  # fmt: skip
+    ivs, merged = _compile_mean_ablations(module, tok, given, user_hooks, run, batch_size, ids.shape[1])
     tr, out = run(module, ids, ivs, merged, keep, batch_size, True, stats)
     if logits:
         tr.logits = out.numpy()

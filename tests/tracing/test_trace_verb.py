@@ -70,6 +70,38 @@ def test_user_zero_head_hook_equals_ZeroHead():
     assert np.abs(by_hook - plain).max() > 1e-4  # the head matters
 
 
+def test_transformerlens_hook_code_runs_unchanged():
+    """Issue 40: code written for TransformerLens — `fn(tensor, hook)` reading `hook.name` and `hook.layer()`, and a
+    `fwd_hooks` list of (name_or_filter, fn) pairs — gives what the same edit by a ZeroHead value gives, and a
+    filter reaches exactly the points whose names it accepts, in order; the dict form and `fn(x, point)` with a
+    string comparison still work."""
+    model, ids = tiny_family("llama"), _ids()
+    seen: list[tuple[str, int]] = []
+
+    def zero_head_2(z, hook):  # TransformerLens style
+        assert hook.name == "blocks.1.attn.hook_z" and hook.layer() == 1
+        z = z.clone()
+        z[:, :, 2] = 0.0
+        return z
+
+    def record(resid, hook):
+        seen.append((hook.name, hook.layer()))
+
+    fwd_hooks = [("blocks.1.attn.hook_z", zero_head_2), (lambda name: name.endswith("hook_resid_post"), record)]
+    by_list = attnlab.trace(model, ids, hooks=fwd_hooks, logits=True, batch_size=len(ids)).logits
+    by_value = attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 2)], logits=True).logits
+    assert np.array_equal(by_list, by_value)
+    assert seen == [("blocks.0.hook_resid_post", 0), ("blocks.1.hook_resid_post", 1)]
+    old_style = attnlab.trace(model, ids, logits=True, hooks={
+        "blocks.1.attn.hook_z": lambda z, point: zero_head_2(z, point) if point == "blocks.1.attn.hook_z" else None
+    }).logits  # fmt: skip
+    assert np.array_equal(old_style, by_value)
+    with pytest.raises(InputError, match="unknown hook point 'blocks.9.hook_z'"):
+        attnlab.trace(model, ids, hooks=[("blocks.9.hook_z", record)])
+    with pytest.raises(InputError, match="list of \\(name_or_filter, fn\\) pairs"):
+        attnlab.trace(model, ids, hooks=[("blocks.0.hook_resid_post",)])
+
+
 def test_hook_points_are_found_and_a_hook_sees_the_documented_shapes():
     model = tiny_family("gpt2")
     points = attnlab.hook_points(model)
