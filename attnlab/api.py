@@ -263,6 +263,56 @@ def resolve_hooks(hooks: Any, model: Any) -> dict[str, HookFn]:
     return merged
 
 
+def _point_width(point: str, sizes: dict[str, int], T: int) -> int:
+    """Elements per (sequence, position) at `point`: [H, T] for patterns and scores, [H, d_head] for q/k/v/z, the
+    vocabulary for logits, d_model for the residual-stream points, and 4·d_model for a linear layer's input (an
+    MLP's hidden width is at most that in the families traced)."""
+    leaf = point.rsplit(".", 1)[-1]
+    if leaf in ("hook_pattern", "hook_attn_scores"):
+        return sizes["heads"] * T
+    if leaf in ("hook_q", "hook_k", "hook_v", "hook_z"):
+        return sizes["heads"] * sizes["d_head"]
+    if leaf == "hook_logits":
+        return sizes["vocab"]
+    return sizes["d_model"] * (4 if leaf == "hook_in" else 1)
+
+
+def _model_sizes(model: Any) -> dict[str, int]:
+    if _is_toy(model):
+        cfg = model.cfg
+        return {"heads": cfg.n_heads, "d_head": cfg.d_model // cfg.n_heads, "d_model": cfg.d_model, "vocab": cfg.vocab}
+    from attnlab.tracing.adapters.arch import get_arch
+
+    arch = get_arch(model)
+    return {"heads": arch.n_heads, "d_head": arch.head_dim, "d_model": arch.d_model, "vocab": _embedding_rows(model)}
+
+
+def cache_hooks(model: Any, cache: Any, ids_shape: tuple[int, int], grad: bool = False) -> tuple[dict, dict]:
+    """({point: hook that keeps the activation}, {point: [batches]}) for `cache` (names, one name or a filter on
+    names), refused in one line before any forward when the cached tensors would not fit in memory."""
+    from attnlab.runs.budget import check_memory
+
+    if cache is None:
+        return {}, {}
+    everywhere = hook_points(model, linear_inputs=not _is_toy(model))
+    if callable(cache):
+        points = [q for q in everywhere if cache(q)]
+    else:
+        points = [cache] if isinstance(cache, str) else list(cache)
+        _check_points(points, model)
+    sizes, (n, T) = _model_sizes(model), ids_shape
+    item = next(iter(model.parameters())).element_size()
+    need = sum(n * T * _point_width(p, sizes, T) * item for p in points)
+    check_memory(need, f"caching {len(points)} hook points for {n} sequences of {T} tokens",
+                 fix="cache fewer points (hook_pattern is [batch, head, query, key]) or shorter inputs")  # fmt: skip
+    kept: dict[str, list] = {p: [] for p in points}
+
+    def keep(x: torch.Tensor, hook: str) -> None:
+        kept[str(hook)].append(x if grad else x.detach())
+
+    return dict.fromkeys(points, keep), kept
+
+
 def _check_points(points: Iterable[str], model: Any) -> None:
     """One-line InputError for the first name in `points` that is not a hook point of `model`."""
     points = list(points)
@@ -302,13 +352,17 @@ def trace(
     logits: bool = False,
     batch_size: int = 8,
     stats: str = "fast",
+    cache: Any = None,
 ) -> Trace:
     """Trace `model` on `inputs` in memory and return the `Trace` (spec extreme-tokens §5).
 
     `hooks` {point: fn(tensor, hook)} run at named points (`hook_points(model)`); a returned tensor replaces the
     activation. `hook` is the point's name, a str with TransformerLens' `hook.name` and `hook.layer()`; `hooks`
     also takes TransformerLens' `fwd_hooks` list of (name_or_filter, fn) pairs, a filter a callable on names.
-    `interventions` are `ZeroHead`, `ZeroMLP`, `ZeroLayer`, `ZeroDims`, `MoveToSink` and `MeanAblate`.
+    `cache` (point names, one name, or a filter on names) keeps those activations in `.cache[point]`, torch tensors
+    on the device they were computed on, batches joined on the first axis (a cache that would not fit in memory is
+    refused before any forward). `interventions` are `ZeroHead`, `ZeroMLP`, `ZeroLayer`, `ZeroDims`, `MoveToSink`
+    and `MeanAblate`.
     A negative layer counts from the end (-1: the last), in interventions and `keep_patterns` alike.
     `keep_patterns` [(layer, head)] keeps those full patterns `.patterns["l.h"]` [N, query, key]; `logits=True`
     keeps `.logits` [N, T, V] (float32). `stats` (transformers models): "fast" takes every statistic that needs a few
@@ -327,10 +381,16 @@ def trace(
     run = _run_toy if _is_toy(module) else _run_hf
     user_hooks = resolve_hooks(hooks, module)
     given, keep = count_layers_from_end(module, list(interventions), [(int(l), int(h)) for l, h in keep_patterns])
+    keepers, kept = cache_hooks(module, cache, (int(ids.shape[0]), int(ids.shape[1])))
+    for point, fn in keepers.items():  # after the user's hooks: the cache holds what the forward went on with
+        user_hooks[point] = chain_hooks(user_hooks[point], fn) if point in user_hooks else fn
     ivs, merged = _compile_mean_ablations(module, tok, given, user_hooks, run, batch_size, ids.shape[1])
     tr, out = run(module, ids, ivs, merged, keep, batch_size, True, stats)
     if logits:
         tr.logits = out.numpy()
+    import torch
+
+    tr.cache = {point: torch.cat(parts, 0) for point, parts in kept.items() if parts}
     return tr
 
 

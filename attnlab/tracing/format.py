@@ -110,6 +110,9 @@ class Trace:
     learned_sink_by_query: np.ndarray | None = None
     logits: np.ndarray | None = None  # [N,T,V] float32, only when `attnlab.trace(..., logits=True)`
     attention_paths: list = field(default_factory=list)  # [L] "fused" / "chunked" / "mixed" per layer
+    # point -> the activation cached there by `attnlab.trace(..., cache=...)`, a torch tensor on the device it was
+    # computed on (in memory only: `save` does not write it)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.patterns, Patterns):
@@ -238,8 +241,9 @@ class Trace:
 
         meta = read_json(path.with_suffix(".json"), "trace file") if path.with_suffix(".json").exists() else {}
         patterns = {k[len("pattern.") :]: v for k, v in arrays.items() if k.startswith("pattern.")}
+        saved: dict[str, Any] = {k: arrays[k] for k in ARRAY_FIELDS}
         return cls(
-            **{k: arrays[k] for k in ARRAY_FIELDS},
+            **saved,
             massive=meta.get("massive", []),
             patterns=patterns,
             learned_sink_by_query=arrays.get("learned_sink_by_query"),

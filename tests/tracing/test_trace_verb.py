@@ -102,6 +102,42 @@ def test_transformerlens_hook_code_runs_unchanged():
         attnlab.trace(model, ids, hooks=[("blocks.0.hook_resid_post",)])
 
 
+@pytest.mark.parametrize("kind", ["llama", "toy"])
+def test_cache_returns_exactly_what_was_asked_equal_to_a_reading_hook(kind, monkeypatch):
+    """Issue 40: `cache=` names, a name or a filter give `.cache[point]` for those points only, equal (exactly: the
+    same tensors) to what a hook that reads them sees, batches joined on the first axis; a cache that would not
+    fit is refused in one line before any forward."""
+    from attnlab.toy.model import ToyConfig, ToyTransformer
+
+    if kind == "toy":
+        torch.manual_seed(0)
+        model = ToyTransformer(ToyConfig(vocab=64, d_model=16, n_layers=2, n_heads=2, d_mlp=32, max_len=T)).eval()
+    else:
+        model = tiny_family("llama")
+    ids = _ids(n=5)
+    seen: dict[str, list] = {"blocks.1.hook_resid_post": [], "blocks.0.attn.hook_z": []}
+
+    def read(x, hook):
+        seen[hook.name].append(x.clone())
+
+    tr = attnlab.trace(model, ids, hooks=dict.fromkeys(seen, read), cache=list(seen), batch_size=2)
+    assert set(tr.cache) == set(seen)
+    for point, parts in seen.items():
+        assert len(parts) == 3 and torch.equal(tr.cache[point], torch.cat(parts, 0))  # batches of 2, 2, 1
+    assert tr.cache["blocks.0.attn.hook_z"].shape[:2] == (5, T) and not tr.cache["blocks.0.attn.hook_z"].requires_grad
+    one = attnlab.trace(model, ids, cache="blocks.1.hook_resid_post").cache
+    assert list(one) == ["blocks.1.hook_resid_post"]
+    by_filter = attnlab.trace(model, ids, cache=lambda name: name.endswith("hook_resid_post")).cache
+    assert sorted(by_filter) == ["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
+    assert torch.equal(by_filter["blocks.1.hook_resid_post"], tr.cache["blocks.1.hook_resid_post"])
+    assert attnlab.trace(model, ids).cache == {}
+    import attnlab.runs.budget as budget
+
+    monkeypatch.setattr(budget, "memory_limit", lambda: 5 * T * 16 * 4)  # less than two [5, T, 16+] float32 tensors
+    with pytest.raises(InputError, match="caching 2 hook points for 5 sequences of 12 tokens would need"):
+        attnlab.trace(model, ids, cache=list(seen))
+
+
 def test_hook_points_are_found_and_a_hook_sees_the_documented_shapes():
     model = tiny_family("gpt2")
     points = attnlab.hook_points(model)
