@@ -599,7 +599,7 @@ MAX_PARAMETERS = 8  # a function taking more passes a config object (a frozen da
 # fall). Named by function: a name over the cap that is not here fails, wherever it lives.
 LONG_SIGNATURES = {
     # public entry points whose keywords are the documented API (README, tests/real/test_api.py)
-    "trace": (9, "attnlab.api.trace: the public one-call trace; each keyword a documented option"),
+    "trace": (10, "attnlab.api.trace: the public one-call trace; each keyword a documented option"),
     "integrate": (15, "consensus integrator: keyword options used across consensus/repro and tests; a group "
                   "(recording, run control) would be its next config object"),
     "make_schedule": (10, "consensus schedule factory: each keyword one schedule's parameter (by name)"),
