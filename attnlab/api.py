@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnlab.errors import InputError, check_int
+from attnlab.tracing.adapters.held import unwrapping
 from attnlab.tracing.interventions import Intervention, MeanAblate
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ def count_layers_from_end(model: Any, interventions: list, keep: list[tuple[int,
     return ivs, [(fixed(layer), head) for layer, head in keep]
 
 
+@unwrapping  # a TransformerLens bridge or an nnsight model: the transformers model inside
 def hook_points(model: Any, linear_inputs: bool = False) -> list[str]:
     """The named hook points of `model` (TransformerLens's names): `blocks.{l}.hook_resid_pre`, `hook_resid_post`,
     `attn.hook_z` [batch, pos, head, d_head], `hook_attn_out`, `hook_mlp_out` (and the toy model's others); on
@@ -341,6 +343,7 @@ def _compile_mean_ablations(
     return rest, merged
 
 
+@unwrapping  # a TransformerLens bridge or an nnsight model: the transformers model inside
 def trace(
     model: Any,
     inputs: Any,

@@ -79,8 +79,22 @@ def _keep_signal_handlers() -> Iterator[None]:
                 signal.signal(sig, handler)
 
 
+def require_ray(what: str) -> None:
+    """Refuse in one line, before any work, `what` (a command or option that runs Ray tasks) where Ray is not
+    installed: Ray is the optional extra `attnlab[sweep]` (pyproject.toml), not a dependency of the package."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # an import hook that refuses it; `ray` set to None in sys.modules
+        found = False
+    if not found:
+        raise InputError(f"{what} needs Ray, which is not installed: pip install 'attnlab[sweep]'")
+
+
 def start_ray(address: str | None, num_cpus: int | None) -> Any:
     """`ray` after joining the cluster at `address`, or after starting a loopback-only local instance."""
+    require_ray("--address" if address else "a local Ray instance (--workers)")
     if address:
         check_address(address)
     with _ray_start_env(not address) as worker_env, _keep_signal_handlers():
@@ -119,6 +133,7 @@ def parallel_map(
 ) -> list[Any]:
     """[fn(*item) for item in items], each a Ray task. `address`: a cluster to join; else a local instance with
     `workers` CPUs (0: all). `fn` must be a module-level function (workers import it)."""
+    require_ray("--address" if address else "--workers")
     import ray
 
     started = not ray.is_initialized()

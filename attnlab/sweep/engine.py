@@ -55,12 +55,14 @@ def run_trial(command: str, config: dict[str, Any], folder: str, threads: int) -
 
 def preflight(config: SweepConfig) -> None:
     """Refuse, before any folder or Ray process exists, a cluster address where nothing answers and trial
-    resources a local instance could never give (Ray would wait for them forever)."""
+    resources a local instance could never give (Ray would wait for them forever); and, first, a machine without
+    Ray (the `sweep` extra)."""
     import math
     import os
 
-    from attnlab.core.parallel import check_address
+    from attnlab.core.parallel import check_address, require_ray
 
+    require_ray("attnlab sweep")
     if config.address:
         check_address(config.address)
         return

@@ -22,6 +22,7 @@ were not grouped), N = number of sequences.
 | patterns | {"l.h": [N,T,T]} | full attention patterns, only for heads asked for |
 | learned_sink_by_query | [L,H,T] or None | mean mass on the learned sink logit per query (gpt-oss `sinks`) |
 | attention_paths | [L] str | each layer's path: "fused" (kernel + log-sum-exp), "chunked" (eager), "mixed", "" (toy) |
+| host_kernels | str | the cpu reductions' code: "numba" (`attnlab[fast]`'s kernels) or "torch" (no numba) |
 
 On the default fused path (`stats="fast"`) the row entropy and ᾱ_j for keys j ≥ 1 are not computed: they are NaN
 in the layers that took it (`stats="full"` computes them; docs/real-models.md).
@@ -110,6 +111,7 @@ class Trace:
     learned_sink_by_query: np.ndarray | None = None
     logits: np.ndarray | None = None  # [N,T,V] float32, only when `attnlab.trace(..., logits=True)`
     attention_paths: list = field(default_factory=list)  # [L] "fused" / "chunked" / "mixed" per layer
+    host_kernels: str = ""  # "numba" or "torch": which code reduced the statistics on the cpu ("" in old files)
     # point -> the activation cached there by `attnlab.trace(..., cache=...)`, a torch tensor on the device it was
     # computed on (in memory only: `save` does not write it)
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -221,7 +223,11 @@ class Trace:
         if self.logits is not None:
             tensors["logits"] = np.ascontiguousarray(self.logits, dtype=np.float32)
         write_bytes(path.with_suffix(".safetensors"), save(tensors))
-        meta = {"massive": self.massive, "attention_paths": list(self.attention_paths)}
+        meta = {
+            "massive": self.massive,
+            "attention_paths": list(self.attention_paths),
+            "host_kernels": self.host_kernels,
+        }
         write_text(path.with_suffix(".json"), json.dumps(meta, indent=1))
         return path.with_suffix(".safetensors")
 
@@ -249,4 +255,5 @@ class Trace:
             learned_sink_by_query=arrays.get("learned_sink_by_query"),
             logits=arrays.get("logits"),
             attention_paths=list(meta.get("attention_paths", [])),
+            host_kernels=str(meta.get("host_kernels", "")),
         )

@@ -27,7 +27,7 @@ import torch
 
 from attnlab.errors import AttnlabError
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
-from attnlab.tracing.fast import BatchStage, add_by_token, by_token, token_accumulator
+from attnlab.tracing.fast import BatchStage, add_by_token, by_token, kernels_available, token_accumulator
 from attnlab.tracing.format import Trace
 from attnlab.tracing.selection import StreamStats, cpu_stream_stats, device_stream_stats, faster_method, lower_median
 
@@ -530,6 +530,7 @@ class TraceRecorder:
                 patterns={k: np.concatenate(v) for k, v in self.patterns.items() if v},
                 learned_sink_by_query=None if self.lsink_sum is None else (self.lsink_sum / n).numpy(),
                 attention_paths=list(self.paths),
+                host_kernels="numba" if kernels_available() else "torch",
             )
         trace.attn_col_mean[partial, :, 1:] = np.nan  # not computed on the fast fused path
         trace.row_entropy[partial] = np.nan

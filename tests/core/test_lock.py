@@ -33,7 +33,7 @@ def _lock() -> dict[str, Version]:
     return pins
 
 
-def _requirements(extras: tuple[str, ...] = ("test", "track")) -> list[Requirement]:
+def _requirements(extras: tuple[str, ...] = ("test", "track", "fast", "sweep", "lens")) -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = [Requirement(r) for r in project["dependencies"]]
     for extra in extras:
