@@ -46,6 +46,7 @@ def _sample_config(args: argparse.Namespace) -> Any:
         "predict_every",
         "outputs",
         "device",
+        "doublings",
     )
     return SampleConfig(**_fields(args, COMMON + names))
 
@@ -53,7 +54,7 @@ def _sample_config(args: argparse.Namespace) -> Any:
 def _prune_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import PruneConfig
 
-    names = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed", "device")
+    names = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed", "device", "lr", "weight_decay")
     return PruneConfig(Ns=tuple(args.Ns), temperatures=tuple(args.temperatures), **_fields(args, names))
 
 
@@ -184,6 +185,12 @@ def _sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leapfrog", type=count, default=16, help="HMC leapfrog steps (default 16)")
     p.add_argument("--thin", type=count, default=1, help="keep every k-th draw (default 1)")
     p.add_argument("--predict-every", type=count, default=5, help="update the predictor every k kept draws (default 5)")
+    p.add_argument(
+        "--doublings",
+        type=count,
+        default=0,
+        help="rerun with doubled --draws up to this many times until the sampler gates pass (default 0)",
+    )
 
 
 def _outputs_arg(p: argparse.ArgumentParser) -> None:
@@ -206,6 +213,8 @@ def _prune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--Ns", type=float, nargs="+", default=[20.0, 200.0], help="theory widths tried on validation")
     p.add_argument("--temperatures", type=float, nargs="+", default=[0.1, 1.0], help="temperatures tried on validation")
     p.add_argument("--pool", type=count, default=4000, help="training episodes pool for GD batches (default 4000)")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate of the GD network (default 1e-3)")
+    p.add_argument("--weight-decay", type=float, default=5e-5, help="Adam weight decay (default 5e-5)")
     p.add_argument("--seed", type=count, default=42, help="random seed (default 42)")
 
 

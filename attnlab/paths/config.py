@@ -32,6 +32,7 @@ MAX_EXAMPLES = 2**40  # left to the memory estimates (attnlab.paths.tasks.data.c
 MAX_SEED = 2**63 - 1
 MAX_TEMPERATURE = 1e6  # K + T I: far above any kernel's scale the posterior is the prior
 MAX_LR = 10.0
+MAX_DOUBLINGS = 6  # `paths sample --doublings`: at most 127 times --draws in all
 GD_BATCH = 128  # attnlab.paths.pruning.gradient_descent.train_gd's batch
 
 
@@ -166,6 +167,7 @@ class SampleConfig(_Common):
     predict_every: int = 5
     outputs: int = 1
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    doublings: int = field(default=0, metadata={"omit_if_default": True})  # issue 39, S6 (absent: 0)
 
     @property
     def CPU_ONLY(self) -> str | None:  # noqa: N802 - the name `attnlab.core.device.resolve`'s callers read
@@ -197,6 +199,8 @@ class SampleConfig(_Common):
         check_count(self.leapfrog, 1, "--leapfrog", 10_000)
         check_count(self.thin, 1, "--thin", 10_000)
         check_count(self.predict_every, 1, "--predict-every", MAX_ITERATIONS)
+        check_count(self.doublings, 0, "--doublings", MAX_DOUBLINGS)
+        check(self.doublings == 0 or self.outputs == 1, "--doublings: multi-output sampling (--outputs > 1) runs once")
         self._check_budget()
         _check_outputs(self)
         check(
@@ -207,9 +211,11 @@ class SampleConfig(_Common):
     def _check_budget(self) -> None:
         """Lower bounds: every chain holds [P, P] kernels (3 copies) and 6 floats a kept draw; every iteration
         (`leapfrog` gradient evaluations) costs at least `budget.STEP_FLOOR_S`."""
-        nbytes = 8.0 * self.chains * (3 * self.P**2 + 6 * self.draws)
-        budget.check_memory(nbytes, f"paths sample --chains {self.chains} --draws {self.draws} --P {self.P}")
-        iterations = self.warmup + self.draws * self.thin
+        last = self.draws * 2**self.doublings  # the last doubling's draws (`sampling.posterior.until_gates`)
+        nbytes = 8.0 * self.chains * (3 * self.P**2 + 6 * last)
+        budget.check_memory(nbytes, f"paths sample --chains {self.chains} --draws {last} --P {self.P}")
+        # every try: warmup + its draws; all tries together when the gates never pass
+        iterations = (self.doublings + 1) * self.warmup + (2 * last - self.draws) * self.thin
         flops = 2.0 * self.leapfrog * self.chains * self.P**3 / 3  # a Cholesky of K [P, P] per gradient
         seconds = budget.min_seconds(iterations, flops)
         budget.check_time(seconds, "paths sample --warmup/--draws/--thin", "lower --draws, --warmup or --thin")
@@ -239,9 +245,16 @@ class PruneConfig:
     pool: int = 4000
     seed: int = 42
     device: str = field(default="cpu", metadata={"omit_if_default": True})  # issue 22 (absent: cpu)
+    # issue 39, B5 (§15.4's retuning; absent: the spec's provisional Adam settings)
+    lr: float = field(default=1e-3, metadata={"omit_if_default": True})
+    weight_decay: float = field(default=5e-5, metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
         check_device(self.device)
+        lr = check_finite(self.lr, "--lr", positive=True)
+        check(lr <= MAX_LR, f"--lr must be in (0, {MAX_LR:g}] (an Adam step moves each weight by about lr), got {lr:g}")
+        wd = check_finite(self.weight_decay, "--weight-decay")
+        check(0 <= wd <= 1, f"--weight-decay must be in [0, 1], got {wd:g}")
         limits = {"steps": MAX_ITERATIONS, "layers": 64, "width": 2**40, "d_qk": 2**40}
         for name, hi in limits.items():
             check_count(getattr(self, name), 1, f"--{name.replace('_', '-')}", hi)

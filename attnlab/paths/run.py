@@ -112,6 +112,7 @@ def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "ne
                                    config.tol, gram=gram)  # fmt: skip
             if config.renorm == "scalar":
                 rec = _scalar_renorm(data, config, sp.U, rec, gram)
+        rec |= _ablation_record(data, sp.U, config.temperature)  # of the matrix U (S3; spec §9.1)
         run.save_npy("U.npy", np.asarray(rec["U"]))
         buf = io.BytesIO()
         np.savez(buf, C_train=data.gram.path_kernels().numpy(), y_train=data.y_train, y_test=data.y_test,
@@ -130,6 +131,15 @@ def solve(config: SolveConfig, out: str | Path | None = None, *, mode: str = "ne
         raise NumericalError(f"solver did not converge (max|grad| = {sp.max_grad:.3g} >= tol {config.tol:g}); "
                              f"results kept in {run.path}; pass --allow-unconverged to accept them")  # fmt: skip
     return result
+
+
+def _ablation_record(data: PathData, U: Any, T: float) -> dict[str, float]:
+    """`accuracy_diagonal_only` and `accuracy_equalised_diagonal`: test accuracy of the two ablations of U (spec
+    §9.1, `theory.points.ablated_U`), computed on the cpu from the data's Gram."""
+    from attnlab.paths.theory.points import ABLATIONS, ablations
+
+    ab = ablations(data, np.asarray(U), T)
+    return {f"accuracy_{k}": ab[k] for k in ABLATIONS}
 
 
 def _renormalised_kernel(data: PathData, U: Any) -> np.ndarray:
@@ -284,7 +294,7 @@ def sweep(
     """Accuracy vs alpha over widths (large to small N, each warm-started), with the GP baselines and the two
     U ablations; one metrics line per width as it finishes."""
     from attnlab.core.device import on_device, resolve
-    from attnlab.paths.theory.points import ablations, alignment_record, sweep_points
+    from attnlab.paths.theory.points import alignment_record, sweep_points
 
     device = resolve(config.device)  # the solves run there; the data, predictor and ablations on the cpu
     _precheck(config, device, "paths sweep")
@@ -302,11 +312,7 @@ def sweep(
             points = sweep_points(data, todo, T, config.entropy_form, config.method, config.tol, init,
                                   gram=data.gram.to(device))  # fmt: skip
             for sp, r in points:
-                ab = ablations(data, sp.U, T)  # off-diagonal zeroed / diagonal equalised to U[0, 0]
-                r["accuracy_diagonal_only"], r["accuracy_equalised_diagonal"] = (
-                    ab["diagonal_only"],
-                    ab["equalised_diagonal"],
-                )
+                r |= _ablation_record(data, sp.U, T)  # off-diagonal zeroed / diagonal equalised to U[0, 0]
                 _save_chain(run, len(recs), sp.chain)
                 run.append_metrics(r)
                 run.resume_hint = "continue it with --resume"
@@ -346,7 +352,7 @@ def _sweep_result(path: Path, config: SweepConfig, nothing_to_do: bool = False) 
 # --- sample ----------------------------------------------------------------------------------------------------
 def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "new") -> RunResult:
     """Posterior sampling at width N against the theory there: sampled U_hat vs U, predictor gap, gates."""
-    from attnlab.paths.sampling.posterior import sample_point
+    from attnlab.paths.sampling.posterior import sample_point, until_gates
     from attnlab.paths.theory.points import theory_point
     from attnlab.paths.theory.predictor import predict
 
@@ -363,10 +369,14 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
         check_sample_memory(config, data.gram, device)  # one line; the failed run leaves no folder
         T = config.temperature
         sp, th = theory_point(data, config.N, T, config.entropy_form, config.method)
+
+        def draw(draws: int) -> dict:  # one try; --doublings reruns it with doubled draws until the gates pass
+            return sample_point(data, int(config.N), T, config.chains, config.warmup, draws, config.sampler,
+                                config.leapfrog, config.thin, config.predict_every, config.seed,
+                                target_kind=config.target, device=device)  # fmt: skip
+
         with on_device(device):
-            rec = sample_point(data, int(config.N), T, config.chains, config.warmup, config.draws, config.sampler,
-                               config.leapfrog, config.thin, config.predict_every, config.seed,
-                               target_kind=config.target, device=device)  # fmt: skip
+            rec = until_gates(draw, config.draws, config.doublings)
         rec["rel_frob_err"] = float(np.linalg.norm(rec["U_hat"] - sp.U) / np.linalg.norm(sp.U))
         rec["theory"] = th
         theory_mean = predict(sp.U, data.gram, data.y_train, T, data.xit_test).mean
@@ -376,7 +386,7 @@ def sample(config: SampleConfig, out: str | Path | None = None, *, mode: str = "
         run.write_json("metrics.json", {k: v for k, v in rec.items() if k not in ("pred_mean", "pred_var")})
         _write_paths(run, data)
         report.write_report(run)
-    keys = ("rhat_max", "ess_bulk_min", "converged", "rel_frob_err", "sampled_accuracy")
+    keys = ("rhat_max", "ess_bulk_min", "converged", "rel_frob_err", "sampled_accuracy", "draws_used", "tries")
     summary = {k: rec[k] for k in keys} | {"theory_accuracy": th["accuracy"]}
     return RunResult(run.path, config, summary, {"sample": _frame([_scalars(rec)])})
 

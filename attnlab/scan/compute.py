@@ -19,7 +19,7 @@ import torch
 from attnlab.hf.loader import LoadedModel
 from attnlab.hf.texts import source_manifest
 from attnlab.runs import RunDir, write_text
-from attnlab.scan import analysis, sinkproc
+from attnlab.scan import analysis, secondary, sinkproc
 from attnlab.scan.config import ScanConfig
 from attnlab.tracing.adapters.hf import trace_windows
 from attnlab.tracing.format import Trace
@@ -109,6 +109,23 @@ def sink_procedure_rows(
     }
 
 
+def write_secondary(run: RunDir, lm: LoadedModel, cfg: ScanConfig, traces: dict[str, Trace]) -> list[dict]:
+    """sinks.csv and sink_levels.csv (`scan.secondary`) when the traces have full-row statistics; the summary's
+    per-domain entries either way."""
+    tokens: list[dict] = []
+    levels: list[dict] = []
+    out: list[dict] = []
+    for d in cfg.domains:
+        lv = secondary.level_rows(d, traces[d], lm.tokenizer)
+        tk = secondary.sink_rows(d, traces[d], lm.tokenizer)
+        tokens, levels = tokens + tk, levels + lv
+        out.append(secondary.domain_summary(d, traces[d], lv, tk))
+    if any(o["computed"] for o in out):
+        run.write_csv("sinks.csv", tokens)
+        run.write_csv("sink_levels.csv", levels)
+    return out
+
+
 def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Trace every domain and write every scan output into `run` (module docstring); returns the summary."""
     t0 = time.perf_counter()
@@ -139,6 +156,7 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
     for name in ("sink_candidates", "sink_layers", "sink_heads_authors"):
         run.write_csv(f"{name}.csv", proc[name])
     summary["sink_procedure"] = proc["summary"]
+    summary["secondary_sinks"] = write_secondary(run, lm, cfg, traces)
     run.write_json("summary.json", summary)
     meta = lm.path / "attnlab.json"
     run.write_manifest(
@@ -149,6 +167,7 @@ def write_scan(run: RunDir, lm: LoadedModel, cfg: ScanConfig, ids: dict[str, tor
         placement={"dtype": cfg.dtype, "device": cfg.device, "device_map": cfg.device_map},
         texts=source_manifest(),
         attnlab_model_meta=json.loads(meta.read_text()) if meta.is_file() else {},
+        attention_paths={d: traces[d].attention_paths for d in cfg.domains},  # the kernel each layer ran
     )
     seconds = time.perf_counter() - t0
     run.append_metrics({"seconds": seconds, **{f"nll_{d}": float(nll[d].mean()) for d in cfg.domains}})

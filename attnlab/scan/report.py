@@ -65,6 +65,30 @@ def _add_sink_procedure(rep: Report, run: RunDir, s: dict) -> None:
     rep.table(busy.to_dict("records"), caption="Layers with candidate sink tokens beyond token 0")
 
 
+def _add_secondary_sinks(rep: Report, run: RunDir, s: dict) -> None:
+    """Secondary sinks (issue 41): per domain the windows with a sink beyond token 0 in layers ≥ 2, and per layer
+    the sink tokens with their scores (sink_levels.csv); a scan without full-row statistics says so."""
+    from attnlab.scan import secondary
+
+    sec = s.get("secondary_sinks")
+    if not sec:
+        return
+    rep.heading("Secondary sinks")
+    if not any(d.get("computed") for d in sec):
+        rep.paragraph("Not computed: secondary sinks need every column sum (`attnlab scan --stats full`).")
+        return
+    first = next(d for d in sec if d.get("computed"))
+    rep.paragraph(
+        f"A key j ≥ 1 is a sink of a head when its received attention M_j = (1/(T−j)) Σ_(i≥j) A_ij ≥ {first['tau']:g} "
+        f"in a window (keys seen by at least {first['min_queries']} queries). Lifetime: the consecutive layers from "
+        f"the first; every sink token's MLP output norms and cosines with token 0's residual are in sinks.csv."
+    )
+    rep.table([{k: v for k, v in d.items() if k != "computed"} for d in sec], caption="Secondary sinks per domain")
+    levels = read_table(run.file("sink_levels.csv"))
+    rows = secondary.layer_table(levels.to_dict("records")) if len(levels) else []
+    rep.table(rows, caption="Sink levels: per layer, the sink tokens ('text'@position=M_j, strongest first)")
+
+
 def _add_summary(rep: Report, s: dict) -> None:
     """The summary section: settings with the saved thresholds, per-domain numbers, classes and shifts."""
     t = s["thresholds"]
@@ -122,6 +146,7 @@ def _scan_page(run: RunDir, s: dict) -> Report:
         "Value-norm ratio ‖W_O^h v_0‖ / median_t ‖W_O^h v_t‖ per layer (median and range over heads)",
     )
     _add_sink_procedure(rep, run, s)
+    _add_secondary_sinks(rep, run, s)
     _add_massive(rep, run)
     return rep
 

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pandas as pd
 
-TABLES = ("heads", "layers", "massive", "classes", "sink_candidates", "sink_layers", "sink_heads_authors")
+TABLES = (
+    "heads",
+    "layers",
+    "massive",
+    "classes",
+    "sink_candidates",
+    "sink_layers",
+    "sink_heads_authors",
+    "sinks",
+    "sink_levels",
+)
 
 
 def read_table(path: Path) -> pd.DataFrame:

@@ -21,8 +21,13 @@ were not grouped), N = number of sequences.
 | massive | list of dicts | residual entries with |x| > 100 and > 1000 × median (layer, sample, pos, dim, value) |
 | patterns | {"l.h": [N,T,T]} | full attention patterns, only for heads asked for |
 | learned_sink_by_query | [L,H,T] or None | mean mass on the learned sink logit per query (gpt-oss `sinks`) |
-| attention_paths | [L] str | each layer's path: "fused" (kernel + log-sum-exp), "chunked" (eager), "mixed", "" (toy) |
+| attention_paths | [L] str | the kernel each layer ran (`tracing.kernels`): flash, cudnn, efficient, blocked, eager |
+| sink_record | SinkRecord or None | secondary sinks (`tracing.sinks`; tables `secondary_sinks`, `sink_levels`) |
 | host_kernels | str | the cpu reductions' code: "numba" (`attnlab[fast]`'s kernels) or "torch" (no numba) |
+
+`attention_paths`: several kernels over the batches are joined by "+"; "" in old files; "math" (sdpa's T×T fallback)
+is never run by a trace. `sink_record`: keys j ≥ 1 with M_j ≥ 0.3 in a head, per sequence; None unless every layer
+had full rows (`stats="full"` or "chunked", the toy model).
 
 On the default fused path (`stats="fast"`) the row entropy and ᾱ_j for keys j ≥ 1 are not computed: they are NaN
 in the layers that took it (`stats="full"` computes them; docs/real-models.md).
@@ -44,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.errors import InputError
+from attnlab.tracing.sinks import SinkRecord
 
 ARRAY_FIELDS = (
     "attn_col_mean",
@@ -110,7 +116,8 @@ class Trace:
     patterns: dict = field(default_factory=dict)
     learned_sink_by_query: np.ndarray | None = None
     logits: np.ndarray | None = None  # [N,T,V] float32, only when `attnlab.trace(..., logits=True)`
-    attention_paths: list = field(default_factory=list)  # [L] "fused" / "chunked" / "mixed" per layer
+    attention_paths: list = field(default_factory=list)  # [L] the kernel each layer ran ("flash", "blocked", ...)
+    sink_record: SinkRecord | None = None  # secondary sinks (`secondary_sinks`), under full-row statistics only
     host_kernels: str = ""  # "numba" or "torch": which code reduced the statistics on the cpu ("" in old files)
     # point -> the activation cached there by `attnlab.trace(..., cache=...)`, a torch tensor on the device it was
     # computed on (in memory only: `save` does not write it)
@@ -188,6 +195,19 @@ class Trace:
         """[L,H] mean over queries 1..T−1 of the probability on the learned sink logit (None: no learned sinks),
         averaged like `sink_score` so the two sit side by side."""
         if self.learned_sink_by_query is None:
+    @property
+    def secondary_sinks(self) -> Any:
+        """DataFrame, one row per secondary sink token (sequence `sample`, key `pos` ≥ 1): its first layer, lifetime,
+        heads, scores M_j = Σ_i A_ij / (T−j) and every layer's MLP output norm and cosine with position 0's residual
+        (`SinkRecord.table`, `tracing.sinks`); None when the trace had no full-row statistics (`stats="fast"`)."""
+        return None if self.sink_record is None else self.sink_record.table()
+
+    @property
+    def sink_levels(self) -> Any:
+        """DataFrame, one row per (sample, pos, layer) where the token is a sink: its score (max over heads of M_j)
+        and heads (`SinkRecord.levels`); None as `secondary_sinks`."""
+        return None if self.sink_record is None else self.sink_record.levels()
+
             return None
         return self.learned_sink_by_query[..., 1:].mean(-1)
 
@@ -248,12 +268,16 @@ class Trace:
         meta = read_json(path.with_suffix(".json"), "trace file") if path.with_suffix(".json").exists() else {}
         patterns = {k[len("pattern.") :]: v for k, v in arrays.items() if k.startswith("pattern.")}
         saved: dict[str, Any] = {k: arrays[k] for k in ARRAY_FIELDS}
+        if self.sink_record is not None:
+            tensors.update({k: np.ascontiguousarray(v, dtype=np.float64) for k, v in self.sink_record.arrays().items()})
         return cls(
             **saved,
             massive=meta.get("massive", []),
             patterns=patterns,
+            "sinks": self.sink_record is not None,
             learned_sink_by_query=arrays.get("learned_sink_by_query"),
             logits=arrays.get("logits"),
             attention_paths=list(meta.get("attention_paths", [])),
             host_kernels=str(meta.get("host_kernels", "")),
         )
+            sink_record=SinkRecord.from_arrays(arrays),

@@ -30,6 +30,7 @@ from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.fast import BatchStage, add_by_token, by_token, kernels_available, token_accumulator
 from attnlab.tracing.format import Trace
 from attnlab.tracing.selection import StreamStats, cpu_stream_stats, device_stream_stats, faster_method, lower_median
+from attnlab.tracing.sinks import SinkCollector
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
 MASSIVE_REL = 1000.0  # ... and > 1000 × the median |h| of the layer
@@ -130,8 +131,9 @@ class TraceRecorder:
         self._rows = torch.empty(0)  # per-row buffers of the layer being recorded by chunks (`_start_rows`)
         self._lse_rows = True
         self.extras: dict[str, ExtraStatistic] = dict(extras or {})
-        self.paths: list[str] = [""] * L  # the attention path each layer took ("fused" / "chunked"; "" = unknown)
+        self.paths: list[str] = [""] * L  # the attention kernel each layer ran (`attention_path`; "" = unknown)
         self.partial_rows = torch.zeros(L, dtype=torch.bool)  # a batch went fused without full-row statistics
+        self.sinks, self._seq_cols = SinkCollector(L, T), torch.empty(0)  # secondary sinks; [B,H,T] chunked column sums
 
     # ------------------------------------------------------------------------------------------------------
     def begin_batch(self, tokens: torch.Tensor | None, batch_size: int | None = None) -> None:
@@ -155,10 +157,12 @@ class TraceRecorder:
         shape = BatchShape(batch=self._B, layers=self.L, heads=self.H, seq_len=self.T, streams=self.R)
         for extra in self.extras.values():
             extra.begin_batch(shape)
+        self.sinks.begin_batch(self._B, self.n_seq, tokens)
 
     def _flush_batch(self) -> None:
         if self._batch_sink is not None and self._batch_col0 is not None:
             self._reduce_stage()
+            self.sinks.end_batch()
             self.sink_per_sample.append(self._batch_sink)
             self.col0_per_sample.append(self._batch_col0)
             self.n_seq += self._B
@@ -239,7 +243,9 @@ class TraceRecorder:
         S = None if scores is None else scores.detach().to(torch.float64)
         sums = {name: t.cpu() for name, t in attention_sums(A, S, self._i.to(A.device)).items()}
         self.attn_batches[layer] += 1
+        self.attention_path(layer, "eager")  # a whole pattern: the model's own eager attention (the toy model)
         self.col_sum[layer] += sums["col_sum"]
+        self.sinks.columns(layer, A.sum(2))  # [B,H,T] per sequence
         self._stage.put("key0", layer, sums["key0"])  # [B,H,T] A_i0
         self.ent_sum[layer] += sums["ent_sum"]
         self.ent_count[layer] += sums["ent_count"]
@@ -271,7 +277,10 @@ class TraceRecorder:
         if q0 == 0:
             self.attn_batches[layer] += 1
             self._start_rows(A)
-        self.col_sum[layer, :, :K] += A.sum(dim=(0, 2)).double().cpu()  # Σ_b Σ_i A_ij -> [H,K]
+            self._seq_cols = torch.zeros(B, H, self.T, dtype=torch.float64)
+        part = A.sum(2).double().cpu()  # Σ_i A_ij per sequence -> [B,H,K]
+        self.col_sum[layer, :, :K] += part.sum(0)  # Σ_b Σ_i A_ij -> [H,K]
+        self._seq_cols[..., :K] += part
         buf = self._rows
         buf[0, ..., q0:q1] = A[..., 0]  # A_i0
         if scores is not None:
@@ -286,13 +295,15 @@ class TraceRecorder:
                 self._pattern_parts.setdefault((layer, h), []).append(part)
         if q1 == self.T:
             self._end_rows(layer)
+            self.sinks.columns(layer, self._seq_cols)
         for extra in self.extras.values():
             extra.attention_rows(layer, q0, A)
 
     def attention_path(self, layer: int, path: str) -> None:
-        """Note the path layer `layer` took: "fused" or "chunked" ("mixed" once it has taken both)."""
-        old = self.paths[layer]
-        self.paths[layer] = path if old in ("", path) else "mixed"
+        """Note the attention kernel layer `layer` ran (`tracing.kernels.KERNELS`: flash, cudnn, efficient, math,
+        blocked, eager); a layer that ran several over the batches gets them joined by "+" in the order first met."""
+        old = self.paths[layer].split("+") if self.paths[layer] else []
+        self.paths[layer] = "+".join(old if path in old else [*old, path])
 
     @torch.no_grad()
     def fused_rows(
@@ -312,6 +323,7 @@ class TraceRecorder:
             self.partial_rows[layer] = True
         else:
             self.col_sum[layer] += col_sum.detach().double().cpu().sum(0)
+            self.sinks.columns(layer, col_sum)
             if T > 1:
                 self.ent_sum[layer] += entropy_sum.detach().double().cpu().sum(0)
                 self.ent_count[layer] += B * (T - 1)
@@ -530,6 +542,7 @@ class TraceRecorder:
                 patterns={k: np.concatenate(v) for k, v in self.patterns.items() if v},
                 learned_sink_by_query=None if self.lsink_sum is None else (self.lsink_sum / n).numpy(),
                 attention_paths=list(self.paths),
+                sink_record=self.sinks.result() if self.sinks.checked.all() else None,
                 host_kernels="numba" if kernels_available() else "torch",
             )
         trace.attn_col_mean[partial, :, 1:] = np.nan  # not computed on the fast fused path

@@ -25,6 +25,20 @@ BASE: dict[str, Any] = {
     "eos_token_id": 2,
 }
 MOE = {"num_local_experts": 4, "num_experts_per_tok": 2}
+MLA: dict[str, Any] = {  # DeepSeek-V3's latent attention: d_v = 6 ≠ d_qk = 8 + 4 (rotary); a dense layer, then MoE
+    "num_key_value_heads": 4,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 24,
+    "qk_rope_head_dim": 4,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 6,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 16,
+    "first_k_dense_replace": 1,
+    "n_group": 1,
+    "topk_group": 1,
+}
 
 FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     "llama": ("llama", {}),
@@ -70,19 +84,87 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
     "starcoder2": ("starcoder2", {}),
     "smollm3": ("smollm3", {}),
     "cohere2": ("cohere2", {"sliding_window": 5, "num_hidden_layers": 2}),  # parallel block, sliding + full
+    "deepseek-v3": ("deepseek_v3", MLA),  # multi-head latent attention: value heads (6) narrower than q/k (12)
 }
-# Families whose attention does not go through AttentionInterface: refused with one line.
-UNTRACEABLE: dict[str, tuple[str, dict[str, Any]]] = {
-    "falcon": ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),  # its own attention code
-    "bloom": ("bloom", {"n_layer": 2, "n_head": 4}),  # ALiBi in its own attention code
+# Families whose attention module computes its own attention (not through transformers' AttentionInterface): traced
+# by the eager fallback from the weights `output_attentions` returns (`attnlab.tracing.adapters.eager`).
+EAGER: dict[str, tuple[str, dict[str, Any]]] = {
+    "falcon": ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),  # rotary, grouped KV
+    "bloom": ("bloom", {"n_layer": 2, "n_head": 4}),  # ALiBi
+    "gpt-neo": ("gpt_neo", {"num_layers": 2, "attention_types": [[["global", "local"], 1]], "window_size": 6}),
+    "mpt": ("mpt", {"d_model": 32, "n_heads": 4, "n_layers": 2, "max_seq_len": 64}),  # ALiBi, fused Wqkv
+    "xglm": ("xglm", {"d_model": 32, "ffn_dim": 48, "num_layers": 2, "attention_heads": 4}),  # sinusoidal positions
 }
+# Hybrids: some layers mix tokens by a state-space, linear-attention or convolution layer (traced: their attention
+# layers; the others are reported as "none").
+HYBRID: dict[str, tuple[str, dict[str, Any]]] = {
+    "jamba": (
+        "jamba",
+        {
+            "num_hidden_layers": 4,
+            "attn_layer_period": 2,
+            "attn_layer_offset": 1,
+            "num_experts": 2,
+            "expert_layer_period": 2,
+            "expert_layer_offset": 1,
+            "mamba_d_state": 4,
+            "mamba_dt_rank": 4,
+        },
+    ),  # fmt: skip
+    "bamba": (
+        "bamba",
+        {
+            "mamba_n_heads": 4,
+            "mamba_d_head": 16,
+            "mamba_n_groups": 1,
+            "mamba_d_state": 8,
+            "attn_layer_indices": [1],
+            "mamba_chunk_size": 8,
+        },
+    ),  # fmt: skip
+    "qwen3-next": (
+        "qwen3_next",
+        {
+            "num_hidden_layers": 4,
+            "head_dim": 8,
+            "linear_num_value_heads": 4,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 8,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 16,
+            "shared_expert_intermediate_size": 16,
+        },
+    ),  # fmt: skip  # gated DeltaNet (linear attention) in layers 0-2
+    "lfm2": ("lfm2", {"num_hidden_layers": 4, "layer_types": ["conv", "full_attention", "conv", "full_attention"]}),
+    "falcon-h1": ("falcon_h1", {}),  # attention and Mamba side by side in every block: every layer is attention
+}
+# Families the generic tests do not cover, each traced through AttentionInterface (issue 40: no raw library error).
+MORE: dict[str, tuple[str, dict[str, Any]]] = {
+    "gptj": ("gptj", {"n_embd": 32, "n_layer": 2, "n_head": 4, "rotary_dim": 4, "n_positions": 64}),
+    "codegen": ("codegen", {"n_embd": 32, "n_layer": 2, "n_head": 4, "rotary_dim": 4, "n_positions": 64, "n_ctx": 64}),
+    "persimmon": ("persimmon", {}),
+    "biogpt": ("biogpt", {}),
+    "exaone4": ("exaone4", {}),
+    "glm": ("glm", {}),
+    "helium": ("helium", {"head_dim": 8}),
+    "gpt-bigcode": ("gpt_bigcode", {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64}),  # multi-query
+    "nemotron": ("nemotron", {}),
+    "minimax": ("minimax", {**MOE}),  # lightning (linear) attention in layer 0: a hybrid
+    "deepseek-v3-wide-v": ("deepseek_v3", {**MLA, "v_head_dim": 16}),  # d_v = 16 > d_qk = 12
+}
+# No attention at all: refused in one line before any forward.
+NO_ATTENTION: dict[str, tuple[str, dict[str, Any]]] = {"mamba": ("mamba", {})}
+UNTRACEABLE: dict[str, tuple[str, dict[str, Any]]] = {}  # issue 40: every family traces or is refused in one line
+ALL = {**FAMILIES, **EAGER, **HYBRID, **MORE, **NO_ATTENTION}
 
 
 def family_config(name: str, **override: Any) -> Any:
     """The transformers config of tiny family `name` (`override`: other fields, e.g. vocab_size)."""
     from transformers import AutoConfig
 
-    model_type, extra = FAMILIES[name] if name in FAMILIES else UNTRACEABLE[name]
+    model_type, extra = ALL[name]
     kw = {**BASE, **extra, **override}
     kw = {k: v for k, v in kw.items() if v is not None}
     return AutoConfig.for_model(model_type, **kw)

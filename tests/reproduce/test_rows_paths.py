@@ -192,13 +192,18 @@ def test_adjudication_verdict_and_the_s_filter():
     numbers = paths_full._config_numbers
     parts = [numbers(_synthetic_points(), c, (1.0, 4.0)) | {"points": 8.0, "points_failing_rhat_1.01": 0.0,
              "points_failing_ess_400": 1.0, "points_counted_s_0.10": 8.0, "draws_doubled_points": 1.0,
-             "rhat_max": 1.005, "ess_bulk_min": 390.0, "seconds": 10.0} for c in ("C1", "C2", "C3")]  # fmt: skip
-    gate = {"gate1_max_diff_over_mcse": 1.2, "gate1_samplers_converged": 1.0, "gate1_full_vs_collapsed_run": 1.0}
-    cost = dict(zip(paths_full.ADJUDICATION, (1800.0, 1800.0, 3000.0, 600.0)))  # one-thread seconds
+             "rhat_max": 1.005, "ess_bulk_min": 390.0, "seconds": 10.0, "threads": 2.0, "load_at_start": 0.5}
+             for c in ("C1", "C2", "C3")]  # fmt: skip
+    gate = {"gate1_max_diff_over_mcse": 1.2, "gate1_samplers_converged": 1.0, "gate1_full_vs_collapsed_run": 1.0,
+            "threads": 2.0, "load_at_start": 1.2}  # fmt: skip
+    cost = dict(zip(paths_full.ADJUDICATION, (900.0, 900.0, 1500.0, 300.0)))  # two-thread seconds
     outcomes = {n: Outcome(numbers=p, seconds={"": cost[n]}) for n, p in zip(paths_full.ADJUDICATION, [*parts, gate])}
     b4 = _row("B4").measure(outcomes)
     assert b4["winner"] == "chain" and b4["decided"] == 1 and b4["points"] == 24 and b4["points_failing_ess_400"] == 3
-    assert b4["hours_on_2_cores"] == pytest.approx(7200 / 2 / 3600)  # the gate's seconds count too
+    assert b4["hours_on_2_cores"] == pytest.approx(3600 / 3600)  # measured on two threads; the gate's count too
+    assert b4["max_load_at_start"] == 1.2
+    one_thread = {n: Outcome(numbers=o.numbers | {"threads": 1.0}, seconds=o.seconds) for n, o in outcomes.items()}
+    assert np.isnan(_row("B4").measure(one_thread)["hours_on_2_cores"])  # one-thread time / 2 is not a measurement
     assert {c.text(): c.passes(b4[c.key]) for c in _row("B4").checks} == {
         "points_failing_rhat_1.01 <= 0": True,
         "points_failing_ess_400 <= 0": False,

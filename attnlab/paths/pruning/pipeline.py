@@ -166,10 +166,10 @@ def train_network(config: PruneConfig, device: torch.device | None = None) -> tu
     weights are drawn on the cpu (explicit generators seeded with config.seed; no global RNG) and copied, so
     every device starts from the same network."""
     model = GDNetwork(23, config.heads, config.layers, config.width, config.d_qk, "mean", config.seed)
-    if device is None or device.type == "cpu":
-        return model, train_gd(model, config.steps, seed=config.seed, pool_size=config.pool)
-    model.to(device)
-    log = train_gd(model, config.steps, seed=config.seed, pool_size=config.pool)
+    if device is not None and device.type != "cpu":
+        model.to(device)
+    log = train_gd(model, config.steps, lr=config.lr, weight_decay=config.weight_decay, seed=config.seed,
+                   pool_size=config.pool)  # fmt: skip
     return model.to("cpu"), log
 
 

@@ -76,20 +76,31 @@ def _config_numbers(points: list[dict], config: str, alphas: tuple[float, ...]) 
     return out
 
 
+B4_THREADS = 2  # §10.10's budget is "1 h on 2 cores": each adjudication experiment runs on two torch threads
+
+
 def paths_adjudication(config: str, seed: int, size: dict) -> dict:
     """B4 for one configuration: every point of §10.3's grid in `config` by `protocol.protocol_point` (collapsed
     HMC, 4 chains, `warmup` + `draws` doubled up to `doublings` times until the gates pass), then its §10.8 status
-    with the s >= 0.10 filter. `size` may shrink the grid (alphas, Ns, paper_point) for a check."""
+    with the s >= 0.10 filter. `size` may shrink the grid (alphas, Ns, paper_point) for a check. Runs on
+    `size["threads"]` (default `B4_THREADS`) torch threads, set for this experiment only by the CLI helper
+    (`core.clitools.threads`); `seconds` is its wall time on them, `threads` and `load_at_start` (the 1-minute
+    load average when it began) say how it was measured."""
+    import os
     import time
 
+    from attnlab.core.clitools import threads
     from attnlab.paths.sampling.protocol import grid, protocol_point
 
+    n_threads, load = int(size.get("threads", B4_THREADS)), os.getloadavg()[0]
     t0, alphas = time.perf_counter(), tuple(size.get("alphas", (1.0, 4.0)))
     run = {k: size[k] for k in ("warmup", "draws", "n_leapfrog", "n_test")}
-    points = [protocol_point(c, a, N, T, **run, doublings=size.get("doublings", 2), seed=seed)
-              for c, a, N, T in grid((config,), alphas, tuple(size.get("Ns", (8, 16, 32, 64))),
-                                     size.get("paper_point", True))]  # fmt: skip
-    return {**_gate_numbers(points), **_config_numbers(points, config, alphas), "seconds": time.perf_counter() - t0}
+    with threads(n_threads):
+        points = [protocol_point(c, a, N, T, **run, doublings=size.get("doublings", 2), seed=seed)
+                  for c, a, N, T in grid((config,), alphas, tuple(size.get("Ns", (8, 16, 32, 64))),
+                                         size.get("paper_point", True))]  # fmt: skip
+    return {**_gate_numbers(points), **_config_numbers(points, config, alphas), "seconds": time.perf_counter() - t0,
+            "threads": float(n_threads), "load_at_start": load}  # fmt: skip
 
 
 def paths_adjudication_c1(seed: int, size: dict) -> dict:
@@ -108,8 +119,16 @@ def paths_adjudication_c3(seed: int, size: dict) -> dict:
 
 
 def paths_adjudication_gate(seed: int, size: dict) -> dict:
-    """§10.1's gate 1 (`protocol.gate_full_vs_collapsed`)."""
+    """§10.1's gate 1 (`protocol.gate_full_vs_collapsed`), on two threads as `paths_adjudication`."""
+    import os
+    import time
+
+    from attnlab.core.clitools import threads
     from attnlab.paths.sampling.protocol import gate_full_vs_collapsed
 
+    n_threads, load, t0 = int(size.get("threads", B4_THREADS)), os.getloadavg()[0], time.perf_counter()
     run = {k: size[k] for k in ("warmup", "draws", "n_leapfrog", "n_test")}
-    return {**gate_full_vs_collapsed(**run, seed=seed), "gate1_full_vs_collapsed_run": 1.0}
+    with threads(n_threads):
+        gate = gate_full_vs_collapsed(**run, seed=seed)
+    return {**gate, "gate1_full_vs_collapsed_run": 1.0, "seconds": time.perf_counter() - t0,
+            "threads": float(n_threads), "load_at_start": load}  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.core.targets import claim_numbers, folder_of, run_of
+from attnlab.core.targets import claim_numbers, folder_of, run_of, runs_of
 from attnlab.paths.repro.checks_full_profile import ADJUDICATION
 
 
@@ -64,12 +64,26 @@ def p_b1(runs: dict) -> dict:
     }
 
 
+RHAT_BAR = 1.01  # spec §7.3's gate: chains with a larger R-hat have not converged
+
+
+def converged_seconds(seconds: float, rhat_max: float | None) -> float:
+    """A sampler's time as B3 judges it: its seconds when its chains converged (R-hat <= `RHAT_BAR`), else NaN, so
+    the time goal is not met by chains that had not converged (the seconds run are shown beside it)."""
+    ok = rhat_max is not None and math.isfinite(float(rhat_max)) and float(rhat_max) <= RHAT_BAR
+    return float(seconds) if ok else math.nan
+
+
 def p_b3(runs: dict) -> dict:
     """B3: the collapsed sampler's run (its seconds, agreement with the theory) and, where the profile runs it, the
-    full-weight sampler's seconds and agreement; ESS per second of both (the spec reports them)."""
+    full-weight sampler's seconds and agreement; ESS per second of both (the spec reports them). A time is judged
+    (`collapsed_seconds`, `full_seconds`) only when that run's chains converged (`converged_seconds`); the seconds
+    run are `*_seconds_run` and the R-hat `*rhat_max`, whatever the R-hat."""
     s = run_of(runs, "paths_sample").summary
+    took = runs["paths_sample"].seconds[""]
     out = {
-        "collapsed_seconds": runs["paths_sample"].seconds[""],
+        "collapsed_seconds": converged_seconds(took, s["rhat_max"]),
+        "collapsed_seconds_run": took,
         "rel_frob_err": s["rel_frob_err"],
         "accuracy_gap_points": 100 * abs(s["sampled_accuracy"] - s["theory"]["accuracy"]),  # metrics.json's
         "rhat_max": s["rhat_max"],
@@ -77,30 +91,64 @@ def p_b3(runs: dict) -> dict:
     }
     if "paths_sample_full" in runs:
         f = run_of(runs, "paths_sample_full").summary
-        out |= {"full_seconds": runs["paths_sample_full"].seconds[""], "full_rel_frob_err": f["rel_frob_err"],
-                "full_rhat_max": f["rhat_max"], "full_ess_per_s": f.get("ess_per_s", math.nan)}  # fmt: skip
+        took = runs["paths_sample_full"].seconds[""]
+        out |= {"full_seconds": converged_seconds(took, f["rhat_max"]), "full_seconds_run": took,
+                "full_rel_frob_err": f["rel_frob_err"], "full_rhat_max": f["rhat_max"],
+                "full_ess_per_s": f.get("ess_per_s", math.nan)}  # fmt: skip
     return out
 
 
-def p_b5(runs: dict) -> dict:
-    """B5, each clause of the spec's digits pipeline: GD test accuracy and training seconds, whether the chosen
-    (N, T) is the grid's best on validation episodes, the rank correlation of head scores with single-head drops,
-    and how many heads the progressive (ascending-score) pruning removed."""
-    m = json.loads((Path(run_of(runs, "paths_prune").path) / "metrics.json").read_text())
+def _prune_runs(runs: dict) -> list[dict]:
+    """The metrics.json of every `paths prune` run of the B5 experiment (one network per seed), by sub-folder."""
+    subs = runs_of(runs, "paths_prune")
+    return [json.loads((Path(subs[k].path) / "metrics.json").read_text()) for k in sorted(subs)]
+
+
+def per_seed(rows: list[dict]) -> dict:
+    """The mean over networks of each number in `rows` (one dict per seed), each seed's value as `<key>_s<i>` and
+    the count as `networks`: the t-intervals over seeds are made from these (`prune_intervals`)."""
+    out: dict[str, float] = {"networks": float(len(rows))}
+    for k in rows[0]:
+        values = [float(r[k]) for r in rows]
+        out[k] = float(np.mean(values))
+        out |= {f"{k}_s{i}": v for i, v in enumerate(values)}
+    return out
+
+
+def seed_values(numbers: dict, key: str) -> list[float]:
+    """The per-seed values `<key>_s0`, `<key>_s1`, ... that `per_seed` wrote."""
+    return [float(numbers[f"{key}_s{i}"]) for i in range(int(numbers["networks"]))]
+
+
+def _b5_one(m: dict) -> dict:
+    """B5's numbers for one network's prune run."""
     best = max(m["grid"], key=lambda g: g["val_accuracy"])
     return {
         "gd_test_accuracy": m["gd_test_accuracy"],
         "gd_train_seconds": m.get("gd_train_seconds", math.nan),
-        "pipeline_seconds": runs["paths_prune"].seconds[""],
         "grid_points": len(m["grid"]),
         "chosen_on_validation": float(best["N"] == m["chosen_N"] and best["T"] == m["chosen_T"]),
         "spearman_score_vs_drop": m["spearman_rho"],
         "heads_pruned_progressively": len(m["progressive"]["ascending score"]) - 1,
+        "heads": len(m["score"]) if "score" in m else math.nan,
     }
 
 
+def p_b5(runs: dict) -> dict:
+    """B5, each clause of the spec's digits pipeline over the experiment's networks (one `paths prune` run per
+    seed): GD test accuracy (mean; each seed's as `_s<i>`), training seconds (the slowest network's), whether every
+    chosen (N, T) is its grid's best on validation episodes, the rank correlation of head scores with single-head
+    drops (mean), and how many heads the progressive (ascending-score) pruning removed."""
+    out = per_seed([_b5_one(m) for m in _prune_runs(runs)])
+    out["gd_train_seconds"] = max(seed_values(out, "gd_train_seconds"))
+    out["chosen_on_validation"] = min(seed_values(out, "chosen_on_validation"))
+    out["pipeline_seconds"] = float(sum(runs["paths_prune"].seconds.values()))
+    return out
+
+
 def p_s6(runs: dict) -> dict:
-    """S6: sampled-vs-theory error at N = 10, off-diagonal fraction of U at the smallest alpha and its growth."""
+    """S6: sampled-vs-theory error at N = 10, off-diagonal fraction of U at the smallest alpha and its growth, and
+    the sampler's gates after its doublings (draws per chain of the last try, and how many tries)."""
     from attnlab.paths.repro.verdicts import offdiag_fraction, verdict_S6
     from attnlab.runs import read_jsonl
 
@@ -108,9 +156,10 @@ def p_s6(runs: dict) -> dict:
     out = claim_numbers(verdict_S6, folder, "sampled_vs_theory_err")
     recs = sorted(read_jsonl(folder / "sweep" / "points.jsonl"), key=lambda r: r["alpha"])
     fr = [offdiag_fraction(np.asarray(r["U"])) for r in recs]
-    converged = json.loads((folder / "sample" / "metrics.json").read_text())["converged"]
+    m = json.loads((folder / "sample" / "metrics.json").read_text())
     return out | {"offdiag_small_alpha": fr[0], "offdiag_growth": max(fr) / max(fr[0], 1e-300),
-                  "sampler_converged": float(bool(converged))}  # fmt: skip
+                  "sampler_converged": float(bool(m["converged"])), "sampler_tries": float(m.get("tries", 1)),
+                  "draws_used": float(m.get("draws_used", m["draws"]))}  # fmt: skip
 
 
 def p_s7(runs: dict) -> dict:
@@ -153,21 +202,70 @@ def p_s10(runs: dict) -> dict:
 
 
 def p_s3(runs: dict) -> dict:
-    """S3: the 2-path variant converges; renormalised minus GP test accuracy in points. No ablation is run."""
-    s = run_of(runs, "paths_2path").summary
-    return {"converged": float(s["converged"]), "gap_points": 100 * (s["accuracy"] - s["accuracy_gp"])}
+    """S3: the 2-path variant converges; renormalised minus GP(g+d) test accuracy in points; the two ablations of
+    U (spec §9.1: off-diagonal zeroed, diagonal equalised to U^{gg}) with their accuracy drops in points, and the
+    g-d entry of U (open point 9: its sign). ablations_run = 1 when both ablations have a finite accuracy."""
+    s = run_of(runs, "paths_2path").summary  # read back: the solve's metrics.json
+    ab = [float(s.get(f"accuracy_{k}", math.nan)) for k in ("diagonal_only", "equalised_diagonal")]
+    U = np.asarray(s.get("U", [[math.nan]]), dtype=float)
+    return {"converged": float(s["converged"]), "gap_points": 100 * (s["accuracy"] - s["accuracy_gp"]),
+            "ablations_run": float(all(math.isfinite(a) for a in ab)),
+            "diagonal_only_drop_points": 100 * (s["accuracy"] - ab[0]),
+            "equalised_diagonal_drop_points": 100 * (s["accuracy"] - ab[1]),
+            "U_gd": float(U[0, 1]) if U.shape[0] > 1 else math.nan}  # fmt: skip
 
 
-def p_prune(runs: dict) -> dict:
-    """Seed claim ("pruning with minimal performance loss"): test-accuracy drop after pruning the lowest-scored head
-    and after the whole ascending-score curve, against the mean of the random orders."""
-    m = json.loads((Path(run_of(runs, "paths_prune").path) / "metrics.json").read_text())
+def _prune_one(m: dict) -> dict:
+    """SC-prune's numbers for one network: the drop after pruning its lowest-scored head, and its ascending-score
+    curve's mean minus the mean of its random orders' curves."""
     curves, full = m["progressive"], m["gd_test_accuracy"]
     random_means = [float(np.mean(v)) for k, v in curves.items() if k.startswith("random")]
     asc = curves["ascending score"]
     return {"drop_first_pruned": full - asc[1] if len(asc) > 1 else math.nan,
             "ascending_minus_random_mean": float(np.mean(asc)) - float(np.mean(random_means)),
             "heads_pruned": len(asc) - 1}  # fmt: skip
+
+
+def p_prune(runs: dict) -> dict:
+    """Seed claim ("pruning with minimal performance loss") over the B5 experiment's networks (mean; each seed's as
+    `_s<i>`): test-accuracy drop after pruning the lowest-scored head, and the ascending-score curve against the
+    mean of the random orders (the random-ordering baseline)."""
+    return per_seed([_prune_one(m) for m in _prune_runs(runs)])
+
+
+CHANCE_DRAWS = 20_000  # random rankings drawn for the chance level of a mean Spearman rho
+
+
+def chance_spearman(n_heads: int, networks: int, seed: int = 0) -> tuple[float, float]:
+    """The 95 % range (2.5 % and 97.5 % quantiles) of the mean over `networks` independent networks of Spearman's
+    rho between a fixed ranking of `n_heads` heads and a uniformly random one: what a random head ranking reaches
+    (`CHANCE_DRAWS` draws from a fixed generator, so the range is reproducible)."""
+    rng = np.random.default_rng(seed)
+    base = np.arange(n_heads)
+    perms = np.argsort(rng.random((CHANCE_DRAWS, networks, n_heads)), axis=-1)
+    rho = 1 - 6 * ((perms - base) ** 2).sum(-1) / (n_heads * (n_heads**2 - 1))  # no ties: the exact formula
+    low, high = np.quantile(rho.mean(-1), [0.025, 0.975])
+    return float(low), float(high)
+
+
+def prune_intervals(numbers: dict) -> dict:
+    """95 % intervals of B5's and SC-prune's judged numbers over the networks (t-interval over seeds; needs >= 2):
+    gd_test_accuracy, drop_first_pruned, ascending_minus_random_mean, and spearman_minus_chance: the mean rho's
+    t-interval minus the random-ranking range of `chance_spearman` ([rho_low - chance_high, rho_high -
+    chance_low]: clear of 0 only when the heads' ranking beats every random ranking's 95 % range)."""
+    from attnlab.core.intervals import Interval, t_interval
+
+    out = {}
+    for key in ("gd_test_accuracy", "drop_first_pruned", "ascending_minus_random_mean", "spearman_score_vs_drop"):
+        if f"{key}_s0" in numbers and numbers.get("networks", 0) >= 2:
+            out[key] = t_interval(seed_values(numbers, key))
+    rho = out.get("spearman_score_vs_drop")
+    if rho is not None and math.isfinite(numbers.get("heads", math.nan)):
+        lo, hi = chance_spearman(int(numbers["heads"]), rho.replicates)
+        method = f"{rho.method} minus a random ranking's 95 % range"
+        out["spearman_minus_chance"] = Interval(rho.estimate - (lo + hi) / 2, rho.low - hi, rho.high - lo,
+                                                rho.replicates, method)  # fmt: skip
+    return out
 
 
 def p_s5(runs: dict) -> dict:
@@ -210,10 +308,17 @@ def combine_adjudication(parts: list[dict], configs: tuple[str, ...] = ("C1", "C
 
 def p_b4(runs: dict) -> dict:
     """B4: the adjudication's gates and verdict, over its four experiments, and their cost against §10.10's budget
-    (hours_on_2_cores: the experiments' one-thread seconds, the gate's included, split over two cores)."""
-    out = combine_adjudication([runs[n].numbers for n in ADJUDICATION])
+    of 1 h on 2 cores: hours_on_2_cores is the four experiments' wall seconds, each measured on two threads
+    (`checks_full_profile.B4_THREADS`), summed: the protocol's time on two cores when they run one after another
+    (`max_load_at_start` shows whether something else ran beside them). Experiments run on fewer threads (an
+    older run) give NaN: a one-thread time divided by two is a projection, not a measurement."""
+    parts = [runs[n].numbers for n in ADJUDICATION]
+    out = combine_adjudication(parts)
     work = sum(float(runs[n].seconds.get("", math.nan)) for n in ADJUDICATION)
-    return out | {"protocol_seconds": work, "hours_on_2_cores": work / 2 / 3600}
+    n_threads = min(float(p.get("threads", 1.0)) for p in parts)
+    return out | {"protocol_seconds": work, "threads": n_threads,
+                  "max_load_at_start": _max_or_nan([float(p.get("load_at_start", math.nan)) for p in parts]),
+                  "hours_on_2_cores": work / 3600 if n_threads >= 2 else math.nan}  # fmt: skip
 
 
 def p_sc_h1(runs: dict) -> dict:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
@@ -65,6 +66,22 @@ def sample_point(
         and rec["divergences"] <= GATES["divergence_rate"] * chains * n_iter
     )
     return rec
+
+
+def until_gates(
+    run: Callable[[int], dict], draws: int, doublings: int, passed: Callable[[dict], bool] | None = None
+) -> dict:
+    """Spec §10.4's doubling: `run(draws * 2**k)` for k = 0, 1, ..., `doublings`, stopping at the first record whose
+    gates pass (`passed`, default its `converged`: the §7.3 gates of `sample_point`). Returns the last record with
+    `draws_used` (its draws per chain) and `tries` (runs made). The stated budget: at most `doublings` + 1 runs and
+    draws * (2**(doublings + 1) - 1) draws per chain in all. Used by the §10 protocol (B4) and `paths sample
+    --doublings` (S6)."""
+    ok = passed if passed is not None else (lambda r: bool(r["converged"]))
+    for k in range(doublings + 1):
+        rec = run(draws * 2**k)
+        if ok(rec):
+            break
+    return {**rec, "draws_used": draws * 2**k, "tries": k + 1}
 
 
 def check_sample_memory(config: Any, gram: PathGram, device: Any) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.paths.sampling.adjudicate import CONFIGS, compare_point, extrapolate
+from attnlab.paths.sampling.posterior import until_gates
 
 S_MIN, SUPPORT_SE, REJECT_SE, E_MAX, E_AT_N = 0.10, 3.0, 5.0, 0.05, 64  # §10.8
 GATE1_MCSE = 3.0  # §10.1: full and collapsed U_hat within 3 combined MCSE
@@ -33,11 +34,11 @@ def protocol_point(config: str, alpha: float, N: int, T: float, warmup: int, dra
                    n_test: int, doublings: int = 2, seed: int = 0) -> dict:  # fmt: skip
     """One point of §10.4: collapsed HMC with `draws`, doubled up to `doublings` times until the sampler's gates
     pass (`sampler_converged`); the record of the last try, with `draws_used` and `tries`."""
-    for k in range(doublings + 1):
-        rec = compare_point(config, alpha, N, T, 4, warmup, draws * 2**k, n_leapfrog, n_test, seed)
-        if rec["sampler_converged"]:
-            break
-    return {**rec, "draws_used": draws * 2**k, "tries": k + 1}
+
+    def run(d: int) -> dict:
+        return compare_point(config, alpha, N, T, 4, warmup, d, n_leapfrog, n_test, seed)
+
+    return until_gates(run, draws, doublings, lambda r: bool(r["sampler_converged"]))
 
 
 def gate_full_vs_collapsed(warmup: int, draws: int, n_leapfrog: int, n_test: int, seed: int = 0) -> dict:

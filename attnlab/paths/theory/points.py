@@ -122,18 +122,29 @@ def alignment_record(data: PathData, U: np.ndarray, top: int = 30) -> dict:
     }
 
 
-def ablations(data: PathData, U: np.ndarray, T: float) -> dict[str, float]:
-    """Test accuracy of the theory's U and of two ablations (spec §9.1, 2-path variant): `diagonal_only`
-    (off-diagonal entries zeroed) and `equalised_diagonal` (every diagonal entry set to U[0, 0])."""
+ABLATIONS = ("diagonal_only", "equalised_diagonal")
+"""The two ablations of the theory's U (spec §9.1, 2-path variant), as `accuracy_<name>` in solve and sweep."""
+
+
+def ablated_U(U: np.ndarray) -> dict[str, np.ndarray]:
+    """The two ablations of U [n_paths, n_paths] (spec §9.1): `diagonal_only` (every off-diagonal entry zeroed)
+    and `equalised_diagonal` (every diagonal entry set to U[0, 0], the first path's, U^{gg} in the Markov
+    variants; off-diagonal entries kept)."""
     U = np.asarray(U, dtype=np.float64)
-    variants = {
-        "full": U,
+    return {
         "diagonal_only": np.diag(np.diag(U)),
         "equalised_diagonal": U - np.diag(np.diag(U)) + U[0, 0] * np.eye(len(U)),
     }
+
+
+def ablations(data: PathData, U: np.ndarray, T: float) -> dict[str, float]:
+    """Test accuracy of the theory's U (`full`) and of its two ablations (`ablated_U`), each through the predictor
+    [P1] at temperature T. An ablated U that is not PSD has no kernel: its accuracy is NaN (reported, not
+    raised)."""
+    variants = {"full": np.asarray(U, dtype=np.float64), **ablated_U(U)}
     out = {}
     for name, V in variants.items():
-        if np.linalg.eigvalsh(V)[0] < 0:  # an ablated U need not be PSD; report it instead of failing
+        if np.linalg.eigvalsh(V)[0] < 0:
             out[name] = float("nan")
             continue
         out[name] = metrics(predict(V, data.gram, data.y_train, T, data.xit_test), data.y_test)["accuracy"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,3 +85,31 @@ def r_dormant(runs: dict) -> dict:
     states = run_of(runs, "real_ablate").summary["by_state"]
     return {"max_abs_dnll_dormant": states["dormant"]["max_abs_dnll"], "dormant_cases": states["dormant"]["n"],
             "max_abs_dnll_active": states["active"]["max_abs_dnll"]}  # fmt: skip
+
+
+def _interval_numbers(prefix: str, iv: Any) -> dict:
+    """`prefix`, `prefix_low`, `prefix_high` and `prefix_replicates` of an `Interval`."""
+    return {prefix: iv.estimate, f"{prefix}_low": iv.low, f"{prefix}_high": iv.high,
+            f"{prefix}_replicates": float(iv.replicates)}  # fmt: skip
+
+
+def r_r26(runs: dict) -> dict:
+    """R26: the share of windows (prose and code pooled) with a secondary sink in layers ≥ 2, its bootstrap interval
+    (`verdicts.verdict_R26`), each domain's share, and whether the interval clears the bar."""
+    from attnlab.real.repro.verdicts import verdict_R26
+
+    v = verdict_R26(folder_of(runs["real_sinks"]))
+    out = _interval_numbers("R26_share", v["share"])
+    for d, iv in v["domains"].items():
+        out |= _interval_numbers(f"share {d}", iv)
+    return out | {"interval_met": float(v["verdict"] == "met")}
+
+
+def r_r27(runs: dict) -> dict:
+    """R27: Spearman ρ of the forming MLP's output norm with the sinks' score and lifetime, bootstrap intervals over
+    windows (`verdicts.verdict_R27`)."""
+    from attnlab.real.repro.verdicts import verdict_R27
+
+    v = verdict_R27(folder_of(runs["real_sinks"]))
+    out = _interval_numbers("R27_rho_score", v["rho_score"]) | _interval_numbers("R27_rho_lifetime", v["rho_lifetime"])
+    return out | {"sinks": float(v["sinks"]), "interval_met": float(v["verdict"] == "met")}

@@ -24,11 +24,14 @@ QUICK: dict[str, dict] = {
     # issue 18, real R15 (wt-rbb): a direct computation on tiny random models (about 8 s, most of it transformers'
     # first model build)
     "real_units": {},
+    # issue 41, R26 / R27: a full-statistics scan, 16 windows of 512 tokens per domain (the issue's minimum)
+    "real_sinks": dict(samples=16, tokens=512),
 }
 FULL: dict[str, dict] = {
     **QUICK,
     "real_quant": dict(samples=8, tokens=512, sites=("linear", "residual")),  # docs/real-models.md, R23
     "real_window": dict(samples=8, tokens=1024, windows=(256,)),
+    "real_sinks": dict(samples=32, tokens=512),
 }
 
 
@@ -54,6 +57,17 @@ EXPERIMENTS: dict[str, Experiment] = {
     "real_window": one("deploy window", lambda seed, size, root: {**size, "seed": seed}),
     "real_ablate": later("ablate", _ablate),
     "real_units": Experiment(compute=checks_models.real_units),
+    "real_sinks": one(
+        "scan",
+        lambda seed, size, root: {
+            "domains": ["prose", "code"],
+            "samples": size["samples"],
+            "tokens": size["tokens"],
+            "seed": seed,
+            "stats": "full",
+            "n_auto_pattern_heads": 0,
+        },  # fmt: skip
+    ),
 }
 GPU: tuple[str, ...] = ()
 NEEDS = {"real_ablate": "real_scan"}

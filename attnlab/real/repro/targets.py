@@ -13,7 +13,7 @@ from attnlab.core.targets import target as _t
 from attnlab.real.repro import checks_models as units
 from attnlab.real.repro import measures as r
 
-_ET, _ET14 = "extreme-tokens §11", "extreme-tokens §14"
+_ET, _ET14, _ET1314 = "extreme-tokens §11", "extreme-tokens §14", "extreme-tokens §13.14 (issue 41)"
 # fmt: off
 REAL = [
     _t("R15", "real", _ET, "tiny HF models: attention function, pre-o_proj ablation, move-to-sink", "§10.2",
@@ -63,6 +63,23 @@ REAL = [
        note=CLAIMS_NOTE.format("real", "R24") + "; a head has a sink on candidate i when (1/(n−i))·Σ_{j≥i} A_ji "
             "≥ 0.3; the number is the largest share over domains of windows with such a sink beyond token 0",
        figure="figures/sink_procedure.png"),
+    _t("R26", "real", _ET1314, "secondary sinks exist in SmolLM2",
+       "over ≥ 16 windows of ≥ 512 tokens per domain (prose, code), the share of windows with a sink at some j ≥ 1 "
+       "(M_j ≥ 0.3 in some head of layers ≥ 2), with a bootstrap interval, and which tokens; > 0.25 is a match",
+       checks=[C("R26_share", ">", 0.25)], needs=["real_sinks"], measure=r.r_r26,
+       note="Wong et al., arXiv 2512.22213; M_j = Σ_{i≥j} A_ij / (T−j) per window, from `scan --stats full`'s "
+            "column sums, over keys seen by ≥ 32 queries (the last keys' means are one or two queries' weights); "
+            "the share pools both domains' windows (each domain's is reported), percentile bootstrap over windows; "
+            "the tokens are in the scan's sinks.csv and summary (docs/real-models.md §13.14)"),
+    _t("R27", "real", _ET1314, "the forming MLP's output norm sets a secondary sink's score and lifetime",
+       "Spearman ρ between the forming MLP's output norm and (a) the sink's score, (b) its lifetime in layers, each "
+       "with a bootstrap interval; > 0.3 is a match on each",
+       checks=[C("R27_rho_score", ">", 0.3), C("R27_rho_lifetime", ">", 0.3)], needs=["real_sinks"],
+       measure=r.r_r27,
+       note="SmolLM2-135M is smaller than any model of Wong et al.'s study (11 families): whatever comes out is a "
+            "finding either way. Sinks first seen in layers ≥ 2; forming MLP = block first − 1 (the last MLP to "
+            "write the token before that layer's attention reads it); score = peak M_j over heads and layers; "
+            "lifetime = consecutive sink layers from the first; bootstrap over windows, a window's sinks together"),
     _t("SC-dormant", "real", f"extreme-tokens §10.4 ({SEED})", "zeroing a dormant sink head has minimal impact",
        "dormant heads (s_h ≥ 0.5) have |ΔNLL| ≤ 0.01 nats when zeroed",
        checks=[C("max_abs_dnll_dormant", "<=", 0.01)], needs=["real_scan", "real_ablate"], measure=r.r_dormant,

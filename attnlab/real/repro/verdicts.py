@@ -25,6 +25,7 @@ R25 (a checkpoint series of the toy task) is a bb target: its verdict is in `att
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -149,3 +150,104 @@ def verdict_R23(quant_run_dir: str | Path, window_run_dir: str | Path) -> dict:
         f"T = {w['tokens']}: {ws} ({'>=' if w['met'] else 'not all >='} {WINDOW_RATIO})"
     )
     return {"quant": q, "window": w, "met": bool(q["met"] and w["met"]), "why": why}
+
+
+# --- R26 / R27 (secondary sinks, spec extreme-tokens §13.14; issue 41) --------------------------------------------
+R26_SHARE = 0.25  # a share of windows above this is a match (the issue's bar)
+R27_RHO = 0.3  # a Spearman correlation above this is a match, on each of score and lifetime
+SINK_FROM_LAYER = 2  # "M_j ≥ 0.3 in some head of layers ≥ 2"
+SEED_R26, SEED_R27 = 26, 27  # the bootstrap generators' seeds (the intervals are reproducible)
+
+
+def _sink_tables(run_dir: str | Path) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """(summary, sinks.csv, sink_levels.csv) of a `scan --stats full` folder, or a one-line error."""
+    from attnlab.scan.tables import read_table
+
+    s = read_json(Path(run_dir) / "summary.json", "scan summary")
+    sec = s.get("secondary_sinks") or []
+    if not any(d.get("computed") for d in sec):
+        raise InputError(f"{run_dir} has no secondary sinks (scan it with --stats full)")
+    return s, read_table(Path(run_dir) / "sinks.csv"), read_table(Path(run_dir) / "sink_levels.csv")
+
+
+def _window_flags(summary: dict, levels: pd.DataFrame) -> dict[str, np.ndarray]:
+    """domain -> [windows] 1.0 where the window has a sink j ≥ 1 in a head of a layer ≥ SINK_FROM_LAYER."""
+    out = {}
+    for d in summary["secondary_sinks"]:
+        flags = np.zeros(int(d["windows"]))
+        if len(levels):
+            sel = levels[(levels["domain"] == d["domain"]) & (levels["layer"].astype(int) >= SINK_FROM_LAYER)]
+            flags[sel["sample"].astype(int).unique()] = 1.0
+        out[d["domain"]] = flags
+    return out
+
+
+def verdict_R26(run_dir: str | Path) -> dict:
+    """R26: the share of windows (both domains pooled; each domain too) with a secondary sink, a percentile
+    bootstrap interval over windows, the verdict by the interval against R26_SHARE, and the sink tokens."""
+    from attnlab.core.intervals import bootstrap_interval, judge
+    from attnlab.core.targets import Check
+
+    s, _, levels = _sink_tables(run_dir)
+    flags = _window_flags(s, levels)
+    rng = np.random.default_rng(SEED_R26)
+    pooled = bootstrap_interval(np.concatenate(list(flags.values())).tolist(), rng)
+    per = {d: bootstrap_interval(f.tolist(), rng) for d, f in flags.items()}
+    verdict = judge([Check("R26_share", ">", R26_SHARE)], {"R26_share": pooled})
+    tokens = {d["domain"]: d["top_tokens"] for d in s["secondary_sinks"]}
+    why = (
+        f"share {pooled.estimate:.2f} [{pooled.low:.2f}, {pooled.high:.2f}] of {pooled.replicates} windows; "
+        + "; ".join(f"{d}: {i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}], tokens {tokens[d]}" for d, i in per.items())
+    )
+    return {"share": pooled, "domains": per, "verdict": verdict, "tokens": tokens, "why": why}
+
+
+def _cluster_spearman(x: np.ndarray, y: np.ndarray, window: np.ndarray) -> Any:
+    """statistic for `bootstrap_interval` over windows: resampled window indices [R, n] -> Spearman ρ of the pooled
+    (x, y) pairs of the drawn windows (a window drawn twice counts twice) [R]."""
+    from scipy.stats import spearmanr
+
+    members = [np.flatnonzero(window == w) for w in range(int(window.max()) + 1)]
+
+    def statistic(draws: np.ndarray) -> np.ndarray:
+        out = np.empty(draws.shape[0])
+        for r, row in enumerate(draws):
+            idx = np.concatenate([members[int(w)] for w in row])
+            xs, ys = x[idx], y[idx]
+            out[r] = spearmanr(xs, ys)[0] if np.ptp(xs) > 0 and np.ptp(ys) > 0 else np.nan
+        return out
+
+    return statistic
+
+
+def verdict_R27(run_dir: str | Path, resamples: int = 2000) -> dict:
+    """R27: across the secondary sinks (first layer ≥ SINK_FROM_LAYER, so the forming MLP is block first − 1 ≥ 1),
+    Spearman ρ between the forming MLP's output norm and (a) the sink's peak score, (b) its lifetime, with
+    percentile bootstrap intervals over windows (a window's sinks resampled together), judged against R27_RHO."""
+    from attnlab.core.intervals import Interval, bootstrap_interval, judge
+    from attnlab.core.targets import Check
+
+    _, sinks, _ = _sink_tables(run_dir)
+    sel = sinks[(sinks["first_layer"].astype(int) >= SINK_FROM_LAYER)] if len(sinks) else sinks
+    sel = sel[np.isfinite(sel["forming_mlp_norm"].astype(float))] if len(sel) else sel
+    checks = [Check("R27_rho_score", ">", R27_RHO), Check("R27_rho_lifetime", ">", R27_RHO)]
+    if len(sel) < 3:
+        nan = Interval(float("nan"), float("nan"), float("nan"), len(sel), "too few sinks")
+        why = f"{len(sel)} secondary sinks in layers ≥ {SINK_FROM_LAYER}: too few for a correlation"
+        return {"rho_score": nan, "rho_lifetime": nan, "sinks": len(sel), "verdict": judge(checks, None), "why": why}
+    keys = list(zip(sel["domain"], sel["sample"].astype(int)))
+    codes = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    window = np.array([codes[k] for k in keys])
+    x = sel["forming_mlp_norm"].to_numpy(float)
+    out: dict[str, Any] = {"sinks": len(sel), "windows": len(codes)}
+    for name, col, seed in (("rho_score", "score", SEED_R27), ("rho_lifetime", "lifetime", SEED_R27 + 1)):
+        stat = _cluster_spearman(x, sel[col].to_numpy(float), window)
+        ids, rng = np.arange(len(codes), dtype=float).tolist(), np.random.default_rng(seed)
+        iv = bootstrap_interval(ids, rng, resamples=resamples, statistic=stat, over="windows (their sinks together)")
+        out[name] = iv
+    out["verdict"] = judge(checks, {"R27_rho_score": out["rho_score"], "R27_rho_lifetime": out["rho_lifetime"]})
+    out["why"] = (f"{len(sel)} sinks in {len(codes)} windows; Spearman(forming MLP norm, score) "
+                  f"{out['rho_score'].estimate:.2f} [{out['rho_score'].low:.2f}, {out['rho_score'].high:.2f}], "
+                  f"(norm, lifetime) {out['rho_lifetime'].estimate:.2f} [{out['rho_lifetime'].low:.2f}, "
+                  f"{out['rho_lifetime'].high:.2f}]")  # fmt: skip
+    return out

@@ -32,6 +32,11 @@ from attnlab.tracing.interventions import ModelShape
 OUT_PROJ_NAMES = ("o_proj", "c_proj", "out_proj", "dense")
 MLP_NAMES = ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")
 MLP_OUT_NAMES = ("fc2",)  # an MLP written inline in the block (OPT): its last projection
+ATTN_WORDS = ("attn", "attention")  # a child whose name or class says so is the block's attention
+# a hybrid's sequence mixer that is not softmax attention: state-space layers (Mamba, Jamba, Bamba), RecurrentGemma's
+# recurrent block, linear attention (Qwen3-Next's gated DeltaNet `linear_attn`, MiniMax's lightning attention), and
+# LFM2's short convolutions; checked before ATTN_WORDS
+MIXER_WORDS = ("mamba", "mixer", "ssm", "recurrentblock", "linear_attn", "lightning", "deltanet", "shortconv")
 
 
 @dataclass
@@ -54,6 +59,24 @@ class Arch:
     has_sinks: bool  # learned sink logits (a `sinks` parameter per head, gpt-oss)
     input_norms: list[nn.Module | None] = field(default_factory=list)  # per layer: the norm before attention
     final_norm: nn.Module | None = None  # the norm between the last block and the head (None: the model has none)
+    # the layers whose block has attention (a hybrid's others mix tokens by a state-space layer, `attn[l]` is then
+    # that mixer and `out_proj[l]` its output projection); None: every layer
+    attention_layers: list[int] | None = None
+    interface: bool = True  # the attention goes through transformers' AttentionInterface (else: the eager fallback)
+
+    @property
+    def attention_set(self) -> list[int]:
+        """The layers whose block has attention (every layer unless the model is a hybrid)."""
+        return list(range(self.n_layers)) if self.attention_layers is None else list(self.attention_layers)
+
+    def check_attention_layer(self, layer: int, what: str) -> None:
+        """One-line `InputError` when `what` (a hook point, an intervention) names a layer without attention."""
+        if layer not in self.attention_set:
+            kind = type(self.attn[layer]).__name__
+            raise InputError(
+                f"{what}: layer {layer} of this {self.model_type} has no attention (it mixes tokens by {kind}); "
+                f"its attention layers are {self.attention_set}"
+            )
 
     @property
     def sliding_window(self) -> int | None:
@@ -98,15 +121,51 @@ def _weight(proj: nn.Module) -> torch.Tensor:
     return w
 
 
+def _out_proj_of(module: nn.Module) -> nn.Module | None:
+    """The module's output projection (a child named o_proj, c_proj, out_proj or dense: `nn.Linear` or GPT-2's
+    transposed `Conv1D`), or None."""
+    for proj_name in OUT_PROJ_NAMES:
+        proj = getattr(module, proj_name, None)
+        if isinstance(proj, nn.Module) and (isinstance(proj, nn.Linear) or type(proj).__name__ == "Conv1D"):
+            return proj
+    return None
+
+
+def _says(name: str, module: nn.Module, words: tuple[str, ...]) -> bool:
+    """Whether the child's name or class name contains one of `words` (lower case)."""
+    text = f"{name} {type(module).__name__}".lower()
+    return any(w in text for w in words)
+
+
 def _attention_of(block: nn.Module) -> tuple[nn.Module, nn.Module] | None:
-    """(attention module, its output projection) among the block's children, or None."""
-    for name, child in block.named_children():
-        if "cross" in name or getattr(child, "is_cross_attention", False):
+    """(attention module, its output projection) among the block's children, or None. A child whose name or class
+    says attention comes first (its output projection may sit one level down: GPT-Neo's attn.attention.out_proj);
+    then any other child with an output projection, except the MLP (GPT-Neo's mlp.c_proj) and sequence mixers that
+    are not attention (`MIXER_WORDS`: a hybrid's Mamba layer)."""
+    children = [
+        (n, c) for n, c in block.named_children() if "cross" not in n and not getattr(c, "is_cross_attention", False)
+    ]
+    for name, child in children:
+        if _says(name, child, ATTN_WORDS) and not _says(name, child, MIXER_WORDS):
+            for mod in (child, *child.children()):
+                proj = _out_proj_of(mod)
+                if proj is not None:
+                    return mod, proj
+    for name, child in children:
+        if name in MLP_NAMES or name in MLP_OUT_NAMES or _says(name, child, MIXER_WORDS):
             continue
-        for proj_name in OUT_PROJ_NAMES:
-            proj = getattr(child, proj_name, None)
-            if isinstance(proj, nn.Module) and (isinstance(proj, nn.Linear) or type(proj).__name__ == "Conv1D"):
-                return child, proj
+        proj = _out_proj_of(child)
+        if proj is not None:
+            return child, proj
+    return None
+
+
+def mixer_of(block: nn.Module) -> nn.Module | None:
+    """A block's sequence mixer that is not softmax attention (a child whose name or class says one of
+    `MIXER_WORDS`: a hybrid's state-space, recurrent, linear-attention or convolution layer), or None."""
+    for name, child in block.named_children():
+        if _says(name, child, MIXER_WORDS):
+            return child
     return None
 
 
@@ -152,12 +211,53 @@ def final_norm_of(model: nn.Module, blocks: list[nn.Module]) -> nn.Module | None
 
 
 def _decoder_blocks(model: nn.Module, n_layers: int) -> list[nn.Module] | None:
-    """The first `nn.ModuleList` of `n_layers` blocks that each hold an attention module and an MLP."""
+    """The first `nn.ModuleList` of `n_layers` blocks that each hold an MLP and an attention module or (a hybrid:
+    Jamba) a sequence mixer that is not attention (`mixer_of`), at least one block holding attention."""
     for _, mod in model.named_modules():
         if isinstance(mod, nn.ModuleList) and len(mod) == n_layers and n_layers > 0:
-            if all(_attention_of(b) is not None and mlp_of(b) is not None for b in mod):
+            attn = [_attention_of(b) is not None for b in mod]
+            mixing = all(a or mixer_of(b) is not None for a, b in zip(attn, mod, strict=True))
+            if any(attn) and mixing and all(mlp_of(b) is not None for b in mod):
                 return list(mod)
     return None
+
+
+def _layer_modules(block: nn.Module) -> tuple[nn.Module, nn.Module]:
+    """(attention or, in a hybrid's other blocks, the sequence mixer; its output projection or itself)."""
+    found = _attention_of(block)
+    if found is not None:
+        return found
+    mixer: Any = mixer_of(block)
+    return mixer, _out_proj_of(mixer) or mixer
+
+
+def uses_interface(attn: nn.Module) -> bool:
+    """Whether an attention module's forward calls the function transformers' `AttentionInterface` names
+    (`ALL_ATTENTION_FUNCTIONS`), read from its source as transformers itself decides whether a model can switch its
+    attention; True when the source cannot be read (the traced forward then checks that every layer went through)."""
+    import inspect
+
+    try:
+        code = inspect.getsource(type(attn).forward)
+    except (OSError, TypeError):
+        return True
+    return "ALL_ATTENTION_FUNCTIONS" in code or "attention_interface" in code
+
+
+def _no_attention(model: nn.Module, mtype: str) -> str:
+    """The one-line refusal of a model with no decoder blocks found: no attention at all (Mamba), or unknown."""
+    mods = list(model.named_modules())
+    if any(_says(n, m, MIXER_WORDS) for n, m in mods) and not any(
+        _says(n, m, ATTN_WORDS) and not _says(n, m, MIXER_WORDS) and _out_proj_of(m) is not None for n, m in mods
+    ):
+        return (
+            f"{mtype} has no attention layer (its blocks mix tokens by a state-space layer); attnlab traces attention"
+        )
+    return (
+        f"unsupported architecture {type(model).__name__} (model_type {mtype!r}): no decoder blocks "
+        f"with an attention module (output projection {' / '.join(OUT_PROJ_NAMES)}) and an MLP "
+        f"({' / '.join(MLP_NAMES + MLP_OUT_NAMES)}) found"
+    )
 
 
 def _refuse_unsupported(model: nn.Module, cfg: Any, mtype: str) -> None:
@@ -178,18 +278,16 @@ def get_arch(model: nn.Module) -> Arch:
     n_layers = getattr(cfg, "num_hidden_layers", None)
     blocks = _decoder_blocks(model, int(n_layers)) if isinstance(n_layers, int) else None
     if blocks is None:
-        raise InputError(
-            f"unsupported architecture {type(model).__name__} (model_type {mtype!r}): no decoder blocks "
-            f"with an attention module (output projection {' / '.join(OUT_PROJ_NAMES)}) and an MLP "
-            f"({' / '.join(MLP_NAMES + MLP_OUT_NAMES)}) found"
-        )
-    found = [_attention_of(b) for b in blocks]
-    attn = [f[0] for f in found if f is not None]
-    out_proj = [f[1] for f in found if f is not None]
-    n_heads, n_kv, head_dim, d_model = _sizes(cfg, attn[0], mtype)
+        raise InputError(_no_attention(model, mtype))
+    found = [_layer_modules(b) for b in blocks]
+    attn = [f[0] for f in found]
+    out_proj = [f[1] for f in found]
+    layers = [l for l, b in enumerate(blocks) if _attention_of(b) is not None]
+    first = layers[0]
+    n_heads, n_kv, head_dim, d_model = _sizes(cfg, attn[first], mtype, out_proj[first])
     max_pos = getattr(cfg, "max_position_embeddings", None)
     return Arch(
-        kind="linear" if isinstance(out_proj[0], nn.Linear) else "conv1d",
+        kind="linear" if isinstance(out_proj[first], nn.Linear) else "conv1d",
         model_type=mtype,
         blocks=blocks,
         attn=attn,
@@ -201,15 +299,19 @@ def get_arch(model: nn.Module) -> Arch:
         head_dim=head_dim,
         d_model=d_model,
         max_positions=int(max_pos) if max_pos is not None else None,
-        windows=[_window_of(a, cfg) for a in attn],
-        has_sinks=any(isinstance(getattr(a, "sinks", None), nn.Parameter) for a in attn),
+        windows=[_window_of(a, cfg) if l in layers else None for l, a in enumerate(attn)],
+        has_sinks=any(isinstance(getattr(attn[l], "sinks", None), nn.Parameter) for l in layers),
         input_norms=[input_norm_of(b, cfg) for b in blocks],
         final_norm=final_norm_of(model, blocks),
+        attention_layers=None if len(layers) == len(blocks) else layers,
+        interface=all(uses_interface(attn[l]) for l in layers),
     )
 
 
-def _sizes(cfg: Any, attn: nn.Module, mtype: str) -> tuple[int, int, int, int]:
-    """(H, H_kv, d_h, d_model) from the config, with the attention module's own head size when it has one."""
+def _sizes(cfg: Any, attn: nn.Module, mtype: str, proj: nn.Module) -> tuple[int, int, int, int]:
+    """(H, H_kv, d_h, d_model) from the config, with the attention module's own head size when it has one. d_h is
+    the head size of the values, which the output projection reads: its input width / H where that divides (multi-head
+    latent attention, DeepSeek-V2/V3 and Kimi-K2, has value heads of `v_head_dim` and query/key heads wider)."""
     n_heads = int(cfg.num_attention_heads)
     groups = getattr(attn, "num_key_value_groups", None)
     own_kv = getattr(attn, "num_key_value_heads", None) or getattr(attn, "num_kv_heads", None)
@@ -218,6 +320,10 @@ def _sizes(cfg: Any, attn: nn.Module, mtype: str) -> tuple[int, int, int, int]:
     d_model = int(cfg.hidden_size)
     own = getattr(attn, "head_dim", None) or getattr(attn, "head_size", None)
     head_dim = int(own or getattr(cfg, "head_dim", None) or d_model // n_heads)
+    w = getattr(proj, "weight", None)
+    width = None if not isinstance(w, torch.Tensor) else w.shape[1] if isinstance(proj, nn.Linear) else w.shape[0]
+    if width is not None and width % n_heads == 0:
+        head_dim = int(width // n_heads)
     if n_heads % n_kv:
         raise InputError(f"{mtype}: {n_heads} query heads are not a multiple of {n_kv} KV heads")
     return n_heads, n_kv, head_dim, d_model

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from attnlab.errors import InputError
+from attnlab.tracing.adapters import eager
 from attnlab.tracing.adapters.arch import Arch, get_arch
 from attnlab.tracing.adapters.hf_attention import (
     ATTN_NAME,
@@ -40,6 +41,7 @@ from attnlab.tracing.adapters.hf_attention import (
     register_attention,
     value_factor,
 )
+from attnlab.tracing.adapters.hooked import ATTN_POINTS, AttnHooks, resid_mid_sites
 from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
 from attnlab.tracing.extras import ExtraStatistic
 from attnlab.tracing.fast import head_nll, head_of, next_token_nll
@@ -54,6 +56,7 @@ from attnlab.tracing.interventions import (
     ZeroMLP,
     validate,
 )
+from attnlab.tracing.kernels import check_math_fallback
 from attnlab.tracing.recorder import TraceRecorder
 
 
@@ -124,6 +127,9 @@ class TraceSession:
     switched: bool = False  # attention runs through the "attnlab" function
     stats: str = "fast"  # "fast" (fused, few-key statistics), "full" (fused, full-row too) or "chunked"
     layers_seen: set[int] = field(default_factory=set)  # layers whose attention ran in the current forward
+    grad: bool = False  # autograd on: every layer through `hooked.hooked_attention` (differentiable torch)
+    attn_hooks: AttnHooks = field(default_factory=dict)  # hooks inside the attention function (`adapters.hooked`)
+    grad_stats: dict[int, list[dict[str, torch.Tensor]]] = field(default_factory=dict)  # grad=True: per batch
 
     def layer_of(self, module: nn.Module) -> int:
         """The decoder layer of an attention module (by identity; `layer_idx` is not on every family)."""
@@ -158,17 +164,16 @@ class TraceSession:
             self.masks[key] = additive_causal_mask(q0, q1, tk, offset)
         return self.masks[key]
 
-    @torch.no_grad()
     def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """[B,T,V] logits of `ids` [B,T] (one full pass, no KV cache), recording into the recorder if any.
 
         attention_mask [B,T] (1 = token, 0 = padding) reaches the attention function inside the mask transformers
         builds; the recorder still averages over every query, so traces are meant for unpadded windows. A 4D
         additive mask [B or 1, 1, T, T] (0 = visible, dtype min = hidden) is used as given by the model's own
-        attention (`attnlab deploy window`'s sliding windows)."""
-        return self._run(self.model, ids, attention_mask).logits
+        attention (`attnlab deploy window`'s sliding windows). Autograd is on only when the session's `grad` is."""
+        with torch.set_grad_enabled(self.grad):
+            return self._run(self.model, ids, attention_mask).logits
 
-    @torch.no_grad()
     def forward_nll(self, ids: torch.Tensor) -> torch.Tensor:
         """[B] next-token NLL of `ids` [B,T] (`tracing.fast.next_token_nll`'s), recording as `forward` does; where the
         family's logits are its head on the final hidden state (`tracing.fast.head_of`) the [B,T,V] logits are never
@@ -177,18 +182,27 @@ class TraceSession:
         if plain is None:
             return next_token_nll(self.forward(ids), ids)
         base, head, post = plain
-        return head_nll(self._run(base, ids, None).last_hidden_state, ids, head, post)
+        with torch.set_grad_enabled(self.grad):
+            return head_nll(self._run(base, ids, None).last_hidden_state, ids, head, post)
 
     def _run(self, module: Any, ids: torch.Tensor, attention_mask: torch.Tensor | None) -> Any:
         """`module` (the model, or its base model) on `ids` [B,T] with no KV cache, recording; its output."""
         if self.recorder is not None:
             self.recorder.begin_batch(ids if self.recorder.V else None, batch_size=ids.shape[0])
+            self.recorder.sinks.set_tokens(ids)
         self.layers_seen.clear()
+        if not self.switched:  # the model's own sdpa: refuse a math fallback whose scores do not fit
+            heads = (self.arch.n_heads, self.arch.n_kv_heads, self.arch.head_dim)
+            check_math_fallback(self.model, heads, (ids.shape[0], ids.shape[1]), attention_mask is not None)
         dev = input_device(self.model)
         mask = None if attention_mask is None else attention_mask.to(dev)
-        out = module(input_ids=ids.to(dev), attention_mask=mask, use_cache=False)
-        if self.switched and len(self.layers_seen) != self.arch.n_layers:
-            missing = sorted(set(range(self.arch.n_layers)) - self.layers_seen)
+        more = eager.forward_kwargs(self)  # the eager fallback's output_attentions (`adapters.eager`)
+        if more:
+            eager.check_eager_memory(self.arch, self.model, ids)
+        out = module(input_ids=ids.to(dev), attention_mask=mask, use_cache=False, **more)
+        want = eager.expected_layers(self.arch)
+        if (self.switched or more) and self.layers_seen != want:
+            missing = sorted(want - self.layers_seen)
             raise InputError(
                 f"{self.arch.model_type}: its attention does not go through transformers' "
                 f"AttentionInterface in every layer ({type(self.arch.attn[missing[0]]).__name__} of "
@@ -206,8 +220,11 @@ def _with_hidden(output: Any, hidden: torch.Tensor) -> Any:
 
 
 def _zero_output(mod: nn.Module, args: Any, out: Any) -> Any:
-    """Forward hook: the module (MLP or attention) adds nothing to the residual stream."""
-    return torch.zeros_like(out) if torch.is_tensor(out) else _with_hidden(out, torch.zeros_like(_hidden_of(out)))
+    """Forward hook: the module (MLP or attention) adds nothing to the residual stream. A module that adds the
+    residual itself (BLOOM's attention and MLP, MPT's MLP: `eager.residual_arg`) returns that residual instead."""
+    residual = eager.residual_arg(mod, args)
+    zero = torch.zeros_like(_hidden_of(out)) if residual is None else residual
+    return zero if torch.is_tensor(out) else _with_hidden(out, zero)
 
 
 def _zero_heads_hook(heads: tuple[int, ...], n_heads: int, head_dim: int) -> Callable[..., Any]:
@@ -247,23 +264,51 @@ UserHook = Callable[[torch.Tensor, str], Any]
 HF_POINTS = ("hook_resid_pre", "hook_resid_post", "attn.hook_z", "hook_attn_out", "hook_mlp_out")
 
 
-def hf_hook_points(arch: Arch, linear_inputs: bool = False) -> list[str]:
-    """`blocks.{l}.<point>` for every decoder block found by architecture discovery (`arch`); with
-    `linear_inputs` also `blocks.{l}.{path}.hook_in` at the input of every linear layer (`adapters.linear_inputs`)."""
-    points = [f"blocks.{l}.{p}" for l in range(arch.n_layers) for p in HF_POINTS]
+MID = "hook_resid_mid"
+EMBED, FINAL = "hook_embed", "ln_final.hook_normalized"  # the model-level points (TransformerLens's names)
+
+
+def _attention_layers(arch: Arch) -> list[int]:
+    """The layers whose attention runs through the "attnlab" function (a hybrid's other layers and the eager
+    fallback's have no q/k/v, scores or pattern points)."""
+    if not getattr(arch, "interface", True):
+        return []
+    return list(getattr(arch, "attention_layers", None) or range(arch.n_layers))
+
+
+def hf_hook_points(arch: Arch, linear_inputs: bool = False, model: nn.Module | None = None) -> list[str]:
+    """`hook_embed`, then `blocks.{l}.<point>` for every decoder block found by architecture discovery (`arch`), then
+    `ln_final.hook_normalized` (where the model has a final norm); `hook_embed` and `blocks.{l}.hook_resid_mid` (not
+    on parallel blocks: `hooked.resid_mid_sites`) need `model`. With `linear_inputs` also `blocks.{l}.{path}.hook_in`
+    at the input of every linear layer (`adapters.linear_inputs`)."""
+    mid = model is not None and not isinstance(resid_mid_sites(model, arch), str)
+    attn = set(_attention_layers(arch))
+    points = [EMBED] if model is not None else []
+    for l in range(arch.n_layers):
+        points += [f"blocks.{l}.{p}" for p in HF_POINTS] + ([f"blocks.{l}.{MID}"] if mid else [])
+        points += [f"blocks.{l}.{p}" for p in ATTN_POINTS] if l in attn else []
+    points += [FINAL] if arch.final_norm is not None else []
     return points + list(linear_input_points(arch)) if linear_inputs else points
 
 
 def _split_point(name: str, arch: Arch) -> tuple[int, str]:
-    """'blocks.3.attn.hook_z' -> (3, 'attn.hook_z'), 'blocks.3.mlp.down_proj.hook_in' -> (3, 'mlp.down_proj.hook_in');
-    one-line InputError naming the valid points otherwise."""
+    """'blocks.3.attn.hook_z' -> (3, 'attn.hook_z'), 'blocks.3.mlp.down_proj.hook_in' -> (3, 'mlp.down_proj.hook_in'),
+    'hook_embed' -> (-1, 'hook_embed'); one-line InputError naming the valid points otherwise."""
+    if name == EMBED or (name == FINAL and arch.final_norm is not None):
+        return -1, name
     parts = name.split(".", 2)
     ok = len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit() and int(parts[1]) < arch.n_layers
-    if not ok or (parts[2] not in HF_POINTS and linear_input_module(arch, int(parts[1]), parts[2]) is None):
+    if ok and parts[2] in ATTN_POINTS and int(parts[1]) not in _attention_layers(arch):
+        raise InputError(f"{name}: layer {parts[1]} of {arch.model_type} has no attention function to hook (its "
+                         "attention computes its own weights, or it is not an attention layer)")  # fmt: skip
+    known = (*HF_POINTS, MID, *ATTN_POINTS)
+    if not ok or (parts[2] not in known and linear_input_module(arch, int(parts[1]), parts[2]) is None):
         raise InputError(
             f"unknown hook point {name!r}; this model has blocks.0..{arch.n_layers - 1}.{{{', '.join(HF_POINTS)}}} "
             f"and blocks.{{l}}.<linear layer>.{LINEAR_INPUT}"
         )
+    if parts[2] in ("attn.hook_z", "hook_attn_out"):
+        arch.check_attention_layer(int(parts[1]), name)  # a hybrid's state-space layer has none
     return int(parts[1]), parts[2]
 
 
@@ -294,20 +339,76 @@ def _user_input_hook(fn: UserHook, name: str, heads: tuple[int, int] | None) -> 
         x = args[0] if args else kwargs["hidden_states"]
         view = x if heads is None else x.view(*x.shape[:-1], *heads)
         y = _call_user(fn, view, name)
-        if y is None:
+        if y is None and (view is x or not torch.is_grad_enabled()):
             return None
+        y = view if y is None else y  # under autograd the forward goes on from the tensor the hook saw
         y = y.reshape(x.shape)
         return ((y,) + tuple(args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": y})
 
     return pre
 
 
-def _install_user_hooks(arch: Arch, hooks: dict[str, UserHook]) -> list[Any]:
-    """The user's hooks at named points (`hf_hook_points`, with the linear inputs); handles returned for removal."""
+def _resid_mid_hook(fn: UserHook, name: str, bt: list[tuple[int, int]]) -> Callable[..., Any]:
+    """Forward pre-hook on the module that reads resid_mid (`hooked.resid_mid_sites`): `fn(x [B,T,D], name)`; a
+    replacement is written into x in place, so that the block's residual (the same tensor) carries it too. bt holds
+    the block's [B,T] (OPT flattens the stream to [B·T,D] there)."""
+
+    def pre(mod: nn.Module, args: tuple, kwargs: dict) -> None:
+        x = args[0] if args else kwargs["hidden_states"]
+        y = _call_user(fn, x.view(*bt[-1], x.shape[-1]) if x.dim() == 2 else x, name)
+        if y is not None:
+            x.copy_(y.reshape(x.shape))
+
+    return pre
+
+
+def _install_mid_hooks(model: nn.Module, arch: Arch, hooks: dict[str, UserHook]) -> list[Any]:
+    """The user's `blocks.{l}.hook_resid_mid` hooks (one discovery forward; parallel blocks refused in one line)."""
+    if not hooks:
+        return []
+    sites = resid_mid_sites(model, arch)
+    if isinstance(sites, str):
+        raise InputError(f"{next(iter(hooks))}: {sites}")
     handles = []
     for name, fn in hooks.items():
+        layer = int(name.split(".")[1])
+        bt: list[tuple[int, int]] = []
+
+        def shape(mod: nn.Module, args: tuple, kwargs: dict, bt: list = bt) -> None:
+            x = args[0] if args else kwargs["hidden_states"]
+            bt.append(tuple(x.shape[:2]))
+
+        handles.append(arch.blocks[layer].register_forward_pre_hook(shape, with_kwargs=True))
+        handles.append(sites[layer].register_forward_pre_hook(_resid_mid_hook(fn, name, bt), with_kwargs=True))
+    return handles
+
+
+def attention_hooks(hooks: dict[str, UserHook]) -> AttnHooks:
+    """{layer: {point: fn(x) -> replacement or None}} of the user's hooks inside the attention function."""
+    out: AttnHooks = {}
+    for name, fn in hooks.items():
+        _, layer, point = name.split(".", 2)
+        out.setdefault(int(layer), {})[point] = _bound(fn, name)
+    return out
+
+
+def _bound(fn: UserHook, name: str) -> Callable[[torch.Tensor], torch.Tensor | None]:
+    return lambda x: _call_user(fn, x, name)
+
+
+def _install_user_hooks(model: nn.Module, arch: Arch, hooks: dict[str, UserHook]) -> list[Any]:
+    """The user's hooks at named points (`hf_hook_points`, with the linear inputs) but those inside the attention
+    function (`attention_hooks`); handles returned for removal."""
+    handles = _install_mid_hooks(model, arch, {n: f for n, f in hooks.items() if n.endswith(f".{MID}")})
+    for name, fn in hooks.items():
         layer, point = _split_point(name, arch)
-        if point == "hook_resid_pre":
+        if point in (MID, *ATTN_POINTS):
+            continue
+        if point in (EMBED, FINAL):
+            held: Any = model  # a transformers PreTrainedModel
+            where: Any = held.get_input_embeddings() if point == EMBED else arch.final_norm
+            handles.append(where.register_forward_hook(_user_output_hook(fn, name)))
+        elif point == "hook_resid_pre":
             handles.append(
                 arch.blocks[layer].register_forward_pre_hook(_user_input_hook(fn, name, None), with_kwargs=True)
             )
@@ -342,7 +443,9 @@ def _install_hooks(sess: TraceSession, switch: bool) -> list[Any]:
         def give_session(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             return args, {**kwargs, "attnlab_session": sess}
 
-        handles += [a.register_forward_pre_hook(give_session, with_kwargs=True) for a in arch.attn]
+        mods = eager.session_modules(arch)  # only modules that take **kwargs (`adapters.eager`)
+        handles += [a.register_forward_pre_hook(give_session, with_kwargs=True) for a in mods]
+    handles += eager.install(sess)  # the eager fallback's and a hybrid's non-attention layers' hooks
     if rec is not None:
 
         def pre0(mod: nn.Module, args: tuple, kwargs: dict) -> None:
@@ -353,6 +456,27 @@ def _install_hooks(sess: TraceSession, switch: bool) -> list[Any]:
         dims = plan.zero_dims.get(layer, [])
         if dims or rec is not None:
             handles.append(arch.blocks[layer].register_forward_hook(_block_hook(layer, dims, rec)))
+    if rec is not None and sess.stats != "fast":
+        handles += _install_sink_hooks(arch, rec)
+    return handles
+
+
+def _install_sink_hooks(arch: Arch, rec: TraceRecorder) -> list[Any]:
+    """Under full-row statistics, for the secondary sinks (`tracing.sinks`): a pre-hook on every block keeps the
+    residual at position 0 entering it [B,d], and a hook on its MLP hands the output [B,T,d] and that residual to
+    `rec.sinks.mlp` (ℓ2 norms and cosines, [B,T])."""
+    resid0: dict[int, torch.Tensor] = {}
+    handles = []
+    for layer in range(arch.n_layers):
+
+        def keep(mod: nn.Module, args: tuple, kwargs: dict, l: int = layer) -> None:
+            resid0[l] = (args[0] if args else kwargs["hidden_states"])[:, 0].detach().clone()
+
+        def mlp_out(mod: nn.Module, args: Any, output: Any, l: int = layer) -> None:
+            rec.sinks.mlp(l, _hidden_of(output), resid0.pop(l))
+
+        handles.append(arch.blocks[layer].register_forward_pre_hook(keep, with_kwargs=True))
+        handles.append(arch.mlp[layer].register_forward_hook(mlp_out))
     return handles
 
 
@@ -374,7 +498,10 @@ def traced(
     runs every layer through the exact chunked function (`hf_attention.chunked_reason`).
 
     `hooks` {point: fn(tensor, point)} (points from `hf_hook_points`) run first at their points, then the
-    interventions, then the recording; a tensor a hook returns replaces the activation.
+    interventions, then the recording; a tensor a hook returns replaces the activation. Hooks at a layer's scores
+    or pattern make that layer's whole pattern (`hooked.hooked_attention`); the other layers keep their path.
+    Setting the session's `grad` to True inside the block turns autograd on for its forwards (every layer then
+    runs `hooked_attention`, differentiable torch).
 
     `factors`: a dict kept by the caller across blocks on one model (`attnlab scan`'s domains), so that the value
     norms' per-layer factors (`TraceSession.value_factor`: ~60 ms for SmolLM2) are computed once; a new one if None.
@@ -390,7 +517,9 @@ def traced(
         raise InputError(
             f"recorder is for {recorder.L} layers × {recorder.H} heads, the model has {arch.n_layers} × {arch.n_heads}"
         )
-    switch = recorder is not None or plan.switches_attention
+    eager.check_layers(arch, plan, model, recorder is not None)
+    inside = attention_hooks({n: f for n, f in (hooks or {}).items() if _split_point(n, arch)[1] in ATTN_POINTS})
+    switch = (recorder is not None or plan.switches_attention or bool(inside)) and arch.interface
     sess = TraceSession(
         model=model,
         arch=arch,
@@ -400,14 +529,15 @@ def traced(
         switched=switch,
         stats=stats,
         factors={} if factors is None else factors,
+        attn_hooks=inside,
     )
     previous = model.config._attn_implementation
     if switch and previous == ATTN_NAME:
         raise InputError("traced() blocks cannot be nested on one model")
+    handles = _install_user_hooks(model, arch, dict(hooks or {}))  # before the switch: resid_mid's discovery forward
     if switch:
         register_attention()
         model.set_attn_implementation(ATTN_NAME)
-    handles = _install_user_hooks(arch, dict(hooks or {}))
     handles += _install_hooks(sess, switch)
     try:
         yield sess

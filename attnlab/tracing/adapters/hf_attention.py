@@ -189,7 +189,8 @@ def attnlab_attention(
     attnlab_session: TraceSession | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """Eager attention in query chunks. query [B,H,T,d_h], key/value [B,H_kv,Tk,d_h] -> output [B,T,H,d_h].
+    """Eager attention in query chunks. query/key [B,H|H_kv,T|Tk,d_h], value [B,H_kv,Tk,d_v] -> output [B,T,H,d_v]
+    (d_v ≠ d_h: multi-head latent attention).
 
     Every variant transformers passes: its mask (padding, sliding windows, chunks), `scaling`, `softcap`
     (s ← c·tanh(s/c)), `sliding_window` and learned sink logits `s_aux` [H] (gpt-oss)."""
@@ -209,18 +210,19 @@ def attnlab_attention(
     Hk = keys.shape[1]  # the plain case keeps KV heads grouped: G = H/H_kv query heads per GEMM batch
     G = H // Hk
     chunk = max(1, min(T, CAUSAL_CHUNK, (sess.chunk_elements if sess else CHUNK_ELEMENTS) // max(1, B * H * Tk)))
-    out = torch.empty(B, H, T, D, dtype=value.dtype, device=value.device)
+    Dv = value.shape[-1]
+    out = torch.empty(B, H, T, Dv, dtype=value.dtype, device=value.device)
     stats = torch.empty(2, B, H, T, device=query.device) if (rec is not None and softcap is not None) else None
     qf = query.float().view(B, Hk, G, T, D)
     kt = keys.float().reshape(B * Hk, Tk, D).transpose(1, 2)
-    vs = values.reshape(B * Hk, Tk, D)
+    vs = values.reshape(B * Hk, Tk, Dv)
     for q0 in range(0, T, chunk):
         q1 = min(T, q0 + chunk)
         nk = _visible_keys(attention_mask, q0, q1, Tk - T, Tk)
         qc = qf[:, :, :, q0:q1].reshape(B * Hk, G * (q1 - q0), D)
         w = _attend_chunk(sess, layer, qc, kt[:, :, :nk], var, attention_mask, (B, H, q0, q1, Tk - T), moves, stats)
         av = torch.matmul(w.view(B * Hk, G * (q1 - q0), nk).to(vs.dtype), vs[:, :nk])
-        out[:, :, q0:q1] = av.view(B, H, q1 - q0, D)
+        out[:, :, q0:q1] = av.view(B, H, q1 - q0, Dv)
     if rec is not None and sess is not None:
         rec.logits(layer, *(stats if stats is not None else logit_stats(query, key, var.scaling)))
         rec.value_norms(layer, value_norms(value, sess.value_factor(layer, value.shape[1])))
@@ -267,10 +269,18 @@ def attention(
     if sess is None:
         return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     layer = sess.layer_of(module)
+    from attnlab.tracing.adapters import hooked  # the TransformerLens points inside attention (issue 40)
+
+    if layer in sess.attn_hooks:
+        query, key, value = hooked.apply_qkv_hooks(sess.attn_hooks[layer], (query, key, value))
+    if hooked.wants_pattern(sess, layer):
+        sess.layers_seen.add(layer)
+        scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
+        return hooked.hooked_attention(sess, layer, (query, key, value), attention_mask, scale, kwargs), None
     reason = chunked_reason(sess, layer, attention_mask, T, Tk, kwargs)
-    if sess.recorder is not None:
-        sess.recorder.attention_path(layer, "chunked" if reason else "fused")
     if reason is not None:
+        if sess.recorder is not None:
+            sess.recorder.attention_path(layer, "eager")  # the exact chunked function (the fused one notes its own)
         return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout,
                                  attnlab_session=sess, **kwargs)  # fmt: skip
     sess.layers_seen.add(layer)

@@ -45,10 +45,23 @@ def fused_kernel(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
     causal: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """(O [B,H,T,d_v], lse [B,H,T] fp32) of softmax(q kᵀ·scale + mask) v, with the additive mask [B|1,1|H,T,Tk]
+    """(O, lse) of `named_kernel` (without the kernel's name)."""
+    out, lse, _ = named_kernel(q, k, v, mask, scale, causal)
+    return out, lse
+
+
+def named_kernel(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+    causal: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, str]:  # fmt: skip
+    """(O [B,H,T,d_v], lse [B,H,T] fp32, the kernel that ran: "flash", "cudnn" or "efficient") of
+    softmax(q kᵀ·scale + mask) v, with the additive mask [B|1,1|H,T,Tk]
     in q's dtype or None, and causal (the mask on top, cpu only) when `causal`, by default when `mask` is None.
     q [B,H,T,d]; k, v [B,H_kv,T,d] with H_kv dividing H: query head h reads KV head h ÷ (H/H_kv) (the CPU kernel
-    indexes grouped heads itself, as sdpa's enable_gqa does)."""
+    indexes grouped heads itself, as sdpa's enable_gqa does). Value heads of another size d_v (multi-head latent
+    attention: DeepSeek-V2/V3, Kimi-K2) are padded with zeros to the kernels' one head size (`_same_head_size`)."""
+    if v.shape[-1] != q.shape[-1]:
+        return _same_head_size(q, k, v, mask, scale, causal)
     if q.device.type == "cuda":  # pragma: no cover - CUDA: tests/gpu (run on an H200, 2026-12-04)
         k, v = _expand(k, q.shape[1]), _expand(v, q.shape[1])
         if mask is None and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
@@ -56,19 +69,34 @@ def fused_kernel(
         bias = None if mask is None else _aligned_bias(mask.expand(q.shape[0], q.shape[1], -1, -1))
         out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, mask is None,
                                                                      scale=scale)  # fmt: skip
-        return out[0], out[1][..., : q.shape[2]].float()
+        return out[0], out[1][..., : q.shape[2]].float(), "efficient"
     causal = mask is None if causal is None else causal
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
         q, k, v, 0.0, causal, attn_mask=mask, scale=scale
     )
-    return out, lse.float()
+    return out, lse.float(), "flash"  # the CPU's flash-attention kernel
+
+
+def _same_head_size(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float, causal: bool | None
+) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """`named_kernel` for value heads d_v ≠ d_qk: the fused kernels take one head size, so the narrower side is
+    padded with zero coordinates, which change nothing: zero value coordinates give zero output coordinates (cut
+    off after), and zero query/key coordinates add 0 to every score q·k (the scale is passed, not derived from the
+    width). (O [B,H,T,d_v], lse [B,H,T], the kernel's name)."""
+    dq, dv = q.shape[-1], v.shape[-1]
+    if dv < dq:
+        out, lse, name = named_kernel(q, k, torch.nn.functional.pad(v, (0, dq - dv)), mask, scale, causal)
+        return out[..., :dv], lse, name
+    pad = (0, dv - dq)
+    return named_kernel(torch.nn.functional.pad(q, pad), torch.nn.functional.pad(k, pad), v, mask, scale, causal)
 
 
 def _cuda_causal(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:  # pragma: no cover - CUDA: tests/gpu
-    """(O, lse [B,H,T] fp32) of causal half-precision attention on CUDA through the kernel sdpa itself would choose
-    for these tensors (`torch._fused_sdp_choice`): cuDNN's where sdpa takes it (on Hopper it outruns
+) -> tuple[torch.Tensor, torch.Tensor, str]:  # pragma: no cover - CUDA: tests/gpu
+    """(O, lse [B,H,T] fp32, kernel name) of causal half-precision attention on CUDA through the kernel sdpa itself
+    would choose for these tensors (`torch._fused_sdp_choice`): cuDNN's where sdpa takes it (on Hopper it outruns
     flash-attention 2), else flash-attention's, else the memory-efficient kernel's; each returns the log-sum-exp."""
     from torch.nn.attention import SDPBackend
 
@@ -78,14 +106,14 @@ def _cuda_causal(
         try:
             out = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, True, False,
                                                                      scale=scale)  # fmt: skip
-            return out[0], out[1].reshape(B, H, T).float()  # cuDNN's log-sum-exp is [B,H,T,1]
+            return out[0], out[1].reshape(B, H, T).float(), "cudnn"  # cuDNN's log-sum-exp is [B,H,T,1]
         except RuntimeError:  # a cuDNN build without this graph: flash-attention's kernel computes the same
             choice = SDPBackend.FLASH_ATTENTION.value
     if choice == SDPBackend.FLASH_ATTENTION.value:
         out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
-        return out[0], out[1][..., :T].float()
+        return out[0], out[1][..., :T].float(), "flash"
     out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, True, scale=scale)
-    return out[0], out[1][..., :T].float()
+    return out[0], out[1][..., :T].float(), "efficient"
 
 
 def _aligned_bias(mask: torch.Tensor) -> torch.Tensor:
@@ -238,7 +266,9 @@ def _expand(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 def fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                  bool_mask: torch.Tensor | None, scale: float, sinks: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
-    """Output [B,T,H,d_h] of one layer through the fused kernel, its statistics recorded (module docstring)."""
+    """Output [B,T,H,d_h] of one layer through the fused kernel, its statistics recorded (module docstring) and
+    the kernel that computed the output noted (`TraceRecorder.attention_path`: "blocked" for
+    `full_rows_attention`, else `named_kernel`'s name)."""
     rec = sess.recorder
     assert rec is not None
     B, H, T, _ = query.shape
@@ -249,9 +279,10 @@ def fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch.
     entropy = cols = None
     if sess.stats == "full" and _full_rows_apply(query, bool_mask, sinks):
         out, lse, cols, entropy = full_rows_attention(query, key, value, scale)
-        out = out.transpose(1, 2)  # [B,H,T,d_v], as the fused kernel returns it
+        out, kernel = out.transpose(1, 2), "blocked"  # [B,H,T,d_v], as the fused kernel returns it
     else:
-        out, lse = fused_kernel(query, key, value, add, scale)
+        out, lse, kernel = named_kernel(query, key, value, add, scale)
+    rec.attention_path(layer, kernel)
     lse_keys = lse
     mass = None
     if sinks is not None:  # fold the learned sink logit into the softmax: one more term in the normaliser

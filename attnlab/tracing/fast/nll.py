@@ -34,7 +34,7 @@ ROW_BLOCK = 512  # positions a block (the head's weight is read once per row blo
 # model types whose causal-LM forward is `logits = lm_head(final hidden)` and nothing more (transformers 5)
 PLAIN_HEADS = frozenset(
     "llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe gemma gpt2 gpt_neox gptj gpt_neo opt phi phi3 gpt_oss "
-    "olmo olmo2 olmo3 falcon stablelm starcoder2 smollm3 bloom mpt".split()
+    "olmo olmo2 olmo3 falcon stablelm starcoder2 smollm3 bloom mpt deepseek_v3".split()
 )
 
 
