@@ -5,14 +5,16 @@
     tr.residuals                  # DataFrame: one row per residual stream (0 = embedding output)
 
 `model` is a `ToyTransformer`, a transformers `PreTrainedModel`, what `attnlab.load_model` returns, or a name or
-path (`load_model`'s). `inputs` is a string, a list of strings (each tokenised to the same length) or token ids
-[batch, pos]. Nothing is written to disk. Hooks, interventions and recording are the trace adapters' (hooks live
-only in `attnlab/tracing/adapters/`); this module resolves the arguments and compiles `MeanAblate`.
+path (`load_model`'s). `inputs` is a string, a list of strings, token ids [batch, pos] (with a transformers
+`attention_mask` where padded) or a tokenizer's output holding both. Nothing is written to disk. Hooks,
+interventions and recording are the trace adapters' (hooks live only in `attnlab/tracing/adapters/`);
+this module resolves the arguments and compiles `MeanAblate`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     import torch
 
     from attnlab.tracing.format import Trace
+    from attnlab.tracing.padding import Batch
 
 # torch is imported by the calls that need it, so that `attnlab.trace` is cheap to reach from a notebook.
 HookFn = Callable[["torch.Tensor", str], Any]
@@ -62,43 +65,101 @@ def _embedding_rows(model: Any) -> int:
     return int(model.get_input_embeddings().weight.shape[0])
 
 
-def _encode(texts: Sequence[str], tokenizer: Any) -> torch.Tensor:
-    """[N,T] ids of equal-length tokenisations (no special tokens added)."""
+def _encode(texts: Sequence[str], tokenizer: Any) -> Batch:
+    """The `Batch` of the strings' tokenisations (no special tokens added): padded with the tokenizer's own pad
+    token (0 where it has none: pads never reach the model) on its `padding_side` when their lengths differ."""
     if tokenizer is None:
         raise InputError("string inputs need a tokenizer: pass tokenizer=, or a model name/path that has one")
-    import torch
+    from attnlab.tracing.padding import from_rows
 
     rows = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    lengths = sorted({len(r) for r in rows})
-    if len(lengths) > 1:
-        raise InputError(f"the strings tokenise to different lengths {lengths}; pass equal-length inputs or token ids")
-    return torch.tensor(rows, dtype=torch.long)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    side = "left" if getattr(tokenizer, "padding_side", "right") == "left" else "right"
+    return from_rows(rows, 0 if pad is None else int(pad), side)
 
 
-def resolve_inputs(inputs: Any, model: Any, tokenizer: Any) -> torch.Tensor:
-    """Token ids [batch, pos] (long) from a string, strings or ids; checked against the embedding and T >= 2."""
+def _as_ids(inputs: Any) -> torch.Tensor:
+    """Token ids (long) from a tensor, an array or nested lists of integers, refused in one line otherwise."""
     import numpy as np
     import torch
 
+    try:
+        arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"inputs must be a string, strings or token ids [batch, pos]: {exc}") from None
+    if arr.dtype.kind not in "iu":  # a float or bool cast to long would silently become other tokens
+        raise InputError(f"token ids must be integers, got {arr.dtype} (cast them yourself if that is meant)")
+    return torch.as_tensor(arr, dtype=torch.long)
+
+
+def resolve_batch(inputs: Any, model: Any, tokenizer: Any, attention_mask: Any = None) -> Batch:
+    """The `Batch` (ids [batch, pos] with each row's real tokens) from a string, strings, ids with an optional
+    transformers `attention_mask` [batch, pos] of 0/1, or a mapping with `input_ids` (and `attention_mask`), as a
+    tokenizer returns; every row needs >= 2 real tokens inside the embedding (pads are never run)."""
+    from attnlab.tracing.padding import from_mask
+
+    if isinstance(inputs, Mapping) and "input_ids" in inputs:
+        attention_mask = inputs.get("attention_mask") if attention_mask is None else attention_mask
+        inputs = inputs["input_ids"]
     if isinstance(inputs, str):
         inputs = [inputs]
     if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
-        ids = _encode(inputs, tokenizer)
+        if attention_mask is not None:
+            raise InputError("attention_mask goes with token ids; strings of different lengths are padded for you")
+        batch = _encode(inputs, tokenizer)
     else:
-        try:
-            arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"inputs must be a string, strings or token ids [batch, pos]: {exc}") from None
-        if arr.dtype.kind not in "iu":  # a float or bool cast to long would silently become other tokens
-            raise InputError(f"token ids must be integers, got {arr.dtype} (cast them yourself if that is meant)")
-        ids = torch.as_tensor(arr, dtype=torch.long)
-    ids = ids[None] if ids.dim() == 1 else ids
-    if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 2:
-        raise InputError(f"inputs must hold at least one sequence of >= 2 tokens, got shape {tuple(ids.shape)}")
+        ids = _as_ids(inputs)
+        ids = ids[None] if ids.dim() == 1 else ids
+        if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
+            raise InputError(f"inputs must hold at least one sequence of >= 2 tokens, got shape {tuple(ids.shape)}")
+        batch = from_mask(ids, attention_mask)
+    short = [row for row, n in enumerate(batch.lengths) if n < 2]
+    if short:
+        raise InputError(f"inputs must hold at least one sequence of >= 2 tokens, got shape {tuple(batch.ids.shape)}"
+                         if not batch.padded else f"sequence {short[0]} has {batch.lengths[short[0]]} real token(s); "
+                         "each needs >= 2")  # fmt: skip
     rows = _embedding_rows(model)
-    if int(ids.min()) < 0 or int(ids.max()) >= rows:
-        raise InputError(f"token id {int(ids.max())} is outside the embedding's {rows} rows")
-    return ids
+    real = [batch.sequence(r) for r in range(len(batch.lengths))]
+    low, high = min(int(r.min()) for r in real), max(int(r.max()) for r in real)
+    if low < 0 or high >= rows:
+        raise InputError(f"token id {high if high >= rows else low} is outside the embedding's {rows} rows")
+    return batch
+
+
+def resolve_inputs(inputs: Any, model: Any, tokenizer: Any) -> torch.Tensor:
+    """Token ids [batch, pos] (long) of equal-length sequences from a string, strings or ids (`resolve_batch`)."""
+    batch = resolve_batch(inputs, model, tokenizer)
+    if batch.padded:
+        raise InputError(f"the sequences have different lengths {sorted(set(batch.lengths))}; pass equal-length ones")
+    return batch.ids
+
+
+def _by_length(run: Callable, batch: Batch, kept: dict[str, list], ivs: list, batch_size: int) -> Callable:
+    """`run` (`_run_hf`/`_run_toy`'s signature) for a padded batch: pads stripped, one run per real length, merged
+    in input order (`attnlab.tracing.padding`: exact, each sequence as if traced alone; docs/api.md, "Padded
+    batches"). Its logits come in the layout of the given ids, NaN at the pads; each cached point's list ends up
+    holding one item: the [N, ...] tensor, or where the lengths differ the list of one tensor per sequence. Refuses
+    row masks at once, before any forward."""
+    from attnlab.tracing.padding import run_groups
+
+    _refuse_row_masks(ivs)
+
+    def padded(model: Any, ids: torch.Tensor, *rest: Any) -> tuple[Trace, torch.Tensor]:
+        tr, out, cached = run_groups(lambda x: run(model, x, *rest), batch, batch_size, kept)
+        for point, joined in cached.items():
+            kept[point][:] = [joined]
+        return tr, out
+
+    return padded
+
+
+def _refuse_row_masks(ivs: list) -> None:
+    """One line for a `MoveToSink` query mask with a padded batch: its [batch, query] rows would not follow the
+    stripped sequences."""
+    from attnlab.tracing.interventions import MoveToSink
+
+    if any(isinstance(iv, MoveToSink) and iv.queries is not None for iv in ivs):
+        raise InputError("MoveToSink(queries=...) takes no padded batch: trace each real length apart")
 
 
 def _n_layers(model: Any) -> int:
@@ -140,7 +201,7 @@ def hook_points(model: Any, linear_inputs: bool = False) -> list[str]:
     from attnlab.tracing.adapters.arch import get_arch
     from attnlab.tracing.adapters.hf import hf_hook_points
 
-    return hf_hook_points(get_arch(model), linear_inputs=linear_inputs)
+    return hf_hook_points(get_arch(model), linear_inputs=linear_inputs, model=model)
 
 
 def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
@@ -148,30 +209,57 @@ def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
         yield ids[b0 : b0 + batch_size]
 
 
+@dataclass(frozen=True)
+class RunHow:
+    """How `_run_hf` / `_run_toy` run: `stats` (`traced`'s) and `grad` (autograd on)."""
+
+    stats: str = "fast"
+    grad: bool = False
+
+
 def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool,
-            stats: str = "fast"):  # fmt: skip
-    """(Trace or None, logits [N,T,V] on the CPU) of an HF model through the HF adapter (`stats`: `traced`'s)."""
+            how: RunHow = RunHow()):  # fmt: skip
+    """(Trace or None, logits [N,T,V]) of an HF model through the HF adapter: float32 on the CPU, or with
+    `how.grad` as the model computed them, on its device, with their graph (and `.grad_stats`)."""
     import torch
 
     from attnlab.tracing.adapters.hf import new_recorder, traced
 
     rec = new_recorder(model, ids.shape[1], keep_patterns=keep) if record else None
-    logits = []
-    with torch.no_grad(), traced(model, rec, ivs, hooks=hooks, stats=stats) as sess:
+    logits, grad = [], how.grad
+    with torch.set_grad_enabled(grad), traced(model, rec, ivs, hooks=hooks, stats=how.stats) as sess:
+        sess.grad = grad
         for batch in _batches(ids, batch_size):
-            logits.append(sess.forward(batch).float().cpu())
-    return (rec.result() if rec is not None else None), torch.cat(logits)
+            out = sess.forward(batch)
+            logits.append(out if grad else out.float().cpu())
+    tr = rec.result() if rec is not None else None
+    if tr is not None and grad:
+        tr.grad_stats = _stack_stats([sess.grad_stats[l] for l in sorted(sess.grad_stats)])
+    return tr, torch.cat(logits)
+
+
+def _stack_stats(layers: list[list[dict[str, torch.Tensor]]]) -> dict[str, torch.Tensor]:
+    """{name: [N, L, H, ...]} from per layer, per batch {name: [B, H, ...]} (`hooked.differentiable_stats`)."""
+    import torch
+
+    if not layers:
+        return {}
+    return {
+        name: torch.cat([torch.stack([layer[b][name] for layer in layers], 1) for b in range(len(layers[0]))], 0)
+        for name in layers[0][0]
+    }
 
 
 def _run_toy(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool,
-             stats: str = "fast"):  # fmt: skip
-    """(Trace, logits [N,T,V] on the CPU) of a toy model through the toy adapter (every statistic: `stats` is
-    moot, its patterns are whole)."""
+             how: RunHow = RunHow()):  # fmt: skip
+    """(Trace, logits [N,T,V] on the CPU, or with `how.grad` on the model's device with their graph) of a toy
+    model through the toy adapter (every statistic: `how.stats` is moot, its patterns are whole)."""
     from attnlab.tracing.adapters.toy import trace_toy
 
     device = next(model.parameters()).device
-    tr, logits = trace_toy(model, ids.to(device), keep_patterns=keep, interventions=ivs, chunk=batch_size, hooks=hooks)
-    return tr, logits.float().cpu()
+    tr, logits = trace_toy(model, ids.to(device), keep_patterns=keep, interventions=ivs, chunk=batch_size, hooks=hooks,
+                           grad=how.grad)  # fmt: skip
+    return tr, logits if how.grad else logits.float().cpu()
 
 
 def _reference_mean(model: Any, tokenizer: Any, iv: MeanAblate, run: Callable, batch_size: int) -> torch.Tensor:
@@ -356,6 +444,8 @@ def trace(
     batch_size: int = 8,
     stats: str = "fast",
     cache: Any = None,
+    attention_mask: Any = None,
+    grad: bool = False,
 ) -> Trace:
     """Trace `model` on `inputs` in memory and return the `Trace` (spec extreme-tokens §5).
 
@@ -372,6 +462,11 @@ def trace(
     keys per row from the fused kernel's log-sum-exp (row entropy and ᾱ_j for j ≥ 1 NaN), "full" adds those, "chunked"
     runs the exact eager chunks; `.attention_paths` says which path each layer took. The model's state, hooks and
     attention implementation are as before after.
+    `grad=True` runs with autograd on (every attention layer through differentiable torch, its whole pattern made):
+    `.cache` tensors and `.logits` (then a torch tensor on the model's device) keep their graph, and
+    `.grad_stats` {"sink_score", "key0_col_mean", "row_entropy": [N,L,H], "attn_col_mean": [N,L,H,T]} are the
+    statistics as differentiable tensors; the numpy statistics stay detached.
+    `attention_mask` [batch, pos] of 0/1: padded ids, each row traced as if alone (docs/api.md, "Padded batches").
 
     Example: `attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 0)]).heads`
     """
@@ -380,20 +475,22 @@ def trace(
     from attnlab.errors import check_choice
 
     check_choice(stats, ("fast", "full", "chunked"), "stats")
-    ids = resolve_inputs(inputs, module, tok)
+    ids = (batch := resolve_batch(inputs, module, tok, attention_mask)).ids
     run = _run_toy if _is_toy(module) else _run_hf
     user_hooks = resolve_hooks(hooks, module)
     given, keep = count_layers_from_end(module, list(interventions), [(int(l), int(h)) for l, h in keep_patterns])
-    keepers, kept = cache_hooks(module, cache, (int(ids.shape[0]), int(ids.shape[1])))
+    keepers, kept = cache_hooks(module, cache, (int(ids.shape[0]), int(ids.shape[1])), grad=grad)
     for point, fn in keepers.items():  # after the user's hooks: the cache holds what the forward went on with
         user_hooks[point] = chain_hooks(user_hooks[point], fn) if point in user_hooks else fn
-    ivs, merged = _compile_mean_ablations(module, tok, given, user_hooks, run, batch_size, ids.shape[1])
-    tr, out = run(module, ids, ivs, merged, keep, batch_size, True, stats)
+    go = _by_length(run, batch, kept, given, batch_size) if batch.padded else run  # pads stripped (docs/api.md)
+    ivs, merged = _compile_mean_ablations(module, tok, given, user_hooks, run, batch_size, max(batch.lengths))
+    tr, out = go(module, ids, ivs, merged, keep, batch_size, True, RunHow(stats, grad))
     if logits:
-        tr.logits = out.numpy()
+        tr.logits = out if grad else out.numpy()
     import torch
 
-    tr.cache = {point: torch.cat(parts, 0) for point, parts in kept.items() if parts}
+    # one batch: the very tensor the forward went on from (under grad=True, a gradient can be taken with respect to it)
+    tr.cache = {point: parts[0] if len(parts) == 1 else torch.cat(parts, 0) for point, parts in kept.items() if parts}
     return tr
 
 
