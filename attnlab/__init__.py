@@ -11,6 +11,7 @@ In memory, for any model (nothing is written to disk; docs/api.md works through 
     tr = attnlab.trace(model, ids, interventions=[attnlab.ZeroHead(1, 0)], hooks={"blocks.1.attn.hook_z": fn})
     tr.heads                          # one row per (layer, head): sink_score, row_entropy, value_norm_key0, ...
     attnlab.hook_points(model)        # TransformerLens's names: blocks.{l}.hook_resid_pre, attn.hook_z, ...
+    attnlab.heads_view(tr, 1)         # in Jupyter: layer 1's heads as thumbnails, one enlarged (pattern_view too)
     model = attnlab.load_model("smollm2"); run = attnlab.load_run("runs/scan-...")
 
 The four studies, each made of rooms (one room per command, `attnlab.<room>`), on shared layers:
@@ -59,6 +60,8 @@ __all__ = [
     "ZeroDims",
     "MoveToSink",
     "MeanAblate",
+    "pattern_view",
+    "heads_view",
 ]
 # the study sub-packages (from the one table in attnlab.core.registry) and the trace layer, imported on first access
 _LAZY = (*study_rooms(), "tracing")
@@ -69,6 +72,8 @@ VERBS = {
     "load_model": "attnlab.api",
     "load_trace": "attnlab.api",
     "load_run": "attnlab.runs.results",
+    "pattern_view": "attnlab.view.inline",
+    "heads_view": "attnlab.view.inline",
     **dict.fromkeys(
         ("ZeroHead", "ZeroMLP", "ZeroLayer", "ZeroDims", "MoveToSink", "MeanAblate"), "attnlab.tracing.interventions"
     ),  # fmt: skip

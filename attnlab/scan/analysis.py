@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnlab.hf.heads import ACTIVE, DORMANT, state_of  # the head states, shared with `ablate`
-from attnlab.tracing.format import Trace
+from attnlab.tracing.format import Trace, massive_records
 
 SINK_EPS = 0.3
 
@@ -60,8 +60,9 @@ def layer_rows(domain: str, trace: Trace, ids: np.ndarray | None = None) -> list
     ratio = trace.resid_norm_ratio()
     vr = np.median(trace.value_norm_ratio(), axis=1)
     rows = []
+    massive = massive_records(trace.massive)
     for r in range(len(ratio)):
-        hits = [m for m in trace.massive if m["layer"] == r]
+        hits = [m for m in massive if m["layer"] == r]
         top = max(hits, key=lambda m: abs(m["value"])) if hits else None
         rows.append(
             {
@@ -85,7 +86,7 @@ def layer_rows(domain: str, trace: Trace, ids: np.ndarray | None = None) -> list
 def massive_rows(domain: str, trace: Trace, ids: np.ndarray, tokenizer=None) -> list[dict]:
     """Massive activations (|h| > 100 and > 1000 × the layer median): layer, sample, token, dimension, value."""
     rows = []
-    for m in sorted(trace.massive, key=lambda m: (m["layer"], -abs(m["value"]))):
+    for m in sorted(massive_records(trace.massive), key=lambda m: (m["layer"], -abs(m["value"]))):
         tid = int(ids[m["sample"], m["pos"]])
         rows.append(
             {

@@ -5,7 +5,6 @@ page glue for the interactive views. `report.py` calls the entries that read a r
 
 from __future__ import annotations
 
-import base64
 import functools
 from importlib import resources
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from attnlab.reports.attention import ATTENTION_JS, ATTENTION_SCALE, masked_pattern, pack_pattern
 from attnlab.reports.page import js_json, rounded
 from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import RunDir
@@ -103,9 +103,9 @@ def attention_maps(
     for r, key in enumerate(heads):
         l, h = (int(x) for x in key.split("."))
         for c, d in enumerate(ds):
-            A = patterns[d][key][:max_tokens, :max_tokens]
+            A = masked_pattern(patterns[d][key][:max_tokens, :max_tokens])
             ax = axes[r][c]
-            ax.imshow(A**0.5, cmap="magma", vmin=0, vmax=1)
+            ax.imshow(A, cmap=ATTENTION_SCALE.cmap(), vmin=ATTENTION_SCALE.zmin, vmax=ATTENTION_SCALE.zmax)
             ax.set_title(f"L{l}H{h} {d} (s={sink[d][l, h]:.2f})", fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
@@ -350,22 +350,23 @@ LAYER_VIEW_JS = "layer_view.js"
 
 @functools.cache
 def pattern_js() -> str:
-    """The head explorer's script, `__CFG__` still in it (read once from the package data, LAYER_VIEW_JS)."""
-    return "\n" + resources.files("attnlab.scan").joinpath(LAYER_VIEW_JS).read_text(encoding="utf-8")
+    """The head explorer's script, `__CFG__` still in it (read once from the package data, LAYER_VIEW_JS), after
+    the drawing every attention view shares (`reports.attention.ATTENTION_JS`)."""
+    return ATTENTION_JS + "\n" + resources.files("attnlab.scan").joinpath(LAYER_VIEW_JS).read_text(encoding="utf-8")
 
 
 def packed_pattern(a: np.ndarray) -> dict:
-    """A `[query, key]` pattern as 16-bit fixed point (step 1/65535, under the 4-decimal hover's half step) in
-    base64, for the page's script to unpack: 2.7 characters a weight instead of about 7 in JSON, and one string to
-    parse (a 2,048-token pattern is 11 MB of page, not 31 MB of nested lists)."""
-    q = np.round(np.clip(np.asarray(a, dtype=np.float64), 0.0, 1.0) * 65535).astype("<u2")
-    return {"n": int(q.shape[0]), "u16": base64.b64encode(q.tobytes()).decode("ascii")}
+    """A causal `[query, key]` pattern in the 16-bit form of `reports.attention.pack_pattern` (step 1/65534, under
+    the 4-decimal hover's half step; the masked upper triangle as its own code) in base64, for the page's script to
+    unpack: 2.7 characters a weight instead of about 7 in JSON, and one string to parse (a 2,048-token pattern is
+    11 MB of page, not 31 MB of nested lists)."""
+    return pack_pattern(masked_pattern(a))
 
 
 def embedded_pattern(a: np.ndarray) -> Any:
-    """What the page holds of a saved pattern: nested lists up to CANVAS_FROM tokens (drawn as a plotly heat map),
-    packed past it (drawn on a canvas)."""
-    return packed_pattern(a) if a.shape[0] > CANVAS_FROM else rounded(a)
+    """What the page holds of a saved pattern: nested lists up to CANVAS_FROM tokens (drawn as a plotly heat map;
+    masked cells null), packed past it (drawn on a canvas)."""
+    return packed_pattern(a) if a.shape[0] > CANVAS_FROM else rounded(masked_pattern(a))
 
 
 def head_explorer(run: RunDir, sink: dict[str, np.ndarray], grid: str, view: str) -> tuple[dict, str, str]:
@@ -395,5 +396,5 @@ def head_explorer(run: RunDir, sink: dict[str, np.ndarray], grid: str, view: str
     )
     cfg = {"grid": grid, "view": view, "domains": domains, "sink": {d: rounded(sink[d]) for d in domains},
            "patterns": saved, "tokens": read_tokens(run, domains), "layers": L, "heads": H, "windows": windows,
-           "canvas_from": CANVAS_FROM, "thumb": THUMB_SIDE}  # fmt: skip
+           "canvas_from": CANVAS_FROM, "thumb": THUMB_SIDE, "scale": ATTENTION_SCALE.as_dict()}  # fmt: skip
     return figure, block, pattern_js().replace("__CFG__", js_json(cfg))

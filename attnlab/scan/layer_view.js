@@ -3,13 +3,11 @@
   var title = document.getElementById(cfg.view + '-title');
   var served = location.protocol.indexOf('http') === 0, win = 0, cache = {}, wtokens = {};
   function esc(t) { return t.replace(/[&<>]/g, function (c) { return {'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c]; }); }
-  function unpack(A) {  // a long pattern arrives as 16-bit fixed point in base64 (packed_pattern): Float32Array rows
-    if (!A || A.u16 === undefined) return A;
-    var bin = atob(A.u16), n = A.n, f = new Float32Array(n * n), rows = [];
-    for (var k = 0; k < n * n; k++) f[k] = (bin.charCodeAt(2 * k) | (bin.charCodeAt(2 * k + 1) << 8)) / 65535;
-    for (var i = 0; i < n; i++) rows.push(f.subarray(i * n, (i + 1) * n));
-    return rows;
-  }
+  // the drawing every attention view shares (reports/attention.py's ATTENTION_JS, before this script): a long
+  // pattern arrives as 16-bit codes in base64 (packed_pattern), unpacked to Float32Array rows, NaN where masked
+  var shared = attnlabAttention, scale = cfg.scale;
+  function unpack(A) { return shared.unpack(A); }
+  function masked(w) { return w === null || w === undefined || w !== w; }
   function patternsOf(key) {
     var p = win === 0 ? cfg.patterns[key] : cache[key + '@' + win];
     if (p) Object.keys(p).forEach(function (d) { p[d] = unpack(p[d]); });
@@ -56,7 +54,7 @@
     cfg.domains.forEach(function (d, k) {
       var A = saved[d], tok = tokensOf(d) || [];
       if (!A) return;
-      var lab = function (i) { return i + ' ' + JSON.stringify(tok[i] === undefined ? '?' : tok[i]); };
+      var lab = function (i) { return i + ' ' + JSON.stringify(tok[i] === undefined ? '?' : shared.label(tok[i])); };
       if (A.length > cfg.canvas_from) bigPattern(A, lab, 'L' + l + 'H' + h + ' on ' + d + ' (window ' + win + ')', k);
       else {
       var text = A.map(function (row, i) { return row.map(function (_, j) {
@@ -65,9 +63,11 @@
       view.appendChild(div);
       var labels = A.map(function (_, i) { return lab(i); });  // the tokens on both axes (unique: with the index)
       var tick = {family: 'monospace', size: 9};
-      Plotly.newPlot(div, [{type: 'heatmap', z: A, x: labels, y: labels, text: text, colorscale: 'Magma',
-        zmin: 0, zmax: 1, hovertemplate: '%{text}<br>weight %{z:.4f}<extra></extra>'}],
-        {title: {text: 'L' + l + 'H' + h + ' on ' + d + ' (window ' + win + ')'}, yaxis: {autorange: 'reversed',
+      Plotly.newPlot(div, [{type: 'heatmap', z: A, x: labels, y: labels, text: text, colorscale: scale.stops,
+        zmin: scale.zmin, zmax: scale.zmax, hoverongaps: false, colorbar: {title: {text: 'weight'}},
+        hovertemplate: '%{text}<br>weight %{z:.4f}<extra></extra>'}],
+        {title: {text: 'L' + l + 'H' + h + ' on ' + d + ' (window ' + win + ')'}, plot_bgcolor: scale.masked,
+         yaxis: {autorange: 'reversed',
          type: 'category', tickfont: tick, automargin: true, title: {text: 'query token'}},
          xaxis: {type: 'category', tickfont: tick, automargin: true, title: {text: 'key token'}},
          margin: {t: 50}, height: Math.min(900, 360 + 12 * A.length)},
@@ -77,7 +77,7 @@
       box.innerHTML = tok.map(function (t, i) { return '<span data-i="' + i + '">' + esc(t) + '</span>'; }).join('');
       box.addEventListener('mouseover', function (e) {
         var i = e.target.dataset ? e.target.dataset.i : undefined; if (i === undefined) return;
-        box.querySelectorAll('span').forEach(function (s, j) { var w = j <= i ? A[i][j] : 0;
+        box.querySelectorAll('span').forEach(function (s, j) { var w = j <= i && !masked(A[i][j]) ? A[i][j] : 0;
           s.style.background = 'rgba(215,25,28,' + Math.sqrt(w || 0) + ')';
           s.style.outline = j == i ? '1px solid #000' : ''; s.title = 'weight ' + (w || 0).toFixed(4); });
       });
@@ -93,46 +93,19 @@
     var head = document.createElement('p'); head.className = 'note';
     head.textContent = name + ': ' + n + ' tokens, one pixel per query (row) and key (column); hover a pixel.';
     var c = document.createElement('canvas'), tip = document.createElement('p'); tip.className = 'note tip';
-    wrap.appendChild(head); wrap.appendChild(c); wrap.appendChild(tip); view.appendChild(wrap); draw(c, A);
+    wrap.appendChild(head); wrap.appendChild(c); wrap.appendChild(tip); view.appendChild(wrap);
+    shared.draw(c, A, scale);
     c.addEventListener('mousemove', function (e) {
       var r = c.getBoundingClientRect(), j = Math.floor((e.clientX - r.left) / r.width * n);
       var i = Math.floor((e.clientY - r.top) / r.height * n);
       if (i < 0 || j < 0 || i >= n || j >= n) return;
-      tip.textContent = 'query ' + lab(i) + ', key ' + lab(j) + ': weight ' + (A[i][j] || 0).toFixed(4);
+      tip.textContent = 'query ' + lab(i) + ', key ' + lab(j) + ': ' +
+        (masked(A[i][j]) ? 'masked' : 'weight ' + A[i][j].toFixed(4));
     });
   }
-  // all heads of a layer as small multiples on canvases (fast at any length), click one to enlarge it
-  // one colour per 16-bit weight step (the sqrt colour map, computed once): a pixel is one table read
-  var colours = null;
-  function palette() {
-    if (colours) return colours;
-    colours = new Uint32Array(65536);
-    for (var q = 0; q < 65536; q++) {
-      var v = Math.sqrt(q / 65535), r = Math.round(255 * v), g = Math.round(204 * v * v);
-      var b = Math.round(80 * (1 - v) + 60 * v);
-      colours[q] = ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;  // RGBA bytes in little-endian order
-    }
-    return colours;
-  }
-  function step(w) { return w > 0 ? (w >= 1 ? 65535 : (w * 65535 + 0.5) | 0) : 0; }
-  // a pattern on a canvas, one pixel per (query, key); `most`: the largest side drawn, each pixel then the
-  // maximum of its block (thumbnails: a 2,048-token head is 256 x 256 pixels, no spike averaged away)
-  function draw(canvas, A, most) {
-    var n = A.length, s = most && n > most ? Math.ceil(n / most) : 1, m = Math.ceil(n / s), i, j, k, row;
-    var ctx = canvas.getContext('2d'); canvas.width = m; canvas.height = m;
-    var img = ctx.createImageData(m, m), px = new Uint32Array(img.data.buffer), c = palette();
-    if (s === 1) {
-      for (i = 0; i < n; i++) { row = A[i]; k = i * n; for (j = 0; j < n; j++) px[k + j] = c[step(row[j])]; }
-    } else {
-      var top = new Float32Array(m * m);
-      for (i = 0; i < n; i++) {
-        row = A[i]; k = ((i / s) | 0) * m;
-        for (j = 0; j < n; j++) { var w = row[j] || 0, b = k + ((j / s) | 0); if (w > top[b]) top[b] = w; }
-      }
-      for (k = 0; k < m * m; k++) px[k] = c[step(top[k])];
-    }
-    ctx.putImageData(img, 0, 0); canvas.dataset.drawn = '1';
-  }
+  // all heads of a layer as small multiples on canvases (fast at any length), click one to enlarge it; past
+  // cfg.thumb tokens a side each pixel is the maximum of its block (a 2,048-token head is 256 x 256 pixels, no
+  // spike averaged away), in the one colour scale of every attention view
   function layerView(l) {
     var box = document.getElementById(cfg.view + '-layer-view'), d = cfg.domains[0], chain = Promise.resolve();
     box.innerHTML = '<p class="note">Layer ' + l + ', every head on ' + esc(d) + ' (window ' + win +
@@ -144,11 +117,11 @@
       fig.appendChild(c); fig.appendChild(cap); box.appendChild(fig);
       c.addEventListener('click', function () { show(key); view.scrollIntoView(); });
       var have = patternsOf(key);
-      if (have && have[d]) { draw(c, have[d], cfg.thumb); return; }
+      if (have && have[d]) { shared.draw(c, have[d], scale, cfg.thumb); return; }
       if (!served) { cap.textContent += ' (not saved)'; return; }
       var w = win;
       chain = chain.then(function () { return fetchHead(key, w).then(function (res) {
-        if (!res.error && res.patterns[d]) draw(c, res.patterns[d], cfg.thumb); }); });
+        if (!res.error && res.patterns[d]) shared.draw(c, res.patterns[d], scale, cfg.thumb); }); });
     })(l + '.' + h);
   }
   document.getElementById(cfg.view + '-layer').addEventListener('click', function () {

@@ -18,7 +18,7 @@ were not grouped), N = number of sequences.
 | max_abs, max_pos, max_dim, median_abs | [R] | largest |x| in each residual, where, and the median |x| |
 | sink_score_per_sample | [N,L,H] | (1/(T−1)) Σ_{i≥1} A_i0 for each sequence |
 | key0_col_mean_per_sample | [N,L,H] | ᾱ_0 = (1/T) Σ_{i≥0} A_i0 for each sequence (Sink_k^ε of Gu et al.) |
-| massive | list of dicts | residual entries with |x| > 100 and > 1000 × median (layer, sample, pos, dim, value) |
+| massive | DataFrame | entries |x| > 100 and > 1000 × median: layer, sample, pos, dim, value, median_abs |
 | patterns | {"l.h": [N,T,T]} | full attention patterns, only for heads asked for |
 | learned_sink_by_query | [L,H,T] or None | mean mass on the learned sink logit per query (gpt-oss `sinks`) |
 | attention_paths | [L] str | the kernel each layer ran (`tracing.kernels`): flash, cudnn, efficient, blocked, eager |
@@ -74,6 +74,27 @@ ARRAY_FIELDS = (
 )
 
 
+MASSIVE_COLUMNS = {"layer": "int64", "sample": "int64", "pos": "int64", "dim": "int64", "value": "float64",
+                   "median_abs": "float64"}  # fmt: skip
+
+
+def massive_frame(rows: Any) -> Any:
+    """`Trace.massive` as a DataFrame with MASSIVE_COLUMNS (their dtypes; extra columns kept after them) from a list
+    of dicts (the recorder's and older files' form) or a DataFrame."""
+    import pandas as pd
+
+    frame = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    for col, dtype in MASSIVE_COLUMNS.items():
+        frame[col] = frame[col].astype(dtype) if col in frame else pd.Series(dtype=dtype)
+    extra = [c for c in frame.columns if c not in MASSIVE_COLUMNS]
+    return frame[[*MASSIVE_COLUMNS, *extra]].reset_index(drop=True)
+
+
+def massive_records(frame: Any) -> list[dict]:
+    """The list of dicts (plain Python numbers) that `save` writes for `Trace.massive`."""
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
 class Patterns(dict):
     """{"l.h": [N, query, key]} that also answers `patterns[(l, h)]`."""
 
@@ -112,7 +133,7 @@ class Trace:
     median_abs: np.ndarray
     sink_score_per_sample: np.ndarray
     key0_col_mean_per_sample: np.ndarray
-    massive: list = field(default_factory=list)
+    massive: Any = field(default_factory=list)  # a DataFrame (MASSIVE_COLUMNS); a list of dicts is converted
     patterns: dict = field(default_factory=dict)
     learned_sink_by_query: np.ndarray | None = None
     logits: np.ndarray | None = None  # [N,T,V] float32, only when `attnlab.trace(..., logits=True)`
@@ -124,6 +145,7 @@ class Trace:
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self.massive = massive_frame(self.massive)
         if not isinstance(self.patterns, Patterns):
             self.patterns = Patterns(self.patterns)
 
@@ -230,7 +252,8 @@ class Trace:
 
     # ---- persistence: safetensors + JSON -----------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write `<path>.safetensors` (arrays and patterns) and `<path>.json` (massive-activation list), atomically."""
+        """Write `<path>.safetensors` (arrays and patterns) and `<path>.json` (massive activations as a list of
+        records, the form older files have), atomically."""
         from safetensors.numpy import save
 
         from attnlab.runs import write_bytes, write_text
@@ -244,7 +267,7 @@ class Trace:
             tensors["logits"] = np.ascontiguousarray(self.logits, dtype=np.float32)
         write_bytes(path.with_suffix(".safetensors"), save(tensors))
         meta = {
-            "massive": self.massive,
+            "massive": massive_records(self.massive),
             "attention_paths": list(self.attention_paths),
             "host_kernels": self.host_kernels,
         }

@@ -2,7 +2,7 @@
 
 It serves the run's files (report.html at `/`; plotly.min.js from the plotly package when the run relies on an
 enclosing folder's copy) and, for scan runs, recomputes a head's attention pattern on demand:
-`GET /api/pattern?layer=L&head=H` -> {"key": "L.H", "patterns": {domain: [T][T]}, "tokens": {domain: [T]}} on
+`GET /api/pattern?layer=L&head=H` -> {"key": "L.H", "patterns": {domain: [T][T], masked cells null}, "tokens": ...} on
 the first window of each domain (the windows saved in samples.jsonl), so the report's grid can show any head, not
 only those kept with `scan --pattern-head` (`&domain=D` asks for one domain). The model is loaded on the first
 such request and kept by the server. A bad request gets a 400 naming the parameter that is wrong. Every request
@@ -23,7 +23,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from attnlab.errors import AttnlabError, InputError, check, check_choice
-from attnlab.reports.page import PLOTLY_ASSET
+from attnlab.reports.attention import masked_pattern
+from attnlab.reports.page import PLOTLY_ASSET, rounded
 
 HOST = "127.0.0.1"  # never another interface: the server has no authentication
 
@@ -103,7 +104,7 @@ class PatternSource:
             out: dict[str, Any] = {"key": f"{layer}.{head}", "window": window, "patterns": {}, "tokens": {}}
             for d, ids in windows.items():
                 tr, _ = trace_windows(self._lm.model, torch.tensor([ids]), 1, keep_patterns=[(layer, head)], desc="")
-                out["patterns"][d] = tr.patterns[f"{layer}.{head}"][0].round(5).tolist()
+                out["patterns"][d] = rounded(masked_pattern(tr.patterns[f"{layer}.{head}"][0]), 5)  # masked: null
                 out["tokens"][d] = [self._lm.tokenizer.decode([i]) for i in ids]
         return out
 

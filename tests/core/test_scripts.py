@@ -107,7 +107,7 @@ def test_a_script_parses_in_node(script):
 
 
 BROKEN = {
-    "a brace dropped": lambda t: t.replace("if (colours) return colours;", "if (colours) { return colours;", 1),
+    "a brace dropped": lambda t: t.replace("if (res.error) return res;", "if (res.error) { return res;", 1),
     "a parenthesis dropped": lambda t: t.replace("Math.sqrt(w || 0)", "Math.sqrt(w || 0", 1),
     "a string not closed": lambda t: t.replace("'&amp;'", "'&amp;", 1),
     "a comment not closed": lambda t: t.replace("// a long window", "/* a long window", 1),
@@ -135,7 +135,10 @@ def test_every_script_is_package_data():
 
 
 def test_the_scan_page_embeds_the_script_as_it_is():
+    """The page embeds layer_view.js as it is, after the drawing every attention view shares (ATTENTION_JS)."""
+    from attnlab.reports.attention import ATTENTION_JS
     from attnlab.scan.figures import pattern_js
 
     text = (PACKAGE / "scan" / "layer_view.js").read_text(encoding="utf-8")
-    assert pattern_js() == "\n" + text and text.endswith("})(__CFG__);\n")
+    assert pattern_js() == ATTENTION_JS + "\n" + text and text.endswith("})(__CFG__);\n")
+    assert js_structure_errors(ATTENTION_JS + "__CFG__") == []  # the shared part is well formed too

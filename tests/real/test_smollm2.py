@@ -72,7 +72,8 @@ def test_massive_activation_at_layer_11(traces):
         assert 15_000 <= tr.max_abs[r11] <= 30_000
         assert tr.max_abs[r11] >= 10 * tr.max_abs[r10]
         assert tr.resid_norm_ratio()[r11] > 100
-        assert any(m["layer"] == r11 and m["pos"] == 0 and m["dim"] == 507 for m in tr.massive)
+        m = tr.massive
+        assert ((m["layer"] == r11) & (m["pos"] == 0) & (m["dim"] == 507)).any()
 
 
 def test_sink_heads_and_value_drain(traces):

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.reports.attention import ATTENTION_SCALE, WEIGHT_STEPS, token_label
 from attnlab.reports.page import element_id
 
 
@@ -30,7 +31,12 @@ def test_grid_switches_statistic_and_patterns_show_tokens(runs, browse, tmp_path
         tokens = json.loads((run / "patterns" / "prose" / "tokens.json").read_text())
         page.wait_for_selector(f"#{view}-0 .main-svg")
         data = page.evaluate(f"document.getElementById('{view}-0').data[0]")
-        assert data["x"] == data["y"] == [f"{i} {json.dumps(t)}" for i, t in enumerate(tokens)]
+        labels = [f"{i} {json.dumps(token_label(t), ensure_ascii=False)}" for i, t in enumerate(tokens)]
+        assert data["x"] == data["y"] == labels  # single-line labels (a newline token: "↵")
+        # the enlarged view's colour scale is the one of every attention view; the causal triangle is masked
+        assert {k: data[k] for k in ("colorscale", "zmin", "zmax")} == ATTENTION_SCALE.plotly()
+        z = np.array(data["z"], dtype=float)
+        assert np.array_equal(np.isnan(z), np.triu(np.ones(z.shape, bool), 1))
         assert page.locator(f"#{view}-0 .xtick").count() > 0
         assert errors == []
 
@@ -62,10 +68,12 @@ def test_served_view_computes_any_window(runs):
         server.server_close()
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     prose = [s["token_ids"] for s in samples if s["domain"] == "prose"]
-    A, A0 = np.array(res["patterns"]["prose"]), np.array(first["patterns"]["prose"])
+    A, A0 = (np.array(r["patterns"]["prose"], dtype=float) for r in (res, first))  # masked cells: null -> NaN
     assert res["window"] == 1 and len(res["tokens"]["prose"]) == len(prose[1]) == A.shape[0]
-    assert np.allclose(A.sum(1), 1, atol=1e-4) and np.allclose(np.triu(A, 1), 0)
-    assert prose[0] != prose[1] and not np.allclose(A, A0)
+    upper = np.triu(np.ones(A.shape, bool), 1)
+    assert np.array_equal(np.isnan(A), upper)  # the causal triangle is masked (null), not weight 0
+    assert np.allclose(np.nansum(A, 1), 1, atol=1e-4)
+    assert prose[0] != prose[1] and not np.allclose(A[~upper], A0[~upper])
 
 
 def test_layer_view_draws_every_head_and_enlarges_one(runs, browse, tmp_path):
@@ -164,10 +172,13 @@ def test_long_windows_are_drawn_on_a_canvas_with_token_hover(runs, browse, tmp_p
         i, j = 9, 4
         page.mouse.move(box["x"] + (j + 0.5) * box["width"] / 16, box["y"] + (i + 0.5) * box["height"] / 16)
         tip = page.locator(f"#{view}-0 .tip").inner_text()
-        # the page holds the long pattern as 16-bit fixed point (step 1/65535): the weight shown is that value
-        weight = np.round(A[i, j] * 65535) / 65535
-        assert tip == f"query {i} {json.dumps(tokens[i])}, key {j} {json.dumps(tokens[j])}: weight {weight:.4f}"
-        assert abs(weight - A[i, j]) <= 0.5 / 65535 + 1e-9
+        # the page holds the long pattern as 16-bit codes (step 1/65534): the weight shown is that value
+        weight = np.round(A[i, j] * WEIGHT_STEPS) / WEIGHT_STEPS
+        lab = [json.dumps(token_label(tokens[k]), ensure_ascii=False) for k in (i, j)]
+        assert tip == f"query {i} {lab[0]}, key {j} {lab[1]}: weight {weight:.4f}"
+        assert abs(weight - A[i, j]) <= 0.5 / WEIGHT_STEPS + 1e-9
+        page.mouse.move(box["x"] + (i + 0.5) * box["width"] / 16, box["y"] + (j + 0.5) * box["height"] / 16)
+        assert page.locator(f"#{view}-0 .tip").inner_text().endswith(": masked")  # above the diagonal
         assert '"u16": "' in (run / "report.html").read_text()
         assert errors == []
 
@@ -207,22 +218,25 @@ def test_compare_two_scans_side_by_side(runs, browse, tmp_path):
 
 def test_layer_view_thumbnails_are_max_pooled(runs, browse, tmp_path, monkeypatch):
     """Past THUMB_SIDE tokens a small multiple is max-pooled: with the side at 8, the 16-token head is 8 x 8 pixels,
-    each the colour of its 2 x 2 block's largest weight (red = round(255 sqrt(w)) on the 16-bit weight step)."""
+    each the colour of its 2 x 2 block's largest visible weight on the one attention scale (the 16-bit step); a
+    block wholly above the diagonal is masked grey."""
     run = _rewritten_scan(runs, tmp_path, monkeypatch, THUMB_SIDE=8)
     view = element_id(run, "pattern")
     kept = json.loads((run / "summary.json").read_text())["pattern_heads"][0]
     A = np.load(run / "patterns" / "prose" / f"{kept}.npy")
-    pooled = A.reshape(8, 2, 8, 2).max(axis=(1, 3))
-    steps = np.round(np.clip(np.round(pooled, 4), 0, 1) * 65535)  # the page holds 4 significant digits below 256
-    want = np.round(255 * np.sqrt(steps / 65535))
+    shown = np.where(np.triu(np.ones((16, 16), bool), 1), np.nan, A)  # the causal triangle masked
+    with np.errstate(all="ignore"):
+        pooled = np.fmax.reduce(np.fmax.reduce(shown.reshape(8, 2, 8, 2), axis=3), axis=1)
+    steps = np.round(np.clip(np.round(pooled, 4), 0, 1) * WEIGHT_STEPS)  # 4 significant digits below 256 tokens
+    want = ATTENTION_SCALE.rgb(np.where(np.isnan(pooled), np.nan, steps / WEIGHT_STEPS))
     with browse(run / "report.html", tmp_path / "thumbs.png") as (page, errors):
         page.wait_for_function(f"document.getElementById('{view}').dataset.head === '{kept}'")
         page.locator(f"#{view}-layer").click()
-        red = page.evaluate(
+        rgb = page.evaluate(
             f"""() => {{ var c = document.querySelector('#{view}-layer-view canvas[data-head="{kept}"]');
                  var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, r = [];
-                 for (var i = 0; i < d.length; i += 4) r.push(d[i]); return [c.width, r]; }}"""
+                 for (var i = 0; i < d.length; i += 4) r.push([d[i], d[i + 1], d[i + 2]]); return [c.width, r]; }}"""
         )
-        assert red[0] == 8
-        assert np.abs(np.array(red[1]).reshape(8, 8) - want).max() <= 1
+        assert rgb[0] == 8
+        assert np.abs(np.array(rgb[1]).reshape(8, 8, 3) - want).max() <= 1
         assert errors == []
