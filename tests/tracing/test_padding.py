@@ -66,7 +66,8 @@ def _check_against_alone(tr, alone, mask, atol: float) -> None:
         outside[real] = False
         assert np.isnan(tr.logits[row, outside]).all()  # the pads' rows are NaN, the layout is the given ids'
     P = max(a.seq_len for a in alone)
-    for name in ("attn_key0_by_query", "logit_key0", "value_norm", "resid_norm"):
+    names = ["attn_key0_by_query", "logit_key0", "value_norm", "resid_norm"]
+    for name in names + (["learned_sink_by_query"] if tr.learned_sink_by_query is not None else []):
         stacked = np.stack([np.pad(getattr(a, name), [(0, 0)] * (getattr(a, name).ndim - 1) + [(0, P - a.seq_len)],
                                    constant_values=np.nan) for a in alone])  # fmt: skip
         np.testing.assert_allclose(getattr(tr, name), np.nanmean(stacked, axis=0), rtol=0, atol=atol, err_msg=name)
@@ -116,6 +117,15 @@ def test_toy_model_padded_equals_alone_and_its_means_are_over_the_real_positions
         np.testing.assert_allclose(tr.row_entropy[layer, h], ent, rtol=0, atol=1e-5)  # float32 logs of weights
         sink = [np.mean(A[n, 1:T, 0]) for n, T in enumerate(LENGTHS)]
         np.testing.assert_allclose(tr.sink_score_per_sample[:, layer, h], sink, rtol=0, atol=tol)
+        tokens = torch.cat(seqs).numpy()
+        key0 = np.concatenate([A[n, :T, 0] for n, T in enumerate(LENGTHS)])  # A_i0 of every real query, in order
+        by_token = [key0[tokens == v].mean() if (tokens == v).any() else np.nan for v in range(16)]
+        np.testing.assert_allclose(tr.attn_key0_by_token[layer, h], by_token, rtol=0, atol=tol)
+    np.testing.assert_array_equal(tr.token_count, np.bincount(torch.cat(seqs).numpy(), minlength=16))
+    # median |x|: the mean over the forwards run (one per real length here) of each forward's median
+    groups = [seqs[0][None], torch.stack([seqs[1], seqs[3]]), seqs[2][None]]
+    medians = [attnlab.trace(model, g).median_abs for g in groups]
+    np.testing.assert_allclose(tr.median_abs, np.mean(medians, 0), rtol=0, atol=FP64)
 
 
 def test_equal_real_lengths_at_any_offset_give_the_unpadded_call_exactly():
