@@ -85,6 +85,24 @@ def test_every_family_padded_left_and_right_equals_each_sequence_alone(family):
     _check_against_alone(tr, alone, mask, FP64 if float64 else FP32)
 
 
+@pytest.mark.parametrize(("family", "stats"), [("mistral-window", "full"), ("gemma2", "chunked"), ("llama", "full")])
+def test_full_row_statistics_are_means_over_every_row_of_every_sequence(family, stats):
+    model = tiny_family(family).double()
+    seqs = _sequences()
+    ids, mask = _pad(seqs, SIDES)
+    tr = attnlab.trace(model, ids, attention_mask=mask, stats=stats)
+    alone = [attnlab.trace(model, s[None], stats=stats) for s in seqs]
+    # row entropy: sequence i has T_i - 1 rows i >= 1 (none empty here); ᾱ_j: T_i - j queries see key j
+    rows = np.array([a.seq_len - 1 for a in alone], dtype=float)
+    ent = np.einsum("n,nlh->lh", rows, np.stack([a.row_entropy for a in alone])) / rows.sum()
+    np.testing.assert_allclose(tr.row_entropy, ent, rtol=0, atol=FP64)
+    P = max(LENGTHS)
+    seen = np.stack([np.clip(a.seq_len - np.arange(P), 0, None) for a in alone]).astype(float)  # [N, P]
+    cols = np.stack([np.pad(a.attn_col_mean, [(0, 0), (0, 0), (0, P - a.seq_len)]) for a in alone])
+    np.testing.assert_allclose(tr.attn_col_mean, np.einsum("np,nlhp->lhp", seen, cols) / seen.sum(0), rtol=0, atol=FP64)
+    assert np.isfinite(tr.row_entropy).all() and np.isfinite(tr.attn_col_mean).all()
+
+
 def _toy(dtype=torch.float64):
     from attnlab.toy.model import ToyConfig, ToyTransformer
 
