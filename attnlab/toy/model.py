@@ -9,10 +9,12 @@ o_i = Σ_h W_O^h Σ_j A^h_ij v^h_j.
 
 Hook points are parameter-free `HookPoint` modules, named as TransformerLens names them, so that `named_modules()`
 lists them (tensor shapes; B batch, T positions, H heads, D = d_model, d = d_head):
-  hook_embed [B,T,D]; blocks.l.hook_resid_pre [B,T,D]; blocks.l.attn.hook_attn_scores [B,H,T,T] (pre-mask);
-  blocks.l.attn.hook_pattern [B,H,T,T]; blocks.l.attn.hook_v [B,T,H,d]; blocks.l.attn.hook_z [B,T,H,d] (before
-  W_O); blocks.l.hook_attn_out [B,T,D]; blocks.l.hook_resid_mid [B,T,D]; blocks.l.hook_mlp_out [B,T,D];
-  blocks.l.hook_resid_post [B,T,D]; ln_final.hook_normalized [B,T,D]; hook_logits [B,T,V]. The attention points
+  hook_embed [B,T,D]; blocks.l.hook_resid_pre [B,T,D]; blocks.l.attn.hook_q, hook_k, hook_v [B,T,H,d] (the
+  projections: no rotary embedding here); blocks.l.attn.hook_attn_scores [B,H,T,T] (pre-mask: the future cells hold
+  q·k too, where TransformerLens and the transformers adapter put −inf); blocks.l.attn.hook_pattern [B,H,T,T];
+  blocks.l.attn.hook_z [B,T,H,d] (before W_O); blocks.l.hook_attn_out [B,T,D]; blocks.l.hook_resid_mid [B,T,D];
+  blocks.l.hook_mlp_out [B,T,D]; blocks.l.hook_resid_post [B,T,D]; ln_final.hook_normalized [B,T,D]; hook_logits
+  [B,T,V]. The attention points
 of a layer without attention (`no_attn`) do not exist. They hold no parameters or buffers: the state_dict is the
 model's weights alone.
 """
@@ -159,7 +161,8 @@ class Attention(nn.Module):
         self.H, self.dh = cfg.n_heads, cfg.d_model // cfg.n_heads
         self.kind = cfg.attn
         # hook points first: `named_modules()` lists them in this order (they hold no parameters)
-        self.hook_attn_scores, self.hook_pattern, self.hook_v, self.hook_z = (HookPoint() for _ in range(4))
+        self.hook_q, self.hook_k, self.hook_v = (HookPoint() for _ in range(3))
+        self.hook_attn_scores, self.hook_pattern, self.hook_z = (HookPoint() for _ in range(3))
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.o = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self._model = [model]  # a list so the parent is not registered as a submodule
@@ -173,7 +176,7 @@ class Attention(nn.Module):
         """x [B,T,D] -> W_O z [B,T,D] (the block's `hook_attn_out` follows)."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.H, self.dh).unbind(2)  # each [B,T,H,d]
-        v = self.hook_v(v)
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         fused = self.kind == "softmax" and (T >= FUSED_MIN_LEN or x.is_cuda)  # CUDA: fused at every length
         if fused and not (self.hook_attn_scores.fns or self.hook_pattern.fns):
             z = self._fused(q, k, v)

@@ -143,6 +143,9 @@ class Trace:
     # point -> the activation cached there by `attnlab.trace(..., cache=...)`, a torch tensor on the device it was
     # computed on (in memory only: `save` does not write it)
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # `attnlab.trace(..., grad=True)` only: {"sink_score", "key0_col_mean", "row_entropy": [N,L,H], "attn_col_mean":
+    # [N,L,H,T]} torch tensors that keep the graph (`adapters.hooked.differentiable_stats`; in memory only)
+    grad_stats: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.massive = massive_frame(self.massive)
@@ -193,6 +196,19 @@ class Trace:
         )
 
     @property
+    def secondary_sinks(self) -> Any:
+        """DataFrame, one row per secondary sink token (sequence `sample`, key `pos` ≥ 1): its first layer, lifetime,
+        heads, scores M_j = Σ_i A_ij / (T−j) and every layer's MLP output norm and cosine with position 0's residual
+        (`SinkRecord.table`, `tracing.sinks`); None when the trace had no full-row statistics (`stats="fast"`)."""
+        return None if self.sink_record is None else self.sink_record.table()
+
+    @property
+    def sink_levels(self) -> Any:
+        """DataFrame, one row per (sample, pos, layer) where the token is a sink: its score (max over heads of M_j)
+        and heads (`SinkRecord.levels`); None as `secondary_sinks`."""
+        return None if self.sink_record is None else self.sink_record.levels()
+
+    @property
     def n_layers(self) -> int:
         return self.attn_col_mean.shape[0]
 
@@ -217,19 +233,6 @@ class Trace:
         """[L,H] mean over queries 1..T−1 of the probability on the learned sink logit (None: no learned sinks),
         averaged like `sink_score` so the two sit side by side."""
         if self.learned_sink_by_query is None:
-    @property
-    def secondary_sinks(self) -> Any:
-        """DataFrame, one row per secondary sink token (sequence `sample`, key `pos` ≥ 1): its first layer, lifetime,
-        heads, scores M_j = Σ_i A_ij / (T−j) and every layer's MLP output norm and cosine with position 0's residual
-        (`SinkRecord.table`, `tracing.sinks`); None when the trace had no full-row statistics (`stats="fast"`)."""
-        return None if self.sink_record is None else self.sink_record.table()
-
-    @property
-    def sink_levels(self) -> Any:
-        """DataFrame, one row per (sample, pos, layer) where the token is a sink: its score (max over heads of M_j)
-        and heads (`SinkRecord.levels`); None as `secondary_sinks`."""
-        return None if self.sink_record is None else self.sink_record.levels()
-
             return None
         return self.learned_sink_by_query[..., 1:].mean(-1)
 
@@ -265,10 +268,13 @@ class Trace:
         tensors.update({f"pattern.{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in self.patterns.items()})
         if self.logits is not None:
             tensors["logits"] = np.ascontiguousarray(self.logits, dtype=np.float32)
+        if self.sink_record is not None:
+            tensors.update({k: np.ascontiguousarray(v, dtype=np.float64) for k, v in self.sink_record.arrays().items()})
         write_bytes(path.with_suffix(".safetensors"), save(tensors))
         meta = {
             "massive": massive_records(self.massive),
             "attention_paths": list(self.attention_paths),
+            "sinks": self.sink_record is not None,
             "host_kernels": self.host_kernels,
         }
         write_text(path.with_suffix(".json"), json.dumps(meta, indent=1))
@@ -291,16 +297,13 @@ class Trace:
         meta = read_json(path.with_suffix(".json"), "trace file") if path.with_suffix(".json").exists() else {}
         patterns = {k[len("pattern.") :]: v for k, v in arrays.items() if k.startswith("pattern.")}
         saved: dict[str, Any] = {k: arrays[k] for k in ARRAY_FIELDS}
-        if self.sink_record is not None:
-            tensors.update({k: np.ascontiguousarray(v, dtype=np.float64) for k, v in self.sink_record.arrays().items()})
         return cls(
             **saved,
             massive=meta.get("massive", []),
             patterns=patterns,
-            "sinks": self.sink_record is not None,
             learned_sink_by_query=arrays.get("learned_sink_by_query"),
             logits=arrays.get("logits"),
             attention_paths=list(meta.get("attention_paths", [])),
+            sink_record=SinkRecord.from_arrays(arrays),
             host_kernels=str(meta.get("host_kernels", "")),
         )
-            sink_record=SinkRecord.from_arrays(arrays),

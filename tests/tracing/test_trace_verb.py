@@ -141,7 +141,7 @@ def test_cache_returns_exactly_what_was_asked_equal_to_a_reading_hook(kind, monk
 def test_hook_points_are_found_and_a_hook_sees_the_documented_shapes():
     model = tiny_family("gpt2")
     points = attnlab.hook_points(model)
-    assert "blocks.1.attn.hook_z" in points and "blocks.0.hook_resid_pre" in points and len(points) == 10
+    assert "blocks.1.attn.hook_z" in points and "blocks.0.hook_resid_pre" in points and len(points) == 2 + 2 * 11
     seen = {}
     hooks = {p: (lambda x, point: seen.__setitem__(point, tuple(x.shape))) for p in points}
     attnlab.trace(model, _ids(2), hooks=hooks)

@@ -41,7 +41,14 @@ from attnlab.tracing.adapters.hf_attention import (
     register_attention,
     value_factor,
 )
-from attnlab.tracing.adapters.hooked import ATTN_POINTS, AttnHooks, resid_mid_sites
+from attnlab.tracing.adapters.hooked import (
+    ATTN_POINTS,
+    PATTERN_POINTS,
+    AttnHooks,
+    apply_qkv_hooks,
+    hooked_attention,
+    resid_mid_sites,
+)
 from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
 from attnlab.tracing.extras import ExtraStatistic
 from attnlab.tracing.fast import head_nll, head_of, next_token_nll
@@ -157,6 +164,20 @@ class TraceSession:
         if buf is None or buf.numel() < n:
             buf = self.scratch_buffers[(name, device)] = torch.empty(n, dtype=torch.float32, device=device)
         return buf[:n].view(shape)
+
+    def qkv_hooks(self, layer: int, qkv: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """(query, key, value) after the user's hook_q/k/v at `layer` (`hooked.apply_qkv_hooks`)."""
+        return apply_qkv_hooks(self.attn_hooks[layer], qkv)
+
+    def wants_pattern(self, layer: int) -> bool:
+        """Whether `layer` runs `hooked_attention` (a scores or pattern hook there, or grad=True)."""
+        return self.grad or any(p in self.attn_hooks.get(layer, {}) for p in PATTERN_POINTS)
+
+    def hooked_attention(self, layer: int, qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                         mask: torch.Tensor | None, scaling: float, kw: dict[str, Any]) -> torch.Tensor:  # fmt: skip
+        """Output [B,T,H,d_v] of `hooked.hooked_attention` for `layer` (the whole pattern made and hooked)."""
+        self.layers_seen.add(layer)
+        return hooked_attention(self, layer, qkv, mask, scaling, kw)
 
     def causal_mask(self, q0: int, q1: int, tk: int, offset: int) -> torch.Tensor:
         key = (q0, q1, tk, offset)
@@ -281,7 +302,7 @@ def hf_hook_points(arch: Arch, linear_inputs: bool = False, model: nn.Module | N
     `ln_final.hook_normalized` (where the model has a final norm); `hook_embed` and `blocks.{l}.hook_resid_mid` (not
     on parallel blocks: `hooked.resid_mid_sites`) need `model`. With `linear_inputs` also `blocks.{l}.{path}.hook_in`
     at the input of every linear layer (`adapters.linear_inputs`)."""
-    mid = model is not None and not isinstance(resid_mid_sites(model, arch), str)
+    mid = model is not None and not isinstance(resid_mid_sites(model, arch, input_device(model)), str)
     attn = set(_attention_layers(arch))
     points = [EMBED] if model is not None else []
     for l in range(arch.n_layers):
@@ -366,7 +387,7 @@ def _install_mid_hooks(model: nn.Module, arch: Arch, hooks: dict[str, UserHook])
     """The user's `blocks.{l}.hook_resid_mid` hooks (one discovery forward; parallel blocks refused in one line)."""
     if not hooks:
         return []
-    sites = resid_mid_sites(model, arch)
+    sites = resid_mid_sites(model, arch, input_device(model))
     if isinstance(sites, str):
         raise InputError(f"{next(iter(hooks))}: {sites}")
     handles = []
@@ -498,10 +519,7 @@ def traced(
     runs every layer through the exact chunked function (`hf_attention.chunked_reason`).
 
     `hooks` {point: fn(tensor, point)} (points from `hf_hook_points`) run first at their points, then the
-    interventions, then the recording; a tensor a hook returns replaces the activation. Hooks at a layer's scores
-    or pattern make that layer's whole pattern (`hooked.hooked_attention`); the other layers keep their path.
-    Setting the session's `grad` to True inside the block turns autograd on for its forwards (every layer then
-    runs `hooked_attention`, differentiable torch).
+    interventions, then the recording; a tensor a hook returns replaces the activation (`adapters.hooked`).
 
     `factors`: a dict kept by the caller across blocks on one model (`attnlab scan`'s domains), so that the value
     norms' per-layer factors (`TraceSession.value_factor`: ~60 ms for SmolLM2) are computed once; a new one if None.
@@ -511,8 +529,6 @@ def traced(
     check_stats(stats)
     arch = get_arch(model) if arch is None else arch
     plan = compile_plan(interventions, arch.shape)
-    for name in hooks or {}:
-        _split_point(name, arch)
     if recorder is not None and (recorder.L, recorder.H) != (arch.n_layers, arch.n_heads):
         raise InputError(
             f"recorder is for {recorder.L} layers × {recorder.H} heads, the model has {arch.n_layers} × {arch.n_heads}"

@@ -269,14 +269,11 @@ def attention(
     if sess is None:
         return attnlab_attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     layer = sess.layer_of(module)
-    from attnlab.tracing.adapters import hooked  # the TransformerLens points inside attention (issue 40)
-
-    if layer in sess.attn_hooks:
-        query, key, value = hooked.apply_qkv_hooks(sess.attn_hooks[layer], (query, key, value))
-    if hooked.wants_pattern(sess, layer):
-        sess.layers_seen.add(layer)
+    if layer in sess.attn_hooks:  # TransformerLens's hook_q/k/v (`adapters.hooked`)
+        query, key, value = sess.qkv_hooks(layer, (query, key, value))
+    if sess.wants_pattern(layer):  # hook_attn_scores / hook_pattern, or grad=True: the whole pattern, hooked
         scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
-        return hooked.hooked_attention(sess, layer, (query, key, value), attention_mask, scale, kwargs), None
+        return sess.hooked_attention(layer, (query, key, value), attention_mask, scale, kwargs), None
     reason = chunked_reason(sess, layer, attention_mask, T, Tk, kwargs)
     if reason is not None:
         if sess.recorder is not None:

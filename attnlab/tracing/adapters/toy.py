@@ -16,6 +16,7 @@ import torch
 
 from attnlab.errors import InputError
 from attnlab.toy.model import HookPoint
+from attnlab.tracing.adapters.hooked import differentiable_stats
 from attnlab.tracing.format import Trace
 from attnlab.tracing.interventions import (
     Intervention,
@@ -147,7 +148,7 @@ def toy_trace_hooks(model: ToyTransformer, rec: TraceRecorder) -> dict[str, Hook
 
         def on_v(v: torch.Tensor, name: str, l: int = layer, attn: Any = block.attn) -> None:
             w_o = attn.head_output_weights()  # [H,D,d]
-            rec.value_norms(l, torch.einsum("bthk,hdk->bthd", v, w_o).norm(dim=-1))
+            rec.value_norms(l, torch.einsum("bthk,hdk->bthd", v.detach(), w_o.detach()).norm(dim=-1))
 
         hooks[p + "hook_attn_scores"] = keep_scores
         hooks[p + "hook_pattern"] = on_pattern
@@ -185,7 +186,6 @@ def run_with_hooks(model: ToyTransformer, tokens: torch.Tensor, hooks: dict[str,
         model.train(was_training)
 
 
-@torch.no_grad()
 def trace_toy(
     model: ToyTransformer,
     tokens: torch.Tensor,
@@ -194,12 +194,14 @@ def trace_toy(
     interventions: Iterable[Intervention] = (),
     chunk: int = 256,
     hooks: dict[str, HookFn] | None = None,
+    grad: bool = False,
 ) -> tuple[Trace, torch.Tensor]:
     """Run `tokens` [N,T] through the model in chunks of `chunk`; return (Trace, logits [N,T,V]).
 
     `interventions` are compiled by `toy_hooks` and run before the recording hooks at the same points, so the
     trace sees the intervened model. A `MoveToSink.queries` mask [N,T] needs `chunk >= N`. `hooks` {TransformerLens
-    name: fn(tensor, name)} (`toy_hook_points`) run first; a returned tensor replaces the activation.
+    name: fn(tensor, name)} (`toy_hook_points`) run first; a returned tensor replaces the activation. `grad`:
+    autograd on, and the Trace's `grad_stats` {name: [N,L,H(,T)]} keep the graph (`hooked.differentiable_stats`).
     """
     cfg = model.cfg
     T = tokens.shape[1]
@@ -215,15 +217,28 @@ def trace_toy(
         spec.setdefault(name, []).extend(fns)
     for name, fn in toy_trace_hooks(model, rec).items():
         spec.setdefault(name, []).append(fn)
+    stats: dict[int, list[dict[str, torch.Tensor]]] = {}
+    for layer in (l for l, b in enumerate(model.blocks) if grad and b.attn is not None):
+
+        def keep_stats(x: torch.Tensor, name: str, l: int = layer) -> None:
+            stats.setdefault(l, []).append(differentiable_stats(x))
+
+        spec.setdefault(f"blocks.{layer}.attn.hook_pattern", []).append(keep_stats)
     was_training = model.training
     model.eval()
     logits = []
     try:
-        with model.hooks(spec):
+        with model.hooks(spec), torch.set_grad_enabled(grad):
             for start in range(0, tokens.shape[0], chunk):
                 part = tokens[start : start + chunk]
                 rec.begin_batch(part)
                 logits.append(model(part))
     finally:
         model.train(was_training)
-    return rec.result(), torch.cat(logits)
+    tr = rec.result()
+    if stats:
+        per = [stats[l] for l in sorted(stats)]
+        tr.grad_stats = {
+            k: torch.cat([torch.stack([p[b][k] for p in per], 1) for b in range(len(per[0]))], 0) for k in per[0][0]
+        }
+    return tr, torch.cat(logits)
