@@ -154,9 +154,10 @@ def test_pattern_edit_changes_the_forward_as_computed_by_hand(family):
         return B
 
     zs: dict[str, torch.Tensor] = {}
-    hooks = [(f"blocks.{last}.attn.hook_pattern", onto_key0)]
-    if name != "deepseek-v3":  # its o_proj reads H·d_v, not H·d_head
-        hooks.append((f"blocks.{last}.attn.hook_z", lambda z, h: zs.setdefault("z", z.clone())))
+    hooks = [
+        (f"blocks.{last}.attn.hook_pattern", onto_key0),
+        (f"blocks.{last}.attn.hook_z", lambda z, h: zs.setdefault("z", z.clone())),
+    ]
     tr = attnlab.trace(model, ids, hooks=hooks, logits=True,
                        cache=[f"blocks.{last}.attn.hook_v", f"blocks.{last}.attn.hook_pattern"])  # fmt: skip
     assert torch.equal(tr.cache[f"blocks.{last}.attn.hook_pattern"][..., 0], torch.ones(2, arch.n_heads, T).double())
@@ -167,10 +168,9 @@ def test_pattern_edit_changes_the_forward_as_computed_by_hand(family):
     # float32 logits of the same float64 forward: the chunked path computes the same z = v_0 exactly (weights 1·v)
     torch.testing.assert_close(torch.as_tensor(tr.logits), torch.as_tensor(by_iv.logits), atol=1e-6, rtol=0)
     assert float(abs(tr.logits - untouched.logits).max()) > 1e-4  # the edit did change the output
-    if zs:
-        v = tr.cache[f"blocks.{last}.attn.hook_v"]  # [B, T, H_kv, d_v]
-        v0 = v[:, :1].repeat_interleave(arch.n_heads // v.shape[2], dim=2)  # head h reads KV head h ÷ (H/H_kv)
-        torch.testing.assert_close(zs["z"], v0.expand_as(zs["z"]), atol=0, rtol=0)
+    v = tr.cache[f"blocks.{last}.attn.hook_v"]  # [B, T, H_kv, d_v]
+    v0 = v[:, :1].repeat_interleave(arch.n_heads // v.shape[2], dim=2)  # head h reads KV head h ÷ (H/H_kv)
+    torch.testing.assert_close(zs["z"], v0.expand_as(zs["z"]), atol=0, rtol=0)
 
 
 def test_query_edit_changes_the_pattern():
