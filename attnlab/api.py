@@ -377,16 +377,33 @@ def _model_sizes(model: Any) -> dict[str, int]:
     return {"heads": arch.n_heads, "d_head": arch.head_dim, "d_model": arch.d_model, "vocab": _embedding_rows(model)}
 
 
-def cache_hooks(model: Any, cache: Any, ids_shape: tuple[int, int], grad: bool = False) -> tuple[dict, dict]:
-    """({point: hook that keeps the activation}, {point: [batches]}) for `cache` (names, one name or a filter on
-    names), refused in one line before any forward when the cached tensors would not fit in memory."""
+GRAD_COPIES = 6  # [B,H,T,T] tensors autograd keeps per layer under grad=True (scores, pattern, the statistics' terms)
+
+
+def _check_grad_memory(model: Any, ids_shape: tuple[int, int]) -> None:
+    """One line before any forward when grad=True's graph would not fit: every layer of every sequence keeps about
+    GRAD_COPIES [H,T,T] tensors until the caller lets the graph go (the logits keep it whole)."""
     from attnlab.runs.budget import check_memory
 
+    (n, T), heads = ids_shape, _model_sizes(model)["heads"]
+    item = next(iter(model.parameters())).element_size()
+    need = GRAD_COPIES * n * _n_layers(model) * heads * T * T * item
+    check_memory(need, f"grad=True for {n} sequences of {T} tokens (autograd keeps every layer's [batch, head, "
+                 "query, key] scores and pattern)", fix="take gradients over fewer or shorter sequences")  # fmt: skip
+
+
+def cache_hooks(model: Any, cache: Any, ids_shape: tuple[int, int], grad: bool = False) -> tuple[dict, dict]:
+    """({point: hook that keeps the activation}, {point: [batches]}) for `cache` (names, one name or a filter on
+    names), refused in one line before any forward when the cached tensors (or, with `grad`, autograd's graph) would
+    not fit in memory."""
+    from attnlab.runs.budget import check_memory
+
+    if grad:
+        _check_grad_memory(model, ids_shape)
     if cache is None:
         return {}, {}
-    everywhere = hook_points(model, linear_inputs=not _is_toy(model))
     if callable(cache):
-        points = [q for q in everywhere if cache(q)]
+        points = [q for q in hook_points(model, linear_inputs=not _is_toy(model)) if cache(q)]
     else:
         points = [cache] if isinstance(cache, str) else list(cache)
         _check_points(points, model)

@@ -151,3 +151,22 @@ def test_default_keeps_the_no_grad_fused_trace():
     assert g.logits.requires_grad and g.attention_paths == ["eager"] * 2
     np.testing.assert_allclose(g.grad_stats["sink_score"].detach().numpy(), tr.sink_score_per_sample, atol=1e-6)
     np.testing.assert_allclose(g.logits.detach().numpy(), tr.logits, atol=1e-5)
+
+
+def test_a_graph_that_cannot_fit_is_refused_before_any_forward(monkeypatch):
+    """grad=True keeps about GRAD_COPIES [H,T,T] tensors per layer and sequence: at T = 4096 on 2 layers of 4 heads,
+    4 sequences, float32, 6·4·2·4·4096²·4 B = 12 GiB, over a 4 GiB limit (half an 8 GiB machine): one line, and the
+    model never sees the inputs."""
+    from attnlab.errors import InputError
+    from attnlab.runs import budget
+
+    model = tiny_family("llama")
+    monkeypatch.setattr(budget, "memory_limit", lambda: 4 * 2**30)
+    ran = []
+    handle = model.register_forward_pre_hook(lambda m, a, kw: ran.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        with pytest.raises(InputError, match="grad=True for 4 sequences of 4096 tokens") as err:
+            attnlab.trace(model, torch.full((4, 4096), 3), grad=True)
+    finally:
+        handle.remove()
+    assert "\n" not in str(err.value) and not ran
