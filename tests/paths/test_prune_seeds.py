@@ -106,3 +106,11 @@ def test_b5_and_sc_prune_read_every_network(tmp_path: Path):
     prune = measures.p_prune(runs)
     assert measures.seed_values(prune, "drop_first_pruned") == pytest.approx([0.01] * 3)
     assert prune["ascending_minus_random_mean"] == pytest.approx((-0.06 / 3) - (-0.3 / 3))
+
+
+def test_one_network_is_a_permutation_test():
+    """A single network: its rho minus one random ranking's range (no seed spread to add)."""
+    nums = measures.per_seed([{"spearman_score_vs_drop": 0.9, "heads": 8}])
+    iv = measures.prune_intervals(nums)["spearman_minus_chance"]
+    lo, hi = measures.chance_spearman(8, 1)
+    assert (iv.low, iv.high, iv.replicates) == (pytest.approx(0.9 - hi), pytest.approx(0.9 - lo), 1)

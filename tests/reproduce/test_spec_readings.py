@@ -66,8 +66,10 @@ def test_s9_measure_reads_the_same_temperature_ratio(tmp_path: Path, monkeypatch
 
 def test_b3_keeps_the_full_sampler_clause() -> None:
     assert _judge("paths", "B3", B3_SAVED) == MISSED  # the full sampler has no number
-    assert _judge("paths", "B3", B3_SAVED | {"full_seconds": 1199.0}) == MET
-    assert _judge("paths", "B3", B3_SAVED | {"full_seconds": 1200.0}) == MISSED
+    converged = B3_SAVED | {"full_rhat_max": 1.005}  # a time counts only from converged chains (R̂ ≤ 1.01)
+    assert _judge("paths", "B3", converged | {"full_seconds": 1199.0}) == MET
+    assert _judge("paths", "B3", converged | {"full_seconds": 1200.0}) == MISSED
+    assert _judge("paths", "B3", B3_SAVED | {"full_seconds": 1199.0, "full_rhat_max": 1.765}) == MISSED
 
 
 def test_bos_over_next_min_is_the_smallest_of_the_first_ten() -> None:

@@ -252,7 +252,8 @@ def prune_intervals(numbers: dict) -> dict:
     """95 % intervals of B5's and SC-prune's judged numbers over the networks (t-interval over seeds; needs >= 2):
     gd_test_accuracy, drop_first_pruned, ascending_minus_random_mean, and spearman_minus_chance: the mean rho's
     t-interval minus the random-ranking range of `chance_spearman` ([rho_low - chance_high, rho_high -
-    chance_low]: clear of 0 only when the heads' ranking beats every random ranking's 95 % range)."""
+    chance_low]: clear of 0 only when the heads' ranking beats every random ranking's 95 % range; one network: its
+    rho against one random ranking's range, a permutation test)."""
     from attnlab.core.intervals import Interval, t_interval
 
     out = {}
@@ -260,6 +261,9 @@ def prune_intervals(numbers: dict) -> dict:
         if f"{key}_s0" in numbers and numbers.get("networks", 0) >= 2:
             out[key] = t_interval(seed_values(numbers, key))
     rho = out.get("spearman_score_vs_drop")
+    if rho is None and numbers.get("networks", 1) == 1 and "spearman_score_vs_drop" in numbers:  # one network
+        r = float(numbers["spearman_score_vs_drop"])
+        rho = Interval(r, r, r, 1, "one network")
     if rho is not None and math.isfinite(numbers.get("heads", math.nan)):
         lo, hi = chance_spearman(int(numbers["heads"]), rho.replicates)
         method = f"{rho.method} minus a random ranking's 95 % range"
