@@ -138,14 +138,17 @@ def _by_length(run: Callable, batch: Batch, kept: dict[str, list], ivs: list, ba
     """`run` (`_run_hf`/`_run_toy`'s signature) for a padded batch: pads stripped, one run per real length, merged
     in input order (`attnlab.tracing.padding`: exact, each sequence as if traced alone; docs/api.md, "Padded
     batches"). Its logits come in the layout of the given ids, NaN at the pads; each cached point's list ends up
-    holding one item: the [N, ...] tensor, or where the lengths differ the list of one tensor per sequence. Refuses
-    row masks at once, before any forward."""
+    holding one item: the [N, ...] tensor, or where the lengths differ the list of one tensor per sequence. A
+    `MoveToSink` query mask, given in the ids' layout, is checked at once (before any forward) and cut like them."""
     from attnlab.tracing.padding import run_groups
 
-    _refuse_row_masks(ivs)
+    _check_row_masks(ivs, batch)
 
-    def padded(model: Any, ids: torch.Tensor, *rest: Any) -> tuple[Trace, torch.Tensor]:
-        tr, out, cached = run_groups(lambda x: run(model, x, *rest), batch, batch_size, kept)
+    def padded(model: Any, ids: torch.Tensor, group_ivs: list, *rest: Any) -> tuple[Trace, torch.Tensor]:
+        def one(x: torch.Tensor, rows: list[int]) -> tuple[Trace, torch.Tensor]:
+            return run(model, x, _rows_of_masks(group_ivs, batch, rows), *rest)
+
+        tr, out, cached = run_groups(one, batch, batch_size, kept)
         for point, joined in cached.items():
             kept[point][:] = [joined]
         return tr, out
@@ -153,13 +156,34 @@ def _by_length(run: Callable, batch: Batch, kept: dict[str, list], ivs: list, ba
     return padded
 
 
-def _refuse_row_masks(ivs: list) -> None:
-    """One line for a `MoveToSink` query mask with a padded batch: its [batch, query] rows would not follow the
-    stripped sequences."""
+def _check_row_masks(ivs: list, batch: Batch) -> None:
+    """One line for a `MoveToSink` query mask that is not [batch, pos] like the padded ids."""
+    import torch
+
     from attnlab.tracing.interventions import MoveToSink
 
-    if any(isinstance(iv, MoveToSink) and iv.queries is not None for iv in ivs):
-        raise InputError("MoveToSink(queries=...) takes no padded batch: trace each real length apart")
+    for iv in ivs:
+        if isinstance(iv, MoveToSink) and iv.queries is not None:
+            shape = tuple(torch.as_tensor(iv.queries).shape)  # a tensor, an array or nested lists
+            if shape != tuple(batch.ids.shape):
+                raise InputError(f"MoveToSink queries has shape {shape}; with padded ids it is [batch, pos] like "
+                                 f"them, {tuple(batch.ids.shape)}")  # fmt: skip
+
+
+def _rows_of_masks(ivs: list, batch: Batch, rows: list[int]) -> list:
+    """`ivs` with each `MoveToSink` query mask [N, P] cut to `rows`' real positions: [len(rows), T]."""
+    import dataclasses
+
+    import torch
+
+    from attnlab.tracing.interventions import MoveToSink
+
+    def cut(queries: Any) -> torch.Tensor:
+        q = torch.as_tensor(queries)
+        return torch.stack([q[r, batch.starts[r] : batch.starts[r] + batch.lengths[r]] for r in rows])
+
+    masked = [isinstance(iv, MoveToSink) and iv.queries is not None for iv in ivs]
+    return [dataclasses.replace(iv, queries=cut(iv.queries)) if m else iv for iv, m in zip(ivs, masked)]
 
 
 def _n_layers(model: Any) -> int:

@@ -115,9 +115,13 @@ def from_rows(rows: list[list[int]], pad_id: int, side: str) -> Batch:
 
 
 def run_groups(
-    run: Callable[[torch.Tensor], tuple[Trace, torch.Tensor]], batch: Batch, batch_size: int, kept: dict[str, list]
+    run: Callable[[torch.Tensor, list[int]], tuple[Trace, torch.Tensor]],
+    batch: Batch,
+    batch_size: int,
+    kept: dict[str, list],
 ) -> tuple[Trace, torch.Tensor, dict[str, Any]]:
-    """Trace `batch` one real length at a time: `run(ids [n, T]) -> (Trace, logits [n, T, V])` for each group.
+    """Trace `batch` one real length at a time: `run(ids [n, T], rows) -> (Trace, logits [n, T, V])` for each group
+    (`rows`: the input rows of its n sequences).
 
     Returns the merged `Trace`, the logits [N, P, V] in the layout of `batch.ids` (`padded_logits`) and, for each
     cached point in `kept` (the lists the cache hooks append one [b, ...] tensor to per forward), the activations
@@ -127,7 +131,7 @@ def run_groups(
     cached: dict[str, list] = {p: [None] * len(batch.lengths) for p in kept}
     for _, rows in groups:
         before = {p: len(parts) for p, parts in kept.items()}
-        tr, out = run(torch.stack([batch.sequence(r) for r in rows]))
+        tr, out = run(torch.stack([batch.sequence(r) for r in rows]), rows)
         traces.append(tr)
         for k, row in enumerate(rows):
             logits[row] = out[k]

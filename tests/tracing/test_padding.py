@@ -195,7 +195,7 @@ def test_strings_of_different_lengths_use_the_tokenizers_pad_side_and_equal_ids_
         assert np.isnan(by_strings.logits[1, 0 if side == "left" else -1]).all()
 
 
-def test_cache_holds_each_sequence_alone_and_row_masks_are_refused():
+def test_cache_holds_each_sequence_alone():
     model = tiny_family("llama").double()
     seqs = _sequences()
     ids, mask = _pad(seqs, SIDES)
@@ -205,9 +205,25 @@ def test_cache_holds_each_sequence_alone_and_row_masks_are_refused():
     for row, s in enumerate(seqs):  # one tensor [T_row, d] each, as the sequence traced alone has it
         alone = attnlab.trace(model, s[None], cache=[point]).cache[point][0]
         torch.testing.assert_close(tr.cache[point][row], alone, rtol=0, atol=FP64)
-    queries = torch.ones(ids.shape, dtype=torch.bool)
-    with pytest.raises(InputError, match="MoveToSink"):
-        attnlab.trace(model, ids, attention_mask=mask, interventions=[attnlab.MoveToSink(0, 0, queries=queries)])
+
+
+@pytest.mark.parametrize("kind", ["toy", "llama"])
+def test_a_move_to_sink_query_mask_in_the_padded_layout_moves_the_same_rows_as_alone(kind):
+    model = _toy() if kind == "toy" else tiny_family("llama").double()
+    seqs = _sequences(vocab=16)
+    ids, mask = _pad(seqs, SIDES)
+    queries = torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.5  # [batch, pos], pads included
+    move = attnlab.MoveToSink(1, 0, queries=queries)
+    tr = attnlab.trace(model, ids, attention_mask=mask, interventions=[move], keep_patterns=[(1, 0)], logits=True)
+    alone = []
+    for row, s in enumerate(seqs):
+        mine = attnlab.MoveToSink(1, 0, queries=queries[row : row + 1, _real(mask, row)])
+        alone.append(attnlab.trace(model, s[None], interventions=[mine], keep_patterns=[(1, 0)], logits=True))
+    _check_against_alone(tr, alone, mask, FP64)
+    moved = tr.patterns[(1, 0)][0][queries[0].numpy(), 0]  # row 0 has no pads: its chosen queries sit on key 0
+    assert np.all(moved == 1.0)
+    with pytest.raises(InputError, match="MoveToSink queries has shape"):
+        attnlab.trace(model, ids, attention_mask=mask, interventions=[attnlab.MoveToSink(1, 0, queries=queries[:, 1:])])
 
 
 @pytest.mark.parametrize(
