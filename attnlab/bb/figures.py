@@ -14,6 +14,7 @@ import numpy as np
 from attnlab.bb._theory.flow import Trajectory
 from attnlab.bb.metrics import metric
 from attnlab.bb.tables import metrics_table
+from attnlab.reports.attention import ATTENTION_SCALE, masked_pattern, token_label
 from attnlab.reports.page import rounded, with_slider
 from attnlab.reports.plotting import new_figure, save_figure
 from attnlab.runs import STEPPED, RunDir
@@ -109,12 +110,14 @@ def attention_map(
     path: Path,
     title: str = "",
 ) -> Path:
-    """Heatmap [query, key] of one sequence; trigger tokens are marked in red on both axes."""
+    """Heatmap [query, key] of one sequence on the attention scale (`reports.attention`); trigger tokens are
+    marked in red on both axes."""
     T = pattern.shape[0]
     fig, ax = new_figure(1, 1, width=6.0, height=5.4)
     a = ax[0, 0]
-    im = a.imshow(pattern, cmap="viridis", vmin=0, vmax=max(float(pattern.max()), 1e-9))
-    labels = [names[t] for t in tokens[:T]]
+    scale = ATTENTION_SCALE  # the one scale of every attention drawing; the causal triangle masked (grey)
+    im = a.imshow(masked_pattern(pattern), cmap=scale.cmap(), vmin=scale.zmin, vmax=scale.zmax)
+    labels = [token_label(names[t]) for t in tokens[:T]]
     a.set_xticks(range(T), labels, fontsize=7, family="monospace")
     a.set_yticks(range(T), labels, fontsize=7, family="monospace")
     for ticks in (a.get_xticklabels(), a.get_yticklabels()):
@@ -485,12 +488,17 @@ def _snapshot_layout() -> dict:
 
 
 def _snapshot_traces(a: dict[str, np.ndarray], pos: list[str], layer: int) -> list[dict]:
-    """The heat map and the two bar charts of one snapshot (see `snapshots_figure`)."""
+    """The masked cells (grey, under the pattern), the heat map and the two bar charts of one snapshot (see
+    `snapshots_figure`)."""
     n = len(pos)
     hover = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
+    z = masked_pattern(a["attn_block16"][0])
+    grey = [[0, ATTENTION_SCALE.masked], [1, ATTENTION_SCALE.masked]]  # under the pattern: its masked cells
     return [
-        {"type": "heatmap", "z": rounded(a["attn_block16"][0]), "x": pos, "y": pos, "zmin": 0, "zmax": 1,
-         "colorscale": "Viridis", "hovertemplate": hover,
+        {"type": "heatmap", "z": rounded(np.where(np.isnan(z), 1.0, np.nan)), "x": pos, "y": pos,
+         "colorscale": grey, "showscale": False, "hoverinfo": "skip"},
+        {"type": "heatmap", "z": rounded(z), "x": pos, "y": pos, **ATTENTION_SCALE.plotly(), "hovertemplate": hover,
+         "hoverongaps": False,
          "colorbar": {"x": 0.43, "xanchor": "left", "len": 1, "thickness": 12, "title": {"text": "weight"}}},
         {"type": "bar", "x": pos, "y": rounded(a["value_norm"][layer, 0, :n]), "xaxis": "x2", "yaxis": "y2",
          "name": "‖W_O v_i‖", "marker": {"color": ["#d62728"] + ["#1f77b4"] * (n - 1)}},
@@ -507,7 +515,7 @@ def snapshots_figure(snaps: list[tuple[int, dict[str, np.ndarray]]], labels: lis
     if not snaps:
         return None
     n = snaps[0][1]["attn_block16"].shape[-1]
-    pos = [f"{i} {t}" for i, t in enumerate(labels[:n])]
+    pos = [f"{i} {token_label(t)}" for i, t in enumerate(labels[:n])]
     fig = {"data": _snapshot_traces(snaps[-1][1], pos, layer), "layout": _snapshot_layout()}
     frames = [_snapshot_traces(a, pos, layer) for _, a in snaps]
     return with_slider(fig, frames, [str(s) for s, _ in snaps], "step ", play=True)

@@ -41,10 +41,12 @@ HALF_STEP = 0.5 / WEIGHT_STEPS  # a weight goes through the page as round(w · 6
 
 @pytest.fixture(scope="module")
 def traced():
-    """A tiny float64 Llama (4 heads, 2 layers) on 2 sequences of 12 tokens: every head of layer 1 kept, and 0.1."""
+    """A tiny float64 Llama (4 heads, 2 layers) on 2 sequences of 12 tokens: every head of layer 1 kept and cached
+    (two sources of the same patterns), and 0.1 kept."""
     model = tiny_llama().double()
     ids = torch.randint(3, 64, (2, 12), generator=torch.Generator().manual_seed(0))
-    return attnlab.trace(model, ids, keep_patterns=[(0, 1), *((1, h) for h in range(4))])
+    kept = [(0, 1), *((1, h) for h in range(4))]
+    return attnlab.trace(model, ids, keep_patterns=kept, cache="blocks.1.attn.hook_pattern")
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +150,18 @@ def test_a_padded_batchs_cache_of_one_pattern_per_sequence(cached):
     want[7:, :] = want[:, 7:] = True
     assert np.array_equal(np.isnan(A), want)
     assert np.abs(A[:7, :7][~want[:7, :7]] - full[1, 2, :7, :7].numpy()[~want[:7, :7]]).max() <= HALF_STEP + 1e-7
+
+
+def test_a_transformers_models_cache_and_kept_patterns_agree(traced):
+    """heads_view draws layer 1 from the cache (hook_pattern), pattern_view from keep_patterns: the same codes, to
+    one 16-bit step (float64 forwards by two attention paths: a few ulps apart)."""
+    assert "blocks.1.attn.hook_pattern" in traced.cache
+    for sample in (0, 1):
+        cached = attnlab.heads_view(traced, 1, sample=sample).data["patterns"]
+        kept = attnlab.pattern_view(traced, sample=sample).data["patterns"]
+        for h in range(4):
+            a, b = unpack_pattern(cached[f"1.{h}"]), unpack_pattern(kept[f"1.{h}"])
+            assert np.array_equal(np.isnan(a), np.isnan(b)) and np.nanmax(np.abs(a - b)) <= 1 / WEIGHT_STEPS
 
 
 def test_the_cache_and_the_kept_patterns_give_the_same_head(cached):
