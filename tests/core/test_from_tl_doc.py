@@ -16,9 +16,10 @@ BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 def test_every_transformerlens_call_has_its_attnlab_block():
     text = DOC.read_text()
-    for call in ("run_with_cache", "run_with_hooks", "hook_pattern", "hook.name", "get_act_name", "attention_patterns"):
+    calls = ("run_with_cache", "run_with_hooks", "hook_pattern", "hook.name", "get_act_name", "attention_patterns")
+    for call in (*calls, "heads_view", "grad=True", "attention_mask="):
         assert call in text, call
-    assert len(BLOCK.findall(text)) >= 5 and text.count("```python transformerlens\n") >= 4
+    assert len(BLOCK.findall(text)) >= 7 and text.count("```python transformerlens\n") >= 6
 
 
 def test_the_attnlab_blocks_run_in_order(tmp_path):
@@ -27,5 +28,7 @@ def test_the_attnlab_blocks_run_in_order(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "run_with_hooks == ZeroHead: True" in out.stdout and "rows sum to 1: True" in out.stdout
+    for line in ("run_with_hooks == ZeroHead: True", "rows sum to 1: True", "pattern edit == MoveToSink: True",
+                 "padded == alone: True"):  # fmt: skip
+        assert line in out.stdout, line
     assert "blocks.1.attn.hook_z" in out.stdout and (tmp_path / "patterns.html").is_file()
