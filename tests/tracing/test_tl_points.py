@@ -197,3 +197,36 @@ def test_a_pattern_cache_that_cannot_fit_is_refused_before_any_forward(monkeypat
     finally:
         handle.remove()
     assert "\n" not in str(err.value) and set(ran) <= {2}
+
+
+@pytest.mark.parametrize("name", ["lfm2", "minimax", "gptj", "persimmon", "gpt-neo"])
+def test_every_listed_point_is_accepted_beyond_the_generic_families(name, monkeypatch):
+    """Hybrids (LFM2's convolutions, MiniMax's linear attention), families outside FAMILIES and the eager fallback:
+    a cache of every listed point traces (only attention layers list attention points), their patterns equal eager's
+    (1e-5: as above), and an attention point the family cannot have is refused in one line."""
+    from tests.real.families import tiny_family as any_family
+
+    model = any_family(name)
+    arch = get_arch(model)
+    ids = _ids()
+    points = attnlab.hook_points(model, linear_inputs=True)
+    tr = attnlab.trace(model, ids, cache=lambda p: True)
+    assert set(tr.cache) == set(points)
+    pattern_layers = [l for l in range(arch.n_layers) if f"blocks.{l}.attn.hook_pattern" in points]
+    assert pattern_layers == (arch.attention_set if arch.interface else [])
+    if pattern_layers:
+        ref, _ = _eager(model, ids, monkeypatch)
+        attentions = [a for a in ref.attentions if a is not None]
+        if len(attentions) == arch.n_layers:  # one entry a layer: keep the attention layers'
+            attentions = [attentions[l] for l in pattern_layers]
+        for l, A in zip(pattern_layers, attentions, strict=True):
+            torch.testing.assert_close(tr.cache[f"blocks.{l}.attn.hook_pattern"], A, atol=EAGER_ATOL, rtol=0)
+    missing = (
+        next(l for l in range(arch.n_layers) if l not in pattern_layers)
+        if len(pattern_layers) < arch.n_layers
+        else None
+    )
+    if missing is not None:
+        with pytest.raises(InputError) as err:
+            attnlab.trace(model, ids, cache=f"blocks.{missing}.attn.hook_pattern")
+        assert "\n" not in str(err.value)

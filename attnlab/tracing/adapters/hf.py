@@ -292,9 +292,7 @@ EMBED, FINAL = "hook_embed", "ln_final.hook_normalized"  # the model-level point
 def _attention_layers(arch: Arch) -> list[int]:
     """The layers whose attention runs through the "attnlab" function (a hybrid's other layers and the eager
     fallback's have no q/k/v, scores or pattern points)."""
-    if not getattr(arch, "interface", True):
-        return []
-    return list(getattr(arch, "attention_layers", None) or range(arch.n_layers))
+    return arch.attention_set if arch.interface else []
 
 
 def hf_hook_points(arch: Arch, linear_inputs: bool = False, model: nn.Module | None = None) -> list[str]:
@@ -305,8 +303,10 @@ def hf_hook_points(arch: Arch, linear_inputs: bool = False, model: nn.Module | N
     mid = model is not None and not isinstance(resid_mid_sites(model, arch, input_device(model)), str)
     attn = set(_attention_layers(arch))
     points = [EMBED] if model is not None else []
+    mixing = set(arch.attention_set)  # a hybrid's other layers have no attention output (`Arch.attention_layers`)
     for l in range(arch.n_layers):
-        points += [f"blocks.{l}.{p}" for p in HF_POINTS] + ([f"blocks.{l}.{MID}"] if mid else [])
+        here = HF_POINTS if l in mixing else tuple(p for p in HF_POINTS if p not in ("attn.hook_z", "hook_attn_out"))
+        points += [f"blocks.{l}.{p}" for p in here] + ([f"blocks.{l}.{MID}"] if mid else [])
         points += [f"blocks.{l}.{p}" for p in ATTN_POINTS] if l in attn else []
     points += [FINAL] if arch.final_norm is not None else []
     return points + list(linear_input_points(arch)) if linear_inputs else points
@@ -579,6 +579,7 @@ def new_recorder(
     keep = [(int(l), int(h)) for l, h in keep_patterns]
     for l, h in keep:
         arch.shape.check_head(l, h)
+        arch.check_attention_layer(l, f"keep_patterns ({l}, {h})")  # a hybrid's state-space layer has no pattern
     return TraceRecorder(arch.n_layers, arch.n_heads, seq_len, vocab_size=vocab_size, keep_patterns=keep, extras=extras)
 
 
