@@ -38,7 +38,9 @@ def environment_manifest() -> dict:
         "git_sha": git_sha(),
         "created": _dt.datetime.now().isoformat(timespec="seconds"),
     }
-    for package in ("torch", "transformers", "scipy", "attnlab"):
+    # numba and Ray are extras (`attnlab[fast]`, `attnlab[sweep]`): listed only where installed, so a manifest without
+    # numba comes from a run whose cpu statistics took the pure-torch path (`Trace.host_kernels`)
+    for package in ("torch", "transformers", "scipy", "numba", "ray", "attnlab"):
         try:  # read from the installed metadata: importing transformers just for its version takes seconds
             info[package] = version(package)
         except PackageNotFoundError:

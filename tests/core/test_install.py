@@ -6,6 +6,7 @@ it is not part of `make test`; docs/install.md)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -72,6 +73,21 @@ def test_dependencies_are_ranges_that_keep_a_users_torch():
     extras = _project()["optional-dependencies"]
     assert [Requirement(r).name for r in extras["fast"]] == ["numba"]
     assert [Requirement(r).name for r in extras["sweep"]] == ["ray"]
+
+
+def test_a_run_manifest_names_the_extras_installed():
+    """A run folder's manifest.json lists numba's and Ray's versions where they are installed, and omits them where
+    not (the cpu statistics' path then was torch's)."""
+    from importlib.metadata import version
+
+    from attnlab.runs import environment_manifest
+
+    manifest = environment_manifest()
+    for package in ("numba", "ray"):
+        if importlib.util.find_spec(package) is not None:
+            assert manifest[package] == version(package)
+        else:
+            assert package not in manifest
 
 
 def test_the_lock_and_make_keep_exact_versions():
