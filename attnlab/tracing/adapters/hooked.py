@@ -206,6 +206,8 @@ def resid_mid_sites(model: nn.Module, arch: Arch, device: torch.device) -> list[
     finally:
         for h in handles:
             h.remove()
+    if "mlp" not in seen:
+        return f"{arch.model_type}: the MLP of block 0 did not run in a two-token forward, so resid_mid is not found"
     norm = next((n for n in norms if _same(seen.get(n + ".out"), seen.get("mlp"))), None)
     source = seen.get(norm + ".in") if norm is not None else seen.get("mlp")
     if _same(seen.get("mlp"), seen.get("attn")) or _same(source, seen.get("block")):
