@@ -76,6 +76,11 @@ with lm.trace(ids):
     out = lm.output.save()
 with torch.no_grad():
     result["nnsight_kept"] = bool(torch.equal(out.logits, plain(ids).logits))
+plain.save_pretrained(folder)  # beside the tokenizer
+lazy = LanguageModel(folder, tokenizer=tok, dtype=torch.float64)  # meta tensors until dispatched
+result["lazy_undispatched"] = lazy.dispatched is False
+loaded = attnlab.trace(LlamaForCausalLM.from_pretrained(folder, dtype=torch.float64).eval(), ids, logits=True)
+result["lazy_logits"] = float(abs(attnlab.trace(lazy, ids, logits=True).logits - loaded.logits).max())
 results["nnsight"] = result
 """
 
@@ -119,3 +124,6 @@ def test_an_nnsight_language_model_traces_as_its_transformers_model(results):
     result = results["nnsight"]
     _same_trace(result)
     assert result["nnsight_kept"]
+    # Built from a folder, nnsight loads the weights at its first trace; attnlab's trace loads them too, and traces
+    # as the same folder loaded by transformers does.
+    assert result["lazy_undispatched"] and result["lazy_logits"] <= 1e-12, result

@@ -57,8 +57,12 @@ def _swap_in_originals(root: torch.nn.Module, undo: list[tuple[torch.nn.Module, 
 
 
 def _nnsight_module(model: Any) -> torch.nn.Module:
+    """The transformers model inside an nnsight model, its weights loaded first where nnsight has not yet loaded them
+    (a model built from a name or folder holds meta tensors until it is dispatched, which its own first trace does)."""
     import torch
 
+    if getattr(model, "dispatched", True) is False and callable(getattr(model, "dispatch", None)):
+        model.dispatch()
     for name in ("_module", "_model"):  # nnsight >= 0.4, older releases
         module = model.__dict__.get(name)
         if isinstance(module, torch.nn.Module):
