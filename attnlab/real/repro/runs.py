@@ -31,7 +31,9 @@ FULL: dict[str, dict] = {
     **QUICK,
     "real_quant": dict(samples=8, tokens=512, sites=("linear", "residual")),  # docs/real-models.md, R23
     "real_window": dict(samples=8, tokens=1024, windows=(256,)),
-    "real_sinks": dict(samples=32, tokens=512),
+    # R27's intervals at 16 windows per domain (27 windows with sinks) would need ~140-190 windows with sinks to
+    # decide (docs/real-models.md, secondary sinks): 96 per domain, ~8 single-thread CPU minutes
+    "real_sinks": dict(samples=96, tokens=512),
 }
 
 
@@ -72,5 +74,5 @@ EXPERIMENTS: dict[str, Experiment] = {
 GPU: tuple[str, ...] = ()
 NEEDS = {"real_ablate": "real_scan"}
 PAPER_SCALE: dict[str, str] = {}
-MINUTES = {"real_quant": 6, "real_window": 6}
+MINUTES = {"real_quant": 6, "real_window": 6, "real_sinks": 8}
 LAST: tuple[str, ...] = ()

@@ -214,7 +214,8 @@ def _cluster_spearman(x: np.ndarray, y: np.ndarray, window: np.ndarray) -> Any:
         for r, row in enumerate(draws):
             idx = np.concatenate([members[int(w)] for w in row])
             xs, ys = x[idx], y[idx]
-            out[r] = spearmanr(xs, ys)[0] if np.ptp(xs) > 0 and np.ptp(ys) > 0 else np.nan
+            # a draw whose norms or values are all equal has no ranking: counted as ρ = 0 (no evidence for the bar)
+            out[r] = spearmanr(xs, ys)[0] if np.ptp(xs) > 0 and np.ptp(ys) > 0 else 0.0
         return out
 
     return statistic
