@@ -465,6 +465,8 @@ def _compile_mean_ablations(
             rest.append(iv)
             continue
         _check_points([iv.point], model)
+        if iv.point.endswith(("hook_pattern", "hook_attn_scores")):  # [batch, head, query, key]: no position axis 1
+            raise InputError(f"MeanAblate takes [batch, pos, ...] points, not {iv.point}; edit a pattern with a hook")
         if iv.positions is not None and any(not 0 <= int(p) < T for p in iv.positions):
             raise InputError(f"MeanAblate at {iv.point}: positions must lie in 0..{T - 1}, got {list(iv.positions)}")
         fn = _mean_hook(iv, _reference_mean(model, tokenizer, iv, run, batch_size))

@@ -230,3 +230,13 @@ def test_every_listed_point_is_accepted_beyond_the_generic_families(name, monkey
         with pytest.raises(InputError) as err:
             attnlab.trace(model, ids, cache=f"blocks.{missing}.attn.hook_pattern")
         assert "\n" not in str(err.value)
+
+
+def test_mean_ablate_refuses_a_pattern_point():
+    """MeanAblate's positions, heads and dims index [batch, pos, ...]; a pattern is [batch, head, query, key]: refused
+    in one line before any forward."""
+    model = tiny_family("llama")
+    iv = attnlab.MeanAblate("blocks.0.attn.hook_pattern", _ids())
+    with pytest.raises(InputError, match="MeanAblate takes") as err:
+        attnlab.trace(model, _ids(), interventions=[iv])
+    assert "\n" not in str(err.value)
