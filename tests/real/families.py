@@ -156,7 +156,6 @@ MORE: dict[str, tuple[str, dict[str, Any]]] = {
 }
 # No attention at all: refused in one line before any forward.
 NO_ATTENTION: dict[str, tuple[str, dict[str, Any]]] = {"mamba": ("mamba", {})}
-UNTRACEABLE: dict[str, tuple[str, dict[str, Any]]] = {}  # issue 40: every family traces or is refused in one line
 ALL = {**FAMILIES, **EAGER, **HYBRID, **MORE, **NO_ATTENTION}
 
 

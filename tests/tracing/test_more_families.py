@@ -226,6 +226,7 @@ def test_eager_fallback_streams_and_refuses_what_does_not_fit(name, monkeypatch)
         ("jamba", lambda m: traced(m, new_recorder(m, T), [ZeroHead(0, 1)])),  # layer 0 is Mamba
         ("jamba", lambda m: traced(m, new_recorder(m, T), hooks={"blocks.2.attn.hook_z": lambda x, h: None})),
         ("jamba", lambda m: traced(m, new_recorder(m, T), hooks={"blocks.0.hook_attn_out": lambda x, h: None})),
+        ("jamba", lambda m: traced(m, new_recorder(m, T, keep_patterns=[(2, 0)]))),  # no pattern in a Mamba layer
     ],
 )
 def test_refused_in_one_line_before_any_forward(name, build):
