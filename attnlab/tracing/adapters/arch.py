@@ -13,9 +13,17 @@ that holds the blocks' `nn.ModuleList` (beside them: `norm`, `ln_f`, `final_laye
 Sizes come from the config (`num_attention_heads`, `num_key_value_heads`, `hidden_size`, `max_position_embeddings`
 with transformers' attribute aliases) and the attention module (`head_dim` / `head_size`, `sliding_window`, a
 `sinks` parameter for learned sink logits). The per-head output matrix W_O^h [d_model, d_head] is read in
-`nn.Linear` convention (spec extreme-tokens §10.2). Tracing also needs the attention to go through transformers'
-`AttentionInterface`; the HF trace adapter checks that every layer did. Cross-attention and GPT-2's
+`nn.Linear` convention (spec extreme-tokens §10.2); d_head is the value head size, the output projection's input
+width / H (multi-head latent attention has wider query/key heads). Cross-attention and GPT-2's
 `reorder_and_upcast_attn` are refused; sliding windows, soft-capping and learned sinks are traced.
+
+Issue 40, item 5: a block's attention is the child whose name or class says attention (its output projection may sit
+one level down: GPT-Neo's attn.attention.out_proj), never its MLP (GPT-Neo's mlp.c_proj) nor a sequence mixer that
+is not softmax attention (`MIXER_WORDS`: Mamba, gated DeltaNet, lightning attention, short convolutions). A hybrid's
+stack holds blocks with attention and blocks with such a mixer: `Arch.attention_layers` lists the first kind, and
+`attn[l]` is the mixer in the others. `Arch.interface` says whether the attention modules call the function
+transformers' `AttentionInterface` names (read from their source, as transformers decides it); those that do not
+take the eager fallback (`adapters/eager.py`). A model with no attention layer (Mamba) is refused in one line.
 """
 
 from __future__ import annotations
