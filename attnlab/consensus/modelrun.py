@@ -26,6 +26,7 @@ from attnlab.consensus.realmodel import (
     control_prompts,
     iterate_stack,
     norm_gain_cv,
+    stack_roughness,
     top1_stats,
 )
 from attnlab.consensus.stats import log_band, spearman, timeseries_rows
@@ -117,6 +118,7 @@ def iterate_groups(
     """Run every (schedule, MLP) group on `ids` `[prompt, T]`; controls (C(k)) only for periodic with MLPs."""
     out = GroupResults()
     for variant in cfg.schedules:
+        rough = stack_roughness(runner, variant, cfg.layer, cfg.seed)  # R10's slope against roughness
         for mlp in cfg.mlp:
             name = f"{variant}, MLP {'on' if mlp else 'off'}"
             ctrl = control_prompts(ids, groups) if (cfg.depth_view and variant == "periodic" and mlp) else None
@@ -137,7 +139,7 @@ def iterate_groups(
             )
             out.timings[name] = round(time.perf_counter() - t0, 2)
             out.curves[name], out.depth[name] = res.curves, res.depth
-            out.summary[name] = group_summary(res, runner.n_layers)
+            out.summary[name] = group_summary(res, runner.n_layers) | rough
             if res.top1 is not None:
                 out.top1[name] = res.top1
             out.grid = res.grid

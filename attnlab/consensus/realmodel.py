@@ -118,6 +118,15 @@ class StackRunner:
         i, parts = self._parts[id(layer)]
         return run_block(parts, h, ctx.calls[i], zero_mlp=not mlp, input_norm=self.norm_map(layer))
 
+    def weight_vector(self, layer: Any, attention_only: bool) -> torch.Tensor:
+        """Block `layer`'s matrices (every parameter with ndim >= 2; with `attention_only`, those outside its MLP:
+        the attention projections) flattened and joined, float64 on the cpu `[n_weights]` (norm gains are 1-D and
+        left out)."""
+        mlp = {id(p) for p in self._parts[id(layer)][1].mlp.parameters()}
+        ws = [p.detach().to("cpu", torch.float64).reshape(-1) for p in layer.parameters()
+              if p.ndim >= 2 and not (attention_only and id(p) in mlp)]  # fmt: skip
+        return torch.cat(ws)
+
     def final(self, h: torch.Tensor) -> torch.Tensor:
         """The model's final norm (learned gain) of `[batch, T, d]` (identity if it has none)."""
         return self.norm(h)
@@ -318,6 +327,23 @@ def _check_iteration(runner: StackRunner, ids: torch.Tensor, variant: str, passe
         raise InputError(f"prompts must be [batch, T] with T >= 2, got {tuple(ids.shape)}")
     if variant == "constant" and not 0 <= layer < runner.n_layers:
         raise InputError(f"layer {layer} outside 0..{runner.n_layers - 1}")
+
+
+def stack_roughness(runner: StackRunner, variant: str, layer: int = 20, seed: int = 0) -> dict[str, float]:
+    """The roughness of a variant's weight sequence (consensus spec §3: r = mean_k ‖W_{k+1} − W_k‖_F/‖W_k‖_F) over
+    the layer steps k = 1..L, one cycle of the stack including the step into the next pass (so for `periodic` the
+    mean over the cycle, for `random` L − 1 steps within a fresh stack and one across two): `roughness_attn` with W
+    the block's attention projections (the P and V of the theory), `roughness_block` with every matrix of the block
+    (attention and MLP). 0 for `constant`; about √2 for `random` (independent draws of equal scale)."""
+    rows: dict[str, list[float]] = {"roughness_attn": [], "roughness_block": []}
+    prev: list[torch.Tensor] = []
+    for k in range(1, runner.n_layers + 2):
+        block = runner.layer_at(variant, k, layer, seed)
+        cur = [runner.weight_vector(block, True), runner.weight_vector(block, False)]
+        for key, a, b in zip(rows, prev, cur):
+            rows[key].append(float((b - a).norm() / a.norm().clamp_min(1e-300)))
+        prev = cur
+    return {k: float(np.mean(v)) for k, v in rows.items()}
 
 
 def iterate_stack(

@@ -46,3 +46,22 @@ def timeseries_rows(t: np.ndarray, curves: dict[str, np.ndarray], measure: str, 
                 {"t": float(tk), "measure": measure, "group": group, **{key: float(v[k]) for key, v in band.items()}}
             )
     return rows
+
+
+def roughness_slope(y: np.ndarray, r: np.ndarray, resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
+    """R10's slope against roughness: the least-squares slope of y `[schedule, prompt]` (e.g. final mean log10 E
+    per prompt) on each schedule's roughness r `[schedule]`, pooled over prompts (every schedule runs the same
+    prompts, so it is the slope of the schedules' means), and its 95 % percentile bootstrap interval over prompts
+    (one resample of prompt indices used for every schedule, keeping them paired). Returns (slope, low, high)."""
+    y, r = np.asarray(y, dtype=np.float64), np.asarray(r, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] != r.size or r.size < 2 or np.ptp(r) == 0:
+        raise ValueError(f"need y [schedule, prompt] and >= 2 distinct roughnesses, got {y.shape} and {r}")
+    rc = r - r.mean()
+
+    def slope(means: np.ndarray) -> np.ndarray:  # means [..., schedule]
+        return (means - means.mean(-1, keepdims=True)) @ rc / (rc @ rc)
+
+    idx = np.random.default_rng(seed).integers(0, y.shape[1], size=(resamples, y.shape[1]))
+    boot = slope(y[:, idx].mean(-1).T)  # y[:, idx]: [schedule, resamples, prompt]
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return float(slope(y.mean(1))), float(low), float(high)

@@ -159,3 +159,40 @@ def test_verdict_R13_reads_saved_metrics(tmp_path: Path) -> None:
     assert verdict_R13(tmp_path)[:2] == (0.08, True)
     (tmp_path / "metrics.json").write_text(json.dumps(m | {"rel_error_mean": [0.05, 0.3]}))
     assert verdict_R13(tmp_path)[:2] == (0.3, False)
+
+
+def _rst_run(tmp_path: Path, finals: dict[str, np.ndarray]) -> dict:
+    """A `consensus model` run as R10's measure reads it: group summaries (CI bands, roughness) and curves.npz."""
+    from types import SimpleNamespace
+
+    from attnlab.consensus.arrays import save_npz
+    from attnlab.reproduce.execute import Outcome
+
+    rough = {"constant": 0.0, "periodic": 0.5, "random": 1.4}
+    groups, curves = {}, {}
+    for g, final in finals.items():
+        m = float(np.log10(final).mean())
+        groups[g] = {"final_band_log10": {"mean_log10": m, "lo_log10": m - 0.1, "hi_log10": m + 0.1},
+                     "roughness_attn": rough[g.split(",")[0]], "roughness_block": 1.0}  # fmt: skip
+        curves[f"{g}|E_first"] = np.stack([np.ones_like(final), final], 1)  # [prompt, steps + 1]
+    save_npz(tmp_path / "curves.npz", **curves)
+    run = SimpleNamespace(summary={"groups": groups}, path=str(tmp_path))
+    return {"cons_rst": Outcome(runs={"": run})}  # type: ignore[dict-item]
+
+
+def test_r10_reports_the_slope_against_roughness(tmp_path: Path) -> None:
+    """R10's slope vs roughness: final log10 E_first = −4 + 2 r per prompt (MLPs off) gives slope 2 with the
+    interval [2, 2]; MLPs on, E falling with roughness gives a negative slope; the schedules' roughness is shown."""
+    from attnlab.consensus.repro.measures import c_r10
+
+    offsets = np.array([0.0, 0.3, -0.2])
+    finals = {}
+    for s, r in (("constant", 0.0), ("periodic", 0.5), ("random", 1.4)):
+        finals[f"{s}, MLP off"] = 10.0 ** (-4 + 2 * r + offsets)
+        finals[f"{s}, MLP on"] = 10.0 ** (-4 - r + offsets)
+    out = c_r10(_rst_run(tmp_path, finals))
+    assert out["slope_vs_roughness_off"] == pytest.approx(2.0, abs=1e-12)
+    assert (out["slope_vs_roughness_off_low"], out["slope_vs_roughness_off_high"]) == (
+        pytest.approx(2.0, abs=1e-12), pytest.approx(2.0, abs=1e-12))  # fmt: skip
+    assert out["slope_vs_roughness_on"] == pytest.approx(-1.0, abs=1e-12)
+    assert out["roughness random"] == 1.4 and out["ci_gap_off_constant_periodic"] == pytest.approx(0.8)

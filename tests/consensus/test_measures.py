@@ -180,3 +180,22 @@ def test_random_schedule_is_pure_function_of_seed_and_interval() -> None:
     assert roughness(Constant(torch.eye(3).double().unsqueeze(0)), 5) == 0.0
     assert abs(roughness(RandomSchedule(d=32, heads=4, seed=0), 40.0) - math.sqrt(2)) < 0.05
     assert np.isfinite(roughness(make_schedule("periodic", d=4), 10.0))
+
+
+def test_roughness_slope_exact_line_and_pooled_fit() -> None:
+    """R10's slope: a per-prompt offset shared by every schedule leaves the slope exact in every bootstrap resample
+    (interval [b, b] to round-off); with noise it equals np.polyfit of the pooled points (equal prompts per
+    schedule), and the interval contains it."""
+    from attnlab.consensus.stats import roughness_slope
+
+    r = np.array([0.0, 0.3, 1.41])
+    offset = np.random.default_rng(1).normal(size=9)
+    slope, low, high = roughness_slope(2.0 + 3.0 * r[:, None] + offset[None, :], r)
+    assert slope == pytest.approx(3.0, abs=1e-12) and low == pytest.approx(3.0, abs=1e-12)
+    assert high == pytest.approx(3.0, abs=1e-12)
+    y = np.random.default_rng(2).normal(size=(3, 9)) + r[:, None]
+    slope, low, high = roughness_slope(y, r)
+    assert slope == pytest.approx(np.polyfit(np.repeat(r, 9), y.ravel(), 1)[0], rel=1e-12)
+    assert low < slope < high
+    with pytest.raises(ValueError):
+        roughness_slope(y, np.zeros(3))

@@ -61,3 +61,23 @@ def test_non_finite_state_names_the_step() -> None:
     # float32 USA overflows exp(beta <x_i, x_j>) at beta = 200 on the first step
     with pytest.raises(NumericalError, match=r"non-finite state at t=0, h=0\.1"):
         phase_diagram(np.array([200.0]), n=6, d=3, starts=4, t_max=1.0, kind="USA", dtype=torch.float32)
+
+
+def test_b2_experiment_times_on_two_threads_and_records_the_load(monkeypatch) -> None:
+    """B2's experiment (issue 39): the sweep runs on two torch threads (restored afterwards), the 1-minute load at
+    its start is recorded and `quiet` says whether it was below 1.5."""
+    import os
+
+    from attnlab.consensus import sweeps
+    from attnlab.consensus.repro import checks_theory
+
+    seen = []
+    real = sweeps.phase_diagram
+    monkeypatch.setattr(sweeps, "phase_diagram", lambda *a, **k: seen.append(torch.get_num_threads()) or real(*a, **k))
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.5, 0.0, 0.0))
+    before = torch.get_num_threads()
+    out = checks_theory.cons_b2(0, {"threads": 2, "starts": 4, "num_betas": 2, "t_max": 1.0})
+    assert seen == [2] and torch.get_num_threads() == before
+    assert (out["threads"], out["load_at_start"], out["quiet"], out["frac_finite"]) == (2.0, 2.5, 0.0, 1.0)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.3, 0.0, 0.0))
+    assert checks_theory.cons_b2(0, {"starts": 4, "num_betas": 2, "t_max": 1.0})["quiet"] == 1.0

@@ -3,6 +3,7 @@ correlation judged against what a random head ranking reaches."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 from pathlib import Path
@@ -114,3 +115,23 @@ def test_one_network_is_a_permutation_test():
     iv = measures.prune_intervals(nums)["spearman_minus_chance"]
     lo, hi = measures.chance_spearman(8, 1)
     assert (iv.low, iv.high, iv.replicates) == (pytest.approx(0.9 - hi), pytest.approx(0.9 - lo), 1)
+
+
+def test_prune_takes_its_adam_settings_from_the_command_line():
+    """B5's retuned settings reach the config (`paths prune --lr --weight-decay --width --pool`); bad values get
+    one line; at their defaults they stay out of config.json (earlier runs keep their config hash)."""
+    from attnlab.errors import InputError
+    from attnlab.paths.cli import _prune_args, _prune_config
+    from attnlab.paths.config import PruneConfig
+    from attnlab.runs.configs import config_to_dict
+
+    parser = argparse.ArgumentParser()
+    _prune_args(parser)
+    args = parser.parse_args(["--lr", "3e-3", "--weight-decay", "1e-3", "--width", "32", "--pool", "20000"])
+    args.device = "cpu"  # added by the prune parser's add_device_arg
+    cfg = _prune_config(args)
+    assert (cfg.lr, cfg.weight_decay, cfg.width, cfg.pool) == (3e-3, 1e-3, 32, 20000)
+    assert "lr" not in config_to_dict(PruneConfig()) and config_to_dict(cfg)["lr"] == 3e-3
+    for bad in ({"lr": 0.0}, {"lr": 20.0}, {"weight_decay": -1.0}):
+        with pytest.raises(InputError):
+            PruneConfig(**bad)  # type: ignore[arg-type]

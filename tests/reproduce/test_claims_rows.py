@@ -135,8 +135,9 @@ def _s10(f: Path, good: bool) -> None:
                                 "network_accuracy": 0.6})  # fmt: skip
 
 
-def _r22(f: Path, good: bool) -> None:
-    """12 fake `bb train` trials per form over 4 lrs; one softmax run diverged, and two ReLU runs unless good."""
+def _r22(f: Path, good: bool, relu_extra: float = 0.0) -> None:
+    """12 fake `bb train` trials per form over 4 lrs; one softmax run diverged, and two ReLU runs unless good.
+    Final excess risks 0.1 + 0.001 × seed, plus `relu_extra` for ReLU (its backcopy risk only)."""
     from attnlab.bb.config import resolve_config
 
     bad = {("softmax", 0.01, 0)} | (set() if good else {("relu", 0.03, 0), ("relu", 0.03, 1)})
@@ -146,8 +147,10 @@ def _r22(f: Path, good: bool) -> None:
                 d = f / "trials" / f"{a}-{lr:g}-{s}"
                 _write(d / "config.json", resolve_config("cpu", attention=a, lr=lr, seed=s).to_dict())
                 end = 3.5 if (a, lr, s) in bad else 1.0
-                recs = [{"step": 0, "loss": 3.0}, {"step": 200, "loss": end, "excess_risk_backcopy": 0.1,
-                                                   "excess_risk_bigram": 0.1}]  # fmt: skip
+                risk = 0.1 + 0.001 * s
+                backcopy = risk + (relu_extra * (1 + 0.1 * s) if a == "relu" else 0.0)
+                recs = [{"step": 0, "loss": 3.0}, {"step": 200, "loss": end, "excess_risk_backcopy": backcopy,
+                                                   "excess_risk_bigram": risk}]  # fmt: skip
                 (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
                 _write(d / "trial.json", {"status": "done"})
 
@@ -184,7 +187,6 @@ CASES: list[tuple[str, str, str, Callable, Callable]] = [
     ("paths", "S8", "paths_outputs", _s8, paths_rows.p_s8),
     ("paths", "S9", "paths_renorm", _s9, paths_rows.p_s9),
     ("paths", "S10", "paths_plugin", _s10, paths_rows.p_s10),
-    ("bb", "R22", "bb_stability", _r22, bb_rows.b_r22),
 ]
 
 
@@ -218,10 +220,33 @@ def test_known_numbers_of_the_fake_folders(tmp_path: Path) -> None:
     n = bb_rows.b_r22({"bb_stability": _outcome(tmp_path / "r22")})
     assert (n["diverged_softmax"], n["diverged_relu"], n["diverged_relu_minus_softmax"]) == (1, 2, 1.0)
     assert (n["runs_softmax"], n["lrs_relu"]) == (12, 4)
+    assert (n["steps"], n["d_model"], n["seq_len"]) == (2000, 128, 64)  # the cpu preset's scale, shown in the row
     _r14(tmp_path / "r14", True)
     n = consensus_rows.c_r14({"cons_decode": _outcome(tmp_path / "r14")})
     assert n["min_share_final"] == pytest.approx(0.9) and n["passes"] == 1
     assert n["share periodic, MLP off"] == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("relu_extra,expected", [(0.0, MET), (0.005, MET), (0.05, MISSED)])
+def test_r22_judges_the_final_risks(tmp_path: Path, relu_extra: float, expected: str) -> None:
+    """R22 (issue 39) compares the final excess risks: ReLU minus softmax per (lr, seed) pair where neither run
+    diverged, averaged over lrs per seed, judged |Δ| ≤ 0.02 by its t-interval over the 3 seeds; which form
+    diverged more is shown, not judged (the spec presumes neither). Here ReLU's backcopy risk is higher by
+    relu_extra × (1 + 0.1 seed): mean relu_extra × 1.1, t-interval ± 4.30 × 0.1 relu_extra / √3."""
+    _r22(tmp_path, False, relu_extra)  # two ReLU runs and one softmax run diverged: those pairs are left out
+    n = bb_rows.b_r22({"bb_stability": _outcome(tmp_path)})
+    assert n["d_backcopy_relu_minus_softmax"] == pytest.approx(1.1 * relu_extra, abs=1e-12)
+    assert n["d_bigram_relu_minus_softmax"] == pytest.approx(0.0, abs=1e-12) and n["seeds_compared"] == 3
+    half = 4.302652729911275 * 0.1 * relu_extra / 3**0.5  # t_{0.975, 2} s / √n with s = 0.1 relu_extra
+    assert n["d_backcopy_relu_minus_softmax_high"] == pytest.approx(1.1 * relu_extra + half, abs=1e-12)
+    from attnlab.core.intervals import decide
+
+    checks = {c.key: c for c in ROWS[("bb", "R22")].checks}
+    ivs = bb_rows.r22_intervals(n)  # the row's own intervals (its `intervals`)
+    assert set(ivs) == {"d_backcopy_relu_minus_softmax", "d_bigram_relu_minus_softmax"}
+    got = {decide(checks[k], iv) for k, iv in ivs.items()}
+    assert (MISSED if MISSED in got else MET if got == {MET} else None) == expected
+    assert verdict(tuple(checks.values()), n)[0] == expected  # the point estimates agree here
 
 
 @pytest.mark.slow

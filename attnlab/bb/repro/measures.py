@@ -177,6 +177,20 @@ def r14(runs: dict) -> dict:
     }
 
 
+def _scale(path: str | Path) -> dict:
+    """The scale a trained toy model ran at, shown in its row (issue 39: a row run smaller than the spec's cpu
+    preset, 2,000 steps at d 128 and T 64, says so): its steps, width d_model and sequence length T."""
+    from attnlab.bb.config import read_train_config
+
+    cfg = read_train_config(Path(path))
+    return {"steps": cfg.steps, "d_model": cfg.d_model, "seq_len": cfg.seq_len}
+
+
+def _variants_scale(runs: dict) -> dict:
+    """`_scale` of the 3-layer run of the layer variants (every variant runs the same steps and sizes)."""
+    return _scale(run_of(runs, "bb_variants", "3-layers").path)
+
+
 def b_r19(runs: dict) -> dict:
     """R19: attention energy in the MLP subspace (1-layer run) and the parallel-vs-sequential differences."""
     from attnlab.bb.metrics import metric
@@ -189,7 +203,7 @@ def b_r19(runs: dict) -> dict:
     for key, name in (("excess_risk_backcopy", "d_excess_backcopy"), ("excess_risk_bigram", "d_excess_bigram"),
                       ("attn_sink", "d_attn_sink")):  # fmt: skip
         out[name] = abs(metric(par, key) - metric(seq, key))  # type: ignore[operator]
-    return out
+    return out | _scale(found["1 layer"])
 
 
 def b_r20(runs: dict) -> dict:
@@ -200,7 +214,7 @@ def b_r20(runs: dict) -> dict:
     out = claim_numbers(verdicts.verdict_R20, folder, "peak_ratio_3_layers")
     rows = {r["variant"]: r["peak_ratio_max"] for r in verdicts.variant_table(folder)}
     shallow = ("1 layer", "attn + attn (no MLP)", "MLP + attn + MLP", "attn + attn + MLP")
-    return out | {"max_peak_ratio_shallow": max(rows[k] for k in shallow)}
+    return out | {"max_peak_ratio_shallow": max(rows[k] for k in shallow)} | _variants_scale(runs)
 
 
 def b_r21(runs: dict) -> dict:
@@ -213,16 +227,41 @@ def b_r21(runs: dict) -> dict:
     n = verdicts.r21_numbers(folder)
     one, three, abl = n["1 layer"], n["3 layers"], n["3 layers, MLP 0 zeroed"]
     gone = abl["attn_sink"] < one["attn_sink"] or abl["value_ratio"] >= one["value_ratio"]
-    return out | {
+    out |= {
         "value_ratio_3_minus_1": three["value_ratio"] - one["value_ratio"],
         "peak_ratio_0_mlp0_zeroed": abl["peak_ratio_0"],
         "strengthening_gone_mlp0_zeroed": float(gone),
     }
+    return out | _variants_scale(runs)
+
+
+R22_RISKS = ("excess_risk_backcopy", "excess_risk_bigram")
+
+
+def risk_differences(trials: list[dict]) -> dict[str, dict[int, float]]:
+    """R22's comparison of final risks: for each excess risk, per seed, the mean over learning rates of ReLU's
+    final excess risk minus softmax's at the same (lr, seed), over the pairs where neither run diverged
+    (`verdicts.stability_trials` rows). Returns {risk: {seed: mean difference}} (a seed with no such pair is left
+    out)."""
+    by = {(t["attention"], t["lr"], t["seed"]): t for t in trials}
+    out: dict[str, dict[int, float]] = {k: {} for k in R22_RISKS}
+    for seed in sorted({t["seed"] for t in trials}):
+        pairs = [(by[("relu", lr, seed)], by[("softmax", lr, seed)]) for lr in sorted({t["lr"] for t in trials})
+                 if ("relu", lr, seed) in by and ("softmax", lr, seed) in by]  # fmt: skip
+        pairs = [(a, b) for a, b in pairs if not a["diverged"] and not b["diverged"]]
+        for k in R22_RISKS:
+            if pairs:
+                out[k][seed] = float(np.mean([a[k] - b[k] for a, b in pairs]))
+    return out
 
 
 def b_r22(runs: dict) -> dict:
-    """R22: diverged ReLU minus diverged softmax runs, and the sweep's size per form (runs, learning rates)."""
+    """R22: the final risks compared (issue 39) — per excess risk, ReLU minus softmax, the mean over seeds of the
+    per-seed mean over learning rates of the paired difference (`risk_differences`), with its t-interval over the
+    sweep's seeds (`_low`, `_high`; `r22_intervals`) — the diverged runs per form and their difference, the
+    sweep's size per form (runs, learning rates) and its scale (`_scale`)."""
     from attnlab.bb.repro import verdicts
+    from attnlab.core.intervals import t_interval
 
     folder = folder_of(runs["bb_stability"])
     table = verdicts.stability_table(folder)
@@ -231,8 +270,28 @@ def b_r22(runs: dict) -> dict:
         rows = [r for r in table if r["attention"] == a]
         out |= {f"runs_{a}": sum(r["runs"] for r in rows), f"lrs_{a}": len(rows)}
         out[f"diverged_{a}"] = sum(r["diverged"] for r in rows)
-    number, met, _ = verdicts.verdict_R22(folder)
-    return {"diverged_relu_minus_softmax": number, "claims_met": float(met)} | out
+    out = {"diverged_relu_minus_softmax": float(out["diverged_relu"] - out["diverged_softmax"])} | out
+    for k, per_seed in risk_differences(verdicts.stability_trials(folder)).items():
+        name = f"d_{k.removeprefix('excess_risk_')}_relu_minus_softmax"
+        values = list(per_seed.values())
+        out[name] = float(np.mean(values)) if values else math.nan
+        if len(values) >= 2:
+            iv = t_interval(values)
+            out |= {f"{name}_low": iv.low, f"{name}_high": iv.high, "seeds_compared": len(values)}
+    return out | _scale(verdicts.train_runs(folder)[0][0])
+
+
+def r22_intervals(numbers: dict) -> dict:
+    """R22's final-risk differences with their t-intervals over the sweep's seeds (as `b_r22` saved them)."""
+    from attnlab.core.intervals import T_OVER_SEEDS, Interval
+
+    out = {}
+    for k in ("d_backcopy_relu_minus_softmax", "d_bigram_relu_minus_softmax"):
+        if f"{k}_low" in numbers:
+            n = int(numbers["seeds_compared"])
+            out[k] = Interval(float(numbers[k]), float(numbers[f"{k}_low"]), float(numbers[f"{k}_high"]), n,
+                              T_OVER_SEEDS)  # fmt: skip
+    return out
 
 
 def r_r25(runs: dict) -> dict:
@@ -274,7 +333,7 @@ def b_three_layer(runs: dict) -> dict:
     path = Path(run_of(runs, "bb_variants", "3-layers").path)
     rho = verdicts.peak_ratios(verdicts.final_record(path), 3)
     zeroed = verdicts.peak_ratios(verdicts.ablated_record(path, 2), 3)
-    return {"rho_0": rho[0], "rho_1": rho[1], "rho_2": rho[2], "rho_2_mlp2_zeroed": zeroed[2]}
+    return {"rho_0": rho[0], "rho_1": rho[1], "rho_2": rho[2], "rho_2_mlp2_zeroed": zeroed[2]} | _scale(path)
 
 
 # --- R12: the paper-scale mitigations of spec §8, each number within 25 % ---------------------------------------------

@@ -45,9 +45,10 @@ FULL: dict[str, dict] = {
     "bb_ablate3": dict(n_layers=3, steps=3000, no_attn=(2,)),
     "bb_paper": dict(steps=10000),
     # issue 14: the scales of docs/extreme-tokens.md (minutes to about half an hour each on the shared 2-core machine)
-    "bb_variants": dict(steps=500, eval_batch=128),  # docs/specs/bb-layer-variants.toml
-    "bb_stability": dict(d_model=64, d_mlp=256, seq_len=32, batch=32, eval_batch=64, steps=200, ckpt_every=1000,
-                         lrs=(1e-3, 3e-3, 1e-2, 3e-2), seeds=(0, 1, 2)),  # docs/specs/bb-softmax-relu-stability.toml
+    # issue 39: R19-R21, SC-3layer and R22 at the spec's cpu preset (2,000 steps, d 128, T 64, batch 64, evaluation
+    # batch 256), no longer the reduced docs/specs/*.toml sizes (500 steps; R22 200 steps at half width)
+    "bb_variants": dict(steps=2000),
+    "bb_stability": dict(steps=2000, lrs=(1e-3, 3e-3, 1e-2, 3e-2), seeds=(0, 1, 2)),
     "series_scan": dict(steps=1500, save_every=25, tokens=64, samples=8),  # R25: about 8 minutes
     # issue 18, bb R12 (wt-rbb): the paper-scale mitigations of extreme-tokens §8 (GPU only, PAPER_SCALE)
     "bb_paper_relu": dict(steps=10000),
@@ -169,5 +170,5 @@ PAPER_SCALE = {
     "bb_paper_sgd3": "paper scale, 3 layers, SGD lr 0.03, 10,000 steps (about 2.5 days on 2 cpu cores)",
     "bb_paper_relu3": "paper scale, 3 layers, ReLU + Adam lr 3e-3, 10,000 steps (about 2.5 days on 2 cpu cores)",
 }
-MINUTES = {"bb_stability": 25, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "series_scan": 10, "bb_variants": 10}
+MINUTES = {"bb_stability": 150, "bb_adam3": 20, "bb_sgd3": 20, "bb_ablate3": 20, "series_scan": 10, "bb_variants": 60}
 LAST: tuple[str, ...] = ()

@@ -15,6 +15,11 @@ from attnlab.core.targets import target as _t
 
 _ET, _ET14 = "extreme-tokens §11", "extreme-tokens §14"
 _VARIANTS = "attnlab sweep docs/specs/bb-layer-variants.toml --out runs/variants"
+# issue 39: the layer variants run at the spec's cpu preset in the full profile; the row's numbers show the scale
+_CPU_SCALE = (
+    "; full profile: the cpu preset (2,000 steps, d 128, T 64, batch 64, evaluation batch 256), the "
+    "same seed and steps for every layout; steps, d_model and seq_len give the scale run"
+)
 # fmt: off
 BB = [
     _t("R1", "bb", _ET, "BB data, default corpus",
@@ -162,7 +167,7 @@ BB = [
                C("peak_ratio_0_mlp0_zeroed", "<=", 1.5), C("strengthening_gone_mlp0_zeroed", ">=", 1)],
        needs=["bb_variants"], measure=r.b_r21,
        note=CLAIMS_NOTE.format("bb", "R21") + "; layer 0's MLP zeroed at evaluation time in the trained 3-layer "
-            "model; gone: Attn⟨s⟩ below the 1-layer model's or value ratio not below it",
+            "model; gone: Attn⟨s⟩ below the 1-layer model's or value ratio not below it" + _CPU_SCALE,
        figure="r20_peak_by_layout.png",
        recorded=_rec("docs/extreme-tokens.md (R21, longer runs): 1- and 3-layer runs at 1,500 steps; Attn⟨s⟩ "
                      "0.993 vs 0.948, value ratio 0.101 vs 0.130, ρ_0 2.54 → 2.59 with layer 0's MLP zeroed, "
@@ -173,11 +178,17 @@ BB = [
                      strengthening_gone_mlp0_zeroed=1)),
     _t("R22", "bb", _ET14, "softmax vs ReLU attention, stability",
        "≥ 3 seeds × 4 lrs per form: diverged runs and final risks",
-       checks=[C("diverged_relu_minus_softmax", "<=", 0), C("runs_softmax", ">=", 12), C("runs_relu", ">=", 12),
-               C("lrs_softmax", ">=", 4), C("lrs_relu", ">=", 4)],
+       checks=[C("d_backcopy_relu_minus_softmax", "abs<=", 0.02), C("d_bigram_relu_minus_softmax", "abs<=", 0.02),
+               C("runs_softmax", ">=", 12), C("runs_relu", ">=", 12), C("lrs_softmax", ">=", 4),
+               C("lrs_relu", ">=", 4)],
        needs=["bb_stability"], measure=r.b_r22,
-       note=CLAIMS_NOTE.format("bb", "R22") + "; the spec presumes neither form: 'met' only says the sweep is "
-            "complete and ReLU diverged no more often than softmax"),
+       note="the final risks compared (issue 39): d_*_relu_minus_softmax = ReLU's final excess risk minus "
+            "softmax's at the same (lr, seed), over the pairs where neither diverged, mean over lrs per seed, "
+            "judged |Δ| ≤ 0.02 (R19's 'within 0.02', our reading) by its t-interval over the sweep's 3 seeds "
+            "(_low, _high); the sweep complete (≥ 12 runs over 4 lrs per form). Which form diverged more "
+            "(non-finite, or final loss not below step 0's: verdicts.stability_trials) is shown, not judged: the "
+            "spec presumes neither. Full profile: the cpu preset (2,000 steps, d 128, T 64, batch 64); steps, "
+            "d_model and seq_len give the scale run"),
     _t("R25", "bb", _ET14, "training dynamics follow mutual reinforcement",
        "sink Attn⟨s⟩ rises while value norm drains and residual norm grows, in that order",
        checks=[C("sink_rise", ">=", 0.2), C("value_minus_sink_onset", ">=", 0), C("resid_minus_value_onset", ">=", 0)],
@@ -202,7 +213,7 @@ BB = [
        checks=[C("rho_0", ">", 1.5), C("rho_1", ">", 1.5), C("rho_2", "<=", 1.5), C("rho_2_mlp2_zeroed", ">", 1.5)],
        needs=["bb_variants"], measure=r.b_three_layer,
        note="ρ_l = ‖Res⟨s⟩‖/others after block l of the trained 3-layer variant; a peak is ρ > 1.5 (R9's bar, our "
-            "reading); the last MLP removes it when ρ_2 ≤ 1.5 intact and > 1.5 with ZeroMLP(2)",
+            "reading); the last MLP removes it when ρ_2 ≤ 1.5 intact and > 1.5 with ZeroMLP(2)" + _CPU_SCALE,
        figure="r20_peak_by_layout.png"),
 ]
 # fmt: on

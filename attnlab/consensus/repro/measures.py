@@ -30,11 +30,16 @@ def c_r1a(runs: dict) -> dict:
 
 
 def c_r1b(runs: dict) -> dict:
-    shares = {k: r.summary["share_E_first_below_1e-6"] for k, r in runs_of(runs, "cons_causal").items()}
-    starts = next(iter(runs_of(runs, "cons_causal").values())).config.batch
-    return {"min_share_converged": min(shares.values()), "starts": starts} | {
-        f"share {k}": v for k, v in shares.items()
-    }
+    """R1b: the share of starts with E_first < 1e-6 at t = 60 in each run (schedule, P scale, d), the smallest of
+    them, the starts per run and the number of schedules and dimensions the profile ran."""
+    causal = list(runs_of(runs, "cons_causal").values())
+    rows = [(r.config.schedule, r.config.scale, r.config.d, r.summary["share_E_first_below_1e-6"]) for r in causal]
+    out = {"min_share_converged": min(x for *_, x in rows), "starts": causal[0].config.batch,
+           "schedules": len({s for s, *_ in rows}), "dims": len({d for _, _, d, _ in rows})}  # fmt: skip
+    for s, scale, d, x in rows:  # the smallest share per schedule and P scale (over d) and per d (over the rest)
+        out[f"share {s} scale {scale:g}"] = min(x, out.get(f"share {s} scale {scale:g}", 1.0))
+        out[f"share d={d}"] = min(x, out.get(f"share d={d}", 1.0))
+    return out
 
 
 def c_r2b(runs: dict) -> dict:
@@ -161,6 +166,27 @@ def c_r10(runs: dict) -> dict:
         for a, b in (("constant", "periodic"), ("periodic", "random")):
             out[f"ci_gap_{mlp}_{a}_{b}"] = band[b]["lo_log10"] - band[a]["hi_log10"]
             out[f"mean_gap_{mlp}_{a}_{b}"] = band[b]["mean_log10"] - band[a]["mean_log10"]
+    return out | _roughness_slopes(runs, g)
+
+
+def _roughness_slopes(runs: dict, groups: dict) -> dict:
+    """R10's "slope vs roughness reported": per MLP setting, the slope of the final log10 E_first (per prompt,
+    floored at 1e-17 as the CIs) on the schedules' attention roughness (`realmodel.stack_roughness`), in decades per
+    unit of roughness, with its 95 % bootstrap interval over prompts (`stats.roughness_slope`); nothing for a run
+    made before the runs recorded roughness."""
+    from attnlab.consensus.stats import roughness_slope
+
+    schedules = ("constant", "periodic", "random")
+    if any("roughness_attn" not in groups[f"{s}, MLP off"] for s in schedules):
+        return {}
+    curves = np.load(Path(run_of(runs, "cons_rst").path) / "curves.npz")
+    rough = np.array([groups[f"{s}, MLP off"]["roughness_attn"] for s in schedules])
+    out = {f"roughness {s}": float(x) for s, x in zip(schedules, rough)}
+    for mlp in ("off", "on"):
+        y = np.stack([np.log10(np.maximum(curves[f"{s}, MLP {mlp}|E_first"][:, -1], 1e-17)) for s in schedules])
+        slope, low, high = roughness_slope(y, rough)
+        out |= {f"slope_vs_roughness_{mlp}": slope, f"slope_vs_roughness_{mlp}_low": low,
+                f"slope_vs_roughness_{mlp}_high": high}  # fmt: skip
     return out
 
 
@@ -179,10 +205,23 @@ def c_b1(runs: dict) -> dict:
     return dict(runs["cons_bench"].numbers)
 
 
+class NotQuiet(ValueError):
+    """A timing taken on a busy machine (or on fewer threads than the spec's): shown in the row, not judged."""
+
+
 def c_b2(runs: dict) -> dict:
-    """B2: the phase diagram's compute seconds (its metrics' wall_seconds) and the whole run's."""
-    phase = run_of(runs, "cons_b2").summary["wall_seconds"]
-    return {"phase_seconds": phase, "run_seconds": runs["cons_b2"].seconds[""]}
+    """B2: the phase diagram's compute seconds on two threads (`checks_theory.cons_b2`), the threads and the
+    1-minute load average at its start. On a machine that was not quiet (load ≥ 1.5) or on fewer than two threads
+    the row is not judged: `NotQuiet` says so with the numbers (the row is then 'not run' with that reason)."""
+    from attnlab.consensus.repro.checks_theory import B2_THREADS, QUIET_LOAD
+
+    n = runs["cons_b2"].numbers
+    out = {k: n[k] for k in ("phase_seconds", "threads", "load_at_start")}
+    if not n["quiet"] or n["threads"] < B2_THREADS:
+        raise NotQuiet(f"not judged: {n['phase_seconds']:.1f} s on {n['threads']:g} threads with a 1-minute load "
+                       f"of {n['load_at_start']:.2f} at the start (judged only on {B2_THREADS} threads with a "
+                       f"load below {QUIET_LOAD:g})")  # fmt: skip
+    return out
 
 
 def c_b4(runs: dict) -> dict:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from attnlab.consensus.names import SCHEDULES
 from attnlab.consensus.repro import checks_llama, checks_theory
+from attnlab.consensus.repro.checks_theory import B2_THREADS
 from attnlab.core.experiments import Experiment, Run, one
 
 TINY: dict[str, dict] = {
-    "cons_causal": dict(batch=4, t_max=6.0, schedules=("constant",)),
+    "cons_causal": dict(batch=4, t_max=6.0, schedules=("constant",), dims=(3,)),
     "cons_tails": dict(batch=1),
     "cons_late": dict(batch=4),
     "cons_full": dict(batch=8, t_max=10.0, n=16),
@@ -28,7 +30,8 @@ TINY: dict[str, dict] = {
     "cons_llama_units": {},
 }
 QUICK: dict[str, dict] = {
-    "cons_causal": dict(batch=64, t_max=60.0, schedules=("constant", "random")),
+    # R1b's CI size (64 starts at d = 3 and 16), two of the schedules
+    "cons_causal": dict(batch=64, t_max=60.0, schedules=("constant", "random"), dims=(3, 16)),
     "cons_tails": dict(batch=2),
     "cons_late": dict(batch=64),
     "cons_full": dict(batch=64, t_max=100.0, n=32),
@@ -42,7 +45,7 @@ QUICK: dict[str, dict] = {
     # issue 18: rows that were benchmarks or not wired in (B1 about 15 s, B2 about 90 s)
     "cons_bench": dict(baseline_starts=1, baseline_steps=10),
     "cons_units": {},  # R2a, R4a, R4b, C-norm: about 40 s
-    "cons_b2": {},
+    "cons_b2": dict(threads=B2_THREADS),  # issue 39: timed on two threads, the machine's load recorded
     # issue 18, consensus R4c, R5b, R6b, R8, C-llama (wt-rcons): the spec's sizes, 10-20 s each on one thread
     "cons_lag": dict(masks=("full", "causal"), omegas=(0.005, 0.01, 0.02, 0.04), starts=8),
     "cons_rho_sim": dict(starts=8),
@@ -52,7 +55,8 @@ QUICK: dict[str, dict] = {
 }
 FULL: dict[str, dict] = {
     **QUICK,
-    "cons_causal": dict(batch=256, t_max=60.0, schedules=("constant", "random")),
+    # R1b's slow run (issue 39): 256 starts at d = 3, 16, 64, every schedule of schedules.py
+    "cons_causal": dict(batch=256, t_max=60.0, schedules=SCHEDULES, dims=(3, 16, 64)),
     "cons_full": dict(batch=256, t_max=100.0, n=32),
     "cons_phase": dict(d=128, starts=64, num_betas=46, t_max=30.0),
     # issue 14: the scales of docs/consensus.md
@@ -66,11 +70,12 @@ FULL: dict[str, dict] = {
 
 
 def _causal(seed: int, size: dict, root: Path) -> list[Run]:
-    """R1a/R1b: causal, V = I, n = 10, d = 3, Gaussian P at scale 1 and 4, each schedule of the profile."""
-    return [Run(f"{schedule}-scale{scale:g}", "consensus simulate",
-                dict(n=10, d=3, batch=size["batch"], mask="causal", schedule=schedule, scale=scale,
+    """R1a/R1b: causal, V = I, n = 10, Gaussian P at scale 1 and 4, each schedule and dimension d of the profile
+    (folder `<schedule>-scale<s>` at d = 3, `<schedule>-scale<s>-d<d>` otherwise)."""
+    return [Run(f"{schedule}-scale{scale:g}" + (f"-d{d}" if d != 3 else ""), "consensus simulate",
+                dict(n=10, d=d, batch=size["batch"], mask="causal", schedule=schedule, scale=scale,
                      t_max=size["t_max"], record_every=10, seed=seed))
-            for schedule in size["schedules"] for scale in (1.0, 4.0)]  # fmt: skip
+            for d in size.get("dims", (3,)) for schedule in size["schedules"] for scale in (1.0, 4.0)]  # fmt: skip
 
 
 def _full(seed: int, size: dict, root: Path) -> list[Run]:
@@ -127,7 +132,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     ),
     "cons_bench": Experiment(compute=checks_theory.cons_bench),
     "cons_units": Experiment(compute=checks_theory.cons_units),
-    "cons_b2": one("consensus phase", lambda seed, size, root: {**size, "seed": seed}),  # PhaseConfig's defaults: B2
+    "cons_b2": Experiment(compute=checks_theory.cons_b2),  # B2's sweep on two threads, the load at its start
     "cons_rst": one(
         "consensus model",
         lambda seed, size, root: {

@@ -27,7 +27,9 @@ CONSENSUS = [
     _t("R1b", "consensus", _CS, "causal, V = I, n = 10, Gaussian P at scale 1 and 4, all schedules",
        "E_first < 1e-6 by t = 60 for ≥ 95% of starts (64 starts at d = 3 in CI; 256 at d = 3, 16, 64 slow)",
        checks=[C("min_share_converged", ">=", 0.95)], needs=["cons_causal"], measure=r.c_r1b,
-       note="d = 3, schedules constant and random (not periodic/rotating), worst of the four runs",
+       note="the smallest share over the runs (shown per schedule and P scale, and per d); full profile: the spec's "
+            "slow run, every schedule (constant, periodic, cycle, random) × P scale 1 and 4 × d = 3, 16, 64, 256 "
+            "starts each; quick: schedules constant and random at d = 3 and 16, 64 starts (the CI size)",
        figure="constant-scale4/figures/E_vs_time.png"),
     _t("R2a", "consensus", _CS, "hemisphere invariance",
        "per-step drop of min_i⟨w,x_i⟩ ≤ 1e-14 (projected Euler, maps); ≤ 1e-12 (RK4, exp-Euler)",
@@ -123,7 +125,11 @@ CONSENSUS = [
        needs=["cons_rst"], measure=r.c_r10,
        note="ci_gap = lower CI end of the later variant minus upper CI end of the earlier (disjoint and ordered "
             "when > 0), MLP off and on, after 100 passes (full profile); the recorded hand run kept only the MLP-on "
-            "means (out of order), so its MLP-on CI gaps are missing",
+            "means (out of order), so its MLP-on CI gaps are missing. Slope vs roughness reported, not judged: "
+            "slope_vs_roughness_off/on = decades of final log10 E_first per unit of the attention projections' "
+            "roughness r (spec §3, `realmodel.stack_roughness`: mean ‖W_{k+1} − W_k‖_F/‖W_k‖_F over one cycle; "
+            "0 constant, about √2 random), least squares over the three schedules, _low/_high its 95 % percentile "
+            "bootstrap over the 9 prompts",
        recorded=_rec("docs/consensus.md (10 passes, runs/consensus-smollm2-p10-v2): MLP off constant −2.78 "
                      "[−3.19, −2.36], periodic −2.17 [−2.41, −1.95], random −1.28 [−1.36, −1.21]; MLP on "
                      "constant −1.99, random −0.86, periodic −0.22",
@@ -189,9 +195,10 @@ CONSENSUS = [
             "10 steps, extrapolated per start-step (as benchmarks/bench_consensus.py does)"),
     _t("B2", "consensus", "consensus §11", "phase diagram: n = 32, d = 8, 90 β in [0.1, 9], 256 starts, t ≤ 30, Euler",
        "≤ 60 s on 2 cores", checks=[C("phase_seconds", "<=", 60)], needs=["cons_b2"], measure=r.c_b2,
-       note="`consensus phase` at its defaults (B2's settings, float64), its compute seconds; run_seconds adds the "
-            "figures and report; on 2 cores only with `--threads 2`",
-       figure="figures/phase_diagram.png"),
+       note="the sweep of `consensus phase` at its defaults (B2's settings, float64) in its own experiment "
+            "(`checks_theory.cons_b2`) on 2 torch threads, its compute seconds; load_at_start is the 1-minute load "
+            "average when it began: judged only below 1.5 on 2 threads, else not judged (the row gives the time "
+            "and the load)"),
     _t("B3", "consensus", "consensus §11", "larger sweeps", "reported only",
        checks=[C("phase_seconds", ">", 0), C("frac_finite", ">=", 1)], needs=["cons_b3"], measure=r.c_b3,
        note="reported only (the spec sets no bound; the checks say the sweep completed and its fractions are "

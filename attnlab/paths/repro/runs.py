@@ -27,9 +27,9 @@ TINY: dict[str, dict] = {
 }
 B5_SEEDS = (42, 43, 44)
 """B5 and SC-prune judge over these networks (issue 39: >= 3 seeds of every trained model; t-intervals over them)."""
-B5_PRUNE: dict = dict(steps=3000, pool=20000, width=64, lr=3e-3, weight_decay=1e-3, seeds=B5_SEEDS)
+B5_PRUNE: dict = dict(steps=3000, pool=20000, width=32, lr=3e-3, weight_decay=1e-3, seeds=B5_SEEDS)
 """`paths prune` for B5: §15.4's digit settings retuned (docs/attention-paths.md, "Head scores and pruning"): width
-64 (was 128), Adam lr 3e-3 (was 1e-3) and weight decay 1e-3 (was 5e-5), batches from a pool of 20,000 training
+32 (was 128), Adam lr 3e-3 (was 1e-3) and weight decay 1e-3 (was 5e-5), batches from a pool of 20,000 training
 episodes (was 4,000); 3,000 steps, d_qk 16, P = 300 as the spec. The provisional settings reached GD test
 accuracy 0.61 in the full profile (0.67 with the 20,000 pool), under §15.4's 0.70."""
 
