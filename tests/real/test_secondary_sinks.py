@@ -217,3 +217,50 @@ def test_full_scan_writes_sinks_and_the_kernel_record(tmp_path) -> None:
         assert entry["computed"] and entry["windows"] == 2
         assert entry["windows_with_sink"] == len({s for s, l in zip(want["sample"], want["layer"]) if l >= 2})
     assert "Secondary sinks" in (res.path / "report.html").read_text()
+
+
+def _sink_folder(path, flags: dict[str, list[bool]], pairs: list[tuple[int, float, float, int]]):
+    """A scan folder with the files R26/R27 read: per domain, windows with (True) or without a sink in layer 3;
+    pairs (window, forming MLP norm, score, lifetime) of prose sinks first seen in layer 3."""
+    import json
+
+    import pandas as pd
+
+    levels = [{"domain": d, "sample": s, "pos": 5, "token": 9, "text": " the", "layer": 3, "score": 0.5, "n_heads": 1,
+               "heads": "0"} for d, f in flags.items() for s, on in enumerate(f) if on]  # fmt: skip
+    sinks = [{"domain": "prose", "sample": w, "pos": 5 + k, "token": 9, "text": " the", "first_layer": 3,
+              "lifetime": life, "score": score, "forming_mlp_norm": norm}
+             for k, (w, norm, score, life) in enumerate(pairs)]  # fmt: skip
+    summary = {"secondary_sinks": [{"domain": d, "computed": True, "windows": len(f), "top_tokens": []}
+                                   for d, f in flags.items()]}  # fmt: skip
+    (path / "summary.json").write_text(json.dumps(summary))
+    (path / "sink_levels.csv").write_text(pd.DataFrame(levels).to_csv(index=False) if levels else "")  # as write_csv
+    pd.DataFrame(sinks).to_csv(path / "sinks.csv", index=False)
+    return path
+
+
+def test_r26_r27_verdicts_on_constructed_folders(tmp_path) -> None:
+    """R26: every window with a sink is met, none missed (the interval is [1, 1] or [0, 0]); R27: norms that rank
+    score and lifetime exactly give ρ = 1 in every resample (met), reversed ranks ρ = −1 (missed); the intervals
+    rebuilt from the measure's numbers judge alike."""
+    from attnlab.core.intervals import judge
+    from attnlab.core.targets import Check
+    from attnlab.real.repro import measures
+    from attnlab.real.repro.verdicts import verdict_R26, verdict_R27
+
+    up = [(w, 100.0 * (w + 1), 0.3 + 0.01 * w, 1 + w) for w in range(8)]
+    (tmp_path / "a").mkdir()
+    good = _sink_folder(tmp_path / "a", {"prose": [True] * 8, "code": [True] * 8}, up)
+    v = verdict_R26(good)
+    assert v["verdict"] == "met" and (v["share"].low, v["share"].high) == (1.0, 1.0)
+    v27 = verdict_R27(good, resamples=200)
+    assert v27["verdict"] == "met" and v27["rho_score"].low == pytest.approx(1.0)
+    nums = measures._interval_numbers("R27_rho_score", v27["rho_score"])
+    nums |= measures._interval_numbers("R27_rho_lifetime", v27["rho_lifetime"])
+    checks = [Check("R27_rho_score", ">", 0.3), Check("R27_rho_lifetime", ">", 0.3)]
+    assert judge(checks, measures.r27_intervals(nums)) == "met"
+    (tmp_path / "b").mkdir()
+    down = [(w, 100.0 * (8 - w), s, life) for w, _, s, life in up]
+    bad = _sink_folder(tmp_path / "b", {"prose": [False] * 8, "code": [False] * 8}, down)
+    assert verdict_R26(bad)["verdict"] == "missed"
+    assert verdict_R27(bad, resamples=200)["verdict"] == "missed"

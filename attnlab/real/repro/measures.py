@@ -113,3 +113,22 @@ def r_r27(runs: dict) -> dict:
     v = verdict_R27(folder_of(runs["real_sinks"]))
     out = _interval_numbers("R27_rho_score", v["rho_score"]) | _interval_numbers("R27_rho_lifetime", v["rho_lifetime"])
     return out | {"sinks": float(v["sinks"]), "interval_met": float(v["verdict"] == "met")}
+
+
+def _intervals(numbers: dict, keys: tuple[str, ...], method: str) -> dict:
+    """{key: Interval} from the `key`, `key_low`, `key_high`, `key_replicates` numbers `_interval_numbers` wrote."""
+    from attnlab.core.intervals import Interval
+
+    return {k: Interval(float(numbers[k]), float(numbers[f"{k}_low"]), float(numbers[f"{k}_high"]),
+                        int(numbers[f"{k}_replicates"]), method) for k in keys}  # fmt: skip
+
+
+def r26_intervals(numbers: dict) -> dict:
+    """R26's judged interval from its measure's numbers (for `Target.intervals`, issue 39)."""
+    return _intervals(numbers, ("R26_share",), "percentile bootstrap over windows")
+
+
+def r27_intervals(numbers: dict) -> dict:
+    """R27's judged intervals from its measure's numbers (for `Target.intervals`, issue 39)."""
+    return _intervals(numbers, ("R27_rho_score", "R27_rho_lifetime"),
+                      "percentile bootstrap over windows (their sinks together)")  # fmt: skip
