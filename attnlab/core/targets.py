@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 OPS = ("<", "<=", ">", ">=", "abs<=", "in")
+# the kinds of rows (issue 39): a claim of the papers; a library check (the spec's CI tier: reducers, gradients,
+# error lines, solvers on tiny or closed-form cases); a timing (a benchmark's time or memory). Counted apart.
+CLAIM, CHECK, TIMING = "claim", "check", "timing"
+GROUPS = (CLAIM, CHECK, TIMING)
 SEED = "seed claim (issue 18), no row of its own in the spec"
 
 
@@ -77,6 +81,33 @@ class Target:
     note: str = ""  # how the threshold is read, definition differences, scale
     figure: str = ""  # the figure to link, relative to the folder of the first run in `needs`
     recorded: Recorded | None = None  # a run made by hand, judged when this profile does not measure the row
+    group: str = CLAIM  # claim | check | timing (issue 39): which count the row is in
+    # a second reading of the same target (another definition or bar), shown beside the verdict, never judged
+    shown: tuple[Check, ...] = ()
+    # numbers -> {judged key: attnlab.core.intervals.Interval}: the row's own 95 % intervals (bootstrap over
+    # windows, MCSE, a CI its protocol computes), for rows whose measure reports one; seeds give the rest
+    intervals: Callable[[dict], dict] | None = None
+
+    def __post_init__(self) -> None:
+        if self.group not in GROUPS:
+            raise ValueError(f"{self.id}: group {self.group!r}; valid: {', '.join(GROUPS)}")
+
+
+def grouped(rows: Iterable[Target], *, checks: Iterable[str] = (), timings: Iterable[str] = ()) -> list[Target]:
+    """`rows` with the ids in `checks` in the check group and those in `timings` in the timing group; the rest
+    are claims of the papers. Refuses an id that is not a row (a typo would silently count a check as a claim)."""
+    rows, checks, timings = list(rows), set(checks), set(timings)
+    unknown = (checks | timings) - {t.id for t in rows}
+    if unknown or checks & timings:
+        raise ValueError(f"grouped: unknown ids {sorted(unknown)} or ids in two groups {sorted(checks & timings)}")
+    return [replace(t, group=CHECK if t.id in checks else TIMING if t.id in timings else t.group) for t in rows]
+
+
+def with_reading(
+    row: Target, *, shown: Iterable[Check] = (), intervals: Callable[[dict], dict] | None = None
+) -> Target:
+    """`row` with a second reading shown beside its verdict (`shown`, not judged) and/or its own intervals."""
+    return replace(row, shown=tuple(shown), intervals=intervals if intervals is not None else row.intervals)
 
 
 @dataclass(frozen=True)

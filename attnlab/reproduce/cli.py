@@ -14,7 +14,8 @@ def reproduce_config(args: argparse.Namespace) -> Any:
 
     targets = tuple(t.strip() for t in (args.targets or "").split(",") if t.strip())
     return ReproduceConfig(
-        studies=tuple(args.studies or ()), profile=args.profile, seed=args.seed, device=args.device, targets=targets,
+        studies=tuple(args.studies or ()), profile=args.profile, seed=args.seed, seeds=args.seeds,
+        device=args.device, targets=targets,
         docs=None if args.docs is None else str(args.docs), workers=args.workers, address=args.address,
     )  # fmt: skip
 
@@ -24,11 +25,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     if args.table_only:
         return table_only(args)
+    if args.rejudge is not None:
+        return rejudge_only(args)
     config = reproduce_config(args)
     with threads(args.threads):
         result = reproduce(config, args.out, mode=run_mode(args))
-    for study, c in result.summary.items():
-        print(f"{study}: {c['met']} met, {c['missed']} missed, {c['not run']} not run")
+    print_counts(result.summary)
     if config.docs is not None:
         print(f"table: {Path(config.docs) / 'reproduction.md'}")
     print(f"run folder: {result.path}")
@@ -43,9 +45,28 @@ def table_only(args: argparse.Namespace) -> int:
     if args.out is None:
         raise InputError("--table-only needs --out: the reproduce run folder to read")
     record = table_so_far(args.out, args.docs)
-    for study, c in record["counts"].items():
-        print(f"{study}: {c['met']} met, {c['missed']} missed, {c['not run']} not run")
+    print_counts(record["counts"])
     print(f"not ended yet: {', '.join(record['pending']) or 'none'}")
+    if args.docs is not None:
+        print(f"table: {Path(args.docs) / 'reproduction.md'}")
+    return 0
+
+
+def print_counts(counts: dict) -> None:
+    """One line per study: its claims, checks and timings by verdict (`report.count_text`)."""
+    from attnlab.reproduce.report import count_text
+
+    for study, c in counts.items():
+        print(f"{study}: {count_text(c)}")
+
+
+def rejudge_only(args: argparse.Namespace) -> int:
+    """`--rejudge FILE`: judge a saved reproduction.json again by the current targets' code (nothing runs); with
+    --docs, export the table there (the figures already under --docs are linked)."""
+    from attnlab.reproduce.run import rejudge_file
+
+    record = rejudge_file(Path(args.rejudge), None if args.docs is None else Path(args.docs))
+    print_counts(record["counts"])
     if args.docs is not None:
         print(f"table: {Path(args.docs) / 'reproduction.md'}")
     return 0
@@ -70,6 +91,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="also write DIR/reproduction.md and copy the figures to DIR/figures/<study>/")  # fmt: skip
     p.add_argument("--targets", default=None, metavar="R1,R2",
                    help="only these target ids of the chosen studies (default all), e.g. R9,R10,R11")  # fmt: skip
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="independent seeds of the experiments behind the claim rows (default 1): seeds --seed .. "
+                   "--seed + N - 1, each claim number judged by its 95%% t-interval over them; a rerun of one seed S "
+                   "is --seed S (with --targets)")  # fmt: skip
+    p.add_argument("--rejudge", default=None, metavar="JSON",
+                   help="judge a saved reproduction.json again by the current targets' code (nothing runs); with "
+                   "--docs, write the table there")  # fmt: skip
     add_device_arg(
         p, "passed on to the study runs that compute on a GPU (bb training, consensus phase); the others run on the cpu"
     )

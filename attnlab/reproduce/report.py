@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from attnlab.core.registry import STUDY_DOCS, STUDY_TITLES
+from attnlab.core.targets import CHECK, CLAIM, GROUPS, TIMING
 from attnlab.errors import check
 from attnlab.reports.page import Report
 from attnlab.reproduce.figures import copy_figure, figure_of
-from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, fmt
+from attnlab.reproduce.verdict import INCONCLUSIVE, MET, MISSED, NOT_RUN, REPORTED, VERDICTS, fmt
 from attnlab.runs import read_json, write_json, write_text
 
 METRIC_DEBT = [
@@ -22,13 +23,46 @@ METRIC_DEBT = [
 ]
 
 
-def counts(rows: list[dict]) -> dict[str, dict[str, int]]:
-    """Per study: how many targets are met, missed and not run."""
-    out: dict[str, dict[str, int]] = {}
+GROUP_WORDS = {CLAIM: "claims of the papers", CHECK: "library checks", TIMING: "timings"}
+COUNTED = (MET, MISSED, INCONCLUSIVE, NOT_RUN)  # a reported row (no bar) is shown and not counted
+COUNTS_MARKS = (
+    "<!-- reproduction counts: written by `attnlab reproduce --docs docs` from reproduction.json; do not edit -->",
+    "<!-- end of the reproduction counts -->",
+)
+
+
+def counts(rows: list[dict]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per study, per group (claim, check, timing), how many rows have each of the five verdicts. Each row is in
+    one study and one group, so no target is counted twice (a second reading is part of its row)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
     for r in rows:
-        c = out.setdefault(r["study"], {MET: 0, MISSED: 0, NOT_RUN: 0})
-        c[r["verdict"]] += 1
+        study = out.setdefault(r["study"], {g: dict.fromkeys(VERDICTS, 0) for g in GROUPS})
+        study[r.get("group", CLAIM)][r["verdict"]] += 1
     return out
+
+
+def count_text(c: Mapping[str, Mapping[str, int]]) -> str:
+    """One study's counts in words, the one text the table header, README and study docs print: per group, each
+    verdict that occurs (reported rows named apart: shown, not counted)."""
+    parts = []
+    for g in GROUPS:
+        n = c[g]
+        words = [f"{n[v]} {v}" for v in COUNTED if n[v]]
+        if n[REPORTED]:
+            words.append(f"{n[REPORTED]} reported (no bar, not counted)")
+        parts.append(f"{GROUP_WORDS[g]}: {', '.join(words) if words else 'none'}")
+    return "; ".join(parts)
+
+
+def counts_block(record: dict) -> str:
+    """The counts of every study as a Markdown list between `COUNTS_MARKS` (README and docs/reproduction.md)."""
+    lines = [f"- {s}: {count_text(c)}" for s, c in record["counts"].items()]
+    return "\n".join([COUNTS_MARKS[0], *lines, COUNTS_MARKS[1]])
+
+
+def verdict_summary(c: Mapping[str, Mapping[str, int]]) -> str:
+    """A short line of one study's counts for the command line: claims, checks and timings by verdict."""
+    return count_text(c)
 
 
 def _numbers(row: dict) -> str:
@@ -40,26 +74,88 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _interval_cell(row: dict) -> str:
+    """How the row's numbers were judged: the interval method and replicates, or that it is one run."""
+    if row["verdict"] in (NOT_RUN, REPORTED):
+        return "—"
+    if row.get("interval_method"):
+        return f"{row['interval_method']}, n = {row.get('replicates', 1)}"
+    return "single run, no interval"
+
+
+def counts_table(record: dict) -> list[str]:
+    """The header's Markdown table: per study and group, the rows of each verdict."""
+    lines = ["| study | group | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
+    for study, c in record["counts"].items():
+        for g in GROUPS:
+            if any(c[g].values()):
+                lines.append(f"| {study} | {GROUP_WORDS[g]} | " + " | ".join(str(c[g][v]) for v in VERDICTS) + " |")
+    return lines
+
+
 def markdown(record: dict, links: Mapping[str, tuple[str | None, str | None]], run_note: str) -> str:
     """The table as Markdown; `links[id]` = (figure path, run folder path) as they should appear."""
+    from attnlab.reproduce.findings import findings
+
     lines = ["# Reproduction: the specs' targets, each verdict computed by code", "", run_note, ""]
-    lines += ["| study | met | missed | not run |", "|---|---|---|---|"]
-    for study, c in record["counts"].items():
-        lines.append(f"| {study} | {c[MET]} | {c[MISSED]} | {c[NOT_RUN]} |")
+    lines += [*findings(record), ""]
+    lines += ["## Counts", "", COUNTS_NOTE, "", *counts_table(record), "", counts_block(record), "", SEEDS_NOTE]
+    if record.get("seed_plan"):
+        lines += ["", plan_text(record["seed_plan"])]
     for study in record["counts"]:
         lines += ["", f"## {STUDY_TITLES.get(study, study)}", ""]
         lines += [
-            "| id | claim | spec threshold | our numbers | verdict | why | links |",
-            "|---|---|---|---|---|---|---|",
+            "| id | group | claim | spec threshold | our numbers | verdict | interval | why | links |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in (r for r in record["rows"] if r["study"] == study):
             fig, run = links.get(f"{study}/{r['id']}", (None, None))
             link = " ".join(x for x in (f"[figure]({fig})" if fig else "", f"[run]({run})" if run else "") if x)
             why = r["why"] + (f" — {r['note']}" if r["note"] else "")
-            cells = [r["id"], r["claim"], r["threshold"], _numbers(r), f"**{r['verdict']}**", why, link or "—"]
+            cells = [r["id"], r.get("group", CLAIM), r["claim"], r["threshold"], _numbers(r), f"**{r['verdict']}**",
+                     _interval_cell(r), why, link or "—"]  # fmt: skip
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lines += ["", "## Spec metrics not implemented (fidelity debt)", ""] + [f"- {d}" for d in METRIC_DEBT]
     return "\n".join(lines) + "\n"
+
+
+def plan_text(p: dict) -> str:
+    """The seeded run's budget in words, from this run's one-seed times (`run.seed_plan`)."""
+    timed = {n: s for n, s in p["replicated"].items() if s is not None}
+    untimed = sorted(n for n, s in p["replicated"].items() if s is None)
+    parts = ", ".join(f"{n} {s / 60:.1f} min" for n, s in sorted(timed.items(), key=lambda x: -x[1]))
+    total = p["one_seed_hours"] + p["added_hours"]
+    per_seed = p["added_hours"] / max(p["seeds"] - 1, 1)
+    fits = "inside" if total / 2 <= 12 else "over"
+    return (
+        f"**Plan for the seeded run** ({p['seeds']} seeds, from this run's one-seed times; not run yet). The "
+        f"experiments replicated, one seed each: {parts}"
+        + (f"; not timed here (added since): {', '.join(untimed)}" if untimed else "")
+        + f". Each further seed adds {per_seed:.1f} h of one-thread compute to this run's "
+        f"{p['one_seed_hours']:.1f} h: {total:.1f} h for {p['seeds']} seeds, about {total / 2:.1f} h of wall time "
+        f"with --workers 2 on the 2-core machine ({fits} issue 39's 12 h budget). Checks and timings keep one seed."
+    )
+
+
+SEEDS_NOTE = (
+    "**Seeds.** `attnlab reproduce --seeds N` runs the experiments behind the claim rows N times, with seeds "
+    "`--seed` to `--seed` + N − 1 (default 1 seed): the first into `runs/<experiment>/`, seed s into "
+    "`seeds/<s>/runs/<experiment>/` (its marks in `seeds/<s>/experiments/`, so seeds never share a folder and "
+    "`--resume` keeps each seed's finished runs). Only experiments whose configs change with the seed are "
+    "replicated (a trained model's initialisation and data; SmolLM2's prompt windows; the sphere dynamics' "
+    "starts); a direct computation or a run that ignores the seed stays one replicate and its row says so. Each "
+    "judged number of a replicated row is the mean over seeds with its 95 % t-interval (n − 1 degrees of "
+    "freedom). A rerun of one seed s is one command: `attnlab reproduce STUDY --profile full --seed s --targets "
+    "ID --out DIR` (or `attnlab rerun` of the study run's folder)."
+)
+COUNTS_NOTE = (
+    "Each row is in one group: a claim of the papers, a library check (the spec's CI tier: reducers, gradients, "
+    "error lines, solvers on tiny or closed-form cases) or a timing. A verdict follows from the 95 % interval of "
+    "each judged number (`attnlab.core.intervals`): met when it clears the bar, missed when it lies on the wrong "
+    "side, inconclusive when it straddles it; a row run once (one seed) is judged on its point estimate and says "
+    "so in its interval column. Reported rows have no bar and are not counted. A second reading of a target (the "
+    "spec's literal bar beside ours) is shown in its row, never counted."
+)
 
 
 def _run_note(record: dict) -> str:
@@ -77,6 +173,12 @@ def _run_note(record: dict) -> str:
     if record.get("tabled") and not record.get("partial"):
         note += (f" This table was written {record['tabled']} by `attnlab reproduce --table-only` from the run's "
                  "saved experiments, with the targets' code of that day.")  # fmt: skip
+    if record.get("rejudged"):
+        note += (f" Judged again {record['rejudged']} by `attnlab reproduce --rejudge` from the run's saved numbers "
+                 "(nothing rerun) with the verdict code of issue 39: groups, intervals, one peak bar, chance "
+                 "baselines, second readings folded into their rows.")  # fmt: skip
+    if record.get("seeds", 1) > 1:
+        note += f" Claim rows on trained models ran {record['seeds']} seeds (seed {record.get('seed', 0)} on)."
     if record.get("updated"):
         added = record["updated"]
         secs = sum(record["experiments"][n]["seconds"] for n in added)
@@ -114,15 +216,20 @@ def write_all(folder: Path) -> None:
 def write_html(folder: Path, record: dict, links: dict) -> None:
     rep = Report("attnlab reproduce: the specs' targets")
     rep.paragraph(_run_note(record))
-    rep.table([{"study": s, **c} for s, c in record["counts"].items()], caption="verdicts per study")
+    rep.table(
+        [{"study": s, "group": GROUP_WORDS[g], **c[g]} for s, c in record["counts"].items() for g in GROUPS],
+        caption="verdicts per study and group",
+    )
     for study in record["counts"]:
         rep.heading(STUDY_TITLES.get(study, study))
         rows = []
         for r in (r for r in record["rows"] if r["study"] == study):
             fig, run = links[f"{study}/{r['id']}"]
             anchors = " ".join(f'<a href="{html.escape(u)}">{t}</a>' for t, u in (("figure", fig), ("run", run)) if u)
-            rows.append({"id": r["id"], "claim": r["claim"], "threshold": r["threshold"], "numbers": _numbers(r),
-                         "verdict": r["verdict"], "why": r["why"], "note": r["note"], "links": anchors})  # fmt: skip
+            rows.append({"id": r["id"], "group": r.get("group", CLAIM), "claim": r["claim"],
+                         "threshold": r["threshold"], "numbers": _numbers(r), "verdict": r["verdict"],
+                         "interval": _interval_cell(r), "why": r["why"], "note": r["note"],
+                         "links": anchors})  # fmt: skip
         rep.raw(_html_table(rows))
     rep.heading("Spec metrics not implemented")
     for d in METRIC_DEBT:
@@ -152,14 +259,18 @@ def check_docs_folder(docs: Path) -> None:
     check(os.access(parent, os.W_OK | os.X_OK), f"--docs {docs}: {parent} is not writable")
 
 
-def export_docs(folder: Path, docs: Path, record: dict | None = None) -> Path:
+def export_docs(folder: Path | None, docs: Path, record: dict | None = None) -> Path:
     """Copy the table to docs/reproduction.md and each row's figure to docs/figures/<study>/<run>-<name>.png;
     links to run folders name the path a `make reproduce` run creates (runs/reproduce/...). `record`: the table
-    of an unfinished run (`run.table_so_far`), else the folder's reproduction.json."""
-    record = read_json(folder / "reproduction.json", "reproduction.json") if record is None else record
+    of an unfinished run (`run.table_so_far`) or a re-judged record (`run.rejudge`), else the folder's
+    reproduction.json. Without a run folder (`folder` None: a re-judged record) the figures already under docs/
+    are linked. The counts also go into the README beside docs/ where it holds `COUNTS_MARKS`."""
+    if record is None:
+        assert folder is not None
+        record = read_json(folder / "reproduction.json", "reproduction.json")
     links: dict[str, tuple[str | None, str | None]] = {}
     for r in record["rows"]:
-        fig = copy_figure(folder, r, docs)
+        fig = copy_figure(folder, r, docs) if folder is not None else docs_figure(docs, r)
         links[f"{r['study']}/{r['id']}"] = (fig, None)
     make, where = (
         ("reproduce-full", "runs/reproduce-full") if record["profile"] == "full" else ("reproduce", "runs/reproduce")
@@ -170,7 +281,30 @@ def export_docs(folder: Path, docs: Path, record: dict | None = None) -> Path:
     for study, name in STUDY_DOCS.items():
         if (docs / name).is_file() and study in record["counts"]:
             write_study_section(docs / name, record, study)
+    readme = docs.parent / "README.md"
+    if readme.is_file() and COUNTS_MARKS[0] in readme.read_text():
+        write_text(readme, replace_between(readme.read_text(), COUNTS_MARKS, counts_block(record)))
     return write_text(docs / "reproduction.md", markdown(record, links, note))
+
+
+def docs_figure(docs: Path, row: dict) -> str | None:
+    """The figure already copied under docs/figures/<study>/ for `row` (as `copy_figure` names it), else None."""
+    if row["verdict"] == NOT_RUN or not row.get("runs") or row.get("recorded"):
+        return None
+    if row.get("figure"):
+        parts = [p for p in Path(row["figure"]).parts[1:] if p != "figures"]
+        dest = docs / "figures" / row["study"] / "-".join(parts)
+        if dest.is_file():
+            return dest.relative_to(docs).as_posix()
+    run = Path(row["runs"][0]).name
+    found = sorted((docs / "figures" / row["study"]).glob(f"{run}-*.png"))
+    return found[0].relative_to(docs).as_posix() if found else None
+
+
+def replace_between(text: str, marks: tuple[str, str], block: str) -> str:
+    """`text` with the part from marks[0] to marks[1] (both included) replaced by `block` (which holds both)."""
+    head, rest = text.split(marks[0], 1)
+    return head + block + rest.split(marks[1], 1)[1]
 
 
 SECTION_MARKS = (
@@ -184,11 +318,12 @@ def study_section(record: dict, study: str) -> str:
     verdict of each row, as the committed reproduce run measured them."""
     c = record["counts"][study]
     lines = [SECTION_MARKS[0], "",
-             f"{c[MET]} met, {c[MISSED]} missed, {c[NOT_RUN]} not run (profile `{record['profile']}`, finished "
+             f"{count_text(c)} (profile `{record['profile']}`, finished "
              f"{record.get('finished', '?')}; the thresholds, why and links: [reproduction.md](reproduction.md)).",
-             "", "| id | claim | our numbers | verdict |", "|---|---|---|---|"]  # fmt: skip
+             "", "| id | group | claim | our numbers | verdict |", "|---|---|---|---|---|"]  # fmt: skip
     for r in (r for r in record["rows"] if r["study"] == study):
-        cells = [r["id"], r["claim"], _numbers(r), f"**{r['verdict']}**" + (" (recorded)" if r.get("recorded") else "")]
+        mark = " (recorded)" if r.get("recorded") else ""
+        cells = [r["id"], r.get("group", CLAIM), r["claim"], _numbers(r), f"**{r['verdict']}**{mark}"]
         lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     return "\n".join([*lines, "", SECTION_MARKS[1]])
 

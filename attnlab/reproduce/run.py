@@ -16,11 +16,13 @@ and report.html are rewritten.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attnlab.core.targets import CLAIM
 from attnlab.errors import InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
@@ -54,55 +56,181 @@ def run_experiments(names: list[str], folder: Path, config: ReproduceConfig) -> 
     return done, log
 
 
+SEEDS = "seeds"  # folder/seeds/<s>/{runs,experiments}: the replicates of seed s (the first seed is folder/runs)
+
+
+def seed_folder(folder: Path, seed: int) -> Path:
+    """Where the replicate of `seed` runs: its runs/ and experiments/ (marks) as the first seed's."""
+    return Path(folder) / SEEDS / str(seed)
+
+
+def _run_fields(name: str, seed: int, size: dict) -> list:
+    """The study runs of experiment `name` at `seed` as comparable tuples ("later" for a config built only once an
+    earlier run of the experiment ran: it reads that run's folder, so it follows the runs that vary)."""
+    runs = EXPERIMENTS[name].runs(seed, size, Path("runs"))  # type: ignore[misc]
+    fields = [
+        ("later",) if callable(r.config) else sorted((k, repr(v)) for k, v in dict(r.config).items()) for r in runs
+    ]  # type: ignore[arg-type]
+    return [(r.sub, r.command, f) for r, f in zip(runs, fields)]
+
+
+def varies_with_seed(name: str, profile: str, device: str = "cpu") -> bool:
+    """Whether another seed gives experiment `name` other study runs (its configs differ): only then are seeds
+    replicates. A direct computation is one replicate; a run that reads another experiment's folder (`NEEDS`)
+    varies when that experiment does (each seed's runs read their own seed's folder)."""
+    if EXPERIMENTS[name].runs is None:
+        return False
+    if name in NEEDS and varies_with_seed(NEEDS[name], profile, device):
+        return True
+    size = sized(name, profile, device)
+    return _run_fields(name, 0, size) != _run_fields(name, 1, size)
+
+
+def replicated(targets: list[Target], names: list[str], config: ReproduceConfig) -> list[str]:
+    """The experiments that run once per seed: those behind claim rows that vary with the seed, with the
+    experiments they need (`NEEDS`); none with one seed."""
+    if config.seeds <= 1:
+        return []
+    behind = {e for t in targets if t.group == CLAIM and t.measure is not None for e in t.needs if e in names}
+    reps = {e for e in behind if varies_with_seed(e, config.profile, config.device)}
+    reps |= {NEEDS[e] for e in reps if e in NEEDS}
+    return [e for e in names if e in reps]
+
+
+def run_replicates(reps: list[str], folder: Path, config: ReproduceConfig) -> tuple[dict[int, dict], dict]:
+    """Run the experiments `reps` once for each seed after the first, into folder/seeds/<s>/runs/<name>; returns
+    (seed -> name -> `Outcome`, "name (seed s)" -> log row)."""
+    sizes = {n: sized(n, config.profile, config.device) for n in reps}
+    replicas: dict[int, dict] = {}
+    log: dict[str, dict] = {}
+    for s in range(config.seed + 1, config.seed + config.seeds):
+        root, marks = seed_folder(folder, s) / "runs", seed_folder(folder, s) / MARKS
+        ended = run_all(reps, root, marks, s, sizes, config.workers, config.address, config.device)
+        log |= {f"{n} (seed {s})": {"seconds": m["seconds"], "error": m["error"]} for n, m in ended.items()}
+        replicas[s] = {n: outcome(n, root, m, s, sizes[n]) for n, m in ended.items() if m["error"] is None}
+    return replicas, log
+
+
+def _why_not(target: Target, log: dict, profile: str, device: str, pending: tuple[str, ...]) -> str | None:
+    """Why the row has no numbers (an experiment not run at this profile, failed or not ended), else None."""
+    missing = [n for n in target.needs if n not in runs_at(profile, device)]
+    failed = [n for n in target.needs if n in log and log[n]["error"]]
+    waiting = [n for n in target.needs if n in pending]
+    if waiting and not missing:
+        return f"not run yet: the {profile}-profile run has not finished {', '.join(waiting)}"
+    if missing and all(n in SIZES[profile] for n in missing):
+        return _paper_scale(missing, target)
+    if missing:
+        return f"the {profile} profile does not run {', '.join(missing)}" + _where(missing, target.study)
+    if failed:
+        return "; ".join(f"{n} failed: {log[n]['error']}" for n in failed)
+    return None
+
+
+def seeded_numbers(target: Target, done: dict, replicas: dict[int, dict]) -> dict[int, dict]:
+    """seed -> the row's numbers measured on that seed's experiments (the first seed's where an experiment does not
+    vary), for the seeds whose replicates of the row's experiments all ended; {} for a row with no replicate."""
+    out: dict[int, dict] = {}
+    for s, more in sorted(replicas.items()):
+        runs = done | more
+        if not any(n in more for n in target.needs) or not all(n in runs for n in target.needs):
+            continue
+        numbers, _ = _measure(target.measure, runs)  # type: ignore[arg-type]
+        if numbers is not None:
+            out[s] = numbers
+    return out
+
+
+def row_intervals(target: Target, numbers: dict, per_seed: dict[int, dict]) -> dict[str, Any]:
+    """{key: Interval} of the judged and shown numbers: a t-interval over the seeds where the row has replicates,
+    else the row's own intervals (`Target.intervals`), else none."""
+    from attnlab.core.intervals import t_interval
+
+    keys = [c.key for c in (*target.checks, *target.shown)]
+    if per_seed:
+        out = {}
+        for k in keys:
+            values = [numbers.get(k), *(n.get(k) for n in per_seed.values())]
+            if all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+                out[k] = t_interval([float(v) for v in values])  # type: ignore[arg-type]
+        return out
+    if target.intervals is None:
+        return {}
+    try:
+        return dict(target.intervals(numbers))
+    except (KeyError, TypeError, ValueError):  # a record without the numbers its intervals need
+        return {}
+
+
 def evaluate(target: Target, done: dict, log: dict, profile: str, device: str = "cpu",
-             pending: tuple[str, ...] = ()) -> dict:  # fmt: skip
-    """One table row: our numbers from the runs, the verdict from the checks, and why. `pending`: experiments of
-    an unfinished run that have not ended yet (`table_so_far`)."""
-    numbers, reason = None, target.not_run
+             pending: tuple[str, ...] = (), replicas: dict[int, dict] | None = None) -> dict:  # fmt: skip
+    """One table row: our numbers from the runs, their intervals (seeds or the row's own), the verdict from the
+    checks, and why. `pending`: experiments of an unfinished run that have not ended yet (`table_so_far`);
+    `replicas`: seed -> the Outcomes of the other seeds' replicates (`run_replicates`)."""
+    numbers, reason, per_seed = None, target.not_run, {}
     if target.measure is not None:
-        missing = [n for n in target.needs if n not in runs_at(profile, device)]
-        failed = [n for n in target.needs if n in log and log[n]["error"]]
-        waiting = [n for n in target.needs if n in pending]
-        if waiting and not missing:
-            reason = f"not run yet: the {profile}-profile run has not finished {', '.join(waiting)}"
-        elif missing and all(n in SIZES[profile] for n in missing):
-            reason = _paper_scale(missing, target)
-        elif missing:
-            reason = f"the {profile} profile does not run {', '.join(missing)}" + _where(missing, target.study)
-        elif failed:
-            reason = "; ".join(f"{n} failed: {log[n]['error']}" for n in failed)
+        why_not = _why_not(target, log, profile, device, pending)
+        if why_not is not None:
+            reason = why_not
         else:
             numbers, reason = _measure(target.measure, done)
-    v, why = verdict(target.checks, numbers, reason)
+            if numbers is not None and target.group == CLAIM:
+                per_seed = seeded_numbers(target, done, replicas or {})
     recorded = numbers is None and target.recorded is not None
     if recorded:
-        numbers, (v, why) = target.recorded.as_dict(), judge_recorded(target)  # type: ignore[union-attr]
-    return {
-        "id": target.id,
-        "study": target.study,
-        "spec": target.spec,
-        "claim": target.claim,
-        "threshold": target.threshold,
-        "checks": [c.text() for c in target.checks],
-        "numbers": None if numbers is None else clean(numbers),
-        "verdict": v,
-        "why": why,
-        "note": target.note,
-        "recorded": recorded,
+        numbers = target.recorded.as_dict()  # type: ignore[union-attr]
+    return judged_row(target, numbers, reason, per_seed, recorded)
+
+
+def judged_row(target: Target, numbers: dict | None, reason: str, per_seed: dict[int, dict],
+               recorded: bool = False) -> dict:  # fmt: skip
+    """The row of `target` from its numbers (None: not run, `reason` says why), its seeds' numbers and whether the
+    numbers are a recorded hand run's."""
+    intervals = row_intervals(target, numbers, per_seed) if numbers is not None else {}
+    derived = [k for k in intervals if numbers is not None and k not in numbers]
+    if numbers is not None:  # a number judged only through its interval (R19, B5 against chance) is shown too
+        numbers = numbers | {k: intervals[k].estimate for k in derived}
+    v, why = verdict(target.checks, numbers, reason, intervals, target.shown)
+    if recorded:
+        rec = target.recorded
+        assert rec is not None
+        why = f"recorded by hand, not by this run: {why}; measured in {rec.where}; command: `{rec.command}`"
+    row = {
+        "id": target.id, "study": target.study, "group": target.group, "spec": target.spec, "claim": target.claim,
+        "threshold": target.threshold, "checks": [c.text() for c in target.checks],
+        "shown": [c.text() for c in target.shown], "numbers": None if numbers is None else clean(numbers),
+        "verdict": v, "why": why, "note": target.note, "recorded": recorded, "derived": derived,
         "runs": [f"runs/{n}" for n in target.needs] if v != NOT_RUN and not recorded else [],
         "figure": f"runs/{target.needs[0]}/{target.figure}"
-        if v != NOT_RUN and target.figure and not recorded
-        else None,
-    }
+        if v != NOT_RUN and target.figure and not recorded else None,
+    }  # fmt: skip
+    if target.group == CLAIM and numbers is not None:
+        row |= replicate_fields(intervals, per_seed)
+    return row
+
+
+def replicate_fields(intervals: dict, per_seed: dict[int, dict]) -> dict:
+    """A claim row's `replicates`, `intervals` (key -> [low, high], 95 %) and `interval_method` (issue 39); with
+    no interval, one replicate and the method saying it is a single run."""
+    from attnlab.reproduce.verdict import SINGLE
+
+    if not intervals:
+        return {"replicates": 1, "intervals": {}, "interval_method": SINGLE}
+    methods = sorted({iv.method for iv in intervals.values()})
+    out = {"replicates": max(iv.replicates for iv in intervals.values()),
+           "intervals": {k: [round(iv.low, 12), round(iv.high, 12)] for k, iv in intervals.items()},
+           "interval_method": "; ".join(methods)}  # fmt: skip
+    if per_seed:
+        out["seeds_numbers"] = {str(s): clean(n) for s, n in per_seed.items()}
+    return out
 
 
 def judge_recorded(target: Target) -> tuple[str, str]:
     """(verdict, why) of a row this run does not measure, from the numbers of its recorded hand run: a known miss
     is missed, with where it was measured and the command."""
-    rec = target.recorded
-    assert rec is not None
-    v, why = verdict(target.checks, rec.as_dict())
-    return v, f"recorded by hand, not by this run: {why}; measured in {rec.where}; command: `{rec.command}`"
+    assert target.recorded is not None
+    row = judged_row(target, target.recorded.as_dict(), "", {}, recorded=True)
+    return row["verdict"], row["why"]
 
 
 def _paper_scale(names: list[str], target: Target) -> str:
@@ -146,16 +274,20 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
         sessions = start_session(run.path, config)
         try:
             done, log = run_experiments(names, run.path, config)
+            replicas, more = run_replicates(replicated(targets, names, config), run.path, config)
         except BaseException:  # Ctrl-C, SIGTERM or a failure: the session still records how long it ran
             if any((run.path / MARKS).glob("*.json")):  # an experiment ended: a full disk keeps the run
                 run.resume_hint = "continue it with --resume"
             end_session(run.path, sessions, time.perf_counter() - t0, interrupted=True)
             raise
-        rows = [evaluate(t, done, log, config.profile, config.device) for t in targets]
+        rows = [evaluate(t, done, log, config.profile, config.device, (), replicas) for t in targets]
+        log |= more
         sessions = end_session(run.path, sessions, time.perf_counter() - t0)
         record: dict[str, Any] = {
             "profile": config.profile,
             "studies": list(config.studies),
+            "seed": config.seed,
+            "seeds": config.seeds,
             "seconds": round(sum(v["seconds"] for v in log.values()), 1),
             "wall_seconds": round(sum(s["wall_seconds"] or 0.0 for s in sessions), 1),
             "finished": sessions[-1]["ended"],
@@ -241,11 +373,70 @@ def _check_resume(saved: dict, config: ReproduceConfig) -> None:
 
 
 def _rejudge(target: Target, row: dict) -> dict:
-    """A saved measured row with the registry's current texts and checks applied to its saved numbers."""
-    nums = {k: float(v) if isinstance(v, str) and v in ("nan", "inf", "-inf") else v for k, v in row["numbers"].items()}
-    v, why = verdict(target.checks, nums)
-    texts = {"claim": target.claim, "threshold": target.threshold, "note": target.note}
-    return row | texts | {"checks": [c.text() for c in target.checks], "verdict": v, "why": why}
+    """A saved measured row with the registry's current texts, group, checks and intervals applied to its saved
+    numbers (and its seeds' numbers, where it has replicates)."""
+
+    def num(d: dict) -> dict:
+        return {k: float(v) if isinstance(v, str) and v in ("nan", "inf", "-inf") else v for k, v in d.items()}
+
+    per_seed = {int(s): num(n) for s, n in row.get("seeds_numbers", {}).items()} if target.group == CLAIM else {}
+    recorded = bool(row.get("recorded"))
+    saved = {k: v for k, v in num(row["numbers"]).items() if k not in row.get("derived", ())}  # measured only
+    new = judged_row(target, saved, "", per_seed, recorded)
+    if recorded and target.recorded is None:  # the hand run's row was dropped: keep the saved words
+        new["why"] = row["why"]
+    return new | {"runs": row["runs"], "figure": row["figure"]}
+
+
+def rejudge(record: dict) -> dict:
+    """`record` (a saved reproduction.json) judged again by the current registry without running anything: each
+    measured row's saved numbers against the target's current group, checks, second reading and intervals; a
+    not-run row keeps its reason; a target no longer in the registry (a second reading folded into its row) is
+    dropped; a new target reads "not run" (no saved numbers). Returns the new record (`rejudged` dated)."""
+    import datetime as dt
+
+    old = {(r["study"], r["id"]): r for r in record["rows"]}
+    rows = []
+    for t in TARGETS:
+        if t.study not in record["studies"]:
+            continue
+        row = old.get((t.study, t.id))
+        if (row is None or row["numbers"] is None) and t.recorded is not None:
+            rows.append(judged_row(t, t.recorded.as_dict(), "", {}, recorded=True))
+        elif row is None or row["numbers"] is None:
+            reason = row["why"] if row is not None else "not run: a target added after this run (no saved numbers)"
+            rows.append(judged_row(t, None, reason, {}))
+        else:
+            rows.append(_rejudge(t, row))
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return record | {"rows": rows, "counts": report.counts(rows), "rejudged": now, "seed_plan": seed_plan(record)}
+
+
+def rejudge_file(path: Path, docs: Path | None = None) -> dict:
+    """`rejudge` of the reproduction.json at `path`; with `docs`, the table exported there (the figures already
+    under `docs` are linked). Returns the new record."""
+    from attnlab.runs import read_json
+
+    if not path.is_file():
+        raise InputError(f"--rejudge {path}: no such file (give a reproduction.json)")
+    if docs is not None:
+        report.check_docs_folder(docs)
+    record = rejudge(read_json(path, "reproduction.json"))
+    if docs is not None:
+        report.export_docs(None, docs, record)
+    return record
+
+
+def seed_plan(record: dict, seeds: int = 3) -> dict:
+    """The cost of a `--seeds` run of `record`'s profile from its own one-seed experiment times (issue 39 item 9):
+    the experiments replicated, each one seed's seconds (None: not in this run), and the added hours."""
+    config = ReproduceConfig(studies=tuple(record["studies"]), profile=record["profile"], seeds=seeds)
+    targets, names = plan(config)
+    reps = replicated(targets, names, config)
+    secs = {n: record["experiments"].get(n, {}).get("seconds") for n in reps}
+    extra = (seeds - 1) * sum(s for s in secs.values() if s is not None) / 3600
+    return {"seeds": seeds, "replicated": secs, "one_seed_hours": round(record["seconds"] / 3600, 2),
+            "added_hours": round(extra, 2)}  # fmt: skip
 
 
 def _mark_saved(marks: Path, experiments: dict) -> None:
@@ -311,11 +502,12 @@ def table_so_far(folder: str | Path, docs: str | Path | None = None) -> dict:
     sizes = {n: sized(n, config.profile, config.device) for n in names}
     done = {n: outcome(n, root, m, config.seed, sizes[n]) for n, m in ended.items() if m["error"] is None}
     pending = tuple(n for n in names if n not in ended)
-    rows = [evaluate(t, done, log, config.profile, config.device, pending) for t in targets]
+    replicas = ended_replicas(folder, config, replicated(targets, names, config))
+    rows = [evaluate(t, done, log, config.profile, config.device, pending, replicas) for t in targets]
     sessions = read_json(folder / SESSIONS, "reproduce sessions") if (folder / SESSIONS).is_file() else []
     ended_at = sessions[-1]["ended"] if sessions and not pending else None  # a finished run: when it ended
     record: dict[str, Any] = {
-        "profile": config.profile, "studies": list(config.studies),
+        "profile": config.profile, "studies": list(config.studies), "seed": config.seed, "seeds": config.seeds,
         "seconds": round(sum(v["seconds"] for v in log.values()), 1),
         "wall_seconds": round(sum(x["wall_seconds"] or 0.0 for x in sessions), 1),
         "finished": ended_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine(),
@@ -328,6 +520,21 @@ def table_so_far(folder: str | Path, docs: str | Path | None = None) -> dict:
         report.check_docs_folder(Path(docs))
         report.export_docs(folder, Path(docs), record)
     return record
+
+
+def ended_replicas(folder: Path, config: ReproduceConfig, reps: list[str]) -> dict[int, dict]:
+    """seed -> name -> `Outcome` of the other seeds' replicates that have ended without error (nothing runs)."""
+    from attnlab.runs import read_json
+
+    out: dict[int, dict] = {}
+    for s in range(config.seed + 1, config.seed + config.seeds):
+        marks, root = seed_folder(folder, s) / MARKS, seed_folder(folder, s) / "runs"
+        out[s] = {}
+        for n in reps:
+            mark = read_json(marks / f"{n}.json", "experiment mark") if (marks / f"{n}.json").is_file() else None
+            if mark is not None and mark.get("error") is None:
+                out[s][n] = outcome(n, root, mark, s, sized(n, config.profile, config.device))
+    return out
 
 
 def check_reproduce_folder(folder: Path) -> None:

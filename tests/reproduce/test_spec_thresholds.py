@@ -19,7 +19,7 @@ SPEC_FILES = {"bb": "extreme-tokens.md", "real": "extreme-tokens.md", "consensus
 OURS = "the spec states no number; the bound is attnlab's first guess (repro/verdicts.py)"
 DIFFERENT = {  # (study, id) -> why its bounds are not numbers of the spec (the row's note says so too)
     ("bb", "R6"): "'about linearly in log t' has no number: read as R² ≥ 0.9",
-    ("bb", "R20 (ours)"): "attnlab's reading beside the spec's R20: a peak is R9's bar, peak ratio > 1.5",
+    ("bb", "R20"): "one peak bar (issue 39): a peak is ρ > 1.5 (R9's bar); the spec's literal ρ ≤ 1 is shown",
     ("bb", "R21"): "'gone' has no number: read with R9's bar, peak ratio ≤ 1.5",
     ("bb", "R25"): OURS,
     ("real", "R23"): OURS,

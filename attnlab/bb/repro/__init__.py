@@ -13,4 +13,18 @@ From a target's id (e.g. R4):
 The figure a row links is drawn by its study run (relative to the folder of the first experiment in `needs`).
 `attnlab reproduce` (`attnlab/reproduce/`) collects `targets.TARGETS` and `runs.py`'s tables, runs, judges and
 writes them.
+
+The bars that `targets.py` (the checks) and `verdicts.py` (the verdict functions) share are defined here, one
+constant per concept (issue 39; docs/extreme-tokens.md, "One residual-peak bar"): a layer's residual peak ratio is
+ρ_l = ‖Res⟨s⟩‖_l / mean of the other tokens' ‖x^{l+1}‖ after block l, and a model has a peak when max_l ρ_l >
+PEAK_RATIO, in every row that speaks of a peak (R9's growth bar, R20, R21, SC-3layer); the spec's literal reading
+of R20 ("not above the others": ρ ≤ 1) is SPEC_PEAK_RATIO, shown in R20's row, not judged.
 """
+
+from __future__ import annotations
+
+PEAK_RATIO = 1.5
+SPEC_PEAK_RATIO = 1.0
+# k_mlp and d of the committed full-profile run's 1-layer model (its subspace measure: 14 of 128 directions hold
+# 95 % of the MLP output's energy): R19's chance level k/d for a saved record made before the random draws existed
+R19_CHANCE_KD = (14, 128)

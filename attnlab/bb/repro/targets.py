@@ -6,9 +6,10 @@ collects these rows (`attnlab.reproduce.targets.TARGETS`), runs, judges and writ
 
 from __future__ import annotations
 
+from attnlab.bb.repro import PEAK_RATIO, R19_CHANCE_KD, SPEC_PEAK_RATIO
 from attnlab.bb.repro import checks_reducers as units
 from attnlab.bb.repro import measures as r
-from attnlab.core.targets import CLAIMS_NOTE, SEED, Target, computed
+from attnlab.core.targets import CLAIMS_NOTE, SEED, Target, computed, grouped, with_reading
 from attnlab.core.targets import Check as C
 from attnlab.core.targets import recorded as _rec
 from attnlab.core.targets import target as _t
@@ -20,6 +21,40 @@ _CPU_SCALE = (
     "; full profile: the cpu preset (2,000 steps, d 128, T 64, batch 64, evaluation batch 256), the "
     "same seed and steps for every layout; steps, d_model and seq_len give the scale run"
 )
+
+
+def r19_vs_chance(runs: dict) -> dict:
+    """R19's numbers and its chance level: the energy a random k_mlp-dimensional subspace holds of the same
+    attention outputs (k/d on average; 95 % range of `verdicts.R19_DRAWS` uniform draws)."""
+    from attnlab.bb.repro import verdicts
+    from attnlab.core.targets import folder_of
+
+    folder = folder_of(runs["bb_variants"])
+    return r.b_r19(runs) | verdicts.r19_chance(verdicts.variants(folder)["1 layer"])
+
+
+def r19_intervals(numbers: dict) -> dict:
+    """R19 judged against chance: attention energy in the MLP subspace minus a random subspace's, with the chance
+    draws' 95 % range as its interval (the energy itself is one model's: seeds add its spread). Where a saved
+    record has no draws (runs before issue 39) the chance level is k/d alone, `R19_CHANCE_KD` (repro/__init__.py)."""
+    from attnlab.core.intervals import Interval
+
+    e = float(numbers["attn_energy_in_mlp_subspace"])
+    if "chance_draw_low" in numbers:
+        lo, hi, mean = (float(numbers[k]) for k in ("chance_draw_low", "chance_draw_high", "chance_k_over_d"))
+        return {
+            "attn_energy_minus_chance": Interval(
+                e - mean,
+                e - hi,
+                e - lo,
+                int(numbers["chance_draws"]),
+                "energy minus the 95 % range of random-subspace draws",
+            )
+        }
+    k, d = R19_CHANCE_KD
+    return {"attn_energy_minus_chance": Interval(e - k / d, e - k / d, e - k / d, 1, f"energy minus k/d = {k}/{d}")}
+
+
 # fmt: off
 BB = [
     _t("R1", "bb", _ET, "BB data, default corpus",
@@ -77,17 +112,13 @@ BB = [
                C("value_norm_end_over_start", ">", 1.0)], needs=["bb_relu"], measure=r.r8,
        note="spec note: the verdict uses the spec's Attn⟨s⟩ (query 0 included), which under ReLU counts A_00 = "
             "ReLU(s_00), not a probability, so the spec's bar is hard to meet by construction "
-            "(docs/extreme-tokens.md); attnlab's definition (without query 0) is row R8 (ours)",
-       figure="figures/dynamics.png"),
-    _t("R8 (ours)", "bb", _ET, "ReLU, cpu scale, Attn⟨s⟩ without query 0 (attnlab's definition)",
-       "Attn⟨s⟩ < 0.05 at every snapshot; final backcopy risk < 0.01; ‖W_O v⟨s⟩‖ ends above its start",
-       checks=[C("max_attn_sink", "<", 0.05), C("final_backcopy_excess_risk", "<", 0.01),
-               C("value_norm_end_over_start", ">", 1.0)], needs=["bb_relu"], measure=r.r8,
-       note="attnlab's reading, shown beside the spec's (row R8): Attn⟨s⟩ averaged over queries 1..T−1",
+            "(docs/extreme-tokens.md); attnlab's definition (without query 0, max_attn_sink < 0.05) is shown beside "
+            "it as the second reading, not judged",
        figure="figures/dynamics.png"),
     _t("R9", "bb", _ET, "3 layers, Adam vs SGD, cpu scale",
        "growth of ‖Res⟨s⟩‖ after block 0: SGD < 1.5×, Adam > 2× (≈ 3,000 steps; 1.7× vs 1.16× at 2,000)",
-       checks=[C("sgd_growth", "<", 1.5), C("adam_growth", ">", 2.0)], needs=["bb_adam3", "bb_sgd3"], measure=r.r9,
+       checks=[C("sgd_growth", "<", PEAK_RATIO), C("adam_growth", ">", 2.0)], needs=["bb_adam3", "bb_sgd3"],
+       measure=r.r9,
        note="two 3-layer runs of 3,000 steps (about 30 min each on one thread): full profile",
        figure="figures/dynamics.png"),
     _t("R10", "bb", _ET, "layer-0 ablation, 3 layers, no_attn=[2]",
@@ -138,9 +169,13 @@ BB = [
     _t("R19", "bb", _ET14, "sequential ≈ parallel (attention and MLP in different subspaces)",
        "attention energy inside the MLP subspace < 0.1; parallel variant: excess risks within 0.02, "
        "Attn⟨s⟩ within 0.05",
-       checks=[C("attn_energy_in_mlp_subspace", "<", 0.1), C("d_excess_backcopy", "<=", 0.02),
+       checks=[C("attn_energy_minus_chance", "<", 0), C("d_excess_backcopy", "<=", 0.02),
                C("d_excess_bigram", "<=", 0.02), C("d_attn_sink", "<=", 0.05)],
-       needs=["bb_variants"], measure=r.b_r19, note=CLAIMS_NOTE.format("bb", "R19") + "; 1-layer runs, layer 0",
+       needs=["bb_variants"], measure=r19_vs_chance,
+       note=CLAIMS_NOTE.format("bb", "R19") + "; 1-layer runs, layer 0; judged against chance (issue 39): a random "
+            "k_mlp-of-d subspace holds k/d of any energy on average, so 'different subspaces' is energy below a "
+            "random subspace's (attn_energy_minus_chance < 0, its interval the random draws' 95 % range); the "
+            "spec's bar (< 0.1, below chance here) is shown, not judged" + _CPU_SCALE,
        figure="1-layer-parallel-block/figures/dynamics.png",
        recorded=_rec("docs/extreme-tokens.md (R19): 1-layer cpu-preset runs at 500 steps, evaluation batch 128; "
                      "excess backcopy 0.0064 vs 0.0075, bigram 0.0271 vs 0.0285, Attn⟨s⟩ 0.922 vs 0.933",
@@ -149,22 +184,16 @@ BB = [
                      d_attn_sink=0.011)),
     _t("R20", "bb", _ET14, "where the residual peak needs depth",
        "no peak (‖Res⟨s⟩‖ not above the others) in the 4 shallow variants; a peak in 3 layers under Adam",
-       checks=[C("peak_ratio_3_layers", ">", 1.0), C("max_peak_ratio_shallow", "<=", 1.0)],
+       checks=[C("peak_ratio_3_layers", ">", PEAK_RATIO), C("max_peak_ratio_shallow", "<=", PEAK_RATIO)],
        needs=["bb_variants"], measure=r.b_r20,
-       note="the spec's reading: a peak is ‖Res⟨s⟩‖ above the others' mean, ρ = max_l ‖Res⟨s⟩‖_l / others > 1; "
-            "attnlab's bar ρ > 1.5 (R9's) is row R20 (ours)",
-       figure="r20_peak_by_layout.png"),
-    _t("R20 (ours)", "bb", _ET14, "where the residual peak needs depth, peak read as ρ > 1.5 (attnlab's bar)",
-       "no peak in the 4 shallow variants; a peak in 3 layers under Adam",
-       checks=[C("peak_ratio_3_layers", ">", 1.5), C("max_peak_ratio_shallow", "<=", 1.5)],
-       needs=["bb_variants"], measure=r.b_r20,
-       note=CLAIMS_NOTE.format("bb", "R20") + "; attnlab's reading, shown beside the spec's (row R20): a peak is "
-            "max_l ‖Res⟨s⟩‖_l / others > 1.5 (R9's bar)",
+       note=CLAIMS_NOTE.format("bb", "R20") + "; a peak is ρ = max_l ‖Res⟨s⟩‖_l / others > 1.5, the one peak bar "
+            "(docs/extreme-tokens.md); the spec's literal reading ('not above the others': ρ ≤ 1) is shown beside "
+            "it as the second reading, not judged" + _CPU_SCALE,
        figure="r20_peak_by_layout.png"),
     _t("R21", "bb", _ET14, "peaks strengthen the upper-layer sink and drain",
        "3-layer sink layer Attn⟨s⟩ ≥ 1-layer's and smaller ‖W_O v⟨s⟩‖ ratio; gone with layer 0's MLP zeroed",
        checks=[C("attn_sink_3_minus_1", ">=", 0), C("value_ratio_3_minus_1", "<", 0),
-               C("peak_ratio_0_mlp0_zeroed", "<=", 1.5), C("strengthening_gone_mlp0_zeroed", ">=", 1)],
+               C("peak_ratio_0_mlp0_zeroed", "<=", PEAK_RATIO), C("strengthening_gone_mlp0_zeroed", ">=", 1)],
        needs=["bb_variants"], measure=r.b_r21,
        note=CLAIMS_NOTE.format("bb", "R21") + "; layer 0's MLP zeroed at evaluation time in the trained 3-layer "
             "model; gone: Attn⟨s⟩ below the 1-layer model's or value ratio not below it" + _CPU_SCALE,
@@ -210,7 +239,8 @@ BB = [
             "R8 runs at the profile's steps"),
     _t("SC-3layer", "bb", f"{_ET14}, R20–R21 ({SEED})", "the three-layer intuitions",
        "layer 0 makes the residual peak, the middle layer keeps it, the last MLP removes it",
-       checks=[C("rho_0", ">", 1.5), C("rho_1", ">", 1.5), C("rho_2", "<=", 1.5), C("rho_2_mlp2_zeroed", ">", 1.5)],
+       checks=[C("rho_0", ">", PEAK_RATIO), C("rho_1", ">", PEAK_RATIO), C("rho_2", "<=", PEAK_RATIO),
+               C("rho_2_mlp2_zeroed", ">", PEAK_RATIO)],
        needs=["bb_variants"], measure=r.b_three_layer,
        note="ρ_l = ‖Res⟨s⟩‖/others after block l of the trained 3-layer variant; a peak is ρ > 1.5 (R9's bar, our "
             "reading); the last MLP removes it when ρ_2 ≤ 1.5 intact and > 1.5 with ZeroMLP(2)" + _CPU_SCALE,
@@ -219,4 +249,18 @@ BB = [
 # fmt: on
 
 
-TARGETS: tuple[Target, ...] = tuple(BB)
+def _fold(rows: list[Target]) -> list[Target]:
+    """The second readings (shown, not judged) and the rows' own intervals."""
+    shown = {
+        "R8": ([C("max_attn_sink", "<", 0.05)], None),
+        "R19": ([C("attn_energy_in_mlp_subspace", "<", 0.1)], r19_intervals),
+        "R20": (
+            [C("peak_ratio_3_layers", ">", SPEC_PEAK_RATIO), C("max_peak_ratio_shallow", "<=", SPEC_PEAK_RATIO)],
+            None,
+        ),
+        "R22": ([C("diverged_relu_minus_softmax", "<=", 0)], r.r22_intervals),
+    }
+    return [with_reading(t, shown=shown[t.id][0], intervals=shown[t.id][1]) if t.id in shown else t for t in rows]
+
+
+TARGETS: tuple[Target, ...] = tuple(_fold(grouped(BB, checks=("R1", "R1s", "R2", "R3"))))

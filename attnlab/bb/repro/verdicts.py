@@ -7,7 +7,12 @@ are `bb train` runs) and says whether the claim holds at the scale of those runs
 where a claim needs an intervention or a subspace measure (seconds on a CPU), and never train.
 
 Residual peak ratio of a layer l: ρ_l = ‖Res⟨s⟩‖_l / mean_{b,i≥1}‖x^{l+1}_{b,i}‖ (after block l, final snapshot);
-a model "has a peak" when max_l ρ_l > PEAK_RATIO (R9's Adam/SGD bar of 1.5×; at 2,000 steps Adam reaches 2.7).
+a model "has a peak" when max_l ρ_l > PEAK_RATIO (the one peak bar, defined in repro/__init__.py: R9's Adam/SGD bar of
+1.5×; at 2,000 steps Adam reaches 2.7).
+
+R19's chance level (issue 39): a uniformly random k-dimensional subspace of R^d holds k/d of any fixed energy on
+average; `r19_chance` draws `R19_DRAWS` such subspaces (k = k_mlp) for the run's own attention outputs and gives
+the 95 % range of the energy they hold, the baseline the row judges the attention energy against.
 
 R25 — mutual reinforcement along a checkpoint series (sink_dynamics.csv of a series scan): the onset of a metric
 is the first checkpoint where it has made half of its change from the first checkpoint to its extreme
@@ -27,10 +32,11 @@ import torch
 from attnlab.bb.config import TrainConfig
 from attnlab.bb.experiment import read_train_config
 from attnlab.bb.metrics import metric
+from attnlab.bb.repro import PEAK_RATIO  # the one peak bar (docs/extreme-tokens.md)
 from attnlab.errors import InputError
 from attnlab.runs import STEPPED, RunDir, read_json
 
-PEAK_RATIO = 1.5
+R19_DRAWS = 200
 Verdict = tuple[float, bool, str]
 VARIANTS = (  # label, (n_layers, no_attn, no_mlp, block)
     ("1 layer", (1, (), (), "sequential")),
@@ -132,6 +138,34 @@ def subspace_of_run(path: Path, layer: int = 0) -> dict:
     cfg, task, model, _ = load_run(path)
     seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)
     return subspace_measure(*block_outputs(model, torch.as_tensor(seqs[:, :-1]), layer))
+
+
+def random_subspace_energies(x: np.ndarray, k: int, rng: np.random.Generator, draws: int = R19_DRAWS) -> np.ndarray:
+    """The share of the energy of the rows of x [N,D] inside each of `draws` uniformly random k-dimensional
+    subspaces of R^D (the Q factor of a Gaussian [D,k] matrix is Haar-distributed); their mean is k/D."""
+    x = np.asarray(x, dtype=np.float64)
+    total = float((x**2).sum())
+    out = np.empty(draws)
+    for i in range(draws):
+        q, _ = np.linalg.qr(rng.standard_normal((x.shape[1], k)))
+        out[i] = float(((x @ q) ** 2).sum()) / total
+    return out
+
+
+def r19_chance(path: Path, layer: int = 0, seed: int = 0) -> dict:
+    """R19's chance level for the final model in `path`: k/d and the 95 % range of the attention outputs' energy
+    in `R19_DRAWS` random k_mlp-dimensional subspaces (seeded by `seed`)."""
+    from attnlab.bb.experiment import load_run
+    from attnlab.bb.principal_subspaces import block_outputs, top_subspace
+
+    cfg, task, model, _ = load_run(path)
+    seqs = task.eval_batch(cfg.eval_batch, cfg.seq_len, cfg.eval_seed)
+    attn, mlp = block_outputs(model, torch.as_tensor(seqs[:, :-1]), layer)
+    k, d = top_subspace(mlp).shape[1], attn.shape[1]
+    draws = random_subspace_energies(attn, k, np.random.default_rng(seed))
+    low, high = np.quantile(draws, [0.025, 0.975])
+    return {"chance_k_over_d": k / d, "chance_draw_low": float(low), "chance_draw_high": float(high),
+            "chance_draws": R19_DRAWS}  # fmt: skip
 
 
 def verdict_R19(run_dir: str | Path) -> Verdict:

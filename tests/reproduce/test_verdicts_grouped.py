@@ -1,0 +1,221 @@
+"""Issue 39's verdict framework on constructed cases with known answers: the five verdicts of a row from its
+intervals, the groups and counts (no target counted twice), one peak bar, chance baselines (R19's random subspace,
+B5's random ranking), seeds as replicates (t-interval over seeds, their own folders), and re-judging a saved
+record. Each test fails if its rule is broken."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnlab.core.intervals import Interval, t_interval
+from attnlab.core.targets import CHECK, CLAIM, GROUPS, TIMING, Check, Target, grouped, target
+from attnlab.reproduce import report
+from attnlab.reproduce.config import ReproduceConfig
+from attnlab.reproduce.execute import Outcome
+from attnlab.reproduce.run import evaluate, rejudge, replicated, seed_folder, varies_with_seed
+from attnlab.reproduce.targets import TARGETS
+from attnlab.reproduce.verdict import INCONCLUSIVE, MET, MISSED, NOT_RUN, REPORTED, verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+BY_ID = {(t.study, t.id): t for t in TARGETS}
+BAR = (Check("x", ">", 1.0),)
+
+
+def _iv(low: float, high: float, n: int = 3) -> dict[str, Interval]:
+    return {"x": Interval((low + high) / 2, low, high, n, "constructed")}
+
+
+# --- the five verdicts ----------------------------------------------------------------------------------------------
+def test_each_of_the_five_verdicts_follows_from_the_interval() -> None:
+    assert verdict(BAR, {"x": 1.5}, "", _iv(1.2, 1.8))[0] == MET  # clears the bar
+    assert verdict(BAR, {"x": 0.5}, "", _iv(0.2, 0.8))[0] == MISSED  # wrong side
+    v, why = verdict(BAR, {"x": 1.1}, "", _iv(0.9, 1.3))  # straddles: says how many replicates would decide it
+    assert v == INCONCLUSIVE and "replicates in all would decide it" in why
+    assert verdict((), {"seconds": 3.0}, "")[0] == REPORTED  # no bar
+    assert verdict(BAR, None, "the full profile")[0:2] == (NOT_RUN, "the full profile")
+
+
+def test_the_point_estimate_alone_would_have_met_what_the_interval_leaves_open() -> None:
+    """The same estimate 1.1: met as a single-run point, inconclusive once its interval straddles 1."""
+    assert verdict(BAR, {"x": 1.1})[0] == MET
+    assert verdict(BAR, {"x": 1.1}, "", _iv(0.9, 1.3))[0] == INCONCLUSIVE
+
+
+def test_a_second_reading_is_shown_and_never_judged() -> None:
+    shown = (Check("x", ">", 5.0),)
+    v, why = verdict(BAR, {"x": 1.5}, "", None, shown)
+    assert v == MET and "shown, not judged: x > 5: 1.5 no" in why
+
+
+# --- groups and counts ---------------------------------------------------------------------------------------------
+def test_every_row_has_one_group_and_no_row_is_a_second_reading() -> None:
+    assert all(t.group in GROUPS for t in TARGETS)
+    assert not [t.id for t in TARGETS if "(" in t.id]  # "R8 (ours)", "R20 (ours)", "B4 (decided)" folded
+    for key in (("bb", "R8"), ("bb", "R20"), ("paths", "B4")):
+        assert BY_ID[key].shown, key
+    assert BY_ID[("paths", "T1")].group == CHECK and BY_ID[("consensus", "B1")].group == TIMING
+    assert BY_ID[("consensus", "R9")].group == CLAIM
+
+
+def test_grouped_refuses_an_unknown_id_and_an_id_in_two_groups() -> None:
+    rows = [target("A", "bb", "", "", ""), target("B", "bb", "", "", "")]
+    assert [t.group for t in grouped(rows, checks=["A"])] == [CHECK, CLAIM]
+    with pytest.raises(ValueError):
+        grouped(rows, checks=["C"])
+    with pytest.raises(ValueError):
+        grouped(rows, checks=["A"], timings=["A"])
+    with pytest.raises(ValueError):
+        replace(rows[0], group="benchmark")
+
+
+def test_counts_split_each_study_by_group_and_verdict_and_leave_reported_rows_uncounted() -> None:
+    rows = [
+        {"study": "bb", "group": CLAIM, "verdict": MET},
+        {"study": "bb", "group": CLAIM, "verdict": INCONCLUSIVE},
+        {"study": "bb", "group": CHECK, "verdict": MET},
+        {"study": "bb", "group": TIMING, "verdict": REPORTED},
+    ]
+    c = report.counts(rows)
+    assert c["bb"][CLAIM][MET] == 1 and c["bb"][CLAIM][INCONCLUSIVE] == 1 and c["bb"][CHECK][MET] == 1
+    assert sum(n for g in c["bb"].values() for n in g.values()) == len(rows)  # each row once
+    text = report.count_text(c["bb"])
+    assert text == ("claims of the papers: 1 met, 1 inconclusive; library checks: 1 met; timings: 1 reported "
+                    "(no bar, not counted)")  # fmt: skip
+
+
+def test_the_committed_record_counts_every_row_once_and_verdicts_are_the_five() -> None:
+    record = json.loads((ROOT / "docs" / "reproduction.json").read_text())
+    assert record["counts"] == report.counts(record["rows"])
+    assert {r["verdict"] for r in record["rows"]} <= {MET, MISSED, INCONCLUSIVE, REPORTED, NOT_RUN}
+    for r in record["rows"]:
+        assert r["group"] in GROUPS
+        if r["group"] == CLAIM and r["numbers"] is not None:
+            assert isinstance(r["replicates"], int) and r["interval_method"]
+            assert all(len(v) == 2 and v[0] <= v[1] for v in r["intervals"].values())
+    assert (ROOT / "docs" / "reproduction.md").read_text().count("## Findings") == 1
+    assert "docs/reproduction.md#findings" in (ROOT / "README.md").read_text()
+
+
+# --- one peak bar ---------------------------------------------------------------------------------------------------
+def test_every_peak_row_uses_the_one_peak_bar() -> None:
+    from attnlab.bb.repro import PEAK_RATIO, SPEC_PEAK_RATIO, verdicts
+
+    assert verdicts.PEAK_RATIO is PEAK_RATIO == 1.5
+    peak_keys = {
+        "R9": {"sgd_growth"},
+        "R20": {"peak_ratio_3_layers", "max_peak_ratio_shallow"},
+        "R21": {"peak_ratio_0_mlp0_zeroed"},
+        "SC-3layer": {"rho_0", "rho_1", "rho_2", "rho_2_mlp2_zeroed"},
+    }
+    for tid, keys in peak_keys.items():
+        bounds = {c.bound for c in BY_ID[("bb", tid)].checks if c.key in keys}
+        assert bounds == {PEAK_RATIO}, tid
+    r20 = BY_ID[("bb", "R20")]
+    assert {c.bound for c in r20.shown} == {SPEC_PEAK_RATIO}
+    # a 3-layer ρ of 1.4: a peak by the spec's literal reading (shown), not by the one bar (judged)
+    v, why = verdict(r20.checks, {"peak_ratio_3_layers": 1.4, "max_peak_ratio_shallow": 0.9}, "", None, r20.shown)
+    assert v == MISSED and "peak_ratio_3_layers > 1: 1.4 yes" in why
+
+
+# --- chance baselines -----------------------------------------------------------------------------------------------
+def test_a_random_subspace_holds_k_over_d_of_the_energy_on_average() -> None:
+    from attnlab.bb.repro.verdicts import random_subspace_energies
+
+    x = np.random.default_rng(0).standard_normal((400, 32)) * np.linspace(0.2, 3.0, 32)
+    e = random_subspace_energies(x, 4, np.random.default_rng(1), draws=400)
+    # E[e] = k/d exactly; each draw lies in [0, 1], so the mean of 400 has s.e. ≤ 0.5/20 = 0.025; 4 s.e. = 0.1 is
+    # loose, the draws' own spread gives the tighter bound below
+    assert abs(e.mean() - 4 / 32) <= 4 * e.std(ddof=1) / math.sqrt(e.size)
+
+
+@pytest.mark.parametrize(("energy", "expected"), [(0.02, MET), (0.30, MISSED), (0.11, INCONCLUSIVE)])
+def test_r19_is_judged_against_the_random_subspaces(energy: float, expected: str) -> None:
+    from attnlab.bb.repro.targets import r19_intervals
+
+    r19 = BY_ID[("bb", "R19")]
+    numbers = {"attn_energy_in_mlp_subspace": energy, "d_excess_backcopy": 0.0, "d_excess_bigram": 0.0,
+               "d_attn_sink": 0.0, "chance_k_over_d": 0.109, "chance_draw_low": 0.08, "chance_draw_high": 0.14,
+               "chance_draws": 200}  # fmt: skip
+    assert verdict(r19.checks, numbers, "", r19_intervals(numbers))[0] == expected
+
+
+# --- seeds ----------------------------------------------------------------------------------------------------------
+def _claim(group: str = CLAIM) -> Target:
+    return replace(target("X", "bb", "", "", "", checks=BAR, needs=["bb_softmax"],
+                          measure=lambda runs: dict(runs["bb_softmax"].numbers)), group=group)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"), [((1.5, 1.6, 1.7), MET), ((0.9, 1.2, 1.5), INCONCLUSIVE), ((0.5, 0.6, 0.7), MISSED)]
+)
+def test_seeds_give_a_t_interval_and_the_verdict_follows_it(values: tuple[float, ...], expected: str) -> None:
+    """Three seeds: mean ± t_{0.975, 2} s/√3 (t = 4.303): 1.6 ± 0.248 clears 1, 1.2 ± 0.745 straddles it,
+    0.6 ± 0.248 lies below it."""
+    done = {"bb_softmax": Outcome(numbers={"x": values[0]})}
+    replicas = {s: {"bb_softmax": Outcome(numbers={"x": v})} for s, v in enumerate(values[1:], start=1)}
+    row = evaluate(_claim(), done, {}, "quick", "cpu", (), replicas)
+    want = t_interval(list(values))
+    assert row["replicates"] == 3 and row["intervals"]["x"] == pytest.approx([want.low, want.high])
+    assert row["interval_method"] == want.method and row["verdict"] == expected
+    assert row["seeds_numbers"] == {"1": {"x": values[1]}, "2": {"x": values[2]}}
+
+
+def test_checks_keep_one_seed_and_a_single_run_says_so() -> None:
+    done = {"bb_softmax": Outcome(numbers={"x": 1.2})}
+    replicas = {1: {"bb_softmax": Outcome(numbers={"x": 0.2})}}
+    check_row = evaluate(_claim(CHECK), done, {}, "quick", "cpu", (), replicas)
+    assert check_row["verdict"] == MET and "replicates" not in check_row  # a check is not replicated
+    single = evaluate(_claim(), done, {}, "quick", "cpu")
+    assert single["replicates"] == 1 and single["intervals"] == {} and "single run" in single["interval_method"]
+
+
+def test_only_experiments_that_change_with_the_seed_are_replicated(tmp_path: Path) -> None:
+    assert varies_with_seed("bb_softmax", "quick") and not varies_with_seed("bb_units", "quick")
+    assert not varies_with_seed("paths_prune", "full")  # its config takes no seed: replicates would be copies
+    one = ReproduceConfig(studies=("bb",), profile="quick")
+    three = replace(one, seeds=3)
+    names = ["bb_softmax", "bb_intervene", "bb_units"]
+    targets = [t for t in TARGETS if t.study == "bb"]
+    assert replicated(targets, names, one) == []
+    assert replicated(targets, names, three) == ["bb_softmax", "bb_intervene"]  # R7's intervene reads its seed's run
+    assert seed_folder(tmp_path, 2) == tmp_path / "seeds" / "2"  # never inside runs/<name> of the first seed
+
+
+def test_the_seeds_setting_is_validated_and_absent_from_old_configs() -> None:
+    from attnlab.errors import InputError
+    from attnlab.runs.configs import config_to_dict
+
+    with pytest.raises(InputError, match="seeds"):
+        ReproduceConfig(seeds=0)
+    assert "seeds" not in config_to_dict(ReproduceConfig())  # a run made before seeds resumes unchanged
+    assert config_to_dict(ReproduceConfig(seeds=3))["seeds"] == 3
+
+
+# --- re-judging a saved record --------------------------------------------------------------------------------------
+def test_rejudge_folds_second_readings_and_recounts() -> None:
+    r20 = BY_ID[("bb", "R20")]
+    numbers = {"peak_ratio_3_layers": 1.89, "max_peak_ratio_shallow": 1.34, "claims_met": 1.0}
+    old_row = {"id": "R20", "study": "bb", "numbers": numbers, "verdict": MISSED, "why": "", "recorded": False,
+               "runs": ["runs/bb_variants"], "figure": None}  # fmt: skip
+    ours = old_row | {"id": "R20 (ours)", "verdict": MET}
+    record = {
+        "studies": ["bb"],
+        "profile": "full",
+        "experiments": {},
+        "seconds": 0.0,
+        "rows": [old_row, ours],
+        "counts": {},
+    }
+    new = rejudge(record)
+    ids = [r["id"] for r in new["rows"]]
+    assert "R20 (ours)" not in ids and ids.count("R20") == 1
+    row = next(r for r in new["rows"] if r["id"] == "R20")
+    assert row["verdict"] == MET and "shown, not judged" in row["why"]  # 1.89 > 1.5, 1.34 ≤ 1.5
+    assert row["group"] == r20.group and new["counts"] == report.counts(new["rows"])
+    assert all(r["verdict"] == NOT_RUN for r in new["rows"] if r["id"] not in ("R20",) and r["numbers"] is None)
