@@ -6,7 +6,7 @@ collects these rows (`attnlab.reproduce.targets.TARGETS`), runs, judges and writ
 
 from __future__ import annotations
 
-from attnlab.core.targets import CLAIMS_NOTE, SEED, Target, computed, grouped
+from attnlab.core.targets import CLAIMS_NOTE, SEED, Target, computed, grouped, with_reading
 from attnlab.core.targets import Check as C
 from attnlab.core.targets import recorded as _rec
 from attnlab.core.targets import target as _t
@@ -95,4 +95,7 @@ REAL = [
 
 
 # R15 (the attention function on tiny random models) and R16 (loading SmolLM2, a cached reload) check the library
+# R26 / R27 are judged by their bootstrap intervals over windows (`measures.r26_intervals`, `r27_intervals`)
+_OWN_INTERVALS = {"R26": r.r26_intervals, "R27": r.r27_intervals}
+REAL = [with_reading(t, intervals=_OWN_INTERVALS[t.id]) if t.id in _OWN_INTERVALS else t for t in REAL]
 TARGETS: tuple[Target, ...] = tuple(grouped(REAL, checks=("R15", "R16")))
