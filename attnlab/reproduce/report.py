@@ -145,8 +145,9 @@ SEEDS_NOTE = (
     "replicated (a trained model's initialisation and data; SmolLM2's prompt windows; the sphere dynamics' "
     "starts); a direct computation or a run that ignores the seed stays one replicate and its row says so. Each "
     "judged number of a replicated row is the mean over seeds with its 95 % t-interval (n − 1 degrees of "
-    "freedom). A rerun of one seed s is one command: `attnlab reproduce STUDY --profile full --seed s --targets "
-    "ID --out DIR` (or `attnlab rerun` of the study run's folder)."
+    "freedom), in its why; its numbers column is the first seed's, each other seed's are in reproduction.json "
+    "(`seeds_numbers`). A rerun of one seed s is one command: `attnlab reproduce STUDY --profile full --seed s "
+    "--targets ID --out DIR` (or `attnlab rerun` of the study run's folder)."
 )
 COUNTS_NOTE = (
     "Each row is in one group: a claim of the papers, a library check (the spec's CI tier: reducers, gradients, "

@@ -103,7 +103,7 @@ def _s6(f: Path, good: bool) -> None:
     (f / "sweep").mkdir(parents=True)
     (f / "sweep" / "points.jsonl").write_text("\n".join(json.dumps(p) for p in pts) + "\n")
     _write(f / "sample" / "metrics.json", {"rel_frob_err": 0.05 if good else 0.11, "converged": True, "N": 10,
-                                           "alpha": 4.0, "rhat_max": 1.004})  # fmt: skip
+                                           "alpha": 4.0, "rhat_max": 1.004, "draws": 1000})  # fmt: skip
 
 
 def _s7(f: Path, good: bool) -> None:

@@ -219,3 +219,25 @@ def test_rejudge_folds_second_readings_and_recounts() -> None:
     assert row["verdict"] == MET and "shown, not judged" in row["why"]  # 1.89 > 1.5, 1.34 ≤ 1.5
     assert row["group"] == r20.group and new["counts"] == report.counts(new["rows"])
     assert all(r["verdict"] == NOT_RUN for r in new["rows"] if r["id"] not in ("R20",) and r["numbers"] is None)
+
+
+def test_a_seeded_run_replicates_into_its_own_folders_and_one_seed_reruns_alone(tmp_path: Path) -> None:
+    """`--seeds 2` on R4 (the tiny profile, one thread): seed 1's run lies in seeds/1/runs/ and R4's numbers carry a
+    t-interval over the two seeds; `--seed 1` alone (the one-command rerun of that seed) gives the same numbers."""
+    from attnlab.core.clitools import threads
+    from attnlab.reproduce.run import reproduce
+    from attnlab.runs import read_json
+
+    config = ReproduceConfig(studies=("bb",), profile="tiny", targets=("R4",), seeds=2)
+    with threads(1):
+        reproduce(config, tmp_path / "two")
+        reproduce(replace(config, seed=1, seeds=1), tmp_path / "one")
+    assert (tmp_path / "two" / "seeds" / "1" / "runs" / "bb_softmax" / "config.json").is_file()
+    assert read_json(tmp_path / "two" / "seeds" / "1" / "runs" / "bb_softmax" / "config.json", "")["seed"] == 1
+    row = read_json(tmp_path / "two" / "reproduction.json", "")["rows"][0]
+    assert row["replicates"] == 2 and row["interval_method"] == t_interval([0.0, 1.0]).method
+    assert set(row["intervals"]) == {c.key for c in BY_ID[("bb", "R4")].checks}
+    alone = read_json(tmp_path / "one" / "reproduction.json", "")["rows"][0]["numbers"]
+    assert alone == row["seeds_numbers"]["1"]  # one thread: bit-identical
+    lo, hi = row["intervals"]["attn_sink"]
+    assert lo <= (alone["attn_sink"] + row["numbers"]["attn_sink"]) / 2 <= hi
