@@ -96,6 +96,6 @@ REAL = [
 
 # R15 (the attention function on tiny random models) and R16 (loading SmolLM2, a cached reload) check the library
 # R26 / R27 are judged by their bootstrap intervals over windows (`measures.r26_intervals`, `r27_intervals`)
-_OWN_INTERVALS = {"R26": r.r26_intervals, "R27": r.r27_intervals}
-REAL = [with_reading(t, intervals=_OWN_INTERVALS[t.id]) if t.id in _OWN_INTERVALS else t for t in REAL]
+REAL = [with_reading(t, intervals=r.r26_intervals if t.id == "R26" else r.r27_intervals) if t.id in ("R26", "R27")
+        else t for t in REAL]  # fmt: skip
 TARGETS: tuple[Target, ...] = tuple(grouped(REAL, checks=("R15", "R16")))
