@@ -34,7 +34,7 @@ def interval_words(row: dict, key: str) -> str:
     """The words "x, 95 % interval [lo, hi] (method, n = k)" where the row has an interval for `key`, else
     "x (single run: no interval)"."""
     iv = (row.get("intervals") or {}).get(key)
-    if iv is None:
+    if iv is None or iv[0] == iv[1]:  # none, or a point (one replicate against a fixed baseline)
         return f"{_n(row, key)} (single run: no interval)"
     return (f"{_n(row, key)}, 95 % interval [{fmt(iv[0])}, {fmt(iv[1])}] ({row.get('interval_method')}, "
             f"n = {row.get('replicates')})")  # fmt: skip
@@ -45,6 +45,19 @@ def seeds_note(row: dict) -> str:
     if row.get("interval_method", SINGLE) == SINGLE or row.get("replicates", 1) <= 1:
         return " These numbers are from a single seed of the committed run."
     return ""
+
+
+def r19_estimate(row: dict) -> str:
+    """R19's estimate: the energy, the chance level (the energy minus its excess over chance) and their ratio."""
+    nums = row.get("numbers") or {}
+    energy, excess = nums.get("attn_energy_in_mlp_subspace"), nums.get("attn_energy_minus_chance")
+    if not isinstance(energy, float | int) or not isinstance(excess, float | int):
+        return f"{_n(row, 'attn_energy_in_mlp_subspace')} of the attention output's energy lies in the MLP subspace."
+    chance = energy - excess
+    return (f"{fmt(energy)} of the attention output's energy lies in the MLP subspace; a random subspace of the "
+            f"same dimension holds {fmt(chance)} on average (k/d), so the excess over chance is "
+            f"{interval_words(row, 'attn_energy_minus_chance')} ({energy / chance:.1f}× chance); the parallel block "
+            f"matches the sequential one (|Δ excess backcopy| {_n(row, 'd_excess_backcopy')}).")  # fmt: skip
 
 
 FINDINGS = (
@@ -151,12 +164,7 @@ FINDINGS = (
         "Attention and MLP subspaces overlap more than chance",
         "in the toy model, attention and MLP write into different subspaces (spec: attention energy inside the MLP "
         "subspace < 0.1).",
-        lambda r: (
-            f"{_n(r, 'attn_energy_in_mlp_subspace')} of the attention output's energy lies in the MLP "
-            f"subspace; a random subspace of the same dimension holds k/d = 14/128 = 0.109 on average, so "
-            f"the excess over chance is {interval_words(r, 'attn_energy_minus_chance')} (2.4× chance); the "
-            f"parallel block matches the sequential one (|Δ excess backcopy| {_n(r, 'd_excess_backcopy')})."
-        ),
+        lambda r: r19_estimate(r),
         "the sequential 1-layer cpu-preset model, layer 0, its evaluation batch; subspaces by 95 % energy "
         "(`attnlab bb subspace`); the random-subspace draws (issue 39) give the chance level's interval.",
         "the smallest principal angle is 28°: the two blocks share directions (docs/extreme-tokens.md); the spec's "
