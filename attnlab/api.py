@@ -416,10 +416,47 @@ def _check_grad_memory(model: Any, ids_shape: tuple[int, int]) -> None:
                  "query, key] scores and pattern)", fix="take gradients over fewer or shorter sequences")  # fmt: skip
 
 
-def cache_hooks(model: Any, cache: Any, ids_shape: tuple[int, int], grad: bool = False) -> tuple[dict, dict]:
+HOOKED_COPIES = 4  # [b,H,T,T] tensors one hooked layer holds at once: scores, masked scores, pattern, a softmax temp
+
+
+def _check_pattern_memory(model: Any, points: Iterable[str], ids_shape: tuple[int, int], batch_size: int) -> None:
+    """One line before any forward when a layer hooked (or cached) at `attn.hook_attn_scores` / `attn.hook_pattern`
+    would not fit its working set: the layers run one at a time, each holding about HOOKED_COPIES [b, H, T, T]
+    tensors (`hooked.hooked_attention`), b = min(batch_size, N) sequences per forward, in at least float32 (the
+    softmax's dtype). What a cache keeps of them is counted by `cache_hooks`."""
+    from attnlab.runs.budget import check_memory
+
+    hooked = sorted(p for p in points if p.endswith(("hook_pattern", "hook_attn_scores")))
+    if not hooked:
+        return
+    (n, T), heads = ids_shape, _model_sizes(model)["heads"]
+    item = max(4, next(iter(model.parameters())).element_size())
+    b = min(batch_size, n)
+    what = f"hooking {hooked[0]} for {b} sequences of {T} tokens (one layer's [batch, head, query, key] scores"
+    check_memory(HOOKED_COPIES * b * heads * T * T * item, what + " and pattern at a time)",
+                 fix="use a smaller batch_size or shorter inputs")  # fmt: skip
+
+
+def prepare_hooks(module: Any, hooks: Any, cache: Any, batch: Batch, batch_size: int, grad: bool) -> tuple[dict, dict]:
+    """(the user's hooks with the cache's keepers chained after them, {point: [batches]} the cache fills), with
+    every memory check done before any forward (`_check_pattern_memory`, `cache_hooks`)."""
+    user_hooks = resolve_hooks(hooks, module)
+    shape = (int(batch.ids.shape[0]), int(batch.ids.shape[1]))
+    keepers, kept = cache_hooks(module, cache, shape, grad=grad, rows=batch.padded)
+    _check_pattern_memory(module, [*user_hooks, *keepers], shape, batch_size)
+    for point, fn in keepers.items():  # after the user's hooks: the cache holds what the forward went on with
+        user_hooks[point] = chain_hooks(user_hooks[point], fn) if point in user_hooks else fn
+    return user_hooks, kept
+
+
+def cache_hooks(model: Any, cache: Any, ids_shape: tuple[int, int], grad: bool = False,
+                rows: bool = False) -> tuple[dict, dict]:  # fmt: skip
     """({point: hook that keeps the activation}, {point: [batches]}) for `cache` (names, one name or a filter on
     names), refused in one line before any forward when the cached tensors (or, with `grad`, autograd's graph) would
-    not fit in memory."""
+    not fit in memory. With `rows` (a padded batch, cut into sequences after) and `grad` each batch is kept as its
+    rows, and the forward goes on from them stacked, so that each sequence's cached tensor is in the graph."""
+    import torch
+
     from attnlab.runs.budget import check_memory
 
     if grad:
@@ -438,8 +475,16 @@ def cache_hooks(model: Any, cache: Any, ids_shape: tuple[int, int], grad: bool =
                  fix="cache fewer points (hook_pattern is [batch, head, query, key]) or shorter inputs")  # fmt: skip
     kept: dict[str, list] = {p: [] for p in points}
 
-    def keep(x: torch.Tensor, hook: str) -> None:
-        kept[str(hook)].append(x if grad else x.detach())
+    def keep(x: torch.Tensor, hook: str) -> torch.Tensor | None:
+        if not grad:
+            kept[str(hook)].append(x.detach())
+            return None
+        if not rows:
+            kept[str(hook)].append(x)
+            return None
+        parts = tuple(r.clone() for r in x.unbind(0))  # copies: resid_mid is written back into x in place
+        kept[str(hook)].append(parts)
+        return torch.stack(parts)
 
     return dict.fromkeys(points, keep), kept
 
@@ -520,19 +565,22 @@ def trace(
     check_choice(stats, ("fast", "full", "chunked"), "stats")
     ids = (batch := resolve_batch(inputs, module, tok, attention_mask)).ids
     run = _run_toy if _is_toy(module) else _run_hf
-    user_hooks = resolve_hooks(hooks, module)
     given, keep = count_layers_from_end(module, list(interventions), [(int(l), int(h)) for l, h in keep_patterns])
-    keepers, kept = cache_hooks(module, cache, (int(ids.shape[0]), int(ids.shape[1])), grad=grad)
-    for point, fn in keepers.items():  # after the user's hooks: the cache holds what the forward went on with
-        user_hooks[point] = chain_hooks(user_hooks[point], fn) if point in user_hooks else fn
+    user_hooks, kept = prepare_hooks(module, hooks, cache, batch, batch_size, grad)
     go = _by_length(run, batch, kept, given, batch_size) if batch.padded else run  # pads stripped (docs/api.md)
     ivs, merged = _compile_mean_ablations(module, tok, given, user_hooks, run, batch_size, max(batch.lengths))
     tr, out = go(module, ids, ivs, merged, keep, batch_size, True, RunHow(stats, grad))
-    if logits:
-        tr.logits = out if grad else out.numpy()
+    return _finish(tr, out if logits else None, kept, grad)
+
+
+def _finish(tr: Trace, logits: Any, kept: dict[str, list], grad: bool) -> Trace:
+    """`tr` with `.logits` (where asked for: numpy, or under `grad` the tensor with its graph) and `.cache`: each
+    point's batches joined (one batch: the very tensor the forward went on from, so that under grad=True a gradient
+    can be taken with respect to it)."""
     import torch
 
-    # one batch: the very tensor the forward went on from (under grad=True, a gradient can be taken with respect to it)
+    if logits is not None:
+        tr.logits = logits if grad else logits.numpy()
     tr.cache = {point: parts[0] if len(parts) == 1 else torch.cat(parts, 0) for point, parts in kept.items() if parts}
     return tr
 

@@ -124,8 +124,10 @@ def run_groups(
     (`rows`: the input rows of its n sequences).
 
     Returns the merged `Trace`, the logits [N, P, V] in the layout of `batch.ids` (`padded_logits`) and, for each
-    cached point in `kept` (the lists the cache hooks append one [b, ...] tensor to per forward), the activations
-    in input order (`join_rows`). A `grad_stats` dict the groups' traces carry ({name: [n, ...]}) is joined alike."""
+    cached point in `kept` (the lists the cache hooks append one [b, ...] tensor to per forward, or under grad=True
+    a tuple of its b rows, each in autograd's graph), the activations in input order (`join_rows`; rows in the graph
+    stay a list: stacked, they would be a copy that no gradient reaches). A `grad_stats` dict the groups' traces
+    carry ({name: [n, ...]}) is joined alike."""
     groups = batch.groups()
     traces, logits = [], [torch.empty(0)] * len(batch.lengths)
     cached: dict[str, list] = {p: [None] * len(batch.lengths) for p in kept}
@@ -135,8 +137,8 @@ def run_groups(
         traces.append(tr)
         for k, row in enumerate(rows):
             logits[row] = out[k]
-        for p, parts in kept.items():
-            joined = torch.cat(parts[before[p] :], 0)
+        for p, parts in kept.items():  # [b, ...] tensors, or (under grad=True) tuples of b rows in the graph
+            joined = [one for part in parts[before[p] :] for one in part]
             for k, row in enumerate(rows):
                 cached[p][row] = joined[k]
     forwards = [-(-len(rows) // batch_size) for _, rows in groups]
@@ -146,7 +148,9 @@ def run_groups(
         names: dict = stats[0]  # type: ignore[assignment]
         rows_of = {name: _in_order([s[name] for s in stats], groups) for name in names}  # type: ignore[index]
         merged.grad_stats = {name: join_rows(rows) for name, rows in rows_of.items()}  # type: ignore[attr-defined]
-    return merged, padded_logits(batch, logits), {p: join_rows(v) for p, v in cached.items() if kept[p]}
+    # rows in autograd's graph stay a list (stacked, they would be a copy no gradient reaches)
+    cache = {p: v if any(r.requires_grad for r in v) else join_rows(v) for p, v in cached.items() if kept[p]}
+    return merged, padded_logits(batch, logits), cache
 
 
 def _in_order(parts: list[torch.Tensor], groups: list[tuple[int, list[int]]]) -> list[torch.Tensor]:

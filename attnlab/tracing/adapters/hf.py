@@ -342,14 +342,32 @@ def _call_user(fn: UserHook, x: torch.Tensor, name: str) -> torch.Tensor | None:
     return y
 
 
-def _user_output_hook(fn: UserHook, name: str) -> Callable[..., Any]:
-    """Forward hook: `fn(hidden [B,T,D], name)` on a module's output (tuple outputs: their first element)."""
+def _user_output_hook(fn: UserHook, name: str, bt: list[tuple[int, int]] | None = None) -> Callable[..., Any]:
+    """Forward hook: `fn(hidden [B,T,D], name)` on a module's output (tuple outputs: their first element). With
+    `bt` (the block's [B,T], `_block_bt`) an output flattened to [B·T,D] (OPT's fc2) is shown as [B,T,D]."""
 
     def post(mod: nn.Module, args: Any, output: Any) -> Any:
-        y = _call_user(fn, _hidden_of(output), name)
-        return None if y is None else _with_hidden(output, y)
+        x = _hidden_of(output)
+        shown = x.view(*bt[-1], x.shape[-1]) if bt and x.dim() == 2 else x
+        y = _call_user(fn, shown, name)
+        if y is None and (shown is x or not torch.is_grad_enabled()):
+            return None
+        y = shown if y is None else y  # under autograd the forward goes on from the tensor the hook saw
+        return _with_hidden(output, y.reshape(x.shape))
 
     return post
+
+
+def _block_bt(block: nn.Module, handles: list[Any]) -> list[tuple[int, int]]:
+    """A list that a pre-hook on `block` (its handle appended to `handles`) fills with the [B,T] of each input."""
+    bt: list[tuple[int, int]] = []
+
+    def shape(mod: nn.Module, args: tuple, kwargs: dict) -> None:
+        x = args[0] if args else kwargs["hidden_states"]
+        bt.append(tuple(x.shape[:2]))
+
+    handles.append(block.register_forward_pre_hook(shape, with_kwargs=True))
+    return bt
 
 
 def _user_input_hook(fn: UserHook, name: str, heads: tuple[int, int] | None) -> Callable[..., Any]:
@@ -390,16 +408,10 @@ def _install_mid_hooks(model: nn.Module, arch: Arch, hooks: dict[str, UserHook])
     sites = resid_mid_sites(model, arch, input_device(model))
     if isinstance(sites, str):
         raise InputError(f"{next(iter(hooks))}: {sites}")
-    handles = []
+    handles: list[Any] = []
     for name, fn in hooks.items():
         layer = int(name.split(".")[1])
-        bt: list[tuple[int, int]] = []
-
-        def shape(mod: nn.Module, args: tuple, kwargs: dict, bt: list = bt) -> None:
-            x = args[0] if args else kwargs["hidden_states"]
-            bt.append(tuple(x.shape[:2]))
-
-        handles.append(arch.blocks[layer].register_forward_pre_hook(shape, with_kwargs=True))
+        bt = _block_bt(arch.blocks[layer], handles)
         handles.append(sites[layer].register_forward_pre_hook(_resid_mid_hook(fn, name, bt), with_kwargs=True))
     return handles
 
@@ -441,8 +453,11 @@ def _install_user_hooks(model: nn.Module, arch: Arch, hooks: dict[str, UserHook]
         elif point not in HF_POINTS:  # a linear layer's input (`adapters.linear_inputs`), checked by _split_point
             linear: Any = linear_input_module(arch, layer, point)
             handles.append(linear.register_forward_pre_hook(_user_input_hook(fn, name, None), with_kwargs=True))
+        elif point == "hook_mlp_out":  # OPT's fc2 works on [B·T, D]: shown as [B, T, D]
+            bt = _block_bt(arch.blocks[layer], handles)
+            handles.append(arch.mlp[layer].register_forward_hook(_user_output_hook(fn, name, bt)))
         else:
-            module = {"hook_resid_post": arch.blocks, "hook_attn_out": arch.attn, "hook_mlp_out": arch.mlp}[point]
+            module = {"hook_resid_post": arch.blocks, "hook_attn_out": arch.attn}[point]
             handles.append(module[layer].register_forward_hook(_user_output_hook(fn, name)))
     return handles
 
