@@ -325,7 +325,10 @@ def test_blocks_found_from_the_module_tree(kind):
     assert not torch.equal(forward_logits(model, ids, interventions=[ZeroHead(1, 2)]), forward_logits(model, ids))
 
 
-def test_attention_outside_the_interface_is_refused():
+def test_attention_outside_the_interface_takes_the_eager_fallback():
+    """BLOOM's attention is its own code (ALiBi), outside AttentionInterface: it is no longer refused but traced
+    from `output_attentions` (issue 40 item 5); its layers record the `output_attentions` path."""
+    import attnlab
     from transformers import BloomConfig, BloomForCausalLM
 
     from attnlab.tracing.adapters.hf import check_traceable
@@ -334,8 +337,9 @@ def test_attention_outside_the_interface_is_refused():
         torch.manual_seed(0)
         model = BloomForCausalLM(BloomConfig(vocab_size=64, hidden_size=32, n_layer=2, n_head=4)).eval()
     assert get_arch(model).max_positions is None
-    with pytest.raises(InputError, match="does not go through transformers' AttentionInterface"):
-        check_traceable(model)
+    check_traceable(model)
+    tr = attnlab.trace(model, torch.randint(3, 64, (1, 8), generator=torch.Generator().manual_seed(0)))
+    assert list(tr.attention_paths) == ["output_attentions"] * 2
 
 
 @pytest.mark.numerics
