@@ -145,3 +145,26 @@ def test_padded_grad_equals_alone(point):
         assert abs(g_got[0] - g_ref[0][0]).max() < 1e-12
         for a, b in zip(g_got[1:], g_ref[1:]):
             assert abs(a - b).max() < 1e-12
+
+
+@pytest.mark.parametrize("point", ["blocks.0.hook_resid_mid", "blocks.0.hook_mlp_out"])
+def test_opt_flattened_points_carry_gradients(point):
+    """OPT runs its MLP on [B·T, D] tokens: under grad=True the cached [B, T, D] tensor at resid_mid / mlp_out is
+    in the graph, and the gradient of a sink score with respect to it equals the central finite difference along a
+    random unit direction δ added by a hook. Float64: error ≲ h²|f'''|/6 + 2ε|f|/h ~ 2e-10 + 1e-11 (h = 1e-5,
+    |f'''| ≲ 10 along a unit direction, |f| ≲ 1); bound 1e-8."""
+    model = tiny_family("opt").double()
+    ids = torch.randint(3, 60, (B, T), generator=torch.Generator().manual_seed(3))
+    g = attnlab.trace(model, ids, grad=True, cache=[point])
+    (grad,) = torch.autograd.grad(g.grad_stats["sink_score"][:, 1].sum(), g.cache[point])
+    delta = torch.randn(grad.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    delta = delta / delta.norm()  # unit Frobenius norm
+    h = 1e-5
+
+    def sink(eps: float) -> float:  # grad_stats: float64 (the numpy statistics are recorded in float32)
+        tr = attnlab.trace(model, ids, hooks={point: lambda x, hook: x + eps * delta}, grad=True)
+        return float(tr.grad_stats["sink_score"][:, 1].sum().detach())
+
+    fd = (sink(h) - sink(-h)) / (2 * h)
+    assert abs(float((grad * delta).sum()) - fd) < 1e-8
+    assert abs(fd) > 1e-3  # the direction moves the score

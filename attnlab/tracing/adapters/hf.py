@@ -390,13 +390,16 @@ def _user_input_hook(fn: UserHook, name: str, heads: tuple[int, int] | None) -> 
 def _resid_mid_hook(fn: UserHook, name: str, bt: list[tuple[int, int]]) -> Callable[..., Any]:
     """Forward pre-hook on the module that reads resid_mid (`hooked.resid_mid_sites`): `fn(x [B,T,D], name)`; a
     replacement is written into x in place, so that the block's residual (the same tensor) carries it too. bt holds
-    the block's [B,T] (OPT flattens the stream to [B·T,D] there)."""
+    the block's [B,T] (OPT flattens the stream to [B·T,D] there; under autograd the hook then sees a copy [B,T,D]
+    that is written back, so that the forward goes on from the tensor the hook saw)."""
 
     def pre(mod: nn.Module, args: tuple, kwargs: dict) -> None:
         x = args[0] if args else kwargs["hidden_states"]
-        y = _call_user(fn, x.view(*bt[-1], x.shape[-1]) if x.dim() == 2 else x, name)
-        if y is not None:
-            x.copy_(y.reshape(x.shape))
+        shown = x.view(*bt[-1], x.shape[-1]) if x.dim() == 2 else x
+        shown = shown.clone() if shown is not x and torch.is_grad_enabled() else shown
+        y = _call_user(fn, shown, name)
+        if y is not None or shown.data_ptr() != x.data_ptr():
+            x.copy_((shown if y is None else y).reshape(x.shape))
 
     return pre
 
