@@ -328,9 +328,9 @@ def test_blocks_found_from_the_module_tree(kind):
 def test_attention_outside_the_interface_takes_the_eager_fallback():
     """BLOOM's attention is its own code (ALiBi), outside AttentionInterface: it is no longer refused but traced
     from `output_attentions` (issue 40 item 5); its layers record the `output_attentions` path."""
-    import attnlab
     from transformers import BloomConfig, BloomForCausalLM
 
+    import attnlab
     from attnlab.tracing.adapters.hf import check_traceable
 
     with torch.random.fork_rng():
