@@ -26,9 +26,8 @@ def _text(tokenizer: Any, token: int) -> str:
     return tokenizer.decode([int(token)]) if tokenizer is not None and token >= 0 else ""
 
 
-def sink_rows(domain: str, trace: Trace, tokenizer: Any) -> list[dict[str, Any]]:
-    """The rows of sinks.csv for one domain (empty when the trace has no sink record)."""
-    table = trace.secondary_sinks
+def _rows(domain: str, table: Any, tokenizer: Any) -> list[dict[str, Any]]:
+    """A sink table's rows with the domain first and each token's text beside it (empty when there is none)."""
     if table is None or not len(table):
         return []
     table.insert(0, "domain", domain)
@@ -36,14 +35,14 @@ def sink_rows(domain: str, trace: Trace, tokenizer: Any) -> list[dict[str, Any]]
     return table.to_dict("records")
 
 
+def sink_rows(domain: str, trace: Trace, tokenizer: Any) -> list[dict[str, Any]]:
+    """The rows of sinks.csv for one domain (empty when the trace has no sink record)."""
+    return _rows(domain, trace.secondary_sinks, tokenizer)
+
+
 def level_rows(domain: str, trace: Trace, tokenizer: Any) -> list[dict[str, Any]]:
     """The rows of sink_levels.csv for one domain: (window, position, layer) with its score and heads."""
-    lv = trace.sink_levels
-    if lv is None or not len(lv):
-        return []
-    lv.insert(0, "domain", domain)
-    lv.insert(4, "text", [_text(tokenizer, t) for t in lv["token"]])
-    return lv.to_dict("records")
+    return _rows(domain, trace.sink_levels, tokenizer)
 
 
 def window_flags(levels: list[dict[str, Any]], n_windows: int, from_layer: int = FROM_LAYER) -> np.ndarray:

@@ -37,38 +37,26 @@ FULL: dict[str, dict] = {
 }
 
 
+def _scan(seed: int, size: dict) -> dict:
+    """A scan of both domains at the profile's size (`samples` windows of `tokens` tokens each)."""
+    return {"domains": ["prose", "code"], "samples": size["samples"], "tokens": size["tokens"], "seed": seed}
+
+
 def _ablate(seed: int, size: dict, root: Path) -> dict:
     """The seed claim on dormant heads: every head of `sweep_layers` zeroed in turn on real_scan's windows, its
     sink scores reused (`attnlab ablate --sweep-layer L --sink-from <real_scan>`)."""
-    return {"domains": ["prose", "code"], "samples": size["samples"], "tokens": size["tokens"], "seed": seed,
-            "sweep_layers": list(size["sweep_layers"]), "sink_from": str(root / "real_scan")}  # fmt: skip
+    return {**_scan(seed, size), "sweep_layers": list(size["sweep_layers"]), "sink_from": str(root / "real_scan")}
 
 
 EXPERIMENTS: dict[str, Experiment] = {
-    "real_scan": one(
-        "scan",
-        lambda seed, size, root: {
-            "domains": ["prose", "code"],
-            "samples": size["samples"],
-            "tokens": size["tokens"],
-            "seed": seed,
-        },
-    ),
+    "real_scan": one("scan", lambda seed, size, root: _scan(seed, size)),
     "real_probe": Experiment(compute=checks_models.real_probe),
     "real_quant": one("deploy quantize", lambda seed, size, root: {**size, "seed": seed}),
     "real_window": one("deploy window", lambda seed, size, root: {**size, "seed": seed}),
     "real_ablate": later("ablate", _ablate),
     "real_units": Experiment(compute=checks_models.real_units),
     "real_sinks": one(
-        "scan",
-        lambda seed, size, root: {
-            "domains": ["prose", "code"],
-            "samples": size["samples"],
-            "tokens": size["tokens"],
-            "seed": seed,
-            "stats": "full",
-            "n_auto_pattern_heads": 0,
-        },  # fmt: skip
+        "scan", lambda seed, size, root: {**_scan(seed, size), "stats": "full", "n_auto_pattern_heads": 0}
     ),
 }
 GPU: tuple[str, ...] = ()
