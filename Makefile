@@ -58,10 +58,13 @@ reproduce: $(STAMP)
 # Ctrl-C, SIGTERM or kill -9; --docs refreshes docs/reproduction.md, the study docs' generated rows and the figures
 # under docs/figures/<study>/ when it ends; `attnlab reproduce --table-only --out runs/reproduce-full --docs docs`
 # writes the table so far.
+# SEEDS: the replicates of every claim row's trained models (issue 39; their timed experiments run alone, last).
 DEVICE ?= cpu
+SEEDS ?= 3
 reproduce-full: $(STAMP)
 	if [ -f runs/reproduce-full/config.json ]; then RESUME=--resume; else RESUME=; fi; \
-	$(BIN)/attnlab reproduce --profile full --workers $(WORKERS) --device $(DEVICE) --out runs/reproduce-full $$RESUME --docs docs
+	$(BIN)/attnlab reproduce --profile full --seeds $(SEEDS) --workers $(WORKERS) --device $(DEVICE) \
+		--out runs/reproduce-full $$RESUME --docs docs
 
 # The wheels benchmarks/gpu_check.sh installs on the GPU machine, which reaches no registry (plotly, for the reports'
 # interactive views; the machine's Python 3.12 has the rest): downloaded here at the lock's version, not committed.

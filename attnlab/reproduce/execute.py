@@ -167,8 +167,9 @@ def finished_mark(marks: Path, name: str) -> dict | None:
 def run_all(names: list[str], root: Path, marks: Path, seed: int, sizes: dict, workers: int = 1,
             address: str | None = None, device: str = "cpu") -> dict[str, dict]:  # fmt: skip
     """Run the experiments not yet finished (in this process, or as Ray tasks with `workers` > 1 or an
-    `address`: those that need another in a second wave, the hours-long `LAST` ones in a third); returns name ->
-    mark, in `names` order. `device`: what every study run that takes one computes on (`execute`)."""
+    `address`: those that need another in a second wave; the `LAST` ones in a third, one at a time in this process,
+    since they time themselves); returns name -> mark, in `names` order. `device`: what every study run that takes
+    one computes on (`execute`)."""
     marks_of = {n: m for n in names if (m := finished_mark(marks, n)) is not None}
     first = [n for n in names if n not in NEEDS and n not in LAST]
     waves = (first, [n for n in names if n in NEEDS], [n for n in names if n in LAST])  # LAST: hours, after all
@@ -178,7 +179,8 @@ def run_all(names: list[str], root: Path, marks: Path, seed: int, sizes: dict, w
         for n in failed:
             marks_of[n] = {"seconds": 0.0, "error": f"needs {NEEDS[n]}, which failed", "run_seconds": {}}
         items = [(n, root, marks, seed, sizes[n], device) for n in todo if n not in failed]
-        for (n, *_), mark in zip(items, _map(items, workers, address)):
+        alone = wave is waves[-1]
+        for (n, *_), mark in zip(items, _map(items, 1 if alone else workers, None if alone else address)):
             marks_of[n] = mark
     return {n: marks_of[n] for n in names}
 

@@ -41,7 +41,7 @@ RUN_ORDER = (
     "cons_full", "cons_cluster", "cons_tails", "cons_late", "cons_rho", "cons_phase", "paths_ua", "paths_units",
     "paths_sampling_units", "paths_solve", "paths_sweep", "paths_sample", "paths_sample_full", "paths_prune",
     "bb_variants", "bb_stability", "cons_counter", "cons_norm", "cons_decode", "paths_renorm", "paths_layers",
-    "paths_ensemble", "paths_outputs", "paths_prune_long", "paths_smoke", "paths_plugin", "cons_bench", "cons_units",
+    "paths_ensemble", "paths_outputs", "paths_smoke", "paths_plugin", "cons_bench", "cons_units",
     "cons_b2", "cons_rst", "cons_depth", "real_ablate", "paths_2path", "bb_units", "real_units", "bb_paper_relu",
     "bb_paper_adam3", "bb_paper_sgd3", "bb_paper_relu3", "paths_more_units", "paths_samplers", "paths_b2",
     "paths_adjudication_C1", "paths_adjudication_C2", "paths_adjudication_C3", "paths_adjudication_gate",
@@ -63,9 +63,13 @@ command that runs them."""
 MINUTES: dict[str, int] = _merged("MINUTES")
 """Rough single-thread minutes of the long full-profile experiments on this project's 2-core machine: Ray runs
 the longest first, so two workers finish close together."""
+RESAMPLED: tuple[str, ...] = tuple(n for study in STUDY_RUNS for n in study.RESAMPLED)
+"""Experiments that hold their own replicates (a sweep's seeds, a bootstrap over windows or prompts of a fixed
+model): `--seeds` does not run them again."""
 LAST: tuple[str, ...] = tuple(n for study in STUDY_RUNS for n in study.LAST)
-"""Run after every other experiment (hours: paths' §10 protocol), so a full profile that spans sessions
-(`--resume`) has every other row first; among themselves longest first too."""
+"""Run alone, one at a time in the reproduce process, after every other experiment and after the seeds'
+replicates: the experiments that time themselves on two threads (B2, B4) and the hours of paths' §10 protocol, so a
+full profile that spans sessions (`--resume`) has every other row first."""
 
 
 def runs_at(profile: str, device: str) -> dict[str, dict]:

@@ -27,7 +27,7 @@ from attnlab.errors import InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
 from attnlab.reproduce.execute import MARKS, clean, finished_mark, one_line, outcome, run_all
-from attnlab.reproduce.experiments import EXPERIMENTS, NEEDS, PAPER_SCALE, SIZES, runs_at, sized
+from attnlab.reproduce.experiments import EXPERIMENTS, LAST, NEEDS, PAPER_SCALE, RESAMPLED, SIZES, runs_at, sized
 from attnlab.reproduce.targets import TARGETS, Target
 from attnlab.reproduce.verdict import NOT_RUN, verdict
 from attnlab.runs import RunResult, open_run
@@ -76,9 +76,10 @@ def _run_fields(name: str, seed: int, size: dict) -> list:
 
 def varies_with_seed(name: str, profile: str, device: str = "cpu") -> bool:
     """Whether another seed gives experiment `name` other study runs (its configs differ): only then are seeds
-    replicates. A direct computation is one replicate; a run that reads another experiment's folder (`NEEDS`)
-    varies when that experiment does (each seed's runs read their own seed's folder)."""
-    if EXPERIMENTS[name].runs is None:
+    replicates. A direct computation is one replicate, and so is an experiment that holds its own replicates
+    (`RESAMPLED`); a run that reads another experiment's folder (`NEEDS`) varies when that experiment does (each
+    seed's runs read their own seed's folder)."""
+    if EXPERIMENTS[name].runs is None or name in RESAMPLED:
         return False
     if name in NEEDS and varies_with_seed(NEEDS[name], profile, device):
         return True
@@ -273,8 +274,10 @@ def reproduce(config: ReproduceConfig, out: str | Path | None = None, *, mode: s
         t0 = time.perf_counter()
         sessions = start_session(run.path, config)
         try:
-            done, log = run_experiments(names, run.path, config)
+            done, log = run_experiments([n for n in names if n not in LAST], run.path, config)
             replicas, more = run_replicates(replicated(targets, names, config), run.path, config)
+            alone, alone_log = run_experiments([n for n in names if n in LAST], run.path, config)
+            done, log = done | alone, log | alone_log
         except BaseException:  # Ctrl-C, SIGTERM or a failure: the session still records how long it ran
             if any((run.path / MARKS).glob("*.json")):  # an experiment ended: a full disk keeps the run
                 run.resume_hint = "continue it with --resume"

@@ -241,3 +241,77 @@ def test_a_seeded_run_replicates_into_its_own_folders_and_one_seed_reruns_alone(
     assert alone == row["seeds_numbers"]["1"]  # one thread: bit-identical
     lo, hi = row["intervals"]["attn_sink"]
     assert lo <= (alone["attn_sink"] + row["numbers"]["attn_sink"]) / 2 <= hi
+
+
+def test_experiments_holding_their_own_replicates_are_not_run_again_per_seed() -> None:
+    """R22's sweep (its seeds 0-2), R9/R10's bootstrap over prompts and R26/R27's over windows are their rows'
+    replicates: `--seeds` does not rerun them, and the sweep's seeds do not move with the global seed."""
+    from attnlab.reproduce.experiments import EXPERIMENTS, RESAMPLED, sized
+
+    assert {"bb_stability", "cons_rst", "real_sinks"} <= set(RESAMPLED)
+    assert not any(varies_with_seed(n, "full") for n in RESAMPLED)
+    three = ReproduceConfig(studies=("bb", "real", "consensus"), profile="full", seeds=3)
+    names = ["bb_stability", "cons_rst", "real_sinks", "bb_variants"]
+    assert replicated(list(TARGETS), names, three) == ["bb_variants"]
+    size = sized("bb_stability", "full", "cpu")
+    grids = [EXPERIMENTS["bb_stability"].runs(s, size, Path("r"))[0].config["spec"]["grid"]["seed"] for s in (0, 5)]
+    assert grids[0] == grids[1] == [0, 1, 2]
+
+
+def test_timed_experiments_run_alone_after_the_replicates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """B2 and B4 time themselves on two threads: `run_all` runs the LAST wave one at a time in this process
+    whatever `workers` says, and `reproduce` runs it after every seed's replicates."""
+    from attnlab.reproduce import execute
+    from attnlab.reproduce.experiments import LAST
+
+    assert {"cons_b2", "paths_b2", "paths_adjudication_C1", "paths_adjudication_C3"} <= set(LAST)
+    calls: list[tuple[list[str], int]] = []
+
+    def fake_map(items: list[tuple], workers: int, address: str | None) -> list[dict]:
+        calls.append(([i[0] for i in items], workers))
+        return [{"seconds": 0.0, "error": None, "run_seconds": {}} for _ in items]
+
+    monkeypatch.setattr(execute, "_map", fake_map)
+    sizes: dict = {"paths_b2": {}, "paths_solve": {}}
+    execute.run_all(["paths_b2", "paths_solve"], tmp_path / "runs", tmp_path / "m", 0, sizes, workers=2)
+    assert calls == [(["paths_solve"], 2), ([], 2), (["paths_b2"], 1)]
+
+    from attnlab.reproduce import run as reproduce_run
+
+    order: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def experiments(names: list[str], folder: Path, config: ReproduceConfig) -> tuple[dict, dict]:
+        order.append("last" if set(names) <= set(LAST) else "first")
+        if order[-1] == "last":
+            raise Stop
+        return {}, {}
+
+    def replicates(reps: list[str], folder: Path, config: ReproduceConfig) -> tuple[dict, dict]:
+        order.append("replicates")
+        return {}, {}
+
+    monkeypatch.setattr(reproduce_run, "run_experiments", experiments)
+    monkeypatch.setattr(reproduce_run, "run_replicates", replicates)
+    with pytest.raises(Stop):
+        reproduce_run.reproduce(ReproduceConfig(studies=("paths",), profile="full", seeds=3), tmp_path / "rep")
+    assert order == ["first", "replicates", "last"]
+
+
+def test_s10_is_judged_over_the_b5_networks() -> None:
+    """S10 plugs in each of B5's networks (no separate 2,000-step network) and is judged by the t-interval of theory
+    minus GP accuracy over them; one network gives no interval."""
+    from attnlab.paths.repro.measures import s10_intervals
+    from attnlab.paths.repro.runs import B5_SEEDS, EXPERIMENTS, FULL, NEEDS
+
+    assert NEEDS["paths_plugin"] == "paths_prune" and "paths_prune_long" not in EXPERIMENTS
+    runs = EXPERIMENTS["paths_plugin"].runs(0, FULL["paths_plugin"], Path("root"))
+    assert [r.sub for r in runs] == [f"seed{s}" for s in B5_SEEDS] and len(B5_SEEDS) >= 3
+    assert runs[1].config()["from_run"] == str(Path("root") / "paths_prune" / f"seed{B5_SEEDS[1]}")
+    gains = [0.02, 0.01, 0.03]
+    numbers = {"networks": 3.0, **{f"theory_minus_gp_accuracy_s{i}": g for i, g in enumerate(gains)}}
+    iv = s10_intervals(numbers)["theory_minus_gp_accuracy"]
+    assert iv.low < 0.02 < iv.high and iv.replicates == 3 and iv == t_interval(gains)
+    assert s10_intervals({"networks": 1.0, "theory_minus_gp_accuracy_s0": 0.02}) == {}

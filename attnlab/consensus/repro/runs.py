@@ -159,4 +159,10 @@ GPU = ("cons_phase",)
 NEEDS: dict[str, str] = {}
 PAPER_SCALE: dict[str, str] = {}
 MINUTES = {"cons_rst": 60, "cons_phase": 20, "cons_b2": 10, "cons_decode": 8, "cons_depth": 8, "cons_b3": 11}
-LAST: tuple[str, ...] = ()
+LAST: tuple[str, ...] = ("cons_b2",)
+RESAMPLED = ("cons_rst",)
+"""Experiments that hold their own replicates, so `--seeds` does not run them again: R9 and R10 cycle the fixed
+SmolLM2 on 9 prompts and are judged by the bootstrap over those prompts (issue 39: a fixed model resamples what
+varies)."""
+"""Run alone after every other experiment and the seeds' replicates: B2 times itself on two threads on a quiet
+machine (issue 39)."""

@@ -64,3 +64,6 @@ NEEDS = {"real_ablate": "real_scan"}
 PAPER_SCALE: dict[str, str] = {}
 MINUTES = {"real_quant": 6, "real_window": 6, "real_sinks": 8}
 LAST: tuple[str, ...] = ()
+RESAMPLED = ("real_sinks",)
+"""Experiments that hold their own replicates, so `--seeds` does not run them again: R26 and R27 are judged by a
+bootstrap over their 96 windows per domain of the fixed SmolLM2 (issue 39: a fixed model resamples what varies)."""
