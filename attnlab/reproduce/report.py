@@ -120,20 +120,22 @@ def markdown(record: dict, links: Mapping[str, tuple[str | None, str | None]], r
 
 
 def plan_text(p: dict) -> str:
-    """The seeded run's budget in words, from this run's one-seed times (`run.seed_plan`)."""
-    timed = {n: s for n, s in p["replicated"].items() if s is not None}
-    untimed = sorted(n for n, s in p["replicated"].items() if s is None)
-    parts = ", ".join(f"{n} {s / 60:.1f} min" for n, s in sorted(timed.items(), key=lambda x: -x[1]))
-    total = p["one_seed_hours"] + p["added_hours"]
+    """The seeded run's budget in words (`run.seed_plan`): one-thread hours per wave and the wall time with two
+    workers, the timed experiments counted alone at their one-thread minutes (an upper bound: they use two)."""
+    parts = ", ".join(f"{n} {m:.0f}" for n, m in sorted(p["replicated"].items(), key=lambda x: -x[1]) if m >= 1)
+    compute = p["first_hours"] + p["added_hours"] + p["last_hours"]
+    wall = (p["first_hours"] + p["added_hours"]) / 2 + p["last_hours"]
     per_seed = p["added_hours"] / max(p["seeds"] - 1, 1)
-    fits = "inside" if total / 2 <= 12 else "over"
+    grown = ", ".join(p["estimated"]) or "none"
     return (
-        f"**Plan for the seeded run** ({p['seeds']} seeds, from this run's one-seed times; not run yet). The "
-        f"experiments replicated, one seed each: {parts}"
-        + (f"; not timed here (added since): {', '.join(untimed)}" if untimed else "")
-        + f". Each further seed adds {per_seed:.1f} h of one-thread compute to this run's "
-        f"{p['one_seed_hours']:.1f} h: {total:.1f} h for {p['seeds']} seeds, about {total / 2:.1f} h of wall time "
-        f"with --workers 2 on the 2-core machine ({fits} issue 39's 12 h budget). Checks and timings keep one seed."
+        f"**Plan for the seeded run** ({p['seeds']} seeds). One-seed minutes come from the last full-profile run, "
+        f"or from today's estimate (`MINUTES`) where that is more than twice as long (grown since: {grown}). "
+        f"Replicated, minutes per seed: {parts}. The first seed's experiments take {p['first_hours']:.1f} h of "
+        f"one-thread compute, each further seed {per_seed:.1f} h, and the timed experiments (B2, B4), run alone at "
+        f"the end, {p['last_hours']:.1f} h: {compute:.1f} h in all, about {wall:.1f} h of wall time with --workers 2 "
+        f"on the 2-core machine ({'inside' if wall <= 12 else 'over'} issue 39's 12 h budget). Library checks, "
+        "timings and the experiments that hold their own replicates (a sweep's seeds, windows or prompts resampled) "
+        "run once."
     )
 
 

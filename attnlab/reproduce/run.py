@@ -27,7 +27,17 @@ from attnlab.errors import InputError
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
 from attnlab.reproduce.execute import MARKS, clean, finished_mark, one_line, outcome, run_all
-from attnlab.reproduce.experiments import EXPERIMENTS, LAST, NEEDS, PAPER_SCALE, RESAMPLED, SIZES, runs_at, sized
+from attnlab.reproduce.experiments import (
+    EXPERIMENTS,
+    LAST,
+    MINUTES,
+    NEEDS,
+    PAPER_SCALE,
+    RESAMPLED,
+    SIZES,
+    runs_at,
+    sized,
+)
 from attnlab.reproduce.targets import TARGETS, Target
 from attnlab.reproduce.verdict import NOT_RUN, verdict
 from attnlab.runs import RunResult, open_run
@@ -431,15 +441,24 @@ def rejudge_file(path: Path, docs: Path | None = None) -> dict:
 
 
 def seed_plan(record: dict, seeds: int = 3) -> dict:
-    """The cost of a `--seeds` run of `record`'s profile from its own one-seed experiment times (issue 39 item 9):
-    the experiments replicated, each one seed's seconds (None: not in this run), and the added hours."""
+    """The cost of a `--seeds` run of `record`'s profile (issue 39 item 9): each experiment's one-seed minutes, the
+    larger of this record's time and today's estimate (`MINUTES`: an experiment changed since, e.g. run at the
+    cpu preset, costs more than it did), which were replicated, and the one-thread hours of the first seed's wave,
+    of the other seeds and of the timed `LAST` experiments (alone, one at a time)."""
     config = ReproduceConfig(studies=tuple(record["studies"]), profile=record["profile"], seeds=seeds)
     targets, names = plan(config)
     reps = replicated(targets, names, config)
-    secs = {n: record["experiments"].get(n, {}).get("seconds") for n in reps}
-    extra = (seeds - 1) * sum(s for s in secs.values() if s is not None) / 3600
-    return {"seeds": seeds, "replicated": secs, "one_seed_hours": round(record["seconds"] / 3600, 2),
-            "added_hours": round(extra, 2)}  # fmt: skip
+    took = {n: record["experiments"].get(n, {}).get("seconds", 0.0) / 60 for n in names}
+    estimated = sorted(n for n in names if MINUTES.get(n, 0) > 2 * took[n])  # grown since (or not run then)
+    minutes = {n: float(MINUTES[n]) if n in estimated else took[n] for n in names}
+
+    def hours(ns: list[str]) -> float:
+        return round(sum(minutes[n] for n in ns) / 60, 2)
+
+    first, last = [n for n in names if n not in LAST], [n for n in names if n in LAST]
+    return {"seeds": seeds, "replicated": {n: round(minutes[n], 1) for n in reps}, "estimated": estimated,
+            "first_hours": hours(first), "added_hours": round((seeds - 1) * hours(reps), 2),
+            "last_hours": hours(last)}  # fmt: skip
 
 
 def _mark_saved(marks: Path, experiments: dict) -> None:

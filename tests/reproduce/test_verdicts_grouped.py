@@ -315,3 +315,21 @@ def test_s10_is_judged_over_the_b5_networks() -> None:
     iv = s10_intervals(numbers)["theory_minus_gp_accuracy"]
     assert iv.low < 0.02 < iv.high and iv.replicates == 3 and iv == t_interval(gains)
     assert s10_intervals({"networks": 1.0, "theory_minus_gp_accuracy_s0": 0.02}) == {}
+
+
+def test_the_seed_plan_counts_each_wave_once() -> None:
+    """The plan's one-thread hours: the first seed's experiments (LAST excluded), (seeds - 1) x the replicated ones,
+    and the LAST ones once; an experiment grown to more than twice its recorded time is counted at MINUTES."""
+    from attnlab.reproduce.experiments import LAST, MINUTES
+    from attnlab.reproduce.run import plan, seed_plan
+
+    config = ReproduceConfig(studies=("bb", "paths"), profile="full", seeds=3)
+    targets, names = plan(config)
+    record = {"studies": ["bb", "paths"], "profile": "full", "experiments": {n: {"seconds": 600.0} for n in names}}
+    p = seed_plan(record, seeds=3)
+    minutes = {n: max(10.0, float(MINUTES[n])) if MINUTES.get(n, 0) > 20 else 10.0 for n in names}
+    assert p["first_hours"] == round(sum(minutes[n] for n in names if n not in LAST) / 60, 2)
+    assert p["last_hours"] == round(sum(minutes[n] for n in names if n in LAST) / 60, 2)
+    reps = replicated(targets, names, config)
+    assert p["added_hours"] == round(2 * round(sum(minutes[n] for n in reps) / 60, 2), 2)
+    assert set(p["estimated"]) == {n for n in names if MINUTES.get(n, 0) > 20}
