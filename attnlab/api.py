@@ -235,10 +235,14 @@ def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
 
 @dataclass(frozen=True)
 class RunHow:
-    """How `_run_hf` / `_run_toy` run: `stats` (`traced`'s) and `grad` (autograd on)."""
+    """How `_run_hf` / `_run_toy` run: `stats` (`traced`'s) and `grad` (autograd on); `arch` and `factors`: what a
+    `LoadedModel` keeps across calls (its architecture, found once, and the value-norm factors, ~60 ms for SmolLM2,
+    recomputed only when W_O changes), so a notebook's repeated `trace` calls do not pay for them again."""
 
     stats: str = "fast"
     grad: bool = False
+    arch: Any = None
+    factors: dict | None = None
 
 
 def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool,
@@ -247,11 +251,14 @@ def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, b
     `how.grad` as the model computed them, on its device, with their graph (and `.grad_stats`)."""
     import torch
 
+    from attnlab.tracing.adapters.arch import get_arch
     from attnlab.tracing.adapters.hf import new_recorder, traced
 
-    rec = new_recorder(model, ids.shape[1], keep_patterns=keep) if record else None
+    arch = get_arch(model) if how.arch is None else how.arch  # the tree walked once a call (or once a LoadedModel)
+    rec = new_recorder(model, ids.shape[1], keep_patterns=keep, arch=arch) if record else None
     logits, grad = [], how.grad
-    with torch.set_grad_enabled(grad), traced(model, rec, ivs, hooks=hooks, stats=how.stats) as sess:
+    traced_model = traced(model, rec, ivs, hooks=hooks, stats=how.stats, factors=how.factors, arch=arch)
+    with torch.set_grad_enabled(grad), traced_model as sess:
         sess.grad = grad
         for batch in _batches(ids, batch_size):
             out = sess.forward(batch)
@@ -569,8 +576,22 @@ def trace(
     user_hooks, kept = prepare_hooks(module, hooks, cache, batch, batch_size, grad)
     go = _by_length(run, batch, kept, given, batch_size) if batch.padded else run  # pads stripped (docs/api.md)
     ivs, merged = _compile_mean_ablations(module, tok, given, user_hooks, run, batch_size, max(batch.lengths))
-    tr, out = go(module, ids, ivs, merged, keep, batch_size, True, RunHow(stats, grad))
+    tr, out = go(module, ids, ivs, merged, keep, batch_size, True, RunHow(stats, grad, **_kept_state(model, module)))
     return _finish(tr, out if logits else None, kept, grad)
+
+
+def _kept_state(model: Any, module: Any) -> dict:
+    """What a `LoadedModel` keeps across `trace` calls (`RunHow.arch`, `RunHow.factors`), its architecture found
+    on the first call where loading did not; {} for a bare module (found again each call) or a toy model."""
+    import torch
+
+    if isinstance(model, torch.nn.Module) or not hasattr(model, "factors") or _is_toy(module):
+        return {}
+    if model.arch is None:
+        from attnlab.tracing.adapters.arch import get_arch
+
+        model.arch = get_arch(module)
+    return {"arch": model.arch, "factors": model.factors}
 
 
 def _finish(tr: Trace, logits: Any, kept: dict[str, list], grad: bool) -> Trace:

@@ -27,7 +27,7 @@ import re
 import shutil
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,7 @@ class LoadedModel:
     path: Path
     revision: str | None = None
     arch: Any = None  # the architecture (`get_arch`), discovered once by `load_checked` and handed to every trace
+    factors: dict = field(default_factory=dict)  # value-norm factors kept across traces (`TraceSession.value_factor`)
 
 
 @dataclass(frozen=True)

@@ -58,3 +58,36 @@ def test_a_scan_discovers_the_architecture_once(monkeypatch, tmp_path):
     config = ScanConfig(model=str(folder), domains=("prose", "code"), samples=2, tokens=16, pattern_heads=((0, 0),))
     scan(config, tmp_path / "run")
     assert len(calls) == 1
+
+
+def test_repeated_trace_calls_on_a_loaded_model_reuse_its_architecture_and_factors(monkeypatch, tmp_path):
+    """Issue 41's one-call goal: a notebook's repeated `attnlab.trace(loaded, ids)` walks the module tree once and
+    computes the value-norm factors once (they are the same numbers: the statistics of both calls are equal), and
+    again only when W_O changes in place (then the value norms change with it). A bare module walks once a call."""
+    import numpy as np
+
+    import attnlab
+    from attnlab.hf.loader import LoadedModel
+    from attnlab.tracing.adapters import hf_attention
+
+    model = tiny_family("llama")
+    loaded = LoadedModel(model=model, tokenizer=None, name="tiny", given="tiny", path=tmp_path)
+    ids = torch.randint(0, 16, (2, 8))
+    walks: list[int] = []
+    factors: list[int] = []
+    real_arch, real_factor = arch_module.get_arch, hf_attention.value_factor
+    monkeypatch.setattr(arch_module, "get_arch", lambda m: walks.append(1) or real_arch(m))
+    monkeypatch.setattr(hf, "get_arch", lambda m: walks.append(1) or real_arch(m))
+    monkeypatch.setattr(hf, "value_factor", lambda w, n: factors.append(1) or real_factor(w, n))
+    first, second = attnlab.trace(loaded, ids), attnlab.trace(loaded, ids)
+    n_layers = model.config.num_hidden_layers
+    assert len(walks) == 1 and len(factors) == n_layers
+    np.testing.assert_array_equal(first.value_norm, second.value_norm)
+    with torch.no_grad():
+        loaded.arch.out_proj[0].weight.mul_(2.0)  # in place: the factors' stamp (_version) changes
+    third = attnlab.trace(loaded, ids)
+    assert len(factors) == n_layers + 1  # layer 0's recomputed, the others kept
+    assert not np.allclose(third.value_norm[0], first.value_norm[0])
+    walks.clear()
+    attnlab.trace(model, ids), attnlab.trace(model, ids)
+    assert len(walks) == 2

@@ -239,14 +239,15 @@ def _layer_modules(block: nn.Module) -> tuple[nn.Module, nn.Module]:
     return mixer, _out_proj_of(mixer) or mixer
 
 
-def uses_interface(attn: nn.Module) -> bool:
-    """Whether an attention module's forward calls the function transformers' `AttentionInterface` names
+def uses_interface(attn_class: type[nn.Module]) -> bool:
+    """Whether an attention class's forward calls the function transformers' `AttentionInterface` names
     (`ALL_ATTENTION_FUNCTIONS`), read from its source as transformers itself decides whether a model can switch its
-    attention; True when the source cannot be read (the traced forward then checks that every layer went through)."""
+    attention; True when the source cannot be read (the traced forward then checks that every layer went through).
+    Reading source costs ~1 ms (Python's tokenizer): `get_arch` asks once per distinct class, not per layer."""
     import inspect
 
     try:
-        code = inspect.getsource(type(attn).forward)
+        code = inspect.getsource(attn_class.forward)
     except (OSError, TypeError):
         return True
     return "ALL_ATTENTION_FUNCTIONS" in code or "attention_interface" in code
@@ -312,7 +313,7 @@ def get_arch(model: nn.Module) -> Arch:
         input_norms=[input_norm_of(b, cfg) for b in blocks],
         final_norm=final_norm_of(model, blocks),
         attention_layers=None if len(layers) == len(blocks) else layers,
-        interface=all(uses_interface(attn[l]) for l in layers),
+        interface=all(uses_interface(c) for c in {type(attn[l]) for l in layers}),
     )
 
 
