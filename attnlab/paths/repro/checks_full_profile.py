@@ -54,18 +54,38 @@ ADJUDICATION = ("paths_adjudication_C1", "paths_adjudication_C2", "paths_adjudic
 loses at most one and `--workers` runs them side by side."""
 
 
+ADJ_CHAINS = 4  # protocol.protocol_point's chains: kept_draws_min = the fewest kept draws (all chains) of a point
+
+
 def _gate_numbers(points: list[dict]) -> dict:
-    """How many points failed R̂ <= 1.01 and bulk ESS >= 400 after their doublings, and the extremes."""
+    """How many points failed R̂ <= 1.01 and bulk ESS >= 400 after their doublings, the extremes, and the fewest
+    kept draws of a point (the replicates of SC-H1's MCSE intervals)."""
     rh = [float(p["rhat_max"]) for p in points]
     ess = [float(p["ess_bulk_min"]) for p in points]
     return {"points": float(len(points)), "points_failing_rhat_1.01": float(sum(r > 1.01 for r in rh)),
             "points_failing_ess_400": float(sum(e < 400 for e in ess)), "rhat_max": max(rh), "ess_bulk_min": min(ess),
             "points_counted_s_0.10": float(sum(p["s"] >= 0.10 and p["T"] == 0.1 for p in points)),
-            "draws_doubled_points": float(sum(p["tries"] > 1 for p in points))}  # fmt: skip
+            "draws_doubled_points": float(sum(p["tries"] > 1 for p in points)),
+            "kept_draws_min": float(min(ADJ_CHAINS * p["draws_used"] for p in points))}  # fmt: skip
+
+
+def _e64_mcse(points: list[dict], config: str, alphas: tuple[float, ...], form: str) -> float:
+    """The MCSE of e_f at N = 64 as `protocol.form_status` reports it (the largest over alphas), by the delta method
+    on that point's per-entry MCSEs (`sampling.diagnostics.rel_frob_err_mcse`); NaN where that e is NaN (an alpha
+    whose N = 64 point the s >= 0.10 filter removed)."""
+    from attnlab.paths.sampling.diagnostics import rel_frob_err_mcse
+    from attnlab.paths.sampling.protocol import E_AT_N, counted
+
+    at = [p for a in alphas for p in counted(points, config, a) if p["N"] == E_AT_N]
+    if len(at) < len(alphas):
+        return math.nan
+    worst = max(at, key=lambda p: float(p[f"e_{form}"]))
+    return rel_frob_err_mcse(worst["U_hat"], worst["U_mcse"], worst[f"U_{form}"])
 
 
 def _config_numbers(points: list[dict], config: str, alphas: tuple[float, ...]) -> dict:
-    """§10.8's status of each form in `config` (`protocol.form_status`) as numbers."""
+    """§10.8's status of each form in `config` (`protocol.form_status`) as numbers, with the MCSE of its e at
+    N = 64 (`_e64_mcse`)."""
     from attnlab.paths.sampling.protocol import FORMS, form_status
 
     out: dict[str, float] = {}
@@ -73,6 +93,7 @@ def _config_numbers(points: list[dict], config: str, alphas: tuple[float, ...]) 
         st = form_status(points, config, alphas, f)
         out |= {f"{f}_max_a_over_se_{config}": st["max_a_over_se"], f"{f}_e_N64_{config}": st["e_N64"]}
         out |= {f"{f}_supported_{config}": float(st["supported"]), f"{f}_rejected_{config}": float(st["rejected"])}
+        out[f"{f}_e_N64_mcse_{config}"] = _e64_mcse(points, config, alphas, f)  # SC-H1's interval of e(64)
     return out
 
 

@@ -147,8 +147,9 @@ def p_b5(runs: dict) -> dict:
 
 
 def p_s6(runs: dict) -> dict:
-    """S6: sampled-vs-theory error at N = 10, off-diagonal fraction of U at the smallest alpha and its growth, and
-    the sampler's gates after its doublings (draws per chain of the last try, and how many tries)."""
+    """S6: sampled-vs-theory error at N = 10 with its MCSE (`_s6_mcse`), off-diagonal fraction of U at the smallest
+    alpha and its growth, and the sampler's gates after its doublings (draws per chain of the last try, how many
+    tries, and the kept draws of all chains)."""
     from attnlab.paths.repro.verdicts import offdiag_fraction, verdict_S6
     from attnlab.runs import read_jsonl
 
@@ -157,9 +158,46 @@ def p_s6(runs: dict) -> dict:
     recs = sorted(read_jsonl(folder / "sweep" / "points.jsonl"), key=lambda r: r["alpha"])
     fr = [offdiag_fraction(np.asarray(r["U"])) for r in recs]
     m = json.loads((folder / "sample" / "metrics.json").read_text())
+    draws = float(m.get("draws_used", m["draws"]))
     return out | {"offdiag_small_alpha": fr[0], "offdiag_growth": max(fr) / max(fr[0], 1e-300),
                   "sampler_converged": float(bool(m["converged"])), "sampler_tries": float(m.get("tries", 1)),
-                  "draws_used": float(m.get("draws_used", m["draws"]))}  # fmt: skip
+                  "draws_used": draws, "sampled_draws": draws * float(m.get("chains", math.nan)),
+                  "sampled_vs_theory_mcse": _s6_mcse(folder / "sample", m)}  # fmt: skip
+
+
+def _s6_mcse(sample: Path, m: dict) -> float:
+    """The MCSE of S6's sampled-vs-theory error from what `paths sample` saves (metrics.json's U_hat and U_mcse,
+    U.npy the theory's U): `sampling.diagnostics.rel_frob_err_mcse`; NaN for a folder without them."""
+    from attnlab.paths.sampling.diagnostics import rel_frob_err_mcse
+
+    if "U_hat" not in m or "U_mcse" not in m or not (sample / "U.npy").is_file():
+        return math.nan
+    mcse = np.asarray(m["U_mcse"], dtype=float)  # JSON null (a NaN MCSE) -> nan
+    return rel_frob_err_mcse(np.asarray(m["U_hat"], dtype=float), mcse, np.load(sample / "U.npy"))
+
+
+def sampler_interval(numbers: dict, key: str, mcse_key: str, draws_key: str, fallback_draws: float) -> dict:
+    """{key: the MCSE interval of numbers[key]} (`intervals.mcse_interval`: estimate ± 1.96 MCSE, the kept draws
+    of all chains as its replicates), or {} when the number or its MCSE is missing or not finite (then the point
+    is judged, and the row says so)."""
+    from attnlab.core.intervals import mcse_interval
+
+    x, se = float(numbers.get(key, math.nan)), float(numbers.get(mcse_key, math.nan))
+    if not (math.isfinite(x) and math.isfinite(se) and se >= 0):
+        return {}
+    draws = float(numbers.get(draws_key, math.nan))
+    return {key: mcse_interval(x, se, int(draws if math.isfinite(draws) else fallback_draws))}
+
+
+S6_KEPT_DRAWS = 4 * 1000  # S6's sampler at least: 4 chains x 1000 draws (runs.FULL["paths_layers"], before doublings)
+
+
+def s6_intervals(numbers: dict) -> dict:
+    """S6's judged estimate, the sampled-vs-theory error: ± 1.96 of its MCSE (`sampled_vs_theory_mcse`, the delta
+    method on the saved per-entry MCSEs). The off-diagonal fractions come from the deterministic theory sweep and
+    `sampler_converged` is a gate, not an estimate: they are judged as they are."""
+    return sampler_interval(numbers, "sampled_vs_theory_err", "sampled_vs_theory_mcse", "sampled_draws",
+                            S6_KEPT_DRAWS)  # fmt: skip
 
 
 def p_s7(runs: dict) -> dict:
@@ -325,6 +363,10 @@ def combine_adjudication(parts: list[dict], configs: tuple[str, ...] = ("C1", "C
     h1 = [c for c in ("C1", "C2") if c in configs]
     out["simple_max_a_over_se_H1"] = _max_or_nan([out[f"simple_max_a_over_se_{c}"] for c in h1])
     out["simple_e_N64_max_H1"] = _max_or_nan([out[f"simple_e_N64_{c}"] for c in h1])
+    worst = [c for c in h1 if out[f"simple_e_N64_{c}"] == out["simple_e_N64_max_H1"]]  # none when it is NaN
+    out["simple_e_N64_mcse_H1"] = float(out.get(f"simple_e_N64_mcse_{worst[0]}", math.nan)) if worst else math.nan
+    kept = [float(p["kept_draws_min"]) for p in points if "kept_draws_min" in p]
+    out["kept_draws_min"] = min(kept) if kept else math.nan
     return out
 
 
@@ -344,7 +386,31 @@ def p_b4(runs: dict) -> dict:
 
 
 def p_sc_h1(runs: dict) -> dict:
-    """SC-H1: the simple form's numbers in C1 and C2 from the same runs."""
+    """SC-H1: the simple form's numbers in C1 and C2 from the same runs, with the MCSE of e(64) and the fewest kept
+    draws of a point where the experiments saved them (`sc_h1_intervals`)."""
     n = combine_adjudication([runs[n].numbers for n in ADJUDICATION])
-    return {k: n[k] for k in ("simple_max_a_over_se_H1", "simple_e_N64_max_H1", "simple_rejected_C1",
-                              "simple_rejected_C2", "points_failing_rhat_1.01", "points_failing_ess_400")}  # fmt: skip
+    out = {k: n[k] for k in ("simple_max_a_over_se_H1", "simple_e_N64_max_H1", "simple_rejected_C1",
+                             "simple_rejected_C2", "points_failing_rhat_1.01", "points_failing_ess_400")}  # fmt: skip
+    return out | {k: n[k] for k in ("simple_e_N64_mcse_H1", "kept_draws_min") if math.isfinite(n[k])}
+
+
+A_OVER_SE = "|a|/SE ± 1.96 (the entry attaining the max, in units of its SE from the sampler's MCSE)"
+ADJ_KEPT_DRAWS = 4 * 2000  # the §10 protocol at least: 4 chains x 2000 draws (runs.FULL, before doublings)
+
+
+def sc_h1_intervals(numbers: dict) -> dict:
+    """SC-H1's 95 % intervals. The largest |a|/SE over the diagonal entries, alphas and C1, C2: an intercept a
+    known to ± 1.96 SE gives |a|/SE ± 1.96 (at least 0) for the entry attaining the max; every other entry's
+    interval has the same width and lies lower, so this one decides the check (met: all below the bar; missed:
+    this entry above it). e at N = 64: ± 1.96 of its MCSE (`simple_e_N64_mcse_H1`, the delta method at the point
+    attaining the max) where the experiments saved it, else judged as its point estimate."""
+    from attnlab.core.intervals import Interval, mcse_interval
+
+    out = sampler_interval(numbers, "simple_e_N64_max_H1", "simple_e_N64_mcse_H1", "kept_draws_min", ADJ_KEPT_DRAWS)
+    z = float(numbers.get("simple_max_a_over_se_H1", math.nan))
+    if math.isfinite(z):
+        draws = float(numbers.get("kept_draws_min", math.nan))
+        n = int(draws if math.isfinite(draws) else ADJ_KEPT_DRAWS)
+        iv = mcse_interval(z, 1.0, n)  # a ± 1.96 SE, in units of SE
+        out["simple_max_a_over_se_H1"] = Interval(z, max(iv.low, 0.0), iv.high, n, A_OVER_SE)
+    return out

@@ -216,7 +216,10 @@ PATHS = [
             "over its smallest-α value; digits, P = 100, T = 0.1; HMC at N = 10, P = 40, 4 chains of 500 warmup "
             "+ 1000 draws, the draws doubled up to twice until the §7.3 gates pass, as B4 (`paths sample "
             "--doublings 2`; budget: at most 3 tries, 7000 draws per chain in all; draws_used and sampler_tries "
-            "shown)",
+            "shown); sampled_vs_theory_err is judged by its interval ± 1.96 MCSE (sampled_vs_theory_mcse: the "
+            "delta method on the run's per-entry MCSEs of Û; measures.s6_intervals; replicates = the kept draws of "
+            "all chains); the off-diagonal fractions come from the deterministic theory sweep and "
+            "sampler_converged is a gate, so they are judged as they are",
        figure="S6.png"),
     _t("S7", "paths", _PT16, "U from gradient-descent ensembles", "U_GD vs theory and sampled U",
        checks=[C("rel_frob_err_gd", "<=", 0.3)], needs=["paths_ensemble"], measure=r.p_s7,
@@ -258,7 +261,11 @@ PATHS = [
        needs=list(ADJUDICATION), measure=r.p_sc_h1,
        note="the simple form at H = 1 is the authors' statement (§5.3); judged by §10.8 in C1 (L = 1) and C2 "
             "(L = 2) from B4's run (the s ≥ 0.10 filter applied; a configuration whose α has fewer than 3 counted "
-            "widths has no fit, NaN, and misses); full profile only",
+            "widths has no fit, NaN, and misses); full profile only; intervals (measures.sc_h1_intervals): "
+            "|a|/SE ± 1.96 for the entry attaining the max (a known to ± 1.96 SE, the SE from the sampler's MCSE, "
+            "inflated where the fit's residuals are larger); e(64) ± 1.96 of its MCSE (the delta method at the "
+            "point attaining the max, simple_e_N64_mcse_H1) where the run saved it, else its point estimate is "
+            "judged (a run made before the MCSE was saved)",
        recorded=_rec("docs/attention-paths.md (§10 adjudication, reduced protocol: 300 warmup + 600 draws): simple "
                      "form |a|/SE 0.6 and 3.2 in C1, 9.2 and 44.6 in C2; e_simple at N = 64: 0.21, 0.39 (C1), "
                      "1.60, 2.50 (C2)",
@@ -278,12 +285,15 @@ def _order(t: Target) -> tuple[int, int, str]:
 
 def _fold(rows: list[Target]) -> list[Target]:
     """B4's stricter reading (a winner named) shown beside it; B5, SC-prune and S10 over B5's networks, B5's rank
-    correlation against random rankings (`measures.prune_intervals`, `measures.s10_intervals`)."""
+    correlation against random rankings (`measures.prune_intervals`, `measures.s10_intervals`); the sampler rows
+    S6 and SC-H1 by their MCSE (`measures.s6_intervals`, `measures.sc_h1_intervals`)."""
     fold = {
         "B4": ([C("decided", ">=", 1)], None),
         "B5": ((), r.prune_intervals),
         "SC-prune": ((), r.prune_intervals),
         "S10": ((), r.s10_intervals),
+        "S6": ((), r.s6_intervals),
+        "SC-H1": ((), r.sc_h1_intervals),
     }
     return [with_reading(t, shown=fold[t.id][0], intervals=fold[t.id][1]) if t.id in fold else t for t in rows]
 

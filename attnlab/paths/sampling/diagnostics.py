@@ -117,3 +117,23 @@ def summarize(draws: np.ndarray) -> dict[str, np.ndarray]:
         out["rhat"][j], out["ess_bulk"][j], out["ess_tail"][j] = rhat(x), ess_bulk(x), ess_tail(x)
         out["mcse"][j] = out["sd"][j] / np.sqrt(max(ess(x), 1.0))
     return out
+
+
+def rel_frob_err_mcse(U_hat: np.ndarray, U_mcse: np.ndarray, U: np.ndarray) -> float:
+    """MCSE of the relative Frobenius error e = |U_hat - U|_F / |U|_F of a sampled U_hat [n, n] (symmetric, its
+    per-entry MCSE `U_mcse` [n, n]) against a fixed U [n, n], by the delta method: de/dU_hat = (U_hat - U) /
+    (|U_hat - U|_F |U|_F), each upper-triangle entry one variable (an off-diagonal one enters e twice, so its
+    coefficient doubles), their Monte-Carlo errors combined as independent (the run keeps no cross-entry
+    covariance; docs/attention-paths.md, "Intervals of the sampler rows", compares it with one). At U_hat = U the
+    first-order term vanishes: sqrt(sum of U_mcse^2 over [n, n]) / |U|_F (the root of E|U_hat - E U_hat|_F^2)."""
+    U_hat, mc, U = (np.asarray(a, dtype=np.float64) for a in (U_hat, U_mcse, U))
+    if U_hat.ndim != 2 or U_hat.shape[0] != U_hat.shape[1] or mc.shape != U_hat.shape or U.shape != U_hat.shape:
+        raise ValueError(f"rel_frob_err_mcse: U_hat, U_mcse and U must be one [n, n] shape, got "
+                         f"{U_hat.shape}, {mc.shape}, {U.shape}")  # fmt: skip
+    norm_U, norm_D = float(np.linalg.norm(U)), float(np.linalg.norm(U_hat - U))
+    if norm_D == 0.0:
+        return float(np.linalg.norm(mc)) / norm_U
+    g = (U_hat - U) / (norm_D * norm_U)
+    iu = np.triu_indices(U.shape[0])
+    coef = (g + g.T - np.diag(np.diag(g)))[iu]  # de/d(upper-triangle entry): both symmetric entries move
+    return float(np.sqrt(np.sum((coef * mc[iu]) ** 2)))
