@@ -220,6 +220,11 @@ def judged_row(target: Target, numbers: dict | None, reason: str, per_seed: dict
     return row
 
 
+def _sig(x: float) -> float:
+    """`x` to 12 significant digits (not decimals: a bound of 1e-10 keeps an interval of 2e-16)."""
+    return float(f"{x:.12g}")
+
+
 def replicate_fields(intervals: dict, per_seed: dict[int, dict]) -> dict:
     """A claim row's `replicates`, `intervals` (key -> [low, high], 95 %) and `interval_method` (issue 39); with
     no interval, one replicate and the method saying it is a single run."""
@@ -229,7 +234,7 @@ def replicate_fields(intervals: dict, per_seed: dict[int, dict]) -> dict:
         return {"replicates": 1, "intervals": {}, "interval_method": SINGLE}
     methods = sorted({iv.method for iv in intervals.values()})
     out = {"replicates": max(iv.replicates for iv in intervals.values()),
-           "intervals": {k: [round(iv.low, 12), round(iv.high, 12)] for k, iv in intervals.items()},
+           "intervals": {k: [_sig(iv.low), _sig(iv.high)] for k, iv in intervals.items()},
            "interval_method": "; ".join(methods)}  # fmt: skip
     if per_seed:
         out["seeds_numbers"] = {str(s): clean(n) for s, n in per_seed.items()}

@@ -13,6 +13,7 @@ import torch
 from attnlab.consensus.repro import checks_llama as consensus_llama
 from attnlab.consensus.repro import checks_theory as consensus_checks
 from attnlab.consensus.repro.targets import TARGETS
+from attnlab.consensus.stats import spearman
 from attnlab.reproduce.execute import Outcome, outcome, run_experiment
 from attnlab.reproduce.experiments import SIZES
 from attnlab.reproduce.verdict import MET, MISSED, verdict
@@ -93,11 +94,16 @@ def test_r8_one_case_collapses_and_the_row_takes_the_worst_case(monkeypatch) -> 
     # test_random_llama_stack_collapses' case
     rho, drop = consensus_llama.llama_stack_collapse("periodic", False, 50, 0)
     assert rho <= -0.8 and drop >= 3
-    cases = iter([(-1.0, 10.0), (-0.9, 2.0), (-0.95, 5.0), (-0.7, 4.0)])
-    monkeypatch.setattr(consensus_llama, "llama_stack_collapse", lambda *args: next(cases))
+    # four cases of 4 equal prompts: straight falls by 10, 2 and 5 decades' worth, and a noisy rise (Spearman > -0.8)
+    line = np.linspace(0, -1, 50)
+    rise = 0.01 * np.arange(50) + np.random.default_rng(0).normal(0, 0.2, 50)
+    cases = iter([np.tile(c, (4, 1)) for c in (line, np.log10(2) * line, np.log10(5) * line, rise)])
+    monkeypatch.setattr(consensus_llama, "llama_stack_curves", lambda *args: next(cases))
     numbers = consensus_llama.cons_llama_stack(0, {"passes": 50})
-    assert numbers["R8_max_spearman"] == -0.7 and numbers["R8_min_drop"] == 2.0
-    assert numbers["R8_drop periodic, MLP off"] == 2.0 and judged("R8", numbers) == MISSED
+    assert numbers["R8_max_spearman"] == pytest.approx(spearman(np.arange(50), rise), abs=1e-12)
+    assert numbers["R8_max_spearman"] > -0.8
+    assert numbers["R8_min_drop"] == pytest.approx(10 ** (rise[0] - rise[-1]))
+    assert numbers["R8_drop periodic, MLP off"] == pytest.approx(2.0) and judged("R8", numbers) == MISSED
 
 
 def test_c_llama_clauses_against_the_model_and_a_wrong_layer_step(monkeypatch) -> None:

@@ -31,36 +31,79 @@ def tiny_llama(dtype: Any = None, layers: int = 2, d: int = 64, heads: int = 4, 
     return model
 
 
-def llama_stack_collapse(variant: str, mlp: bool, passes: int, seed: int) -> tuple[float, float]:
+def llama_stack_curves(variant: str, mlp: bool, passes: int, seed: int) -> np.ndarray:
     """R8 for one case, as tests/consensus/test_realmodel.py::test_random_llama_stack_collapses: a random Llama-shaped
-    stack (4 layers, d = 128, 4 heads, 2 KV heads, Linear std 0.02), 4 prompts of T = 32 random ids, `passes`
-    passes, fixed (`periodic`) or redrawn per pass (`random`): (Spearman of pass against the mean over prompts of
-    log10 E_first at each pass end, the drop 10^(m_1 - m_last))."""
+    stack (4 layers, d = 128, 4 heads, 2 KV heads, Linear std 0.02), 4 prompts of T = 32 random ids (the same for
+    every case), `passes` passes, fixed (`periodic`) or redrawn per pass (`random`): log10 E_first of each prompt
+    after each pass, [prompts, passes]."""
     import torch
 
     from attnlab.consensus.realmodel import StackRunner, iterate_stack
-    from attnlab.consensus.stats import spearman
 
     runner = StackRunner(tiny_llama(layers=4, d=128, heads=4, kv=2, seed=seed + 7, init_std=0.02))
     ids = torch.randint(0, 97, (4, 32), generator=torch.Generator().manual_seed(seed + 8))
     with torch.no_grad():
         E = iterate_stack(runner, ids, variant, passes=passes, mlp=mlp, depth_view=False).curves["E_first"]
-    m = np.log10(E[:, np.arange(4, E.shape[1], 4)]).mean(0)  # [passes]: after each pass of the 4 layers
-    return spearman(np.arange(len(m)), m), float(10 ** (m[0] - m[-1]))
+    return np.log10(E[:, np.arange(4, E.shape[1], 4)])  # after each pass of the 4 layers
+
+
+def collapse_stats(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """R8's two numbers of per-prompt curves [..., prompts, passes] (log10 E_first after each pass): the Spearman of
+    pass against the mean over prompts m, and the drop 10^(m_1 - m_last); each [...]. Spearman = Pearson correlation
+    of the ranks (ties averaged, as `stats.spearman`) with the passes' ranks."""
+    from scipy.stats import rankdata
+
+    m = curves.mean(-2)  # [..., passes]
+    r = rankdata(m, axis=-1) - (m.shape[-1] + 1) / 2
+    x = np.arange(m.shape[-1]) - (m.shape[-1] - 1) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):  # a flat curve: no rank correlation (nan, so missed)
+        rho = (r * x).sum(-1) / np.sqrt((r * r).sum(-1) * (x * x).sum())
+    return rho, 10 ** (m[..., 0] - m[..., -1])
+
+
+def llama_stack_collapse(variant: str, mlp: bool, passes: int, seed: int) -> tuple[float, float]:
+    """R8 for one case (`llama_stack_curves`): (Spearman of pass against the mean over prompts of log10 E_first at
+    each pass end, the drop 10^(m_1 - m_last))."""
+    rho, drop = collapse_stats(llama_stack_curves(variant, mlp, passes, seed))
+    return float(rho), float(drop)
+
+
+R8_CASES = tuple((variant, mlp) for variant in ("periodic", "random") for mlp in (True, False))
+
+
+def worst_case_bootstrap(curves: np.ndarray, seed: int) -> dict[str, Any]:
+    """R8's 95 % intervals from curves [cases, prompts, passes]: the percentile bootstrap over prompts (the same
+    resampled prompts in every case, as they are the same prompts) of the largest Spearman and the smallest drop
+    over the cases (`collapse_stats`), with `intervals.bootstrap_interval` ({key: Interval}); both numbers from the
+    same resamples (one generator seeded `seed` each)."""
+    from attnlab.core.intervals import bootstrap_interval
+
+    def over(which: int, worst: Any) -> Any:
+        return lambda idx: worst(collapse_stats(curves[:, idx.astype(int)])[which], 0)  # [R, n] -> [R]
+
+    prompts = [float(i) for i in range(curves.shape[1])]  # the resampled indices, as values
+    return {key: bootstrap_interval(prompts, np.random.default_rng(seed), over="prompts", statistic=over(i, worst))
+            for key, i, worst in (("R8_max_spearman", 0, np.max), ("R8_min_drop", 1, np.min))}  # fmt: skip
 
 
 def cons_llama_stack(seed: int, size: dict) -> dict:
     """R8: every case (stack fixed or redrawn per pass, MLP on and off): Spearman and drop; the largest Spearman and
-    the smallest drop."""
+    the smallest drop; their 95 % percentile bootstrap over the 4 prompts (`worst_case_bootstrap`, `_low`/`_high`);
+    per prompt, the worst case of its own curve (`R8_max_spearman prompt<i>`, `R8_min_drop prompt<i>`, shown)."""
+    from attnlab.consensus.repro.checks_theory import per_start_numbers
+
+    curves = np.stack([llama_stack_curves(variant, mlp, size["passes"], seed) for variant, mlp in R8_CASES])
+    rho, drop = collapse_stats(curves)  # [cases]
     out: dict[str, float] = {}
-    for variant in ("periodic", "random"):
-        for mlp in (True, False):
-            case = f"{variant}, MLP {'on' if mlp else 'off'}"
-            rho, drop = llama_stack_collapse(variant, mlp, size["passes"], seed)
-            out[f"R8_spearman {case}"], out[f"R8_drop {case}"] = rho, drop
-    spearmans = [v for k, v in out.items() if k.startswith("R8_spearman")]
-    drops = [v for k, v in out.items() if k.startswith("R8_drop")]
-    return out | {"R8_max_spearman": max(spearmans), "R8_min_drop": min(drops), "R8_passes": size["passes"]}
+    for (variant, mlp), r, d in zip(R8_CASES, rho, drop):
+        case = f"{variant}, MLP {'on' if mlp else 'off'}"
+        out[f"R8_spearman {case}"], out[f"R8_drop {case}"] = float(r), float(d)
+    out |= {"R8_max_spearman": float(rho.max()), "R8_min_drop": float(drop.min()), "R8_passes": size["passes"]}
+    for key, iv in worst_case_bootstrap(curves, seed).items():
+        out |= {f"{key}_low": iv.low, f"{key}_high": iv.high, "R8_prompts": iv.replicates}
+    own_rho, own_drop = collapse_stats(curves[:, :, None])  # [cases, prompts]: each prompt's own curve
+    return (out | per_start_numbers("R8_max_spearman", own_rho.max(0), "prompt")
+            | per_start_numbers("R8_min_drop", own_drop.min(0), "prompt"))  # fmt: skip
 
 
 def _llama_pass_error(dtype: Any) -> float:

@@ -15,7 +15,9 @@ import numpy as np
 
 
 def cons_tails(seed: int, size: dict) -> dict:
-    """R2c: fitted slope of log E_pair over E in [1e-11, 1e-3] against spec 4.6, n = 8, d = 5, P = V = I."""
+    """R2c: fitted slope of log E_pair over E in [1e-11, 1e-3] against spec 4.6, n = 8, d = 5, P = V = I: per case
+    the worst |slope / prediction - 1| over the starts, and per start (`worst_rel_err start<i>`, the same starts in
+    every case) the worst over the cases, which the row's bootstrap over starts resamples."""
     import torch
 
     from attnlab.consensus.dynamics import AttentionSpec
@@ -24,6 +26,7 @@ def cons_tails(seed: int, size: dict) -> dict:
     from attnlab.consensus.theory import fit_log_slope, tail_slope
 
     n, beta, rows = 8, 0.5, {}
+    per_start = np.zeros(size["batch"])
     for case in ("full_SA", "full_USA", "causal_SA", "causal_USA"):
         mask, kind = case.split("_")
         g = torch.Generator().manual_seed(seed + 3)
@@ -33,10 +36,17 @@ def cons_tails(seed: int, size: dict) -> dict:
         spec = AttentionSpec(kind, mask, torch.tensor([beta]))
         tr = integrate(X0, Constant(), spec, t_max=t_max, h=0.05, method="rk4", measures=("E_pair",))
         pred = tail_slope(case, beta=beta, n=n)
-        slopes = [fit_log_slope(tr.t, E, 1e-11, 1e-3) for E in tr.measures["E_pair"]]
+        errs = np.array([abs(fit_log_slope(tr.t, E, 1e-11, 1e-3) / pred - 1) for E in tr.measures["E_pair"]])
         rows[f"{case}_predicted"] = pred
-        rows[f"{case}_rel_err"] = max(abs(s / pred - 1) for s in slopes)
-    return rows
+        rows[f"{case}_rel_err"] = float(errs.max())
+        per_start = np.maximum(per_start, errs)
+    return rows | per_start_numbers("worst_rel_err", per_start)
+
+
+def per_start_numbers(key: str, values: Any, what: str = "start") -> dict[str, float]:
+    """{"<key> <what><i>": values[i]}: a worst-case statistic per start (or prompt), flat for the experiment's mark;
+    the row's interval resamples them (`targets.worst_case_intervals`)."""
+    return {f"{key} {what}{i}": float(v) for i, v in enumerate(np.asarray(values, dtype=float))}
 
 
 def _antipodal_starts(batch: int, seed: int) -> Any:
@@ -263,13 +273,14 @@ def _energy_and_top_eigenvector() -> dict:
     V = Q @ torch.diag(torch.tensor([1.0, 0.6, 0.2, -0.3], dtype=torch.float64)) @ Q.T
     P2 = torch.randn(1, d, d, generator=g, dtype=torch.float64) / d
     v1, _, _ = consensus_point(V.numpy())
-    align = 0.0
+    align = np.zeros(8)  # per start (the same 8 starts under both masks): the largest 1 - |<x_i, v_1>|
     for mask in ("full", "causal"):
         spec = AttentionSpec("SA", mask, torch.tensor([1.0], dtype=torch.float64))
         tr = integrate(_sphere_starts(8, 6, d, 12), Constant(P2, V[None]), spec, t_max=60.0, h=0.1, method="rk4",
                        measures=())  # fmt: skip
-        align = max(align, float((1 - np.abs(tr.final.numpy() @ v1)).max()))
-    return {"R4a_max_rel_energy_drop": rel_drop, "R4b_max_misalignment": align}
+        align = np.maximum(align, (1 - np.abs(tr.final.numpy() @ v1)).max(-1))
+    return {"R4a_max_rel_energy_drop": rel_drop, "R4b_max_misalignment": float(align.max()),
+            **per_start_numbers("R4b_max_misalignment", align)}  # fmt: skip
 
 
 def _norms() -> dict:
@@ -441,23 +452,32 @@ def rotating_lags(omega: float, mask: str, starts: int, seed: int, lam: tuple[fl
 def cons_lag(seed: int, size: dict) -> dict:
     """R4c: for each mask and rate w of the profile, the largest relative error of the lag after the transient
     (t in [30, 60], every start and record) against `theory.predicted_lag(w, lambda_1, lambda_2)` = w / 0.4
-    (spec 4.4), and the largest over all."""
+    (spec 4.4), and the largest over all; per start (the same starts for every mask and w) the largest over them
+    (`R4c_max_rel_err_lag start<i>`)."""
     from attnlab.consensus.theory import predicted_lag
 
     out: dict[str, float] = {}
+    per_start = np.zeros(size["starts"])
     for mask in size["masks"]:
         for omega in size["omegas"]:
             lag, spread = rotating_lags(omega, mask, size["starts"], seed)
-            pred = predicted_lag(omega, _LAMBDAS[0], _LAMBDAS[1])
-            out[f"R4c_rel_err {mask} w={omega:g}"] = float(np.abs(lag / pred - 1).max())
+            err = np.abs(lag / predicted_lag(omega, _LAMBDAS[0], _LAMBDAS[1]) - 1).max(-1)  # [starts]
+            out[f"R4c_rel_err {mask} w={omega:g}"] = float(err.max())
             out["R4c_max_spread_after_transient"] = max(out.get("R4c_max_spread_after_transient", 0.0), spread)
-    return out | {"R4c_max_rel_err_lag": max(v for k, v in out.items() if k.startswith("R4c_rel_err"))}
+            per_start = np.maximum(per_start, err)
+    worst = max(v for k, v in out.items() if k.startswith("R4c_rel_err"))
+    return out | {"R4c_max_rel_err_lag": worst} | per_start_numbers("R4c_max_rel_err_lag", per_start)
 
 
 def rho_gap(X0: Any, kind: str, beta: float) -> float:
-    """R5b for starts X0 [batch, n, d] (full attention, P = V = I, RK4 h = 0.05 to t = 12, states every 4 steps, as
-    tests/consensus/test_slow_theory.py): sup over starts and recorded times of |mean off-diagonal cosine - rho(t)|,
-    rho from GLPR's equiangular ODE (spec 4.5) with rho(0) = 0."""
+    """R5b for starts X0 [batch, n, d]: the sup over starts of `rho_gaps`."""
+    return float(rho_gaps(X0, kind, beta).max())
+
+
+def rho_gaps(X0: Any, kind: str, beta: float) -> np.ndarray:
+    """R5b per start of X0 [batch, n, d] (full attention, P = V = I, RK4 h = 0.05 to t = 12, states every 4 steps, as
+    tests/consensus/test_slow_theory.py): [batch], the sup over recorded times of |mean off-diagonal cosine -
+    rho(t)|, rho from GLPR's equiangular ODE (spec 4.5) with rho(0) = 0."""
     import torch
 
     from attnlab.consensus.dynamics import AttentionSpec
@@ -471,15 +491,22 @@ def rho_gap(X0: Any, kind: str, beta: float) -> float:
     assert tr.states is not None  # record_every=4 keeps every fourth state
     S = torch.from_numpy(tr.states)
     off = ((S @ S.transpose(-1, -2)).sum((-1, -2)) - n) / (n * (n - 1))  # [batch, records]
-    return float(np.abs(off.numpy() - rho_solution(tr.t_states, beta, n, kind)[None]).max())
+    return np.abs(off.numpy() - rho_solution(tr.t_states, beta, n, kind)[None]).max(-1)
 
 
 def cons_rho_sim(seed: int, size: dict) -> dict:
     """R5b: d = 512, n = 32, `starts` Gaussian starts (nearly orthogonal tokens, rho(0) ~ 0), SA at beta = 1 and 4,
-    USA at beta = 1: each case's sup-gap (`rho_gap`) and the largest."""
+    USA at beta = 1: each case's sup-gap (`rho_gaps`), the largest, and per start (the same starts in every case)
+    the largest over the cases (`R5b_max_gap start<i>`)."""
     import torch
 
     X0 = torch.randn(size["starts"], 32, 512, generator=torch.Generator().manual_seed(seed + 22), dtype=torch.float64)
-    out = {f"R5b_gap {kind} beta={beta:g}": rho_gap(X0, kind, beta) for kind, beta in (("SA", 1.0), ("SA", 4.0),
-                                                                                       ("USA", 1.0))}  # fmt: skip
-    return out | {"R5b_max_gap": max(out.values()), "R5b_starts": size["starts"]}
+    gaps = {f"R5b_gap {kind} beta={beta:g}": rho_gaps(X0, kind, beta) for kind, beta in (("SA", 1.0), ("SA", 4.0),
+                                                                                         ("USA", 1.0))}  # fmt: skip
+    out = {k: float(g.max()) for k, g in gaps.items()}
+    per_start = np.max(np.stack(list(gaps.values())), 0)
+    return (
+        out
+        | {"R5b_max_gap": max(out.values()), "R5b_starts": size["starts"]}
+        | per_start_numbers("R5b_max_gap", per_start)
+    )
