@@ -25,7 +25,8 @@ were not grouped), N = number of sequences.
 | sink_record | SinkRecord or None | secondary sinks (`tracing.sinks`; tables `secondary_sinks`, `sink_levels`) |
 | host_kernels | str | the cpu reductions' code: "numba" (`attnlab[fast]`'s kernels) or "torch" (no numba) |
 
-`attention_paths`: several kernels over the batches are joined by "+"; "" in old files; "math" (sdpa's T×T fallback)
+`attention_paths`: several kernels over the batches are joined by "+", and "+flex" follows the output's kernel
+where `stats="full"`'s second call ran through FlexAttention (CUDA); "" in old files; "math" (sdpa's T×T fallback)
 is never run by a trace. `sink_record`: keys j ≥ 1 with M_j ≥ 0.3 in a head, per sequence; None unless every layer
 had full rows (`stats="full"` or "chunked", the toy model).
 

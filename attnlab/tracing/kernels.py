@@ -9,7 +9,10 @@
 - math: sdpa's reference kernel, which holds the [B,H,T,T] scores: never run by a trace (our paths call the kernels
   above directly); checked before a forward that leaves the model its own sdpa (`check_math_fallback`);
 - blocked: our cpu `stats="full"` path (`tracing.fast.full_rows_attention`: query blocks, GEMMs, one numba pass);
-- eager: the exact chunked function (`hf_attention.attnlab_attention`) or the toy model's whole patterns.
+- eager: the exact chunked function (`hf_attention.attnlab_attention`) or the toy model's whole patterns;
+- flex: not an output kernel: `stats="full"`'s second call on CUDA ran through PyTorch's FlexAttention
+  (`tracing.fast.flex`), noted after the output's kernel ("cudnn+flex"); the other second call (the swapped fused
+  call, `fused.swapped_statistics`) is not noted.
 
 Torch's sdpa falls back to its math kernel, silently, when no fused kernel takes the inputs (on the cpu: dropout in
 training mode, value heads of another size than the query heads, a non-contiguous last dimension, a dtype the
@@ -27,7 +30,7 @@ import torch
 
 from attnlab.errors import InputError
 
-KERNELS = ("flash", "cudnn", "efficient", "math", "blocked", "eager")
+KERNELS = ("flash", "cudnn", "efficient", "math", "blocked", "eager", "flex")
 _SDPA = ("math", "flash", "efficient", "cudnn")  # by torch.nn.attention.SDPBackend value
 
 

@@ -301,7 +301,8 @@ class TraceRecorder:
 
     def attention_path(self, layer: int, path: str) -> None:
         """Note the attention kernel layer `layer` ran (`tracing.kernels.KERNELS`: flash, cudnn, efficient, math,
-        blocked, eager); a layer that ran several over the batches gets them joined by "+" in the order first met."""
+        blocked, eager; flex for `stats="full"`'s second call on CUDA); a layer that ran several over the batches
+        gets them joined by "+" in the order first met."""
         old = self.paths[layer].split("+") if self.paths[layer] else []
         self.paths[layer] = "+".join(old if path in old else [*old, path])
 

@@ -467,7 +467,7 @@ def test_the_studies_are_listed_once():
 
 # --- issue 38: the trace layer's speed paths behind one door (attnlab.tracing.fast) --------------------------------
 FAST = PACKAGE / "tracing" / "fast"
-FAST_MODULES = ("cpu_kernels", "fused", "nll", "staging", "statistics")  # numba, fused attention, blocked NLL, ...
+FAST_MODULES = ("cpu_kernels", "flex", "fused", "nll", "staging", "statistics")  # numba, FlexAttention, fused, ...
 
 
 def _in_fast(path: Path) -> bool:

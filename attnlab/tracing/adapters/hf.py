@@ -51,7 +51,7 @@ from attnlab.tracing.adapters.hooked import (
 )
 from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
 from attnlab.tracing.extras import ExtraStatistic
-from attnlab.tracing.fast import head_nll, head_of, next_token_nll
+from attnlab.tracing.fast import FlexCalls, head_nll, head_of, next_token_nll
 from attnlab.tracing.format import Trace
 from attnlab.tracing.interventions import (
     Intervention,
@@ -137,6 +137,7 @@ class TraceSession:
     grad: bool = False  # autograd on: every layer through `hooked.hooked_attention` (differentiable torch)
     attn_hooks: AttnHooks = field(default_factory=dict)  # hooks inside the attention function (`adapters.hooked`)
     grad_stats: dict[int, list[dict[str, torch.Tensor]]] = field(default_factory=dict)  # grad=True: per batch
+    flex: Any = None  # `stats="full"` on CUDA: the compiled flex call and its block masks (`flex_calls`)
 
     def layer_of(self, module: nn.Module) -> int:
         """The decoder layer of an attention module (by identity; `layer_idx` is not on every family)."""
@@ -164,6 +165,14 @@ class TraceSession:
         if buf is None or buf.numel() < n:
             buf = self.scratch_buffers[(name, device)] = torch.empty(n, dtype=torch.float32, device=device)
         return buf[:n].view(shape)
+
+    def flex_calls(self) -> Any:
+        """The session's `tracing.fast.flex.FlexCalls` (the compiled swapped call of `stats="full"` on CUDA and its
+        causal block masks), made on first use: a new session's compile wrapper reuses the process's compiled code
+        (`tracing.fast.flex`'s docstring)."""
+        if self.flex is None:
+            self.flex = FlexCalls.compiled()
+        return self.flex
 
     def qkv_hooks(self, layer: int, qkv: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         """(query, key, value) after the user's hook_q/k/v at `layer` (`hooked.apply_qkv_hooks`)."""

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from attnlab.tracing.extras import needs_attention
-from attnlab.tracing.fast import cpu_kernels
+from attnlab.tracing.fast import cpu_kernels, flex
 from attnlab.tracing.fast.statistics import logit_stats, value_norms
 
 if TYPE_CHECKING:
@@ -296,7 +296,7 @@ def fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch.
     if vis0 is not None:
         key0 = torch.where(vis0, key0, torch.zeros((), device=key0.device))
     if sess.stats == "full" and cols is None:
-        cols, entropy = swapped_statistics(query, key, (lse, lse_keys), bool_mask, scale)
+        cols, entropy = _second_call(sess, layer, (query, key, lse, lse_keys), bool_mask, scale)
     rec.fused_rows(layer, key0, entropy_sum=entropy, col_sum=cols)
     if mass is not None:
         rec.learned_sink(layer, 0, mass)
@@ -304,6 +304,19 @@ def fused_layer(sess: TraceSession, layer: int, query: torch.Tensor, key: torch.
     rec.logits(layer, s0, rest)
     rec.value_norms(layer, value_norms(value, sess.value_factor(layer, value.shape[1])))
     return out.transpose(1, 2).contiguous()
+
+
+def _second_call(
+    sess: TraceSession, layer: int, tensors: tuple[torch.Tensor, ...], bool_mask: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`stats="full"` as one more attention call (col_sum [B,H,Tk], entropy_sum [B,H]): on CUDA through the compiled
+    FlexAttention call where it applies (`flex.flex_statistics`, noted "flex" beside the output's kernel in
+    `Trace.attention_paths`), else the swapped fused call (`swapped_statistics`). tensors: q, k, lse, lse_keys."""
+    query, key, lse, lse_keys = tensors
+    if flex.flex_applies(query, key, bool_mask):  # pragma: no cover - CUDA: benchmarks/gpu_check.sh
+        sess.recorder.attention_path(layer, "flex")  # type: ignore[union-attr]
+        return flex.flex_statistics(query, key, (lse, lse_keys), bool_mask, scale, sess.flex_calls())
+    return swapped_statistics(query, key, (lse, lse_keys), bool_mask, scale)
 
 
 def _full_rows_apply(query: torch.Tensor, bool_mask: torch.Tensor | None, sinks: torch.Tensor | None) -> bool:
