@@ -54,7 +54,8 @@ def _sample_config(args: argparse.Namespace) -> Any:
 def _prune_config(args: argparse.Namespace) -> Any:
     from attnlab.paths.config import PruneConfig
 
-    names = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed", "device", "lr", "weight_decay")
+    names: tuple[str, ...] = ("steps", "heads", "layers", "width", "d_qk", "P", "n_test", "pool", "seed", "device")
+    names += ("lr", "weight_decay", "augment")
     return PruneConfig(Ns=tuple(args.Ns), temperatures=tuple(args.temperatures), **_fields(args, names))
 
 
@@ -215,6 +216,11 @@ def _prune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", type=count, default=4000, help="training episodes pool for GD batches (default 4000)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate of the GD network (default 1e-3)")
     p.add_argument("--weight-decay", type=float, default=5e-5, help="Adam weight decay (default 5e-5)")
+    p.add_argument(
+        "--augment",
+        default="none",
+        help="none (default) or dihedral: one random rotation/flip per GD training episode, its three images alike",
+    )
     p.add_argument("--seed", type=count, default=42, help="random seed (default 42)")
 
 

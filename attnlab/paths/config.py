@@ -248,9 +248,14 @@ class PruneConfig:
     # issue 39, B5 (§15.4's retuning; absent: the spec's provisional Adam settings)
     lr: float = field(default=1e-3, metadata={"omit_if_default": True})
     weight_decay: float = field(default=5e-5, metadata={"omit_if_default": True})
+    # issue 39, B5: one random symmetry of the square per training episode of the GD pool (absent: none)
+    augment: str = field(default="none", metadata={"omit_if_default": True})
 
     def __post_init__(self) -> None:
+        from attnlab.paths.tasks.digits import check_augment
+
         check_device(self.device)
+        check_augment(self.augment)
         lr = check_finite(self.lr, "--lr", positive=True)
         check(lr <= MAX_LR, f"--lr must be in (0, {MAX_LR:g}] (an Adam step moves each weight by about lr), got {lr:g}")
         wd = check_finite(self.weight_decay, "--weight-decay")

@@ -617,6 +617,8 @@ LONG_SIGNATURES = {
     "iterate_stack": (13, "consensus model: one ModelConfig group per call from modelrun.iterate_groups; the "
                       "candidate for a stack-run config object"),
     "gd_loop": (9, "paths pruning: one training loop's settings, called by train_gd only"),
+    "train_gd": (9, "paths pruning: one network's training settings (steps, batch, Adam, seed, pool, augment), "
+                 "called by pipeline.train_network only"),
     "_polish_stalled_lbfgs": (9, "paths solver: the stalled L-BFGS state handed to its polish"),
     "_result": (10, "paths solver: the pieces of one SaddlePoint, from its two solver paths"),
     "build_data": (11, "paths task data: one keyword (with a default) per task setting; callers pass a few"),

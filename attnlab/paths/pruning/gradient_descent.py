@@ -94,15 +94,17 @@ def train_gd(
     seed: int = 42,
     pool_size: int = 20000,
     progress: bool = True,
+    augment: str = "none",
 ) -> list[dict]:
     """Adam on the MSE to +-1 over batches drawn from a pool of `pool_size` training episodes (fresh draws are
     approximated by a large pool, which keeps the episode sampler out of the inner loop). Trains where the model
-    is: the pool [pool, n_tok, N0] is drawn on the cpu and copied there once (`gd_loop`). Returns the log, one
-    {step, loss} every 50 steps and at the last."""
+    is: the pool [pool, n_tok, N0] is drawn on the cpu and copied there once (`gd_loop`). `augment="dihedral"`
+    gives each pool episode one random symmetry of the square on all three images (`digits.digit_episodes`).
+    Returns the log, one {step, loss} every 50 steps and at the last."""
     from attnlab.paths.tasks.digits import digit_episodes
 
     device = model.a.device
-    x_pool, y_pool = digit_episodes(pool_size - pool_size % 2, "train", seed=seed)
+    x_pool, y_pool = digit_episodes(pool_size - pool_size % 2, "train", seed=seed, augment=augment)
     xp = torch.tensor(x_pool, dtype=torch.float32).to(device)
     yp = torch.tensor(y_pool, dtype=torch.float32).to(device)
     logged = gd_loop(model, xp, yp, steps, batch, lr, weight_decay, seed, progress)

@@ -169,7 +169,7 @@ def train_network(config: PruneConfig, device: torch.device | None = None) -> tu
     if device is not None and device.type != "cpu":
         model.to(device)
     log = train_gd(model, config.steps, lr=config.lr, weight_decay=config.weight_decay, seed=config.seed,
-                   pool_size=config.pool)  # fmt: skip
+                   pool_size=config.pool, augment=config.augment)  # fmt: skip
     return model.to("cpu"), log
 
 
