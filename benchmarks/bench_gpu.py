@@ -12,6 +12,9 @@ issue 23's scans at T = 131,072 (the default and `stats="full"`) beside a plain 
 random models of SmolLM2-135M's shape in bfloat16 and float32, and of a 4-layer Llama in float32. Each row
 gives the median seconds of `--repeats` runs on each device; CUDA timings synchronise before reading the clock.
 The CPU side uses every core torch is given (`--threads`, default all), so the ratio is against this machine's CPU.
+With `--issue41` (issue 41 item 4), random bf16 models of Llama-3-8B's shape at T = 32,768 and SmolLM2-135M's at
+T = 131,072: the plain forward (last position's logits only), the default scan and `stats="full"`, with peak device
+memory (`issue41_row`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -207,6 +211,120 @@ def long_scan(
             _cuda_profile(parts["scan"], device)
 
 
+ISSUE41_SHAPES = {  # issue 41 item 4: (config fields, T); random bf16 weights built on the device, no download
+    "llama3_8b": (dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                       num_key_value_heads=8, head_dim=128, vocab_size=128256, rms_norm_eps=1e-5,
+                       tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+                  32_768),
+    "smollm2": (LONG_SHAPES["smollm2"], LONG_T),
+}  # fmt: skip
+ISSUE41_TINY = {  # --tiny (the cpu dry run, seconds): the same code at 256 tokens, 2 layers, the heads' ratios kept
+    "llama3_8b": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=1, head_dim=16, vocab_size=512, tie_word_embeddings=False),
+    "smollm2": dict(hidden_size=144, intermediate_size=192, num_hidden_layers=2, num_attention_heads=9,
+                    num_key_value_heads=3, head_dim=16, vocab_size=512, tie_word_embeddings=True),
+}  # fmt: skip
+STAT_ROWS = {"scan": 4, "full": 5}  # [L,H,T] statistics a scan keeps: A_i0, s_i0, mean s_ij, value norms; + c_j
+
+
+def issue41_model(shape: str, tiny: bool, device: torch.device) -> tuple[torch.nn.Module, int]:
+    """(a random model of `ISSUE41_SHAPES[shape]` in bfloat16 on `device`, T): built there from its config
+    (`transformers.LlamaConfig`), so that 8B parameters are never made in float32 on the host."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    sizes, T = ISSUE41_SHAPES[shape]
+    if tiny:
+        sizes, T = ISSUE41_TINY.get(shape, sizes), 256
+    cfg = LlamaConfig(**sizes, max_position_embeddings=T)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.device(device):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    return model.eval(), T
+
+
+def _flex_warmup(model: torch.nn.Module, T: int, device: torch.device) -> None:
+    """Compile `stats="full"`'s flex call for this model's layer shapes at length T (CUDA), outside the timed run:
+    a trace session's compile wrapper then finds the compiled code (`attnlab.tracing.fast.flex`)."""
+    from attnlab.tracing.fast.flex import FlexCalls, flex_applies, flex_statistics
+
+    cfg = model.config
+    H, Hkv, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    q = torch.randn(1, H, T, D, device=device, dtype=torch.bfloat16)
+    k = torch.randn(1, Hkv, T, D, device=device, dtype=torch.bfloat16)
+    if flex_applies(q, k, None):
+        lse = torch.zeros(1, H, T, device=device)
+        flex_statistics(q, k, (lse, lse), None, D**-0.5, FlexCalls.compiled())
+        _sync(device)
+
+
+def _issue41_parts(model: torch.nn.Module, ids: torch.Tensor, device: torch.device, row: dict) -> dict:
+    """{name: fn} of issue 41's three runs: the plain forward with the last position's logits only
+    (`logits_to_keep=1`), the default scan and `stats="full"` (`trace_windows`, one window of T); each scan notes
+    the kernels its layers ran in `row`."""
+    from attnlab.tracing.adapters.hf import trace_windows
+
+    def plain() -> None:
+        with torch.no_grad():
+            model(input_ids=ids.to(device), use_cache=False, logits_to_keep=1)
+
+    def scan(stats: str) -> Callable[[], None]:
+        def run() -> None:
+            tr, _ = trace_windows(model, ids, batch_size=1, desc="", stats=stats)
+            row[f"{'scan' if stats == 'fast' else stats}_paths"] = sorted(set(tr.attention_paths))
+
+        return run
+
+    return {"plain": plain, "scan": scan("fast"), "full": scan("full")}
+
+
+def issue41_row(device: torch.device, tiny: bool, shape: str, out: Callable[[dict], None]) -> None:
+    """Issue 41 item 4: a random bf16 model of `shape` at its T (tiny: 256): the plain forward, the default scan and
+    `stats="full"`, each warmed up (a 64-token run; on CUDA `full`'s flex call compiled at T instead, timed as
+    `full_compile_s`) and timed once, with `torch.cuda.max_memory_allocated` after `reset_peak_memory_stats` for
+    each, its ratio to the plain forward, and the scans' extra peak memory beside the bytes of their O(L·H·T)
+    statistics in fp32.
+    `out(row)` after each part, so that a time limit keeps what is done; a part out of memory is noted."""
+    model, T = issue41_model(shape, tiny, device)
+    cfg = model.config
+    L, H = cfg.num_hidden_layers, cfg.num_attention_heads
+    ids = torch.randint(3, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
+    row: dict = {"tokens": T, "model": f"random {shape} shape", "dtype": "bfloat16", "layers": L, "heads": H,
+                 "kv_heads": cfg.num_key_value_heads, "head_dim": cfg.head_dim,
+                 "plain_note": f"logits of the last position only (logits_to_keep=1): [T, vocab] bf16 logits would "
+                               f"be {T * cfg.vocab_size * 2 / 1e9:.2g} GB"}  # fmt: skip
+    parts = _issue41_parts(model, ids, device, row)
+    short = _issue41_parts(model, ids[:, :64], device, {})
+    for name, fn in parts.items():
+        if name == "full":  # CUDA: compiled once at T (a 64-token run first would compile it twice); cpu: no-op
+            _measure(row, "full_compile", lambda: _flex_warmup(model, T, device), device)
+        if name != "full" or device.type != "cuda":
+            short[name]()  # warm-up: kernels, allocator
+        _measure(row, name, fn, device)
+        if name != "plain":
+            row[f"{name}_stats_gib"] = STAT_ROWS[name] * L * H * T * 4 / 2**30  # the O(L·H·T) rows, fp32
+        if name != "plain" and f"{name}_peak_gib" in row and "plain_peak_gib" in row:
+            row[f"{name}_extra_gib"] = row[f"{name}_peak_gib"] - row["plain_peak_gib"]
+        out(row)
+
+
+def _measure(row: dict, name: str, fn: Callable[[], None], device: torch.device) -> None:
+    """One timed run of `fn` into row[name_s], its peak device memory (CUDA) and its ratio to the plain forward."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        row[f"{name}_s"] = _median_seconds(fn, device, 1)
+    except Exception as e:  # out of memory, a compile that failed: the row says so (traceback in the step's log)
+        traceback.print_exc()
+        row[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return
+    if device.type == "cuda":
+        row[f"{name}_peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    if name in ("scan", "full") and "plain_s" in row:
+        row[f"{name}_over_plain"] = row[f"{name}_s"] / row["plain_s"]
+
+
 def attention_kernels(device: torch.device, tiny: bool) -> dict:
     """Issue 23: one layer's causal attention at T = LONG_T (tiny: 256) in bfloat16, SmolLM2's heads (9 query, 3
     KV, d_h 64), through each CUDA kernel: sdpa as transformers calls it (enable_gqa, and on expanded KV heads)
@@ -288,6 +406,12 @@ def main() -> int:
                     help="--long-only: the rows, as shape:dtype,...")  # fmt: skip
     ap.add_argument("--long-repeats", type=int, default=1, help="--long-only: median of this many runs (see long_scan)")
     ap.add_argument("--kernels", action="store_true", help="only issue 23's attention kernels at T = 131,072")
+    ap.add_argument(
+        "--issue41",
+        action="store_true",
+        help="only issue 41's rows: Llama-3-8B-shaped at T = 32,768, SmolLM2-shaped at T = 131,072",
+    )
+    ap.add_argument("--issue41-shapes", default="llama3_8b,smollm2", help="--issue41: the rows (ISSUE41_SHAPES)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--out", type=Path, required=True)
@@ -303,6 +427,18 @@ def main() -> int:
     if args.kernels:
         rows["attention_kernels"] = attention_kernels(device, args.tiny)
         args.out.write_text(json.dumps(rows, indent=2))
+        print(json.dumps(rows, indent=2))
+        return 0
+    if args.issue41:
+        for shape in args.issue41_shapes.split(","):
+
+            def keep41(row: dict, key: str = f"issue41_{shape}") -> None:
+                rows[key] = row
+                args.out.write_text(json.dumps(rows, indent=2))
+
+            issue41_row(device, args.tiny, shape, keep41)
+            if device.type == "cuda":  # the model is gone with the call: its memory back before the next one
+                torch.cuda.empty_cache()
         print(json.dumps(rows, indent=2))
         return 0
     if args.long_only:  # the device only: at this length the cpu takes hours

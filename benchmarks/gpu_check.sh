@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # benchmarks/gpu_check.sh [--dry-run] [--pack] [--only STEP,...]: issue 22's and 23's checks on the GPU machine, in one
 # go (under 10 minutes there; --only runs the named steps: gpu_tests, long_scan, timings, reproduce_short,
-# reproduce_long; and, not by default, kernels and long_bf16).
+# reproduce_long, issue41; and, not by default, kernels and long_bf16).
+#
+# issue41 (issue 41 items 1 and 4): benchmarks/bench_gpu.py --issue41, random bf16 models of Llama-3-8B's shape at
+# T = 32,768 and SmolLM2-135M's at T = 131,072: the plain forward, the default scan and stats="full" (through the
+# compiled FlexAttention call on CUDA), with peak device memory, into issue41.json. Alone it fits one 8-minute device
+# call: `--pack --only issue41` (its limit: 420 s).
 #
 # long_scan (issue 23): benchmarks/bench_gpu.py --long-only, the scan at T = 131,072 beside a plain forward, written
 # to long_scan.json. long_bf16: its bfloat16 SmolLM2-shape row only, with a cProfile and torch.profiler's kernel
@@ -22,8 +27,9 @@
 # gpu-wheels` fills it here (plotly at the lock's version, 9.7 MB), and the device call carries it.
 #
 # --pack: at the end, everything under $OUT goes into $OUT/gpu_check.tar.gz and only a few summary files stay beside
-# it (gpu_check.log, env.json, timings.json, long_scan.json, gpu_tests.xml, reproduction_short.json,
-# reproduction_long.json): the device tool brings back at most 8 files, none deeper than two folders.
+# it (gpu_check.log, timings.json, long_scan.json, issue41.json, gpu_tests.xml, reproduction_short.json,
+# reproduction_long.json; env.json is in the archive and on the log's "environment" line): the device tool brings
+# back at most 8 files, none deeper than two folders.
 #
 # --tests-k EXPR: only the gpu tests that pytest's -k EXPR selects.
 #
@@ -31,7 +37,7 @@
 # tests marked `gpu` skip there. tests/core/test_gpu_check.py runs it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DRY=0 PACK=0 ONLY=gpu_tests,long_scan,timings,reproduce_short,reproduce_long TESTS_K=
+DRY=0 PACK=0 ONLY=gpu_tests,long_scan,timings,reproduce_short,reproduce_long,issue41 TESTS_K=
 while [[ $# -gt 0 ]]; do
   case $1 in
   --dry-run) DRY=1 ;;
@@ -83,19 +89,20 @@ print(json.dumps(info, indent=2))
 PYEOF
 log "environment: $(tr -d '\n' <"$OUT/env.json")"
 
-# limits (s): tests, timings, the short targets, R11 (the paper-scale run: 10,000 steps), the long scans; 675 s in
-# all on the GPU: more than one command's 600 s, so a run names its steps with --only (gpu_tests: its 33 tests took
-# over 75 s on the H200 of 2026-12-04, 22 done at that limit)
+# limits (s): tests, timings, the short targets, R11 (the paper-scale run: 10,000 steps), the long scans, issue 41's
+# rows; 1,095 s in all on the GPU: more than one command's 600 s, so a run names its steps with --only (gpu_tests:
+# its 33 tests took over 75 s on the H200 of 2026-12-04, 22 done at that limit)
 if [[ $DRY -eq 1 ]]; then
-  DEVICE=cpu PROFILE=tiny SHORT=R3 LONG=R4 TINY=--tiny LIMITS=(120 180 300 300 120)  # R9-R22 are full-profile only
+  DEVICE=cpu PROFILE=tiny SHORT=R3 LONG=R4 TINY=--tiny LIMITS=(120 180 300 300 120 120)  # R9-R22: full profile only
 else
-  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(120 120 135 150 150)
+  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(120 120 135 150 150 420)
 fi
 
 step gpu_tests "${LIMITS[0]}" $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$OUT/gpu_tests.xml" \
   ${TESTS_K:+-k "$TESTS_K"}
 step long_scan "${LIMITS[4]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --long-only \
   --out "$OUT/long_scan.json"
+step issue41 "${LIMITS[5]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --issue41 --out "$OUT/issue41.json"
 step kernels 60 $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --kernels --out "$OUT/kernels.json"
 step long_bf16 "${LIMITS[4]}" $PY benchmarks/bench_gpu.py --device "$DEVICE" $TINY --long-only --profile \
   --long-repeats 3 --long-shapes smollm2:bfloat16 --out "$OUT/long_bf16.json"
@@ -113,7 +120,7 @@ log "done: status $STATUS (0: every step exited 0); results in $OUT"
 if [[ $PACK -eq 1 ]]; then  # checkpoints stay out (tens of MB at paper scale); metrics, configs and figures go in
   ARCHIVE=$(mktemp --suffix=.tar.gz)
   tar czf "$ARCHIVE" -C "$OUT" --exclude='*.safetensors' . && mv "$ARCHIVE" "$OUT/gpu_check.tar.gz" &&
-    find "$OUT" -mindepth 1 -maxdepth 1 ! -name gpu_check.tar.gz ! -name gpu_check.log ! -name env.json \
+    find "$OUT" -mindepth 1 -maxdepth 1 ! -name gpu_check.tar.gz ! -name gpu_check.log ! -name issue41.json \
       ! -name timings.json ! -name long_scan.json ! -name long_bf16.json ! -name kernels.json ! -name gpu_tests.xml \
       ! -name 'reproduction_*.json' -exec rm -rf {} +
 fi
