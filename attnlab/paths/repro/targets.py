@@ -194,14 +194,17 @@ PATHS = [
        checks=[C("gd_test_accuracy", ">=", 0.70), C("gd_train_seconds", "<", 300), C("chosen_on_validation", ">=", 1),
                C("spearman_minus_chance", ">", 0), C("heads_pruned_progressively", ">=", 1)],
        needs=["paths_prune"], measure=r.p_b5,
-       note="full profile, five networks (seeds 42-46; runs.B5_SEEDS), each 3,000 GD steps with §15.4's "
-            "retuned settings (runs.B5_PRUNE: width 32, lr 3e-3, weight decay 1e-3, a 20,000-episode pool; the "
-            "provisional ones gave 0.61); numbers are means over the networks with t-intervals over them "
-            "(measures.prune_intervals; gd_train_seconds is the slowest network's); 'head scores against "
-            "single-head drops' has no number in the spec: our reading is a Spearman ρ (a lower score, a smaller "
-            "drop) above what a random ranking of the heads reaches (spearman_minus_chance > 0: the mean ρ's "
-            "t-interval minus the 95 % range of the mean ρ of random rankings of the heads on as many networks, "
-            "measures.chance_spearman; issue 39); "
+       note="full profile, five networks (seeds 42-46; runs.B5_SEEDS), each 5,000 GD steps with §15.4's "
+            "retuned settings (runs.B5_PRUNE: width 32, lr 3e-3, weight decay 1e-3, a 20,000-episode pool, each "
+            "training episode turned by one random symmetry of the square, its three images alike (--augment "
+            "dihedral; validation and test episodes never); the provisional settings gave 0.61, the retuned ones "
+            "without augmentation 0.675 over five hand-run networks, some of which learned the six training "
+            "classes instead of comparing; docs/attention-paths.md, §15.4's retuning); numbers are means over the "
+            "networks with t-intervals over them (measures.prune_intervals; gd_train_seconds is the slowest "
+            "network's); 'head scores against single-head drops' has no number in the spec: our reading is a "
+            "Spearman ρ (a lower score, a smaller drop) above what a random ranking of the heads reaches "
+            "(spearman_minus_chance > 0: the mean ρ's t-interval minus the 95 % range of the mean ρ of random "
+            "rankings of the heads on as many networks, measures.chance_spearman; issue 39); "
             "pipeline_seconds (training, grid, scores, pruning) is shown, not judged",
        recorded=_rec("docs/attention-paths.md (head scores and pruning, short-training run): 300 GD steps, the "
                      "steps reproduce uses; no time recorded",
@@ -242,9 +245,10 @@ PATHS = [
     _t("S10", "paths", _PT16, "plug in a trained transformer's attention", "accuracy against the GP and the network",
        checks=[C("theory_minus_gp_accuracy", ">", 0)], needs=["paths_prune", "paths_plugin"],
        measure=r.p_s10,
-       note=CLAIMS_NOTE.format("paths", "S10") + "; B5's networks (runs.B5_SEEDS, §15.4's retuned settings, 3,000 "
-            "steps), each network's maps plugged in at (N, T) = (20, 0.1); the mean over networks with its "
-            "t-interval (issue 39: the row once used one 2,000-step network on the provisional settings)"),
+       note=CLAIMS_NOTE.format("paths", "S10") + "; B5's networks (runs.B5_SEEDS, §15.4's retuned settings, 5,000 "
+            "steps, --augment dihedral), each network's maps plugged in at (N, T) = (20, 0.1); the mean over "
+            "networks with its t-interval (issue 39: the row once used one 2,000-step network on the provisional "
+            "settings)"),
     _t("SC-prune", "paths", f"attention-paths §8, B5 ({SEED})", "pruning with minimal performance loss",
        "pruning the lowest-scored head costs little test accuracy",
        checks=[C("drop_first_pruned", "<=", 0.02), C("ascending_minus_random_mean", ">=", 0)],
