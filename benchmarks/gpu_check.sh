@@ -6,7 +6,8 @@
 # issue41 (issue 41 items 1 and 4): benchmarks/bench_gpu.py --issue41, random bf16 models of Llama-3-8B's shape at
 # T = 32,768 and SmolLM2-135M's at T = 131,072: the plain forward, the default scan and stats="full" (through the
 # compiled FlexAttention call on CUDA), with peak device memory, into issue41.json. Alone it fits one 8-minute device
-# call: `--pack --only issue41` (its limit: 420 s).
+# call: `--pack --only gpu_tests,issue41 --tests-k flex` (the three flex tests of tests/gpu, then the rows;
+# limits 120 s + 360 s).
 #
 # long_scan (issue 23): benchmarks/bench_gpu.py --long-only, the scan at T = 131,072 beside a plain forward, written
 # to long_scan.json. long_bf16: its bfloat16 SmolLM2-shape row only, with a cProfile and torch.profiler's kernel
@@ -90,12 +91,12 @@ PYEOF
 log "environment: $(tr -d '\n' <"$OUT/env.json")"
 
 # limits (s): tests, timings, the short targets, R11 (the paper-scale run: 10,000 steps), the long scans, issue 41's
-# rows; 1,095 s in all on the GPU: more than one command's 600 s, so a run names its steps with --only (gpu_tests:
+# rows; 1,035 s in all on the GPU: more than one command's 600 s, so a run names its steps with --only (gpu_tests:
 # its 33 tests took over 75 s on the H200 of 2026-12-04, 22 done at that limit)
 if [[ $DRY -eq 1 ]]; then
   DEVICE=cpu PROFILE=tiny SHORT=R3 LONG=R4 TINY=--tiny LIMITS=(120 180 300 300 120 120)  # R9-R22: full profile only
 else
-  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(120 120 135 150 150 420)
+  DEVICE=cuda PROFILE=full SHORT=R9,R10,R19,R20,R21,R22 LONG=R11 TINY= LIMITS=(120 120 135 150 150 360)
 fi
 
 step gpu_tests "${LIMITS[0]}" $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml "$OUT/gpu_tests.xml" \

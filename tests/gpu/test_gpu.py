@@ -33,6 +33,9 @@ float64 phase diagram):
 - attnlab.trace of tiny random models (llama, a sliding window, gpt-oss's learned sinks, gemma2's soft-capping) with
   stats fast, full and chunked: every statistic within 1e-4 (absolute, or relative above 1) of the CPU trace, the
   same attention path per layer; a second CUDA trace gives the same numbers.
+- `stats="full"` through the compiled FlexAttention call (issue 41, bf16): column sums and entropy sums within the
+  derived bf16 bounds of float64 (the cpu test's), and a bf16 trace notes "+flex" and agrees with the swapped float32
+  call within 1e-2. A prediction: not yet run on a GPU.
 """
 
 from __future__ import annotations
@@ -352,3 +355,35 @@ def test_half_precision_fused_kernels_give_the_float64_log_sum_exp(backend, monk
     assert lse.shape == (2, 6, 1000) and lse.dtype == torch.float32
     torch.testing.assert_close(lse.double(), want_lse, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(out.double(), want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("kind", ["causal", "padded"])
+def test_flex_full_statistics_on_cuda_within_the_bf16_bound(kind):
+    """Issue 41 item 1 on CUDA: `stats="full"`'s second call through the compiled FlexAttention call, bf16 q and k of
+    300 tokens (not a multiple of flex's 128-token blocks), head size 64, grouped heads, causal (the upper-triangular
+    block mask built from its blocks) or left-padded (a boolean mask): column sums and entropy sums within the
+    derived bounds against float64 (`tests.tracing.test_flex_stats.check_bf16`, the bound the cpu test uses)."""
+    from attnlab.tracing.fast.flex import FlexCalls
+    from tests.tracing.test_flex_stats import check_bf16
+
+    check_bf16(kind, FlexCalls.compiled(), torch.device("cuda"), length=300, dim=64)
+
+
+def test_full_trace_on_cuda_runs_flex_and_notes_it(monkeypatch):
+    """Issue 41 item 1 on CUDA: `attnlab.trace(stats="full")` of a bf16 model with heads of 16 takes the flex call
+    and notes it after the output's kernel ("cudnn+flex", ...); its column means and row entropies agree with the
+    swapped float32 call's (flex turned off) within 1e-2 (bf16 values and output: a prediction, not yet run on a
+    GPU)."""
+    import attnlab
+    from attnlab.tracing.fast import flex
+    from tests.real.families import tiny_family
+
+    model = tiny_family("llama", num_attention_heads=2, num_key_value_heads=1).to("cuda", torch.bfloat16)
+    ids = torch.randint(3, 60, (2, 200), generator=torch.Generator().manual_seed(0))
+    got = attnlab.trace(model, ids, stats="full")
+    assert all(p.endswith("+flex") for p in got.attention_paths), got.attention_paths
+    monkeypatch.setattr(flex, "flex_applies", lambda *a: False)
+    want = attnlab.trace(model, ids, stats="full")
+    assert not any("flex" in p for p in want.attention_paths)
+    for f in ("attn_col_mean", "row_entropy"):
+        np.testing.assert_allclose(getattr(got, f), getattr(want, f), rtol=1e-2, atol=1e-2, err_msg=f)

@@ -28,9 +28,9 @@ T, SCALE = 37, 0.3  # 37: not a multiple of flex's block (128), nor of the 16-to
 PADS = 5  # the second sequence's left padding: 5 queries that see nothing and 5 keys that nobody sees
 
 
-def _mask(kind: str) -> torch.Tensor:
+def _mask(kind: str, length: int = T) -> torch.Tensor:
     """[B,T,T] bool, True = query i sees key j: causal, or causal with the second sequence left-padded."""
-    mask = torch.ones(2, T, T, dtype=torch.bool).tril()
+    mask = torch.ones(2, length, length, dtype=torch.bool).tril()
     if kind == "padded":
         mask[1, :PADS, :] = False
         mask[1, :, :PADS] = False
@@ -109,30 +109,41 @@ def test_flex_statistics_equal_the_swapped_fused_call(kind: str) -> None:
     assert_close(ent, old_ent, rtol=1e-5, atol=1e-5, label="flex vs swapped entropy", kind="observed")
 
 
-@pytest.mark.numerics
-@pytest.mark.parametrize("kind", ["causal", "padded"])
-def test_flex_statistics_in_bfloat16_within_the_derived_bound(kind: str) -> None:
-    """The model's bf16 tensors in, float32 lse as the forward kernels give it: the column sums within the float32
-    bound of the swapped call (the scores are exact products of bf16 numbers summed in float32), the entropy sums
-    within the bf16 roundings of the probabilities, the values u_i and the output O′ (one u = 2^-8 each)."""
-    q, k, mask, _ = _inputs(kind, False, torch.bfloat16)
+def check_bf16(kind: str, calls: FlexCalls, device: torch.device, length: int = T, dim: int = 16) -> None:
+    """Flex's statistics on `device` of bf16 q [2,6,length,dim], k [2,2,length,dim] (causal or left-padded), with
+    the float32 lse the forward kernels give, against float64 on the cpu: the column sums within the float32 bound
+    of the swapped call (the scores are exact products of bf16 numbers summed in float32), the entropy sums within
+    the bf16 roundings of the probabilities, the values u_i and the output O′ (u = 2^-8 each). Also run on CUDA,
+    compiled (tests/gpu)."""
+    q, k = (x.to(torch.bfloat16) for x in _grouped(2, 6, 2, length, dim, seed=4))
+    mask = _mask(kind, length)
     lse, _, want_cols, want_ent = _reference(q, k, mask, None)
     lse32 = lse.float()
-    cols, ent = flex_statistics(q, k, (lse32, lse32), _bool_mask(kind, mask), SCALE, FlexCalls(swapped_call))
-    seen = lse32.isfinite()
-    rtol = _swapped_cols_rtol(q.float(), k.float(), lse32.where(seen, 0.0), cols, SCALE, T)
+    bool_mask = _bool_mask(kind, mask)
+    cols, ent = flex_statistics(q.to(device), k.to(device), (lse32.to(device),) * 2,
+                                None if bool_mask is None else bool_mask.to(device), SCALE, calls)  # fmt: skip
+    cols, ent = cols.cpu(), ent.cpu()
+    rtol = _swapped_cols_rtol(q.float(), k.float(), lse32.where(lse32.isfinite(), 0.0), cols, SCALE, length)
     assert_close(cols, want_cols, rtol=rtol, atol=0.0, label="flex cols, bf16", kind="bound")
     # Bound: Σ_j c_j k_j·O′_j = Σ_ij A_ij·w_i·s_ij; each term's roundings (A_ij/c_j to bf16, u_i to bf16, O′_j to
     # bf16: 3·2^-8; the float32 sums over T and D terms: (T + D + 8)·2^-24; c_j: the cols bound) act on Σ|terms|,
     # and Σ w_i·lse_i on its float32 lse: 4·2^-24·Σ w_i|lse_i|.
     s = _scores(q, k)
     A = torch.exp(s - lse.double().unsqueeze(-1)).masked_fill(~mask[:, None], 0.0)
-    w = 1.0 / torch.log1p(torch.arange(T, dtype=torch.float64).clamp_min(1.0))
+    w = 1.0 / torch.log1p(torch.arange(length, dtype=torch.float64).clamp_min(1.0))
     w[0] = 0.0
     terms = (A * s.abs() * w.view(1, 1, -1, 1)).sum((-1, -2))
     rows = (w * lse.double().nan_to_num(0.0, neginf=0.0).abs()).sum(-1)
-    bound = (3 * UBF16 + (T + 16 + 8) * U32 + rtol) * terms + 4 * U32 * rows
+    bound = (3 * UBF16 + (length + dim + 8) * U32 + rtol) * terms + 4 * U32 * rows
     assert_within(ent, want_ent, bound, label="flex entropy, bf16")
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("kind", ["causal", "padded"])
+def test_flex_statistics_in_bfloat16_within_the_derived_bound(kind: str) -> None:
+    """The model's bf16 tensors in, float32 lse as the forward kernels give it (`check_bf16`), flex uncompiled on
+    the cpu."""
+    check_bf16(kind, FlexCalls(swapped_call), torch.device("cpu"))
 
 
 def _blocks(num: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tensor:
