@@ -239,6 +239,8 @@ def issue41_model(shape: str, tiny: bool, device: torch.device) -> tuple[torch.n
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.device(device):
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    if next(model.parameters()).dtype != torch.bfloat16:  # a transformers that ignores `dtype=`
+        model = model.to(torch.bfloat16)
     return model.eval(), T
 
 
@@ -258,14 +260,15 @@ def _flex_warmup(model: torch.nn.Module, T: int, device: torch.device) -> None:
 
 
 def _issue41_parts(model: torch.nn.Module, ids: torch.Tensor, device: torch.device, row: dict) -> dict:
-    """{name: fn} of issue 41's three runs: the plain forward with the last position's logits only
-    (`logits_to_keep=1`), the default scan and `stats="full"` (`trace_windows`, one window of T); each scan notes
-    the kernels its layers ran in `row`."""
+    """{name: fn} of issue 41's three runs: the plain forward with the last position's logits only (the decoder
+    and `lm_head` on the last position), the default scan and `stats="full"` (`trace_windows`, one window of T);
+    each scan notes the kernels its layers ran in `row`."""
     from attnlab.tracing.adapters.hf import trace_windows
 
-    def plain() -> None:
+    def plain() -> None:  # as `logits_to_keep=1` does, in any transformers version: the decoder, then one position
         with torch.no_grad():
-            model(input_ids=ids.to(device), use_cache=False, logits_to_keep=1)
+            hidden = model.model(input_ids=ids.to(device), use_cache=False).last_hidden_state
+            model.lm_head(hidden[:, -1:])
 
     def scan(stats: str) -> Callable[[], None]:
         def run() -> None:
@@ -290,8 +293,8 @@ def issue41_row(device: torch.device, tiny: bool, shape: str, out: Callable[[dic
     ids = torch.randint(3, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
     row: dict = {"tokens": T, "model": f"random {shape} shape", "dtype": "bfloat16", "layers": L, "heads": H,
                  "kv_heads": cfg.num_key_value_heads, "head_dim": cfg.head_dim,
-                 "plain_note": f"logits of the last position only (logits_to_keep=1): [T, vocab] bf16 logits would "
-                               f"be {T * cfg.vocab_size * 2 / 1e9:.2g} GB"}  # fmt: skip
+                 "plain_note": f"logits of the last position only (as logits_to_keep=1): [T, vocab] bf16 logits "
+                               f"would be {T * cfg.vocab_size * 2 / 1e9:.2g} GB"}  # fmt: skip
     parts = _issue41_parts(model, ids, device, row)
     short = _issue41_parts(model, ids[:, :64], device, {})
     for name, fn in parts.items():

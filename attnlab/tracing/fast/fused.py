@@ -17,7 +17,9 @@ rows of the normalised row entropies H_i / log(i+1). On the cpu (numba installed
 come from the forward's own attention computed by query blocks (`full_rows_attention`: torch's GEMMs and one numba
 pass over each block's rows), at about the fused kernel's cost. Elsewhere (a boolean mask, a learned sink, CUDA)
 one more fused call, with queries and keys swapped, gives them (`swapped_statistics`): c_j = exp of its
-log-sum-exp and, from its output with the queries as values, the entropies.
+log-sum-exp and, from its output with the queries as values, the entropies. On CUDA that call runs through
+PyTorch's compiled FlexAttention where it applies (`flex.flex_statistics`: the bias as a score_mod, the model's
+dtype, a causal block mask; issue 41), noted "+flex" in `Trace.attention_paths`.
 
 A layer the kernel cannot do exactly runs through the exact chunked function (`hf_attention.attnlab_attention`,
 chosen by `hf_attention.chunked_reason`):
