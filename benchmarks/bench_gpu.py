@@ -160,7 +160,8 @@ def long_scan(
     one with `stats="full"`, each timed once after a short warm-up, with the peak device memory of each (CUDA).
     `out(row)` is called after each measurement, so that a time limit keeps the parts already done; a part that runs
     out of device memory is noted in the row. `profile`: then a cProfile of one more scan (`_profile_scan`) and, on
-    CUDA, torch.profiler's kernel table of another (`_cuda_profile`). `repeats` > 1: the plain forward and the
+    CUDA, torch.profiler's kernel table of another (`_cuda_profile`). On CUDA `full` warms up by compiling its flex
+    call at T (`_flex_warmup`), not by a 64-token run. `repeats` > 1: the plain forward and the
     default scan warm up at full length (kernels that plan per shape, as cuDNN's, plan there) and give the median
     of `repeats` runs; `stats="full"` stays one run."""
     from attnlab.tracing.adapters.hf import trace_windows
@@ -189,6 +190,8 @@ def long_scan(
         elif name == "plain":  # warm-up: kernels and allocator
             with torch.no_grad():
                 model(input_ids=ids[:, :64].to(device), use_cache=False)
+        elif name == "full" and device.type == "cuda":  # issue 41: flex compiled at T, not inside the timed run
+            _flex_warmup(model, T, device)
         else:
             trace_windows(model, ids[:, :64], batch_size=1, desc="", stats="full" if name == "full" else "fast")
         if device.type == "cuda":
@@ -251,8 +254,9 @@ def _flex_warmup(model: torch.nn.Module, T: int, device: torch.device) -> None:
 
     cfg = model.config
     H, Hkv, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-    q = torch.randn(1, H, T, D, device=device, dtype=torch.bfloat16)
-    k = torch.randn(1, Hkv, T, D, device=device, dtype=torch.bfloat16)
+    dtype = next(model.parameters()).dtype
+    q = torch.randn(1, H, T, D, device=device, dtype=dtype)
+    k = torch.randn(1, Hkv, T, D, device=device, dtype=dtype)
     if flex_applies(q, k, None):
         lse = torch.zeros(1, H, T, device=device)
         flex_statistics(q, k, (lse, lse), None, D**-0.5, FlexCalls.compiled())

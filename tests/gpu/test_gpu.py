@@ -32,7 +32,8 @@ float64 phase diagram):
   a second CUDA run.
 - attnlab.trace of tiny random models (llama, a sliding window, gpt-oss's learned sinks, gemma2's soft-capping) with
   stats fast, full and chunked: every statistic within 1e-4 (absolute, or relative above 1) of the CPU trace, the
-  same attention path per layer; a second CUDA trace gives the same numbers.
+  same path per layer (fused or the eager chunks: the kernels' names differ, cudnn/efficient on CUDA, flash/blocked
+  on the cpu, since issue 41's record); a second CUDA trace gives the same numbers.
 - `stats="full"` through the compiled FlexAttention call (issue 41, bf16): column sums and entropy sums within the
   derived bf16 bounds of float64 (the cpu test's), and a bf16 trace notes "+flex" and agrees with the swapped float32
   call within 1e-2. A prediction: not yet run on a GPU.
@@ -316,7 +317,7 @@ def test_trace_cuda_agrees_with_cpu(family, stats):
     """Issue 23 on CUDA: `attnlab.trace` of a tiny random model (grouped KV heads; a sliding window; learned sinks;
     soft-capping, which takes the chunked path) on the GPU, whose fused path reads the flash or memory-efficient
     kernel's log-sum-exp, against the same trace on the cpu: every statistic within 1e-4 (absolute, or relative
-    above 1; float32 kernels), the same attention paths; a second CUDA trace gives the same numbers."""
+    above 1; float32 kernels), the same path kinds (fused or eager); a second CUDA trace gives the same numbers."""
     import attnlab
     from tests.real.families import tiny_family
 
@@ -325,7 +326,8 @@ def test_trace_cuda_agrees_with_cpu(family, stats):
     cpu = attnlab.trace(model, ids, stats=stats)
     gpu = attnlab.trace(model.to("cuda"), ids, stats=stats)  # the inputs follow the model
     again = attnlab.trace(model, ids, stats=stats)
-    assert gpu.attention_paths == cpu.attention_paths
+    kind = lambda paths: ["eager" if p == "eager" else "fused" for p in paths]  # noqa: E731
+    assert kind(gpu.attention_paths) == kind(cpu.attention_paths)  # kernel names differ: cudnn/efficient, blocked
     for f in TRACE_FIELDS:
         want, got = np.asarray(getattr(cpu, f)), np.asarray(getattr(gpu, f))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True, err_msg=f"{family} {stats}: {f}")
