@@ -20,7 +20,7 @@ from attnlab.reproduce import report
 from attnlab.reproduce.execute import Outcome
 from attnlab.reproduce.run import evaluate
 from attnlab.reproduce.targets import TARGETS
-from attnlab.reproduce.verdict import MET, MISSED, NOT_RUN, VERDICTS, verdict
+from attnlab.reproduce.verdict import INCONCLUSIVE, MET, MISSED, NOT_RUN, VERDICTS, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 BY_ID = {(t.study, t.id): t for t in TARGETS}
@@ -145,12 +145,13 @@ def test_docs_show_the_readings_the_code_gives() -> None:
     # never reads "not run" otherwise (it is judged on its recorded hand run until its run ends)
     # columns: id, group, claim, threshold, numbers, verdict, interval, why, links
     waiting = {k for k, cells in rows.items() if len(cells) > 7 and cells[7].startswith("not run yet")}
-    # a known miss stays missed unless a run of the spec's protocol (not a recorded hand run) meets it
+    # a known miss stays missed unless a run of the spec's protocol (not a recorded hand run) meets it or, with its
+    # seeds' interval straddling the bar, leaves it undecided (issue 39)
     record = json.loads((ROOT / "docs" / "reproduction.json").read_text())
     measured = {(r["study"], r["id"]) for r in record["rows"] if r["numbers"] is not None and not r["recorded"]}
     for key in [*KNOWN_MISSES, ("bb", "R8"), ("paths", "S9"), ("paths", "B3")]:
         ok = rows[key][5] == f"**{MISSED}**" or key in waiting
-        assert ok or (rows[key][5] == f"**{MET}**" and key in measured), key
+        assert ok or (rows[key][5] in (f"**{MET}**", f"**{INCONCLUSIVE}**") and key in measured), key
     assert "shown, not judged: max_attn_sink < 0.05" in rows[("bb", "R8")][7] or ("bb", "R8") in waiting
     folded = (("bb", "R8 (ours)"), ("bb", "R20 (ours)"), ("paths", "B4 (decided)"))
     assert not any(k in rows for k in folded)
