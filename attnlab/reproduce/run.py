@@ -153,18 +153,26 @@ def seeded_numbers(target: Target, done: dict, replicas: dict[int, dict]) -> dic
 
 
 def row_intervals(target: Target, numbers: dict, per_seed: dict[int, dict]) -> dict[str, Any]:
-    """{key: Interval} of the judged and shown numbers: a t-interval over the seeds where the row has replicates,
-    else the row's own intervals (`Target.intervals`), else none."""
+    """{key: Interval} of the judged and shown numbers: a t-interval over the seeds where the row has replicates
+    (of each seed's number, or of its estimate from the row's own intervals where the row derives it, as R19's
+    energy minus chance), else the row's own intervals (`Target.intervals`), else none."""
     from attnlab.core.intervals import t_interval
 
     keys = [c.key for c in (*target.checks, *target.shown)]
-    if per_seed:
-        out = {}
-        for k in keys:
-            values = [numbers.get(k), *(n.get(k) for n in per_seed.values())]
-            if all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
-                out[k] = t_interval([float(v) for v in values])  # type: ignore[arg-type]
-        return out
+    if not per_seed:
+        return _own_intervals(target, numbers)
+    runs = [numbers, *per_seed.values()]
+    derived = [_own_intervals(target, n) for n in runs]  # a number the row derives (R19 against chance), per seed
+    out = {}
+    for k in keys:
+        values = [n.get(k) if k in n else (d[k].estimate if k in d else None) for n, d in zip(runs, derived)]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            out[k] = t_interval([float(v) for v in values])  # type: ignore[arg-type]
+    return out
+
+
+def _own_intervals(target: Target, numbers: dict) -> dict[str, Any]:
+    """The row's own intervals (`Target.intervals`) of one run's numbers, or none."""
     if target.intervals is None:
         return {}
     try:

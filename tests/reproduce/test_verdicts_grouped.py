@@ -145,6 +145,26 @@ def test_r19_is_judged_against_the_random_subspaces(energy: float, expected: str
     assert verdict(r19.checks, numbers, "", r19_intervals(numbers))[0] == expected
 
 
+def test_r19_with_seeds_gives_the_t_interval_of_each_seeds_energy_minus_chance() -> None:
+    """R19's judged number exists only as a derived one (energy minus its chance level): with seeds, each seed's
+    difference is derived from its own numbers and the t-interval is over those (a committed run once judged
+    `None` here). Seeds 0.20/0.25/0.30 minus k/d 0.1 each: 0.15 ± 4.303 · 0.05/√3, clear of 0: missed."""
+    from attnlab.reproduce.run import judged_row
+
+    r19 = BY_ID[("bb", "R19")]
+
+    def seed(energy: float) -> dict:
+        return {"attn_energy_in_mlp_subspace": energy, "d_excess_backcopy": 0.0, "d_excess_bigram": 0.0,
+                "d_attn_sink": 0.0, "chance_k_over_d": 0.1, "chance_draw_low": 0.08, "chance_draw_high": 0.12,
+                "chance_draws": 200}  # fmt: skip
+
+    row = judged_row(r19, seed(0.20), "", {1: seed(0.25), 2: seed(0.30)})
+    want = t_interval([0.10, 0.15, 0.20])
+    assert row["intervals"]["attn_energy_minus_chance"] == pytest.approx([want.low, want.high])
+    assert row["numbers"]["attn_energy_minus_chance"] == pytest.approx(0.15) and row["verdict"] == MISSED
+    assert "None" not in row["why"] and row["replicates"] == 3
+
+
 # --- seeds ----------------------------------------------------------------------------------------------------------
 def _claim(group: str = CLAIM) -> Target:
     return replace(target("X", "bb", "", "", "", checks=BAR, needs=["bb_softmax"],
