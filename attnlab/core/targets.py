@@ -201,3 +201,30 @@ def computed(name: str, prefix: str) -> Any:
 
     measure.__name__ = f"computed_{prefix.rstrip('_')}"
     return measure
+
+
+# --- timings judged on a quiet machine (issue 39) --------------------------------------------------------------------
+TIMING_THREADS = 2  # the specs' "on 2 cores" (consensus §11 B2, attention-paths B2)
+QUIET_LOAD = 1.5  # a timing row is judged only when the 1-minute load average is below this at its start
+
+
+class NotQuiet(ValueError):
+    """A timing taken on a busy machine (or on fewer threads than the spec's): shown in the row, not judged."""
+
+
+def machine_load() -> float:
+    """The 1-minute load average now (`os.getloadavg`), recorded at the start of a timed experiment."""
+    import os
+
+    return float(os.getloadavg()[0])
+
+
+def quiet_timing(numbers: dict, seconds_key: str) -> dict:
+    """`numbers` of a timed experiment (with "threads" and "load_at_start") when they were taken on
+    `TIMING_THREADS` threads with a load below `QUIET_LOAD`; else `NotQuiet` says so with the time and the load
+    (the row is then 'not run' with that reason)."""
+    if numbers["load_at_start"] >= QUIET_LOAD or numbers["threads"] < TIMING_THREADS:
+        raise NotQuiet(f"not judged: {numbers[seconds_key]:.1f} s on {numbers['threads']:g} threads with a 1-minute "
+                       f"load of {numbers['load_at_start']:.2f} at the start (judged only on {TIMING_THREADS} "
+                       f"threads with a load below {QUIET_LOAD:g})")  # fmt: skip
+    return numbers

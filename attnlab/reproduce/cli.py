@@ -21,12 +21,15 @@ def reproduce_config(args: argparse.Namespace) -> Any:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from attnlab.errors import InputError
     from attnlab.reproduce.run import reproduce
 
     if args.table_only:
         return table_only(args)
     if args.rejudge is not None:
         return rejudge_only(args)
+    if args.merge:
+        raise InputError("--merge goes with --rejudge JSON (the table whose rows the merged run replaces)")
     config = reproduce_config(args)
     with threads(args.threads):
         result = reproduce(config, args.out, mode=run_mode(args))
@@ -65,7 +68,8 @@ def rejudge_only(args: argparse.Namespace) -> int:
     --docs, export the table there (the figures already under --docs are linked)."""
     from attnlab.reproduce.run import rejudge_file
 
-    record = rejudge_file(Path(args.rejudge), None if args.docs is None else Path(args.docs))
+    merge = tuple(Path(m) for m in args.merge or ())
+    record = rejudge_file(Path(args.rejudge), None if args.docs is None else Path(args.docs), merge)
     print_counts(record["counts"])
     if args.docs is not None:
         print(f"table: {Path(args.docs) / 'reproduction.md'}")
@@ -98,6 +102,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rejudge", default=None, metavar="JSON",
                    help="judge a saved reproduction.json again by the current targets' code (nothing runs); with "
                    "--docs, write the table there")  # fmt: skip
+    p.add_argument("--merge", action="append", default=None, metavar="RUN",
+                   help="with --rejudge: the rows of this finished `--targets` run (its folder or "
+                   "reproduction.json) replace the table's, and the header names them (a timing rerun on a quiet "
+                   "machine); repeatable")  # fmt: skip
     add_device_arg(
         p, "passed on to the study runs that compute on a GPU (bb training, consensus phase); the others run on the cpu"
     )

@@ -180,6 +180,10 @@ def _run_note(record: dict) -> str:
         note += (f" Judged again {record['rejudged']} by `attnlab reproduce --rejudge` from the run's saved numbers "
                  "(nothing rerun) with the verdict code of issue 39: groups, intervals, one peak bar, chance "
                  "baselines, second readings folded into their rows.")  # fmt: skip
+    for rerun in record.get("reruns", []):
+        note += (f" Rerun later in its own folder (`attnlab reproduce --targets`, merged by `--rejudge --merge`): "
+                 f"{', '.join(rerun['rows'])}, {rerun['seconds']:.0f} s, finished {rerun['finished']} on "
+                 f"{rerun['machine']}; its row replaces the run's.")  # fmt: skip
     if record.get("seeds", 1) > 1:
         note += f" Claim rows on trained models ran {record['seeds']} seeds (seed {record.get('seed', 0)} on)."
     if record.get("updated"):

@@ -438,16 +438,42 @@ def rejudge(record: dict) -> dict:
     return record | {"rows": rows, "counts": report.counts(rows), "rejudged": now, "seed_plan": seed_plan(record)}
 
 
-def rejudge_file(path: Path, docs: Path | None = None) -> dict:
-    """`rejudge` of the reproduction.json at `path`; with `docs`, the table exported there (the figures already
-    under `docs` are linked). Returns the new record."""
+def merge_rerun(record: dict, other: dict, source: str) -> dict:
+    """`record` with the rows of `other` (a later `attnlab reproduce --targets` run of the same profile, in its own
+    folder `source`) in place of its own: a row rerun alone, as a timing on a quiet machine. The record lists each
+    such rerun (`reruns`: its folder, rows, end, machine and seconds), and the table's header says so."""
+    if other.get("profile") != record.get("profile"):
+        raise InputError(f"--merge {source}: profile {other.get('profile')!r}, not the table's {record['profile']!r}")
+    if other.get("partial"):
+        raise InputError(f"--merge {source}: that run has not finished; merge a finished run")
+    new = {(r["study"], r["id"]): r for r in other["rows"]}
+    unknown = sorted(f"{s} {i}" for s, i in set(new) - {(r["study"], r["id"]) for r in record["rows"]})
+    if unknown:
+        raise InputError(f"--merge {source}: rows {', '.join(unknown)} are not in the table")
+    entry = {"folder": source, "rows": [f"{s} {i}" for s, i in new], "finished": other.get("finished"),
+             "machine": other.get("machine"), "seconds": other.get("seconds")}  # fmt: skip
+    rows = [new.get((r["study"], r["id"]), r) for r in record["rows"]]
+    return record | {"rows": rows, "reruns": [*record.get("reruns", []), entry]}
+
+
+def rejudge_file(path: Path, docs: Path | None = None, merge: tuple[Path, ...] = ()) -> dict:
+    """`rejudge` of the reproduction.json at `path`, with the rows of each finished `--targets` run in `merge`
+    (its reproduction.json or its folder) in place of its own (`merge_rerun`); with `docs`, the table exported
+    there (the figures already under `docs` are linked). Returns the new record."""
     from attnlab.runs import read_json
 
     if not path.is_file():
         raise InputError(f"--rejudge {path}: no such file (give a reproduction.json)")
+    others = [(m / "reproduction.json" if m.is_dir() else m, m) for m in merge]
+    for file, m in others:
+        if not file.is_file():
+            raise InputError(f"--merge {m}: no reproduction.json there (give a finished reproduce run)")
     if docs is not None:
         report.check_docs_folder(docs)
-    record = rejudge(read_json(path, "reproduction.json"))
+    record = read_json(path, "reproduction.json")
+    for file, m in others:
+        record = merge_rerun(record, read_json(file, "reproduction.json"), str(m))
+    record = rejudge(record)
     if docs is not None:
         report.export_docs(None, docs, record)
     return record

@@ -14,6 +14,7 @@ import pytest
 
 from attnlab.bb.repro import measures as bb_rows
 from attnlab.consensus.repro import measures as consensus_rows
+from attnlab.core.targets import NotQuiet
 from attnlab.paths.repro import measures as paths_rows
 from attnlab.real.repro import measures as real_rows
 from attnlab.reproduce import report
@@ -247,8 +248,16 @@ def test_new_rows_read_their_runs(tmp_path: Path) -> None:
     b2 = consensus_rows.c_b2({"cons_b2": Outcome(numbers=quiet)})
     assert b2 == {"phase_seconds": 50.0, "threads": 2.0, "load_at_start": 0.4}
     for busy in ({"load_at_start": 3.2, "quiet": 0.0}, {"threads": 1.0}):  # a loaded machine, one thread: not judged
-        with pytest.raises(consensus_rows.NotQuiet, match="not judged: 50.0 s"):
+        with pytest.raises(NotQuiet, match="not judged: 50.0 s"):
             consensus_rows.c_b2({"cons_b2": Outcome(numbers={**quiet, **busy})})
+    solve = {"B2_max_grad": 1e-9, "B2_converged": 1.0, "B2_point_seconds": 20.0, "B2_threads": 2.0,
+             "B2_load_at_start": 0.3}  # fmt: skip
+    assert paths_rows.p_b2({"paths_b2": Outcome(numbers=solve)}) == solve  # paths B2: the same rule
+    for busy in ({"B2_load_at_start": 1.9}, {"B2_threads": 1.0}):
+        with pytest.raises(NotQuiet, match="not judged: 20.0 s"):
+            paths_rows.p_b2({"paths_b2": Outcome(numbers={**solve, **busy})})
+    old_record = {k: v for k, v in solve.items() if k not in ("B2_threads", "B2_load_at_start")}
+    assert paths_rows.p_b2({"paths_b2": Outcome(numbers=old_record)}) == old_record  # judged as it was
     decode = SimpleNamespace(summary={"seconds_per_group": {"a": 30.0, "b": 10.0}}, config=SimpleNamespace(passes=10))
     b4 = consensus_rows.c_b4({"cons_decode": Outcome(runs={"": decode}, peak_rss_mb=900.0)})  # type: ignore[dict-item]
     assert b4 == {"seconds_per_pass": 3.0, "peak_rss_mb": 900.0}

@@ -241,6 +241,47 @@ def test_rejudge_folds_second_readings_and_recounts() -> None:
     assert all(r["verdict"] == NOT_RUN for r in new["rows"] if r["id"] not in ("R20",) and r["numbers"] is None)
 
 
+def _b2_row(seconds: float | None, why: str = "") -> dict:
+    numbers = None if seconds is None else {"phase_seconds": seconds, "threads": 2.0, "load_at_start": 0.2}
+    return {"id": "B2", "study": "consensus", "numbers": numbers, "verdict": NOT_RUN if seconds is None else "",
+            "why": why, "recorded": False, "runs": ["runs/cons_b2"], "figure": None}  # fmt: skip
+
+
+def test_a_row_rerun_alone_replaces_the_tables_row_and_the_header_says_so(tmp_path: Path) -> None:
+    """`--rejudge TABLE --merge RUN`: B2, not judged on a busy machine in the full run, rerun alone on a quiet one;
+    its row replaces the table's (judged by the current code: 35 s ≤ 60 s, met), the record lists the rerun, the
+    header names it, and a rerun of another profile, an unfinished one or a row not in the table is one clear line."""
+    from attnlab.errors import InputError
+    from attnlab.reproduce.run import rejudge_file
+    from attnlab.runs import write_json
+
+    base = {"studies": ["consensus"], "profile": "full", "experiments": {}, "seconds": 10.0, "counts": {}}
+    table = base | {"rows": [_b2_row(None, "measure failed: NotQuiet: not judged")]}
+    rerun = base | {"rows": [_b2_row(35.0)], "finished": "2026-12-07T01:46:00+00:00", "machine": "a 2-core cpu",
+                    "seconds": 36.0}  # fmt: skip
+    write_json(tmp_path / "table.json", table)
+    write_json(tmp_path / "rerun" / "reproduction.json", rerun)
+    new = rejudge_file(tmp_path / "table.json", None, (tmp_path / "rerun",))
+    row = next(r for r in new["rows"] if r["id"] == "B2")
+    assert row["verdict"] == MET and row["numbers"]["phase_seconds"] == 35.0
+    assert new["reruns"] == [
+        {
+            "folder": str(tmp_path / "rerun"),
+            "rows": ["consensus B2"],
+            "finished": "2026-12-07T01:46:00+00:00",
+            "machine": "a 2-core cpu",
+            "seconds": 36.0,
+        }
+    ]
+    assert "consensus B2, 36 s, finished 2026-12-07T01:46:00+00:00" in report._run_note(new | {"machine": None})
+    bad = {"quick": rerun | {"profile": "quick"}, "finished": rerun | {"partial": True},
+           "not in the table": rerun | {"rows": [_b2_row(35.0) | {"id": "B9"}]}}  # fmt: skip
+    for words, other in bad.items():
+        write_json(tmp_path / words / "reproduction.json", other)
+        with pytest.raises(InputError, match="--merge"):
+            rejudge_file(tmp_path / "table.json", None, (tmp_path / words,))
+
+
 def test_a_seeded_run_replicates_into_its_own_folders_and_one_seed_reruns_alone(tmp_path: Path) -> None:
     """`--seeds 2` on R4 (the tiny profile, one thread): seed 1's run lies in seeds/1/runs/ and R4's numbers carry a
     t-interval over the two seeds; `--seed 1` alone (the one-command rerun of that seed) gives the same numbers."""

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.core.targets import QUIET_LOAD, TIMING_THREADS, machine_load
+
 
 def cons_tails(seed: int, size: dict) -> dict:
     """R2c: fitted slope of log E_pair over E in [1e-11, 1e-3] against spec 4.6, n = 8, d = 5, P = V = I: per case
@@ -181,8 +183,7 @@ def cons_bench(seed: int, size: dict) -> dict:
     return out
 
 
-B2_THREADS = 2  # consensus §11: "≤ 60 s on 2 cores"
-QUIET_LOAD = 1.5  # issue 39: B2 is judged only when the 1-minute load average is below this at its start
+B2_THREADS = TIMING_THREADS  # consensus §11: "≤ 60 s on 2 cores"
 
 
 def cons_b2(seed: int, size: dict) -> dict:
@@ -192,15 +193,13 @@ def cons_b2(seed: int, size: dict) -> dict:
     (`core.clitools.threads`). `load_at_start` is the 1-minute load average when it began (`os.getloadavg`):
     `quiet` is 1 when it was below `QUIET_LOAD`, so the time is the machine's own. Other keys of `size` override
     `PhaseConfig` fields (a smaller sweep, for tests)."""
-    import os
-
     from attnlab.consensus.config import PhaseConfig
     from attnlab.consensus.sweeps import Sweep, phase_diagram
     from attnlab.core.clitools import threads
 
     cfg = PhaseConfig(seed=seed, **{k: v for k, v in size.items() if k != "threads"})
     sweep = Sweep(cfg.n, cfg.d, cfg.starts, cfg.t_max, cfg.h, cfg.integrator, cfg.kind, cfg.seed)
-    n_threads, load = int(size.get("threads", B2_THREADS)), os.getloadavg()[0]
+    n_threads, load = int(size.get("threads", B2_THREADS)), machine_load()
     with threads(n_threads):
         t0 = time.perf_counter()
         pdg = phase_diagram(np.linspace(cfg.beta_min, cfg.beta_max, cfg.num_betas), sweep)

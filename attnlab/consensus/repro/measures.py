@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.core.targets import claim_numbers, folder_of, model_groups, run_of, runs_of
+from attnlab.core.targets import claim_numbers, folder_of, model_groups, quiet_timing, run_of, runs_of
 
 
 def _states(res: Any) -> np.ndarray:
@@ -208,23 +208,12 @@ def c_b1(runs: dict) -> dict:
     return dict(runs["cons_bench"].numbers)
 
 
-class NotQuiet(ValueError):
-    """A timing taken on a busy machine (or on fewer threads than the spec's): shown in the row, not judged."""
-
-
 def c_b2(runs: dict) -> dict:
     """B2: the phase diagram's compute seconds on two threads (`checks_theory.cons_b2`), the threads and the
     1-minute load average at its start. On a machine that was not quiet (load ≥ 1.5) or on fewer than two threads
     the row is not judged: `NotQuiet` says so with the numbers (the row is then 'not run' with that reason)."""
-    from attnlab.consensus.repro.checks_theory import B2_THREADS, QUIET_LOAD
-
     n = runs["cons_b2"].numbers
-    out = {k: n[k] for k in ("phase_seconds", "threads", "load_at_start")}
-    if not n["quiet"] or n["threads"] < B2_THREADS:
-        raise NotQuiet(f"not judged: {n['phase_seconds']:.1f} s on {n['threads']:g} threads with a 1-minute load "
-                       f"of {n['load_at_start']:.2f} at the start (judged only on {B2_THREADS} threads with a "
-                       f"load below {QUIET_LOAD:g})")  # fmt: skip
-    return out
+    return quiet_timing({k: n[k] for k in ("phase_seconds", "threads", "load_at_start")}, "phase_seconds")
 
 
 def c_b4(runs: dict) -> dict:

@@ -31,21 +31,28 @@ def image_data(P: int = 600, n_test: int = 1000, d_qk: int = 128, seed: int = 0)
 
 
 def paths_b2(seed: int, size: dict) -> dict:
-    """B2: one (N, T) point (`B2_POINT`) solved by `theory.points.theory_point` (Newton, tol 1e-8, Hessian check):
-    max|grad|, convergence, the smallest Hessian eigenvalue, the solve's seconds (data building excluded) and the
-    test accuracies of the theory and the GP."""
+    """B2: one (N, T) point (`B2_POINT`) solved by `theory.points.theory_point` (Newton, tol 1e-8, Hessian check)
+    on `size["threads"]` torch threads (default `TIMING_THREADS`, the spec's 2 cores; set for this experiment only
+    by `core.clitools.threads`): max|grad|, convergence, the smallest Hessian eigenvalue, the solve's seconds (data
+    building excluded), the threads, the 1-minute load average at the start (issue 39: judged only below
+    `QUIET_LOAD`) and the test accuracies of the theory and the GP."""
     import time
 
+    from attnlab.core.clitools import threads
+    from attnlab.core.targets import TIMING_THREADS, machine_load
     from attnlab.paths.theory.points import theory_point
 
-    t0 = time.perf_counter()
-    data = image_data(size.get("P", 600), size.get("n_test", 1000), seed=seed)
-    build = time.perf_counter() - t0
-    sp, rec = theory_point(data, B2_POINT["N"], B2_POINT["T"])
+    n_threads, load = int(size.get("threads", TIMING_THREADS)), machine_load()
+    with threads(n_threads):
+        t0 = time.perf_counter()
+        data = image_data(size.get("P", 600), size.get("n_test", 1000), seed=seed)
+        build = time.perf_counter() - t0
+        sp, rec = theory_point(data, B2_POINT["N"], B2_POINT["T"])
     return {"B2_max_grad": sp.max_grad, "B2_converged": float(sp.converged), "B2_point_seconds": sp.wall_s,
             "B2_hessian_min_eig": sp.hessian_min_eig if sp.hessian_min_eig is not None else math.nan,
             "B2_iterations": float(sp.iterations), "B2_build_seconds": build, "B2_accuracy": rec["accuracy"],
-            "B2_accuracy_gp": rec["accuracy_gp"], "B2_P": float(data.P)}  # fmt: skip
+            "B2_accuracy_gp": rec["accuracy_gp"], "B2_P": float(data.P), "B2_threads": float(n_threads),
+            "B2_load_at_start": load}  # fmt: skip
 
 
 # B4 and SC-H1: the §10 adjudication (sampling.protocol), full profile --------------------------------------------
