@@ -196,3 +196,54 @@ def test_r10_reports_the_slope_against_roughness(tmp_path: Path) -> None:
         pytest.approx(2.0, abs=1e-12), pytest.approx(2.0, abs=1e-12))  # fmt: skip
     assert out["slope_vs_roughness_on"] == pytest.approx(-1.0, abs=1e-12)
     assert out["roughness random"] == 1.4 and out["ci_gap_off_constant_periodic"] == pytest.approx(0.8)
+
+
+def test_r9_bootstraps_the_smallest_fall_and_largest_spearman_over_prompts() -> None:
+    """Every prompt falls by exactly 2 decades (MLP off) or 1 (MLP on) along a straight line: each resample's
+    smallest fall is 1 and its largest Spearman −1, so both intervals are points; an offset per prompt changes
+    neither (it cancels in the fall and does not reorder a mean curve)."""
+    from attnlab.consensus.repro.measures import _r9_bootstrap
+
+    L, offsets = 2, np.array([0.0, 0.4, -0.3, 1.1])
+    passes = np.arange(4)  # pass ends at steps 2, 4, 6, 8 of 9 states
+    E = {}
+    for mlp, slope in (("off", 2 / 3), ("on", 1 / 3)):
+        logE = -1.0 - slope * passes[None, :] + offsets[:, None]  # [prompt, pass]
+        full = np.ones((4, 9))
+        full[:, L::L] = 10.0**logE
+        E[mlp] = full
+    out = _r9_bootstrap(E, L)
+    assert (out["min_fall_decades_low"], out["min_fall_decades_high"]) == (pytest.approx(1.0), pytest.approx(1.0))
+    assert (out["max_spearman_low"], out["max_spearman_high"]) == (pytest.approx(-1.0), pytest.approx(-1.0))
+    assert out["R9_prompts"] == 4
+
+
+def test_r10_judges_the_spec_rule_as_an_interval_and_shows_the_paired_bootstrap(tmp_path: Path) -> None:
+    """Each schedule's CI is its mean ± 0.1 (`_rst_run`), so the judged interval of a gap g is [g − 0.2, g + 0.2]:
+    MLP off, constant → periodic (g = 1) is met; MLP on, periodic → random (g = −0.9) is missed; a gap of 0.1 would
+    overlap (inconclusive). The per-prompt offsets cancel in the paired differences: the paired interval is [g, g]."""
+    from attnlab.consensus.repro.measures import c_r10
+    from attnlab.consensus.repro.targets import r10_intervals
+    from attnlab.reproduce.verdict import verdict
+
+    offsets = np.array([0.0, 0.3, -0.2])
+    finals = {}
+    for s, r in (("constant", 0.0), ("periodic", 0.5), ("random", 1.4)):
+        finals[f"{s}, MLP off"] = 10.0 ** (-4 + 2 * r + offsets)
+        finals[f"{s}, MLP on"] = 10.0 ** (-4 - r + offsets)
+    out = c_r10(_rst_run(tmp_path, finals))
+    ivs = r10_intervals(out)
+    assert [ivs["mean_gap_off_constant_periodic"].low, ivs["mean_gap_off_constant_periodic"].high] == [
+        pytest.approx(0.8), pytest.approx(1.2)]  # fmt: skip
+    assert ivs["mean_gap_on_periodic_random"].high == pytest.approx(-0.7)
+    assert out["mean_gap_on_periodic_random_paired_low"] == pytest.approx(-0.9)
+    assert out["mean_gap_on_periodic_random_paired_high"] == pytest.approx(-0.9)
+    from attnlab.reproduce.targets import TARGETS
+
+    t10 = next(t for t in TARGETS if (t.study, t.id) == ("consensus", "R10"))
+    v, why = verdict(t10.checks, out, "", ivs)
+    assert v == "missed" and "mean_gap_off_constant_periodic > 0: 1 [0.8, 1.2] met" in why
+    close = out | {"mean_gap_off_constant_periodic": 0.1, "ci_gap_off_constant_periodic": -0.1,
+                   "ci_span_off_constant_periodic": 0.3}  # fmt: skip
+    assert "mean_gap_off_constant_periodic > 0: 0.1 [-0.1, 0.3] inconclusive" in verdict(
+        t10.checks, close, "", r10_intervals(close))[1]  # fmt: skip

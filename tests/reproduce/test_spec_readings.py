@@ -192,7 +192,8 @@ def test_docs_table_has_one_row_per_registry_target_in_its_order() -> None:
 
 def _model_run(groups: dict) -> Outcome:
     """A `consensus model` run as the measures read it: its summary's groups."""
-    return Outcome(runs={"": SimpleNamespace(summary={"groups": groups})})  # type: ignore[dict-item]
+    run = SimpleNamespace(summary={"groups": groups}, path="/nonexistent-run")  # no curves.npz: no bootstraps
+    return Outcome(runs={"": run})  # type: ignore[dict-item]
 
 
 def test_r9_and_r10_read_the_rst_groups_as_the_spec_words_them() -> None:

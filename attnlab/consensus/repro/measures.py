@@ -146,30 +146,78 @@ def c_r14(runs: dict) -> dict:
 
 def c_r9(runs: dict) -> dict:
     """R9: per MLP setting, the fall of mean log10 E_first from pass 1 to the last periodic pass, its CI low end and
-    Spearman; the smallest fall and CI end and the largest Spearman over MLP on and off."""
+    Spearman; the smallest fall and CI end and the largest Spearman over MLP on and off; where the run saved its
+    curves, their 95 % percentile bootstrap over prompts (`_r9_bootstrap`: `_low`, `_high`, `R9_prompts`)."""
     g = model_groups(runs, "cons_rst")
     rows = {mlp: g[f"periodic, MLP {mlp}"] for mlp in ("on", "off")}
     out = {f"fall MLP {k}": r["fall_pass1_to_last"] for k, r in rows.items()}
     out |= {f"spearman MLP {k}": r["spearman_pass_vs_mean_log10_E"] for k, r in rows.items()}
-    return out | {
+    out |= {
         "min_fall_decades": min(r["fall_pass1_to_last"] for r in rows.values()),
         "min_fall_ci_low": min(r["fall_ci95"][0] for r in rows.values()),
         "max_spearman": max(r["spearman_pass_vs_mean_log10_E"] for r in rows.values()),
     }
+    curves = Path(run_of(runs, "cons_rst").path) / "curves.npz"
+    if not curves.is_file():
+        return out
+    with np.load(curves) as z:
+        E = {mlp: z[f"periodic, MLP {mlp}|E_first"] for mlp in ("on", "off")}
+    passes = len(rows["on"]["mean_log10_E_pass_end"])
+    return out | _r9_bootstrap(E, (E["on"].shape[1] - 1) // passes)
+
+
+def _r9_bootstrap(E: dict[str, np.ndarray], L: int, resamples: int = 2000, seed: int = 0) -> dict:
+    """R9's intervals: from E_first `[prompt, steps+1]` per MLP setting (the same prompts in each), resample the
+    prompts (one draw of indices for both settings, kept paired) and take, per resample, the smallest fall of mean
+    log10 E_first (pass 1 to the last pass, as `modelrun.fall_stats`) and the largest Spearman(pass, mean log10
+    E_first) over the settings; the 2.5/97.5 percentiles of each. Keys `<number>_low`, `<number>_high`."""
+    from attnlab.consensus.stats import spearman
+
+    logE = {k: np.log10(np.maximum(e[:, np.arange(L, e.shape[1], L)], 1e-17)) for k, e in E.items()}  # [prompt, pass]
+    n = next(iter(logE.values())).shape[0]
+    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    falls = np.stack([(v[:, 0] - v[:, -1])[idx].mean(1) for v in logE.values()]).min(0)  # [resamples]
+    passes = np.arange(next(iter(logE.values())).shape[1])
+    rho = np.array([max(spearman(passes, v[i].mean(0)) for v in logE.values()) for i in idx])
+    (f_lo, f_hi), (r_lo, r_hi) = np.percentile(falls, [2.5, 97.5]), np.percentile(rho, [2.5, 97.5])
+    return {"min_fall_decades_low": float(f_lo), "min_fall_decades_high": float(f_hi),
+            "max_spearman_low": float(r_lo), "max_spearman_high": float(r_hi), "R9_prompts": float(n)}  # fmt: skip
 
 
 def c_r10(runs: dict) -> dict:
-    """R10: at the final depth, mean log10 E_first per schedule with its bootstrap CI; per MLP setting the gap
-    between the CIs of consecutive schedules (lower end of the later minus upper end of the earlier: disjoint and
-    ordered when > 0) and the gap of the means."""
+    """R10: at the final depth, mean log10 E_first per schedule with its bootstrap CI; per MLP setting the gap of
+    the means of consecutive schedules, the gap between their CIs (lower end of the later minus upper end of the
+    earlier: disjoint and ordered when > 0, the spec's reading) and the span (upper end of the later minus lower
+    end of the earlier: disjoint in the reverse order when < 0); and, where the run saved its curves, the mean gap's
+    paired percentile bootstrap over the prompts (`_paired_low`, `_paired_high`; every schedule runs the same
+    prompts), shown beside the spec's reading."""
     g = model_groups(runs, "cons_rst")
     out: dict[str, float] = {}
     for mlp in ("off", "on"):
         band = {s: g[f"{s}, MLP {mlp}"]["final_band_log10"] for s in ("constant", "periodic", "random")}
         for a, b in (("constant", "periodic"), ("periodic", "random")):
             out[f"ci_gap_{mlp}_{a}_{b}"] = band[b]["lo_log10"] - band[a]["hi_log10"]
+            out[f"ci_span_{mlp}_{a}_{b}"] = band[b]["hi_log10"] - band[a]["lo_log10"]
             out[f"mean_gap_{mlp}_{a}_{b}"] = band[b]["mean_log10"] - band[a]["mean_log10"]
-    return out | _roughness_slopes(runs, g)
+    curves = Path(run_of(runs, "cons_rst").path) / "curves.npz"
+    return out | (_r10_gap_intervals(curves) if curves.is_file() else {}) | _roughness_slopes(runs, g)
+
+
+def _r10_gap_intervals(curves: Path) -> dict:
+    """The paired bootstrap (4000 resamples, seed 0) over prompts of each mean gap of the final log10 E_first
+    (floored at 1e-17, as the CIs): per prompt, the later schedule's minus the earlier's."""
+    from attnlab.core.intervals import bootstrap_interval
+
+    out: dict[str, float] = {}
+    with np.load(curves) as z:
+        for mlp in ("off", "on"):
+            y = {s: np.log10(np.maximum(z[f"{s}, MLP {mlp}|E_first"][:, -1], 1e-17)) for s in
+                 ("constant", "periodic", "random")}  # fmt: skip
+            for a, b in (("constant", "periodic"), ("periodic", "random")):
+                iv = bootstrap_interval(y[b] - y[a], np.random.default_rng(0), over="prompts")
+                out |= {f"mean_gap_{mlp}_{a}_{b}_paired_low": iv.low, f"mean_gap_{mlp}_{a}_{b}_paired_high": iv.high,
+                        "R10_prompts": float(iv.replicates)}  # fmt: skip
+    return out
 
 
 def _roughness_slopes(runs: dict, groups: dict) -> dict:
