@@ -25,11 +25,14 @@ SEED = "seed claim (issue 18), no row of its own in the spec"
 
 @dataclass(frozen=True)
 class Check:
-    """`key op bound`, e.g. Check("backcopy_risk", "<", 0.05); `bound` is a pair for "in"."""
+    """`key op bound`, e.g. Check("backcopy_risk", "<", 0.05); `bound` is a pair for "in". `exact` names why a
+    judged number has no sampling error (a count of the protocol's runs, a gate, a deterministic solve, a measured
+    budget): its 95 % interval is the point itself, said so in the row (issue 39: every judged number has one)."""
 
     key: str
     op: str
     bound: Any
+    exact: str = ""
 
     def __post_init__(self) -> None:
         if self.op not in OPS:

@@ -147,8 +147,10 @@ FINDINGS = (
             f"{_n(r, 'mean_gap_off_constant_periodic')}, "
             f"random − periodic {_n(r, 'mean_gap_off_periodic_random')} decades) but the constant and "
             f"periodic CIs overlap (gap {_n(r, 'ci_gap_off_constant_periodic')}); MLPs on, periodic comes "
-            f"last: random − periodic = {_n(r, 'mean_gap_on_periodic_random')} decades, CI gap "
-            f"{_n(r, 'ci_gap_on_periodic_random')}."
+            f"last: random − periodic = {interval_words(r, 'mean_gap_on_periodic_random')} decades (CI gap "
+            f"{_n(r, 'ci_gap_on_periodic_random')}; paired bootstrap over prompts "
+            f"[{_n(r, 'mean_gap_on_periodic_random_paired_low')}, "
+            f"{_n(r, 'mean_gap_on_periodic_random_paired_high')}], shown)."
         ),
         "SmolLM2 cycled 100 passes under each schedule, MLPs on and off, 3 prompts × 3 domains; bootstrap CIs "
         "over prompts.",

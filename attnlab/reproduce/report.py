@@ -156,7 +156,9 @@ COUNTS_NOTE = (
     "error lines, solvers on tiny or closed-form cases) or a timing. A verdict follows from the 95 % interval of "
     "each judged number (`attnlab.core.intervals`): met when it clears the bar, missed when it lies on the wrong "
     "side, inconclusive when it straddles it; a row run once (one seed) is judged on its point estimate and says "
-    "so in its interval column. Reported rows have no bar and are not counted. A second reading of a target (the "
+    "so in its interval column. A judged number without sampling error (a count of a sweep's runs, a sampler's "
+    "gate, a deterministic theory solve, a measured time budget) has its point as its interval, and the row's "
+    "method says `exact` and why. Reported rows have no bar and are not counted. A second reading of a target (the "
     "spec's literal bar beside ours) is shown in its row, never counted."
 )
 

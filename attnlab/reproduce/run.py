@@ -206,6 +206,8 @@ def judged_row(target: Target, numbers: dict | None, reason: str, per_seed: dict
     """The row of `target` from its numbers (None: not run, `reason` says why), its seeds' numbers and whether the
     numbers are a recorded hand run's."""
     intervals = row_intervals(target, numbers, per_seed) if numbers is not None else {}
+    if target.group == CLAIM and numbers is not None:
+        intervals |= exact_intervals(target, numbers, intervals)
     derived = [k for k in intervals if numbers is not None and k not in numbers]
     if numbers is not None:  # a number judged only through its interval (R19, B5 against chance) is shown too
         numbers = numbers | {k: intervals[k].estimate for k in derived}
@@ -228,22 +230,42 @@ def judged_row(target: Target, numbers: dict | None, reason: str, per_seed: dict
     return row
 
 
+EXACT = "exact"  # the method of a judged number's point interval (`Check.exact`)
+
+
+def exact_intervals(target: Target, numbers: dict, intervals: dict) -> dict[str, Any]:
+    """The point intervals of a claim row's judged numbers that have no sampling error (`Check.exact`: a count of
+    runs, a gate, a deterministic solve, a measured budget) and no interval of their own, the reason as the method."""
+    from attnlab.core.intervals import Interval
+
+    out = {}
+    for c in target.checks:
+        x = numbers.get(c.key)
+        if c.exact and c.key not in intervals and isinstance(x, int | float) and math.isfinite(x):
+            out[c.key] = Interval(float(x), float(x), float(x), 1, f"{EXACT} ({c.exact})")
+    return out
+
+
 def _sig(x: float) -> float:
     """`x` to 12 significant digits (not decimals: a bound of 1e-10 keeps an interval of 2e-16)."""
     return float(f"{x:.12g}")
 
 
 def replicate_fields(intervals: dict, per_seed: dict[int, dict]) -> dict:
-    """A claim row's `replicates`, `intervals` (key -> [low, high], 95 %) and `interval_method` (issue 39); with
-    no interval, one replicate and the method saying it is a single run."""
+    """A claim row's `replicates`, `intervals` (key -> [low, high], 95 %) and `interval_method` (issue 39), from its
+    sampled intervals; with none, one replicate and the method saying it is a single run. The point intervals of
+    its exact numbers are in `intervals` too, and `exact` maps each to why it has no sampling error."""
     from attnlab.reproduce.verdict import SINGLE
 
-    if not intervals:
-        return {"replicates": 1, "intervals": {}, "interval_method": SINGLE}
-    methods = sorted({iv.method for iv in intervals.values()})
-    out = {"replicates": max(iv.replicates for iv in intervals.values()),
-           "intervals": {k: [_sig(iv.low), _sig(iv.high)] for k, iv in intervals.items()},
-           "interval_method": "; ".join(methods)}  # fmt: skip
+    sampled = {k: iv for k, iv in intervals.items() if not iv.method.startswith(EXACT)}
+    exact = {k: iv.method for k, iv in intervals.items() if k not in sampled}
+    out: dict[str, Any] = {"replicates": 1, "intervals": {}, "interval_method": SINGLE}
+    if sampled:
+        out = {"replicates": max(iv.replicates for iv in sampled.values()),
+               "interval_method": "; ".join(sorted({iv.method for iv in sampled.values()}))}  # fmt: skip
+    out["intervals"] = {k: [_sig(iv.low), _sig(iv.high)] for k, iv in intervals.items()}
+    if exact:  # judged numbers without sampling error (`Check.exact`): their point, and why
+        out["exact"] = exact
     if per_seed:
         out["seeds_numbers"] = {str(s): clean(n) for s, n in per_seed.items()}
     return out

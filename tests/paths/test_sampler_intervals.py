@@ -72,7 +72,9 @@ def test_s6_error_is_judged_by_its_mcse_interval(err: float, expected: str) -> N
     assert iv.method == MCSE and iv.replicates == 8000
     row = judged_row(t, numbers, "", {})
     assert row["verdict"] == expected and row["interval_method"] == MCSE and row["replicates"] == 8000
-    assert set(row["intervals"]) == {"sampled_vs_theory_err"}  # the theory's fractions and the gate are points
+    # the theory's fractions and the gate are exact: their points are their intervals, and the row says why
+    assert set(row["exact"]) == {"offdiag_small_alpha", "offdiag_growth", "sampler_converged"}
+    assert row["intervals"]["offdiag_growth"] == [22.8, 22.8]
 
 
 def test_s6_gate_and_fractions_are_judged_as_they_are() -> None:

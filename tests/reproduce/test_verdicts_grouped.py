@@ -98,6 +98,8 @@ def test_the_committed_record_counts_every_row_once_and_verdicts_are_the_five() 
         if r["group"] == CLAIM and r["numbers"] is not None:
             assert isinstance(r["replicates"], int) and r["interval_method"]
             assert all(len(v) == 2 and v[0] <= v[1] for v in r["intervals"].values())
+            judged = {c.key for c in BY_ID[(r["study"], r["id"])].checks}  # issue 39: each judged number has one
+            assert r["recorded"] or judged <= set(r["intervals"]), (r["id"], judged - set(r["intervals"]))
     assert (ROOT / "docs" / "reproduction.md").read_text().count("## Findings") == 1
     assert "docs/reproduction.md#findings" in (ROOT / "README.md").read_text()
 
@@ -163,6 +165,20 @@ def test_r19_with_seeds_gives_the_t_interval_of_each_seeds_energy_minus_chance()
     assert row["intervals"]["attn_energy_minus_chance"] == pytest.approx([want.low, want.high])
     assert row["numbers"]["attn_energy_minus_chance"] == pytest.approx(0.15) and row["verdict"] == MISSED
     assert "None" not in row["why"] and row["replicates"] == 3
+
+
+def test_an_exact_number_has_its_point_as_interval_and_an_estimate_gets_none_by_default() -> None:
+    """`Check.exact` (a count of runs, a gate): the judged number's interval is [x, x] with the reason as its
+    method; a number without `exact` and without replicates keeps no interval (the row says single run)."""
+    from attnlab.reproduce.run import judged_row
+
+    t = replace(_claim(), checks=(Check("runs", ">=", 12, "a count of the sweep's runs"), Check("x", ">", 1.0)))
+    row = judged_row(t, {"runs": 12, "x": 1.5}, "", {})
+    assert row["intervals"] == {"runs": [12.0, 12.0]} and row["verdict"] == MET
+    assert row["exact"] == {"runs": "exact (a count of the sweep's runs)"} and "single run" in row["interval_method"]
+    assert judged_row(t, {"runs": 11, "x": 1.5}, "", {})["verdict"] == MISSED
+    check = judged_row(replace(t, group=CHECK), {"runs": 12, "x": 1.5}, "", {})
+    assert "intervals" not in check  # a library check is not a claim: no interval fields
 
 
 # --- seeds ----------------------------------------------------------------------------------------------------------

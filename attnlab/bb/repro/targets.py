@@ -208,8 +208,8 @@ BB = [
     _t("R22", "bb", _ET14, "softmax vs ReLU attention, stability",
        "≥ 3 seeds × 4 lrs per form: diverged runs and final risks",
        checks=[C("d_backcopy_relu_minus_softmax", "abs<=", 0.02), C("d_bigram_relu_minus_softmax", "abs<=", 0.02),
-               C("runs_softmax", ">=", 12), C("runs_relu", ">=", 12), C("lrs_softmax", ">=", 4),
-               C("lrs_relu", ">=", 4)],
+               *(C(k, ">=", n, "a count of the sweep's finished runs") for k, n in
+                 (("runs_softmax", 12), ("runs_relu", 12), ("lrs_softmax", 4), ("lrs_relu", 4)))],
        needs=["bb_stability"], measure=r.b_r22,
        note="the final risks compared (issue 39): d_*_relu_minus_softmax = ReLU's final excess risk minus "
             "softmax's at the same (lr, seed), over the pairs where neither diverged, mean over lrs per seed, "

@@ -319,14 +319,17 @@ def chance_spearman(n_heads: int, networks: int, seed: int = 0) -> tuple[float, 
 
 def prune_intervals(numbers: dict) -> dict:
     """95 % intervals of B5's and SC-prune's judged numbers over the networks (t-interval over seeds; needs >= 2):
-    gd_test_accuracy, drop_first_pruned, ascending_minus_random_mean, and spearman_minus_chance: the mean rho's
+    gd_test_accuracy, drop_first_pruned, ascending_minus_random_mean, chosen_on_validation (1 per network that
+    chose its grid point on validation), heads_pruned_progressively, and spearman_minus_chance: the mean rho's
     t-interval minus the random-ranking range of `chance_spearman` ([rho_low - chance_high, rho_high -
     chance_low]: clear of 0 only when the heads' ranking beats every random ranking's 95 % range; one network: its
     rho against one random ranking's range, a permutation test)."""
     from attnlab.core.intervals import Interval, t_interval
 
     out = {}
-    for key in ("gd_test_accuracy", "drop_first_pruned", "ascending_minus_random_mean", "spearman_score_vs_drop"):
+    keys = ("gd_test_accuracy", "drop_first_pruned", "ascending_minus_random_mean", "spearman_score_vs_drop",
+            "chosen_on_validation", "heads_pruned_progressively")  # fmt: skip
+    for key in keys:
         if f"{key}_s0" in numbers and numbers.get("networks", 0) >= 2:
             out[key] = t_interval(seed_values(numbers, key))
     rho = out.get("spearman_score_vs_drop")

@@ -14,6 +14,12 @@ from attnlab.paths.repro import measures as r
 from attnlab.paths.repro.checks_full_profile import ADJUDICATION
 
 _PT, _PT16 = "attention-paths §13", "attention-paths §16"
+# Check.exact: why a judged number of a claim row has no sampling error (its interval is the point; issue 39)
+_THEORY = "the deterministic theory sweep at the task's draw"
+_GATE = "the sampler's §7.3 gate"
+_BUDGET = "the slowest network's measured training time, a budget"
+
+
 # fmt: off
 UNIT_CHECKS = {  # CI fast-tier checks that unit tests cover (id, check, tolerance, test file)
     "T1": ("[N1–N4] equals the path form [N7]", "1e-10", "tests/paths/test_network.py"),
@@ -193,7 +199,8 @@ PATHS = [
     _t("B5", "paths", _PT, "digits pipeline",
        "GD training < 5 min, (N, T) grid chosen on validation, head scores vs single-head drops, pruning; "
        "GD test accuracy ≥ 70% (§15.4)",
-       checks=[C("gd_test_accuracy", ">=", 0.70), C("gd_train_seconds", "<", 300), C("chosen_on_validation", ">=", 1),
+       checks=[C("gd_test_accuracy", ">=", 0.70), C("gd_train_seconds", "<", 300, _BUDGET),
+               C("chosen_on_validation", ">=", 1),
                C("spearman_minus_chance", ">", 0), C("heads_pruned_progressively", ">=", 1)],
        needs=["paths_prune"], measure=r.p_b5,
        note="full profile, five networks (seeds 42-46; runs.B5_SEEDS), each 5,000 GD steps with §15.4's "
@@ -214,8 +221,8 @@ PATHS = [
                      gd_test_accuracy=0.586)),
     _t("S6", "paths", _PT16, "deeper networks (L = 3, H = 2)",
        "U near diagonal at small α, cross-path structure at large α",
-       checks=[C("sampled_vs_theory_err", "<=", 0.1), C("offdiag_small_alpha", "<", 0.1),
-               C("offdiag_growth", ">", 3), C("sampler_converged", ">=", 1)],
+       checks=[C("sampled_vs_theory_err", "<=", 0.1), C("offdiag_small_alpha", "<", 0.1, _THEORY),
+               C("offdiag_growth", ">", 3, _THEORY), C("sampler_converged", ">=", 1, _GATE)],
        needs=["paths_layers"], measure=r.p_s6,
        note=CLAIMS_NOTE.format("paths", "S6") + "; off-diagonal fraction ‖U − diag U‖/‖U‖, growth = its largest "
             "over its smallest-α value; digits, P = 100, T = 0.1; HMC at N = 10, P = 40, 4 chains of 500 warmup "
