@@ -227,7 +227,9 @@ ISSUE41_TINY = {  # --tiny (the cpu dry run, seconds): the same code at 256 toke
     "smollm2": dict(hidden_size=144, intermediate_size=192, num_hidden_layers=2, num_attention_heads=9,
                     num_key_value_heads=3, head_dim=16, vocab_size=512, tie_word_embeddings=True),
 }  # fmt: skip
-STAT_ROWS = {"scan": 4, "full": 5}  # [L,H,T] statistics a scan keeps: A_i0, s_i0, mean s_ij, value norms; + c_j
+# bytes per [L,H,T] element a scan keeps on the device (issue 41 item 2): its staged fp32 rows (A_i0, s_i0, mean s_ij,
+# value norms; + c_j under full) and the recorder's five float64 sums (column sums, A_i0, s_i0, mean s_ij, value norms)
+STAT_BYTES = {"scan": 4 * 4 + 5 * 8, "full": 5 * 4 + 5 * 8}
 
 
 def issue41_model(shape: str, tiny: bool, device: torch.device) -> tuple[torch.nn.Module, int]:
@@ -308,7 +310,7 @@ def issue41_row(device: torch.device, tiny: bool, shape: str, out: Callable[[dic
             short[name]()  # warm-up: kernels, allocator
         _measure(row, name, fn, device)
         if name != "plain":
-            row[f"{name}_stats_gib"] = STAT_ROWS[name] * L * H * T * 4 / 2**30  # the O(L·H·T) rows, fp32
+            row[f"{name}_stats_gib"] = STAT_BYTES[name] * L * H * T / 2**30  # the O(L·H·T) statistics
         if name != "plain" and f"{name}_peak_gib" in row and "plain_peak_gib" in row:
             row[f"{name}_extra_gib"] = row[f"{name}_peak_gib"] - row["plain_peak_gib"]
         out(row)

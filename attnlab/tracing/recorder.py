@@ -29,7 +29,15 @@ from attnlab.errors import AttnlabError
 from attnlab.tracing.extras import BatchShape, ExtraStatistic
 from attnlab.tracing.fast import BatchStage, add_by_token, by_token, kernels_available, token_accumulator
 from attnlab.tracing.format import Trace
-from attnlab.tracing.selection import StreamStats, cpu_stream_stats, device_stream_stats, faster_method, lower_median
+from attnlab.tracing.selection import (
+    StreamStats,
+    cpu_stream_stats,
+    device_stream_stats,
+    device_stream_tensors,
+    faster_method,
+    lower_median,
+    stream_from_vector,
+)
 from attnlab.tracing.sinks import SinkCollector
 
 MASSIVE_ABS = 100.0  # Sun et al.: |h| > 100 ...
@@ -72,6 +80,10 @@ class TraceRecorder:
     `vocab_size` > 0 enables grouping of key-0 attention and Δlogit by query token.
     `keep_patterns`: iterable of (layer, head) whose full [T,T] patterns are kept per sequence.
     `extras`: {name: `ExtraStatistic`} called beside the recorder's own reductions (`extra_results()`).
+    `device`: where the [L,H,T] accumulators live (default the cpu). On an accelerator (the model's device, as
+    `new_recorder` passes it) the float64 sums run there, a batch's per-layer rows stay there, and the residual
+    streams' statistics are packed on the device and read back once per batch (`defer_streams`): no
+    synchronisation per statistic (issue 41 item 2); `result()` copies the sums to the host once.
     """
 
     def __init__(
@@ -83,32 +95,18 @@ class TraceRecorder:
         keep_patterns=(),
         n_resid: int | None = None,
         extras: Mapping[str, ExtraStatistic] | None = None,
+        device: torch.device | str | None = None,
     ) -> None:
         L, H, T, V = n_layers, n_heads, seq_len, vocab_size
         self.L, self.H, self.T, self.V = L, H, T, V
         self.R = n_resid if n_resid is not None else L + 1
-        f64 = torch.float64
-        self.col_sum = torch.zeros(L, H, T, dtype=f64)
-        self.key0_sum = torch.zeros(L, H, T, dtype=f64)
-        self.key0_tok_sum = token_accumulator(V, L, H)  # [V,L,H]
-        self.tok_count = torch.zeros(max(V, 1), dtype=f64)
-        self.logit0_sum = torch.zeros(L, H, T, dtype=f64)
-        self.logit_rest_sum = torch.zeros(L, H, T, dtype=f64)
-        self.dlogit_tok_sum = token_accumulator(V, L, H)
-        self.dlogit_count = torch.zeros(max(V, 1), dtype=f64)
-        self.ent_sum = torch.zeros(L, H, dtype=f64)
-        self.ent_count = torch.zeros(L, H, dtype=f64)
-        self.empty = torch.zeros(L, H, dtype=f64)
-        self.vnorm_sum = torch.zeros(L, H, T, dtype=f64)
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self._device_sums()
+        self._stream_sums()
+        f64 = torch.float64  # host sums and counts; `_device_sums`: the sums on `device`
+        self.key0_tok_sum, self.dlogit_tok_sum = token_accumulator(V, L, H), token_accumulator(V, L, H)  # [V,L,H]
+        self.tok_count, self.dlogit_count = torch.zeros(max(V, 1), dtype=f64), torch.zeros(max(V, 1), dtype=f64)
         self.vnorm_batches = torch.zeros(L, dtype=f64)
-        self.resid_sum = torch.zeros(self.R, T, dtype=f64)
-        self.resid_count = torch.zeros(self.R, dtype=f64)
-        self.max_abs = torch.zeros(self.R, dtype=f64)
-        self.max_pos = torch.full((self.R,), -1.0, dtype=f64)
-        self.max_dim = torch.full((self.R,), -1.0, dtype=f64)
-        self.median_sum = torch.zeros(self.R, dtype=f64)
-        self.median_count = torch.zeros(self.R, dtype=f64)
-        self.massive: list[list[dict]] = [[] for _ in range(self.R)]
         self.keep = {(int(l), int(h)) for l, h in keep_patterns}
         self.patterns: dict[str, list[np.ndarray]] = {f"{l}.{h}": [] for l, h in sorted(self.keep)}
         self.sink_per_sample: list[torch.Tensor] = []  # one [B,L,H] block per batch
@@ -117,14 +115,15 @@ class TraceRecorder:
         self.attn_batches = torch.zeros(L, dtype=f64)
         self.lsink_sum: torch.Tensor | None = None  # [L,H,T] Σ over sequences of the learned sink's mass, if any
         self._tokens: torch.Tensor | None = None
-        self._stage = BatchStage(L)  # the batch's per-layer rows, reduced when it ends (`_reduce_stage`)
+        self._stage = BatchStage(L, self.device)  # the batch's per-layer rows, reduced when it ends (`_reduce_stage`)
+        # residual streams reduced at the batch's end in one read-back (`_reduce_streams`): on an accelerator
+        self.defer_streams = self.device.type != "cpu"
+        self._streams: list[tuple[int, torch.Tensor, tuple[int, int, int]]] = []  # (index, packed vector, shape)
         self._col0_layers: list[int] = []  # layers of the batch whose column sums hold key 0 only (fast fused path)
         self._batch_sink: torch.Tensor | None = None
         self._batch_col0: torch.Tensor | None = None
         self._B = 0
         self._pattern_parts: dict[tuple[int, int], list[torch.Tensor]] = {}
-        # positions helpers
-        self._i = torch.arange(T, dtype=torch.float64)
         self._product = torch.empty(0)  # scratch for the row entropy's A ⊙ S (reused: no page faults per chunk)
         self._scratch = torch.empty(0)  # scratch for a residual stream's |x| (`_abs_scratch`)
         self._median_method: str | None = None  # the faster exact selection here, timed on the first stream
@@ -134,6 +133,36 @@ class TraceRecorder:
         self.paths: list[str] = [""] * L  # the attention kernel each layer ran (`attention_path`; "" = unknown)
         self.partial_rows = torch.zeros(L, dtype=torch.bool)  # a batch went fused without full-row statistics
         self.sinks, self._seq_cols = SinkCollector(L, T), torch.empty(0)  # secondary sinks; [B,H,T] chunked column sums
+
+    def _stream_sums(self) -> None:
+        """The residual streams' float64 accumulators on the host, [R, T] and [R] (scalars merged per stream: numpy
+        views update them in ~0.1 µs), and the massive entries kept per stream."""
+        R, f64 = self.R, torch.float64
+        self.resid_sum = torch.zeros(R, self.T, dtype=f64)
+        self.resid_count = torch.zeros(R, dtype=f64)
+        self.max_abs = torch.zeros(R, dtype=f64)
+        self.max_pos = torch.full((R,), -1.0, dtype=f64)
+        self.max_dim = torch.full((R,), -1.0, dtype=f64)
+        self.median_sum = torch.zeros(R, dtype=f64)
+        self.median_count = torch.zeros(R, dtype=f64)
+        self.massive: list[list[dict]] = [[] for _ in range(R)]
+
+    def _device_sums(self) -> None:
+        """The float64 accumulators on the recorder's device: [L,H,T] sums of key-0 weights, column sums, logit
+        statistics and value norms, [L,H] entropy sums and counts, and positions. The [V,L,H] sums by query token
+        stay on the host (`token_accumulator`: pages touched only for the tokens seen; on a GPU they would be 1 GiB
+        each for a 128k vocabulary and 32 × 32 heads), fed once per batch."""
+        L, H, T = self.L, self.H, self.T
+        dev: dict[str, Any] = {"dtype": torch.float64, "device": self.device}
+        self.col_sum = torch.zeros(L, H, T, **dev)
+        self.key0_sum = torch.zeros(L, H, T, **dev)
+        self.logit0_sum = torch.zeros(L, H, T, **dev)
+        self.logit_rest_sum = torch.zeros(L, H, T, **dev)
+        self.ent_sum = torch.zeros(L, H, **dev)
+        self.ent_count = torch.zeros(L, H, **dev)
+        self.empty = torch.zeros(L, H, **dev)
+        self.vnorm_sum = torch.zeros(L, H, T, **dev)
+        self._i = torch.arange(T, **dev)  # positions
 
     # ------------------------------------------------------------------------------------------------------
     def begin_batch(self, tokens: torch.Tensor | None, batch_size: int | None = None) -> None:
@@ -151,8 +180,8 @@ class TraceRecorder:
         if batch_size is None:
             raise AttnlabError("begin_batch needs tokens or batch_size")
         self._B = int(batch_size)
-        self._batch_sink = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
-        self._batch_col0 = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64)
+        self._batch_sink = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64, device=self.device)
+        self._batch_col0 = torch.full((self._B, self.L, self.H), float("nan"), dtype=torch.float64, device=self.device)
         self._pattern_parts = {}
         shape = BatchShape(batch=self._B, layers=self.L, heads=self.H, seq_len=self.T, streams=self.R)
         for extra in self.extras.values():
@@ -162,9 +191,10 @@ class TraceRecorder:
     def _flush_batch(self) -> None:
         if self._batch_sink is not None and self._batch_col0 is not None:
             self._reduce_stage()
+            self._reduce_streams()
             self.sinks.end_batch()
-            self.sink_per_sample.append(self._batch_sink)
-            self.col0_per_sample.append(self._batch_col0)
+            self.sink_per_sample.append(self._batch_sink.cpu())
+            self.col0_per_sample.append(self._batch_col0.cpu())
             self.n_seq += self._B
             self._batch_sink = self._batch_col0 = None
             for extra in self.extras.values():
@@ -193,21 +223,23 @@ class TraceRecorder:
         staged = self._stage.take("key0")
         if staged is not None:
             ls, k0 = staged  # [n,B,H,T]
-            self.key0_sum[ls] += k0.sum(1)
-            self._batch_sink[:, ls] = (k0[..., 1:].sum(-1) / max(T - 1, 1)).transpose(0, 1)
-            self._batch_col0[:, ls] = (k0.sum(-1) / T).transpose(0, 1)
+            lsd = ls.to(self.device)
+            self.key0_sum[lsd] += k0.sum(1)
+            self._batch_sink[:, lsd] = (k0[..., 1:].sum(-1) / max(T - 1, 1)).transpose(0, 1)
+            self._batch_col0[:, lsd] = (k0.sum(-1) / T).transpose(0, 1)
             if self._col0_layers:  # fast fused layers: of the column sums only key 0's, Σ_b Σ_i A_i0
                 pos = {layer: i for i, layer in enumerate(ls.tolist())}
-                rows = torch.tensor([pos[layer] for layer in self._col0_layers])
-                self.col_sum[torch.tensor(self._col0_layers), :, 0] += k0[rows].sum(dim=(1, 3))
-            if tok is not None:
-                add_by_token(self.key0_tok_sum, ls, k0, tok)
+                rows = torch.tensor([pos[layer] for layer in self._col0_layers], device=self.device)
+                col0 = torch.tensor(self._col0_layers, device=self.device)
+                self.col_sum[col0, :, 0] += k0[rows].sum(dim=(1, 3))
+            if tok is not None:  # on the host: one copy of the batch's rows from an accelerator (none on the cpu)
+                add_by_token(self.key0_tok_sum, ls, k0.cpu(), tok)
                 self.tok_count += torch.bincount(tok.reshape(-1), minlength=self.V).to(torch.float64)
         self._reduce_logits(tok)
         staged = self._stage.take("vnorm")
         if staged is not None:
             ls, vn = staged  # [n,B,T,H]
-            self.vnorm_sum[ls] += vn.sum(1).transpose(-1, -2)
+            self.vnorm_sum[ls.to(self.device)] += vn.sum(1).transpose(-1, -2)
             self.vnorm_batches[ls] += B
 
     def _reduce_logits(self, tok: torch.Tensor | None) -> None:
@@ -217,12 +249,13 @@ class TraceRecorder:
         if s0 is None or rest is None:
             return
         ls, s0v = s0
+        lsd = ls.to(self.device)
         restv = rest[1]
         restv[..., :2] = float("nan")
-        self.logit0_sum[ls] += s0v.sum(1)
-        self.logit_rest_sum[ls] += restv.sum(1)
+        self.logit0_sum[lsd] += s0v.sum(1)
+        self.logit_rest_sum[lsd] += restv.sum(1)
         if tok is not None and self.T > 2:
-            add_by_token(self.dlogit_tok_sum, ls, (s0v - restv)[..., 2:], tok[:, 2:])
+            add_by_token(self.dlogit_tok_sum, ls, (s0v - restv)[..., 2:].cpu(), tok[:, 2:])
             self.dlogit_count += torch.bincount(tok[:, 2:].reshape(-1), minlength=self.V).to(torch.float64)
 
     # ------------------------------------------------------------------------------------------------------
@@ -241,7 +274,7 @@ class TraceRecorder:
         assert self._batch_sink is not None and self._batch_col0 is not None
         A = pattern.detach().to(torch.float64)
         S = None if scores is None else scores.detach().to(torch.float64)
-        sums = {name: t.cpu() for name, t in attention_sums(A, S, self._i.to(A.device)).items()}
+        sums = {name: t.to(self.device) for name, t in attention_sums(A, S, self._i.to(A.device)).items()}
         self.attn_batches[layer] += 1
         self.attention_path(layer, "eager")  # a whole pattern: the model's own eager attention (the toy model)
         self.col_sum[layer] += sums["col_sum"]
@@ -277,8 +310,8 @@ class TraceRecorder:
         if q0 == 0:
             self.attn_batches[layer] += 1
             self._start_rows(A)
-            self._seq_cols = torch.zeros(B, H, self.T, dtype=torch.float64)
-        part = A.sum(2).double().cpu()  # Σ_i A_ij per sequence -> [B,H,K]
+            self._seq_cols = torch.zeros(B, H, self.T, dtype=torch.float64, device=self.device)
+        part = A.sum(2).double().to(self.device)  # Σ_i A_ij per sequence -> [B,H,K]
         self.col_sum[layer, :, :K] += part.sum(0)  # Σ_b Σ_i A_ij -> [H,K]
         self._seq_cols[..., :K] += part
         buf = self._rows
@@ -323,10 +356,10 @@ class TraceRecorder:
             self._col0_layers.append(layer)
             self.partial_rows[layer] = True
         else:
-            self.col_sum[layer] += col_sum.detach().double().cpu().sum(0)
+            self.col_sum[layer] += col_sum.detach().double().to(self.device).sum(0)
             self.sinks.columns(layer, col_sum)
             if T > 1:
-                self.ent_sum[layer] += entropy_sum.detach().double().cpu().sum(0)
+                self.ent_sum[layer] += entropy_sum.detach().double().to(self.device).sum(0)
                 self.ent_count[layer] += B * (T - 1)
 
     def _start_rows(self, A: torch.Tensor) -> None:
@@ -372,12 +405,13 @@ class TraceRecorder:
         self._stage.put("key0", layer, buf[0])  # [B,H,T]
         if T > 1:
             if self._lse_rows:  # H_i = lse_i − Σ_j A_ij s_ij
-                ent = ((buf[2] - buf[1].log()).double() - buf[3].double())[..., 1:].cpu()
-                nonempty = torch.ones(ent.shape, dtype=torch.bool)
+                ent = ((buf[2] - buf[1].log()).double() - buf[3].double())[..., 1:].to(self.device)
+                nonempty = torch.ones(ent.shape, dtype=torch.bool, device=self.device)
             else:
-                ent, nonempty = buf[4, ..., 1:].double().cpu(), buf[5, ..., 1:].cpu() == 0
+                ent, nonempty = buf[4, ..., 1:].double().to(self.device), buf[5, ..., 1:].to(self.device) == 0
             ent = ent / torch.log(self._i[1:] + 1.0)
-            self.ent_sum[layer] += torch.where(nonempty, ent, torch.zeros((), dtype=torch.float64)).sum(dim=(0, 2))
+            zero = torch.zeros((), dtype=torch.float64, device=self.device)
+            self.ent_sum[layer] += torch.where(nonempty, ent, zero).sum(dim=(0, 2))
             self.ent_count[layer] += nonempty.double().sum(dim=(0, 2))
             self.empty[layer] += (~nonempty).double().sum(dim=(0, 2))
         for h in range(self.H):
@@ -400,8 +434,8 @@ class TraceRecorder:
         if H != self.H or q0 < 0 or q0 + C > self.T or not 0 <= layer < self.L:
             raise AttnlabError(f"layer {layer}: learned-sink mass {tuple(mass.shape)} at query {q0} does not fit")
         if self.lsink_sum is None:
-            self.lsink_sum = torch.zeros(self.L, self.H, self.T, dtype=torch.float64)
-        self.lsink_sum[layer, :, q0 : q0 + C] += mass.detach().double().cpu().sum(0)
+            self.lsink_sum = torch.zeros(self.L, self.H, self.T, dtype=torch.float64, device=self.device)
+        self.lsink_sum[layer, :, q0 : q0 + C] += mass.detach().double().to(self.device).sum(0)
 
     @torch.no_grad()
     def logits(self, layer: int, s0: torch.Tensor, rest: torch.Tensor) -> None:
@@ -437,8 +471,32 @@ class TraceRecorder:
         if x.dtype in (torch.bfloat16, torch.float16):  # numpy has no bfloat16; fp32 holds both exactly
             x = x.float()
         B, T, d = x.shape
-        on_host = x.device.type == "cpu"
-        s = self._host_stream_stats(x) if on_host else device_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
+        if self.defer_streams:  # packed where x lives, read back with the batch's others (`_reduce_streams`)
+            self._streams.append((index, device_stream_tensors(x, MAX_MASSIVE_ENTRIES), (B, T, d)))
+        else:
+            on_host = x.device.type == "cpu"
+            s = self._host_stream_stats(x) if on_host else device_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
+            self._add_stream(index, s, (B, T, d))
+        for extra in self.extras.values():
+            extra.residual(index, hidden)
+
+    def _reduce_streams(self) -> None:
+        """The batch's packed stream statistics (`defer_streams`), copied to the host in one transfer and merged
+        into the accumulators in recording order, as `residual` would have merged them one by one."""
+        if not self._streams:
+            return
+        host = torch.cat([v for _, v, _ in self._streams]).cpu()  # the batch's one synchronisation
+        start = 0
+        for index, v, shape in self._streams:
+            n = v.numel()
+            self._add_stream(index, stream_from_vector(host[start : start + n], shape[1], MASSIVE_ABS, MASSIVE_REL),
+                             shape)  # fmt: skip
+            start += n
+        self._streams = []
+
+    def _add_stream(self, index: int, s: StreamStats, shape: tuple[int, int, int]) -> None:
+        """Merge one stream's `StreamStats` (shape (B, T, d)) into stream `index`'s accumulators."""
+        B, T, d = shape
         # through numpy views of the float64 accumulators: a scalar update costs ~0.1 µs there, ~5 µs in torch
         self.resid_sum.numpy()[index] += s.norm_sum.numpy()
         for acc, add in ((self.resid_count, B), (self.median_sum, s.median), (self.median_count, 1)):
@@ -449,8 +507,6 @@ class TraceRecorder:
             self.max_dim.numpy()[index] = s.flat % d
         if s.idx.size:
             self._add_massive(index, s.idx, s.values, (T, d), s.median)
-        for extra in self.extras.values():
-            extra.residual(index, hidden)
 
     def _host_stream_stats(self, x: torch.Tensor) -> StreamStats:
         """`StreamStats` of a float stream x [B,T,d] on the cpu. The token norms run in x's precision (one fused
@@ -508,6 +564,12 @@ class TraceRecorder:
         self._flush_batch()
         return {name: extra.result() for name, extra in self.extras.items()}
 
+    def _host_sums(self) -> dict[str, torch.Tensor]:
+        """{name: the accumulator on the host}: the tensors themselves on the cpu, else one copy each."""
+        names = ("tok_count", "dlogit_count", "key0_sum", "key0_tok_sum", "logit0_sum", "logit_rest_sum",
+                 "dlogit_tok_sum", "ent_sum", "ent_count", "empty", "vnorm_sum")  # fmt: skip
+        return {k: getattr(self, k).cpu() for k in names}
+
     def result(self) -> Trace:
         """Divide sums by counts and return the `Trace`."""
         self._flush_batch()
@@ -516,22 +578,23 @@ class TraceRecorder:
         n = float(self.n_seq)
         col_count = (self.T - self._i) * n  # queries that see key j
         partial = self.partial_rows.numpy()
+        host = self._host_sums()  # one copy of each device accumulator (none on the cpu)
         with np.errstate(invalid="ignore", divide="ignore"):
-            tok_c = self.tok_count.numpy()
-            dl_c = self.dlogit_count.numpy()
+            tok_c = host["tok_count"].numpy()
+            dl_c = host["dlogit_count"].numpy()
             trace = Trace(
-                attn_col_mean=(self.col_sum / col_count).numpy(),
-                attn_key0_by_query=(self.key0_sum / n).numpy(),
-                attn_key0_by_token=by_token(self.key0_tok_sum, tok_c),
+                attn_col_mean=(self.col_sum / col_count).cpu().numpy(),
+                attn_key0_by_query=(host["key0_sum"] / n).numpy(),
+                attn_key0_by_token=by_token(host["key0_tok_sum"], tok_c),
                 token_count=tok_c.copy(),
-                logit_key0=(self.logit0_sum / n).numpy(),
-                logit_rest=(self.logit_rest_sum / n).numpy(),
-                dlogit_by_query=((self.logit0_sum - self.logit_rest_sum) / n).numpy(),
-                dlogit_by_token=by_token(self.dlogit_tok_sum, dl_c),
+                logit_key0=(host["logit0_sum"] / n).numpy(),
+                logit_rest=(host["logit_rest_sum"] / n).numpy(),
+                dlogit_by_query=((host["logit0_sum"] - host["logit_rest_sum"]) / n).numpy(),
+                dlogit_by_token=by_token(host["dlogit_tok_sum"], dl_c),
                 dlogit_count=dl_c.copy(),
-                row_entropy=(self.ent_sum / self.ent_count).numpy(),
-                empty_rows=self.empty.numpy().copy(),
-                value_norm=(self.vnorm_sum / self.vnorm_batches.clamp_min(1)[:, None, None]).numpy(),
+                row_entropy=(host["ent_sum"] / host["ent_count"]).numpy(),
+                empty_rows=host["empty"].numpy().copy(),
+                value_norm=(host["vnorm_sum"] / self.vnorm_batches.clamp_min(1)[:, None, None]).numpy(),
                 resid_norm=(self.resid_sum / self.resid_count.clamp_min(1)[:, None]).numpy(),
                 max_abs=self.max_abs.numpy().copy(),
                 max_pos=self.max_pos.numpy().copy(),
@@ -541,7 +604,7 @@ class TraceRecorder:
                 key0_col_mean_per_sample=torch.cat(self.col0_per_sample).numpy(),
                 massive=[r for rows in self.massive for r in rows],
                 patterns={k: np.concatenate(v) for k, v in self.patterns.items() if v},
-                learned_sink_by_query=None if self.lsink_sum is None else (self.lsink_sum / n).numpy(),
+                learned_sink_by_query=None if self.lsink_sum is None else (self.lsink_sum / n).cpu().numpy(),
                 attention_paths=list(self.paths),
                 sink_record=self.sinks.result() if self.sinks.checked.all() else None,
                 host_kernels="numba" if kernels_available() else "torch",

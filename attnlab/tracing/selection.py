@@ -101,6 +101,36 @@ def device_stream_stats(x: torch.Tensor, massive_abs: float, massive_rel: float)
     return StreamStats(norms, flat, m, med, idx.cpu().numpy(), x.reshape(-1)[idx].cpu().numpy())
 
 
+def device_stream_tensors(x: torch.Tensor, keep: int) -> torch.Tensor:
+    """One float stream x [B,T,d] reduced where it lives into one float64 vector on its device, read back later with
+    other streams' in one transfer (`stream_from_vector`; issue 41 item 2: no synchronisation per statistic):
+    [Σ_b ‖x_bt‖ (T), the first maximum's flat index, max |x|, the lower median of |x|, the `keep` largest |x|'s flat
+    indices (k = min(keep, B·T·d)), their values]. The massive entries are then those of the k over the threshold:
+    the host path keeps the largest `keep` over it too, so both agree except in which of several entries of exactly
+    equal magnitude at the cap's edge are kept (the host keeps the earlier)."""
+    B, T, d = x.shape
+    norms = torch.linalg.vector_norm(x, dim=-1).double().sum(0)  # [T]
+    ax = x.abs().reshape(-1)
+    flat = torch.argmax(ax)  # the first maximum
+    k = min(keep, ax.numel())
+    top = torch.topk(ax, k).indices
+    head = torch.stack([flat.double(), ax[flat].double(), torch.median(ax).double(), ax.new_tensor(k).double()])
+    return torch.cat([norms, head, top.double(), x.reshape(-1)[top].double()])
+
+
+def stream_from_vector(v: torch.Tensor, seq_len: int, massive_abs: float, massive_rel: float) -> StreamStats:
+    """`StreamStats` of a stream from its `device_stream_tensors` vector v (on the cpu) for sequences of `seq_len`:
+    the massive entries are the kept ones over max(massive_abs, massive_rel × median), in index order."""
+    T = seq_len
+    flat, m, med, k = (float(t) for t in v[T : T + 4])
+    idx = v[T + 4 : T + 4 + int(k)].numpy().astype(np.int64)
+    values = v[T + 4 + int(k) : T + 4 + 2 * int(k)].numpy().astype(np.float32)
+    thresh = max(massive_abs, massive_rel * med)
+    over = np.abs(values) > thresh if m > thresh else np.zeros(idx.size, dtype=bool)
+    order = np.argsort(idx[over], kind="stable")
+    return StreamStats(v[:T].clone(), int(flat), m, med, idx[over][order], values[over][order])
+
+
 def cpu_stream_stats(x: torch.Tensor, massive_abs: float, massive_rel: float) -> StreamStats | None:
     """`StreamStats` of a float32 stream x [B,T,d] on the cpu by `tracing.fast.stream_stats` (one pass for the norms,
     the first maximum and the median's histogram, one more for the median's bucket); None where numba is missing or

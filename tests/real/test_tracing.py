@@ -442,3 +442,60 @@ def test_faster_method_times_copies_and_names_a_selection():
     kept = x.copy()
     assert faster_method(x) in ("select", "radix")
     assert np.array_equal(x, kept)  # timed on copies: the caller's stream keeps its order
+
+
+@pytest.mark.parametrize("case", ["massive", "tied-maximum", "quiet", "bfloat16", "over-the-cap"])
+def test_packed_stream_vector_equals_the_device_stats(case):
+    """Issue 41 item 2: a stream packed where it lives (`device_stream_tensors`) and read back later
+    (`stream_from_vector`) gives `device_stream_stats`' numbers exactly (run here on cpu tensors: the same torch
+    ops), and the recorder keeps the same massive entries; over the cap (100 massive entries of distinct
+    magnitudes, 64 kept) the kept ones are the largest, as the host merge keeps them."""
+    from attnlab.tracing.recorder import MASSIVE_ABS, MASSIVE_REL, MAX_MASSIVE_ENTRIES
+    from attnlab.tracing.selection import device_stream_stats, device_stream_tensors, stream_from_vector
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 300, 48, generator=g) * torch.rand(48, generator=g) * 3
+    if case in ("massive", "bfloat16"):
+        x[0, 0, 7], x[1, 0, 7], x[1, 40, 3] = 4000.0, -2500.0, 3000.0
+        x[0, 5, 1] = 150.0  # over MASSIVE_ABS, under MASSIVE_REL × the median: not massive
+    elif case == "tied-maximum":
+        x[0, 9, 4], x[1, 2, 0] = -5000.0, 5000.0
+    elif case == "over-the-cap":
+        x.view(-1)[torch.randperm(x.numel(), generator=g)[:100]] = 3000.0 + torch.arange(100.0) * 7
+    if case == "bfloat16":
+        x = x.bfloat16().float()
+    want = device_stream_stats(x, MASSIVE_ABS, MASSIVE_REL)
+    got = stream_from_vector(device_stream_tensors(x, MAX_MASSIVE_ENTRIES).cpu(), 300, MASSIVE_ABS, MASSIVE_REL)
+    assert torch.equal(got.norm_sum, want.norm_sum)
+    assert (got.flat, got.max_abs, got.median) == (want.flat, want.max_abs, want.median)
+    if case != "over-the-cap":
+        assert np.array_equal(got.idx, want.idx) and np.array_equal(got.values, want.values)
+    else:  # the 64 largest of the 100, in index order
+        top = np.sort(np.argsort(-np.abs(want.values), kind="stable")[:MAX_MASSIVE_ENTRIES])
+        assert np.array_equal(got.idx, want.idx[top]) and np.array_equal(got.values, want.values[top])
+
+
+def test_deferred_streams_give_the_same_trace_as_immediate_ones(monkeypatch):
+    """A recorder that reads its residual statistics back once per batch (`defer_streams`, the accelerator's way)
+    records the same Trace as one that reduces each stream at once: two batches of a tiny Llama, massive entries
+    forced into its streams by a large embedding row. The immediate one takes the numpy path (torch's float32
+    token norms, as the device's; numba's fused pass sums them in float64, so it differs in the last bits)."""
+    from attnlab.tracing.fast import cpu_kernels
+
+    monkeypatch.setattr(cpu_kernels, "AVAILABLE", False)
+    model = tiny_llama(layers=3)
+    with torch.no_grad():
+        model.model.embed_tokens.weight[5, 3] = 5000.0
+    traces = []
+    for defer in (False, True):
+        rec = new_recorder(model, 16, vocab_size=64)
+        rec.defer_streams = defer
+        for seed in (1, 2):
+            ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(seed))
+            ids[:, 4] = 5
+            forward_logits(model, ids, rec)
+        traces.append(rec.result())
+    a, b = traces
+    for name in ("resid_norm", "max_abs", "max_pos", "max_dim", "median_abs", "attn_key0_by_query", "attn_col_mean"):
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+    assert a.massive.equals(b.massive) and len(a.massive) > 0

@@ -600,14 +600,17 @@ def new_recorder(
     arch: Arch | None = None,
 ) -> TraceRecorder:
     """A `TraceRecorder` sized for `model` at sequence length `seq_len` (checked against its context), with the
-    study's `extras` {name: `ExtraStatistic`} (`attnlab.tracing.extras`); `arch`: `get_arch(model)` if given."""
+    study's `extras` {name: `ExtraStatistic`} (`attnlab.tracing.extras`); `arch`: `get_arch(model)` if given. Its
+    accumulators live on the model's device (issue 41 item 2: on a GPU, no host bookkeeping per statistic)."""
     arch = get_arch(model) if arch is None else arch
     arch.check_seq_len(seq_len)
     keep = [(int(l), int(h)) for l, h in keep_patterns]
     for l, h in keep:
         arch.shape.check_head(l, h)
         arch.check_attention_layer(l, f"keep_patterns ({l}, {h})")  # a hybrid's state-space layer has no pattern
-    return TraceRecorder(arch.n_layers, arch.n_heads, seq_len, vocab_size=vocab_size, keep_patterns=keep, extras=extras)
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))  # the sums live beside the model
+    return TraceRecorder(arch.n_layers, arch.n_heads, seq_len, vocab_size=vocab_size, keep_patterns=keep, extras=extras,
+                         device=device)  # fmt: skip
 
 
 def check_traceable(model: nn.Module, arch: Arch | None = None) -> None:

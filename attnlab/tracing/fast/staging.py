@@ -17,11 +17,12 @@ from attnlab.errors import AttnlabError
 
 
 class BatchStage:
-    """Per-batch buffers {name: [L, *row_shape] fp32 (float64 for float64 rows)} on the cpu, and which layers each
-    holds."""
+    """Per-batch buffers {name: [L, *row_shape] fp32 (float64 for float64 rows)} on `device` (the recorder's: the
+    cpu, or the accelerator its accumulators live on), and which layers each holds."""
 
-    def __init__(self, n_layers: int) -> None:
+    def __init__(self, n_layers: int, device: torch.device | None = None) -> None:
         self.L = n_layers
+        self.device = torch.device("cpu") if device is None else device
         self._buf: dict[str, torch.Tensor] = {}
         self._seen: dict[str, list[int]] = {}
         self._pending: torch.device | None = None  # a CUDA device with copies into the buffers still in flight
@@ -31,14 +32,21 @@ class BatchStage:
         self._seen = {name: [] for name in self._buf}
 
     def put(self, name: str, layer: int, row: torch.Tensor) -> None:
-        """Hold `row` (any shape, any device; copied to a cpu fp32 buffer) as layer `layer`'s `name`. From a CUDA
-        device the copy goes into pinned memory without waiting for the device (`take` waits for it), so that the
-        layers' kernels keep the device busy."""
+        """Hold `row` (any shape, any device; copied to a fp32 buffer on the stage's device) as layer `layer`'s
+        `name`. A row already on the stage's device is copied there (no transfer, no wait); from a CUDA device to a
+        cpu stage the copy goes into pinned memory without waiting for the device (`take` waits for it), so that
+        the layers' kernels keep the device busy."""
         dtype = torch.float64 if row.dtype == torch.float64 else torch.float32  # float64 rows stay exact
-        cuda = row.device.type == "cuda"
+        cuda = row.device.type == "cuda" and self.device.type == "cpu"
         buf = self._buf.get(name)
-        if buf is None or buf.shape[1:] != row.shape or buf.dtype != dtype or buf.is_pinned() != cuda:
-            buf = self._buf[name] = torch.empty((self.L, *row.shape), dtype=dtype, pin_memory=cuda)
+        if (
+            buf is None
+            or buf.shape[1:] != row.shape
+            or buf.dtype != dtype
+            or (buf.is_pinned() != cuda and self.device.type == "cpu")
+        ):
+            buf = torch.empty((self.L, *row.shape), dtype=dtype, device=self.device, pin_memory=cuda)
+            self._buf[name] = buf
         seen = self._seen.setdefault(name, [])
         if layer in seen:
             raise AttnlabError(f"layer {layer}: {name} recorded twice in one batch")
@@ -46,7 +54,7 @@ class BatchStage:
             buf[layer].copy_(row.detach().to(dtype), non_blocking=True)
             self._pending = row.device
         else:
-            buf[layer].copy_(row.detach())
+            buf[layer].copy_(row.detach())  # same device: an on-device copy, no synchronisation
         seen.append(layer)
 
     def take(self, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -63,7 +71,7 @@ class BatchStage:
         layers = torch.tensor(seen, dtype=torch.long)
         if seen == list(range(self.L)):
             return layers, buf.double()
-        return layers, buf[layers].double()
+        return layers, buf[layers.to(buf.device)].double()
 
 
 def token_accumulator(vocab_size: int, n_layers: int, n_heads: int) -> torch.Tensor:
@@ -76,7 +84,7 @@ def token_accumulator(vocab_size: int, n_layers: int, n_heads: int) -> torch.Ten
 def add_by_token(acc: torch.Tensor, layers: torch.Tensor, rows: torch.Tensor, tok: torch.Tensor) -> None:
     """acc [V,L,H] (`token_accumulator`) += rows [n,B,H,C] grouped by the query's token tok [B,C], for the n layers
     `layers`: in place, touching only the rows of each batch row's tokens."""
-    every = layers.numel() == acc.shape[1] and bool((layers == torch.arange(acc.shape[1])).all())
+    every = layers.numel() == acc.shape[1] and layers.tolist() == list(range(acc.shape[1]))
     for b in range(rows.shape[1]):
         if every:
             acc.index_add_(0, tok[b], rows[:, b].permute(2, 0, 1))
