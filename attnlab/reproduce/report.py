@@ -183,9 +183,12 @@ def _run_note(record: dict) -> str:
                  "(nothing rerun) with the verdict code of issue 39: groups, intervals, one peak bar, chance "
                  "baselines, second readings folded into their rows.")  # fmt: skip
     for rerun in record.get("reruns", []):
-        note += (f" Rerun later in its own folder (`attnlab reproduce --targets`, merged by `--rejudge --merge`): "
+        what = ("rerun later in its own folder" if "added_seed" not in rerun else
+                f"seed {rerun['added_seed']} added later, its own folder")  # fmt: skip
+        note += (f" {what[0].upper()}{what[1:]} (`attnlab reproduce --targets`, merged by `--rejudge --merge`): "
                  f"{', '.join(rerun['rows'])}, {rerun['seconds']:.0f} s, finished {rerun['finished']} on "
-                 f"{rerun['machine']}; its row replaces the run's.")  # fmt: skip
+                 f"{rerun['machine']}; " + ("its row replaces the run's." if "added_seed" not in rerun else
+                 "each row's interval runs over its seeds with this one."))  # fmt: skip
     if record.get("seeds", 1) > 1:
         note += f" Claim rows on trained models ran {record['seeds']} seeds (seed {record.get('seed', 0)} on)."
     if record.get("updated"):

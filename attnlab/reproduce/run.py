@@ -462,8 +462,10 @@ def rejudge(record: dict) -> dict:
 
 def merge_rerun(record: dict, other: dict, source: str) -> dict:
     """`record` with the rows of `other` (a later `attnlab reproduce --targets` run of the same profile, in its own
-    folder `source`) in place of its own: a row rerun alone, as a timing on a quiet machine. The record lists each
-    such rerun (`reruns`: its folder, rows, end, machine and seconds), and the table's header says so."""
+    folder `source`) in place of its own: a row rerun alone, as a timing on a quiet machine; or, where `other` is a
+    one-seed run of a seed the table has not run (`--seed s`), that seed added to the seeded rows it measured
+    (`_add_seed`: one more replicate where an interval straddles its bar). The record lists each such run
+    (`reruns`: its folder, rows, end, machine and seconds, and `added_seed`), and the table's header says so."""
     if other.get("profile") != record.get("profile"):
         raise InputError(f"--merge {source}: profile {other.get('profile')!r}, not the table's {record['profile']!r}")
     if other.get("partial"):
@@ -474,8 +476,34 @@ def merge_rerun(record: dict, other: dict, source: str) -> dict:
         raise InputError(f"--merge {source}: rows {', '.join(unknown)} are not in the table")
     entry = {"folder": source, "rows": [f"{s} {i}" for s, i in new], "finished": other.get("finished"),
              "machine": other.get("machine"), "seconds": other.get("seconds")}  # fmt: skip
-    rows = [new.get((r["study"], r["id"]), r) for r in record["rows"]]
+    if _is_new_seed(record, other):
+        rows = _add_seed(record["rows"], new, int(other["seed"]), source)
+        entry["added_seed"] = int(other["seed"])
+    else:
+        rows = [new.get((r["study"], r["id"]), r) for r in record["rows"]]
     return record | {"rows": rows, "reruns": [*record.get("reruns", []), entry]}
+
+
+def _is_new_seed(record: dict, other: dict) -> bool:
+    """Whether `other` is one more seed of `record`'s seeded claim rows: a one-seed run (`--seed s`) whose seed lies
+    outside the table's seeds (seed .. seed + seeds − 1)."""
+    first, n = int(record.get("seed", 0)), int(record.get("seeds", 1))
+    return n > 1 and int(other.get("seeds", 1)) == 1 and not first <= int(other.get("seed", 0)) < first + n
+
+
+def _add_seed(rows: list[dict], new: dict, seed: int, source: str) -> list[dict]:
+    """`rows` with each of `new`'s measured rows added as seed `seed` of the table's row (`seeds_numbers`), so the
+    row's t-interval runs over one more seed; a row the table does not replicate over seeds is refused."""
+    out = []
+    for r in rows:
+        add = new.get((r["study"], r["id"]))
+        if add is not None and add.get("numbers") is not None:
+            if "seeds_numbers" not in r or str(seed) in r["seeds_numbers"]:
+                raise InputError(f"--merge {source}: {r['study']} {r['id']} is not replicated over seeds in the "
+                                 f"table, or already has seed {seed}")  # fmt: skip
+            r = r | {"seeds_numbers": r["seeds_numbers"] | {str(seed): add["numbers"]}}
+        out.append(r)
+    return out
 
 
 def rejudge_file(path: Path, docs: Path | None = None, merge: tuple[Path, ...] = ()) -> dict:

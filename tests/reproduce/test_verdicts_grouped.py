@@ -298,6 +298,29 @@ def test_a_row_rerun_alone_replaces_the_tables_row_and_the_header_says_so(tmp_pa
             rejudge_file(tmp_path / "table.json", None, (tmp_path / words,))
 
 
+def test_a_one_seed_run_of_a_new_seed_adds_a_replicate_to_the_seeded_rows() -> None:
+    """`--merge` of a `--seed 3` run into a 3-seed table (seeds 0-2): its numbers become seed 3 of each seeded row
+    (the row's t-interval then runs over 4), nothing is replaced, and the rerun says which seed it added; a row the
+    table does not replicate, or a seed it already has, is refused in one line."""
+    from attnlab.errors import InputError
+    from attnlab.reproduce.run import merge_rerun
+
+    row = {"id": "SC-dormant", "study": "real", "numbers": {"x": 0.02}, "verdict": INCONCLUSIVE,
+           "seeds_numbers": {"1": {"x": 0.03}, "2": {"x": 0.015}}}  # fmt: skip
+    table = {"profile": "full", "seed": 0, "seeds": 3, "rows": [row]}
+    seed3 = {"profile": "full", "seed": 3, "seeds": 1, "rows": [row | {"numbers": {"x": 0.012}}], "seconds": 60.0}
+    new = merge_rerun(table, seed3, "runs/seed3")
+    assert new["rows"][0]["numbers"] == {"x": 0.02}  # seed 0's numbers stay the row's
+    assert new["rows"][0]["seeds_numbers"]["3"] == {"x": 0.012} and new["reruns"][0]["added_seed"] == 3
+    replaced = merge_rerun(table, seed3 | {"seed": 0}, "runs/again")  # a seed the table has: a rerun replaces
+    assert replaced["rows"][0]["numbers"] == {"x": 0.012} and "added_seed" not in replaced["reruns"][0]
+    with pytest.raises(InputError, match="already has seed 3"):
+        merge_rerun(new, seed3, "runs/seed3-again")
+    single = {k: v for k, v in row.items() if k != "seeds_numbers"}
+    with pytest.raises(InputError, match="not replicated over seeds"):
+        merge_rerun(table | {"rows": [single]}, seed3, "runs/seed3")
+
+
 def test_a_seeded_run_replicates_into_its_own_folders_and_one_seed_reruns_alone(tmp_path: Path) -> None:
     """`--seeds 2` on R4 (the tiny profile, one thread): seed 1's run lies in seeds/1/runs/ and R4's numbers carry a
     t-interval over the two seeds; `--seed 1` alone (the one-command rerun of that seed) gives the same numbers."""
