@@ -57,6 +57,24 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     return Interval(mean, mean - half, mean + half, int(x.size), T_OVER_SEEDS)
 
 
+def seeds_interval(values: Sequence[float], level: float = 0.95) -> Interval | None:
+    """`t_interval` over seeds, or None where a seed is NaN or fewer than two are finite. A seed at ±inf (a ratio
+    whose denominator vanished, e.g. a peak that fell to zero) enters at the most extreme finite seed on its side,
+    and the interval's end on that side is ±inf: the other end stays conservative (a ≥ bar met only when the finite
+    seeds alone clear it) and the estimate is ±inf."""
+    x = np.asarray(values, dtype=float)
+    finite = x[np.isfinite(x)]
+    if np.isnan(x).any() or finite.size < 2:
+        return None
+    if finite.size == x.size:
+        return t_interval(x.tolist(), level)
+    iv = t_interval(np.clip(x, finite.min(), finite.max()), level)
+    up, down = bool((x == np.inf).any()), bool((x == -np.inf).any())
+    estimate = math.inf if up and not down else -math.inf if down and not up else math.nan
+    return Interval(estimate, -math.inf if down else iv.low, math.inf if up else iv.high, int(x.size),
+                    f"{T_OVER_SEEDS} (a seed at ±inf entered at the extreme finite seed, that end open)")  # fmt: skip
+
+
 def bootstrap_interval(
     values: Sequence[float],
     rng: np.random.Generator,
@@ -86,14 +104,23 @@ def decide(check: Check, interval: Interval) -> str:
     """met / missed / inconclusive of one check: met when every value in [low, high] passes it, missed when none
     does, inconclusive when the interval straddles the bar."""
     lo, hi = interval.low, interval.high
-    if check.passes(lo) and check.passes(hi):
+    if _passes_end(check, lo) and _passes_end(check, hi):
         return MET
     if check.op == "in":
         a, b = float(check.bound[0]), float(check.bound[1])
         return MISSED if hi < a or lo > b else INCONCLUSIVE
     if check.op == "abs<=":
         return MISSED if hi < -check.bound or lo > check.bound else INCONCLUSIVE
-    return MISSED if not check.passes(lo) and not check.passes(hi) else INCONCLUSIVE
+    return MISSED if not _passes_end(check, lo) and not _passes_end(check, hi) else INCONCLUSIVE
+
+
+def _passes_end(check: Check, end: float) -> bool:
+    """Whether an interval's end passes the check: an open end (±inf, `seeds_interval`) compares as the limit it
+    is (+inf passes a ≥ bar), where a point that is not finite never passes (`Check.passes`)."""
+    if math.isinf(end):
+        big = math.copysign(1e308, end)
+        return check.passes(big)
+    return check.passes(end)
 
 
 def judge(checks: Sequence[Check], intervals: Mapping[str, Interval] | None) -> str:
@@ -110,10 +137,10 @@ def judge(checks: Sequence[Check], intervals: Mapping[str, Interval] | None) -> 
 def replicates_to_decide(check: Check, interval: Interval) -> int | None:
     """How many replicates in all would make the interval clear the nearest bar, if the estimate and the spread
     stayed as they are (the half-width shrinks as 1/√n): n · (half-width / distance)², rounded up. None when the
-    estimate sits on the bar (no number of replicates decides it)."""
+    estimate sits on the bar, or the estimate or an end is infinite (no number of replicates decides it)."""
     bounds = check.bound if check.op == "in" else (-check.bound, check.bound) if check.op == "abs<=" else (check.bound,)
     distance = min(abs(interval.estimate - float(b)) for b in bounds)
-    if distance == 0:
+    if distance == 0 or not math.isfinite(distance) or not math.isfinite(interval.high - interval.low):
         return None
     half = max(interval.high - interval.estimate, interval.estimate - interval.low)
     return max(interval.replicates, math.ceil(interval.replicates * (half / distance) ** 2))

@@ -31,13 +31,26 @@ def _n(row: dict, key: str) -> str:
 
 
 def interval_words(row: dict, key: str) -> str:
-    """The words "x, 95 % interval [lo, hi] (method, n = k)" where the row has an interval for `key`, else
-    "x (single run: no interval)"."""
+    """The words "x, 95 % interval [lo, hi] (method, n = k)" where the row has an interval for `key` (x: the mean
+    over its seeds where it has them), else "x (single run: no interval)"."""
     iv = (row.get("intervals") or {}).get(key)
     if iv is None or iv[0] == iv[1]:  # none, or a point (one replicate against a fixed baseline)
         return f"{_n(row, key)} (single run: no interval)"
-    return (f"{_n(row, key)}, 95 % interval [{fmt(iv[0])}, {fmt(iv[1])}] ({row.get('interval_method')}, "
+    return (f"{_seeds_mean(row, key)}, 95 % interval [{fmt(iv[0])}, {fmt(iv[1])}] ({row.get('interval_method')}, "
             f"n = {row.get('replicates')})")  # fmt: skip
+
+
+def _seeds_mean(row: dict, key: str) -> str:
+    """The estimate the interval is about: the mean over the row's seeds where it has them (its numbers are the
+    first seed's), else its number."""
+    seeds = row.get("seeds_numbers") or {}
+    values = [(row.get("numbers") or {}).get(key), *(n.get(key) for n in seeds.values())]
+    if not seeds or not all(isinstance(v, int | float | str) for v in values):
+        return _n(row, key)
+    try:
+        return fmt(sum(float(v) for v in values) / len(values))  # type: ignore[arg-type]
+    except ValueError:  # a saved string that is no number
+        return _n(row, key)
 
 
 def seeds_note(row: dict) -> str:
@@ -124,10 +137,11 @@ FINDINGS = (
         "along training, the sink forms (Attn⟨s⟩ rises) while the value state drains and the residual grows, in "
         "that order (mutual reinforcement).",
         lambda r: (
-            f"Attn⟨s⟩ rises by {_n(r, 'sink_rise')}; the value drain's onset is "
-            f"{_n(r, 'value_minus_sink_onset')} steps from the sink's (negative: before it) and the "
-            f"residual's {_n(r, 'resid_minus_value_onset')} steps after the drain; seed 1, in "
-            "docs/real-models.md, gives the same order (drain 125, sink 250, residual 1325)."
+            f"Attn⟨s⟩ rises by {interval_words(r, 'sink_rise')}; the value drain's onset minus the sink's is "
+            f"{interval_words(r, 'value_minus_sink_onset')} steps (negative: the drain first), and the "
+            f"residual's onset after the drain {interval_words(r, 'resid_minus_value_onset')} steps (its order "
+            "undecided); the hand run of docs/real-models.md gives the same order (drain 125, sink 250, residual "
+            "1325)."
         ),
         "a 3-layer GPT-2 (d 64) trained 1,500 steps on Bigram-Backcopy with `<s>` at position 0 (`attnlab series "
         "train`), its 61 checkpoints scanned; onset = the first checkpoint with half of the metric's change.",

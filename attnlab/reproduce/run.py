@@ -156,7 +156,7 @@ def row_intervals(target: Target, numbers: dict, per_seed: dict[int, dict]) -> d
     """{key: Interval} of the judged and shown numbers: a t-interval over the seeds where the row has replicates
     (of each seed's number, or of its estimate from the row's own intervals where the row derives it, as R19's
     energy minus chance), else the row's own intervals (`Target.intervals`), else none."""
-    from attnlab.core.intervals import t_interval
+    from attnlab.core.intervals import seeds_interval
 
     keys = [c.key for c in (*target.checks, *target.shown)]
     if not per_seed:
@@ -166,8 +166,10 @@ def row_intervals(target: Target, numbers: dict, per_seed: dict[int, dict]) -> d
     out = {}
     for k in keys:
         values = [n.get(k) if k in n else (d[k].estimate if k in d else None) for n, d in zip(runs, derived)]
-        if all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
-            out[k] = t_interval([float(v) for v in values])  # type: ignore[arg-type]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            iv = seeds_interval([float(v) for v in values])  # type: ignore[arg-type]
+            if iv is not None:
+                out[k] = iv
     return out
 
 

@@ -97,7 +97,7 @@ def test_the_committed_record_counts_every_row_once_and_verdicts_are_the_five() 
         assert r["group"] in GROUPS
         if r["group"] == CLAIM and r["numbers"] is not None:
             assert isinstance(r["replicates"], int) and r["interval_method"]
-            assert all(len(v) == 2 and v[0] <= v[1] for v in r["intervals"].values())
+            assert all(len(v) == 2 and float(v[0]) <= float(v[1]) for v in r["intervals"].values())  # "inf": open
             judged = {c.key for c in BY_ID[(r["study"], r["id"])].checks}  # issue 39: each judged number has one
             assert r["recorded"] or judged <= set(r["intervals"]), (r["id"], judged - set(r["intervals"]))
     assert (ROOT / "docs" / "reproduction.md").read_text().count("## Findings") == 1
@@ -179,6 +179,23 @@ def test_an_exact_number_has_its_point_as_interval_and_an_estimate_gets_none_by_
     assert judged_row(t, {"runs": 11, "x": 1.5}, "", {})["verdict"] == MISSED
     check = judged_row(replace(t, group=CHECK), {"runs": 12, "x": 1.5}, "", {})
     assert "intervals" not in check  # a library check is not a claim: no interval fields
+
+
+def test_a_seed_at_inf_opens_its_end_and_the_other_end_stays_conservative() -> None:
+    """A fall whose peak vanished in one seed is +inf: the t-interval runs over the seeds with it at the largest
+    finite one (12, 19, 33, 33: 24.3 ± 3.182 · 10.5/2 → low 7.5) and its upper end is +inf, so a ≥ 10 bar is
+    inconclusive (the finite seeds do not clear it alone), a ≥ 5 bar met, a ≤ 10 bar inconclusive, a ≤ 5 bar
+    missed; NaN gives none. JSON holds the open end as "inf", as it holds the numbers."""
+    from attnlab.core.intervals import seeds_interval
+
+    iv = seeds_interval([12.0, 19.0, 33.0, math.inf])
+    want = t_interval([12.0, 19.0, 33.0, 33.0])
+    assert iv is not None and iv.high == math.inf and iv.low == pytest.approx(want.low) and iv.estimate == math.inf
+    assert verdict((Check("x", ">=", 10),), {"x": 12.0}, "", {"x": iv})[0] == INCONCLUSIVE
+    assert verdict((Check("x", ">=", 5),), {"x": 12.0}, "", {"x": iv})[0] == MET
+    assert verdict((Check("x", "<=", 10),), {"x": 12.0}, "", {"x": iv})[0] == INCONCLUSIVE  # 7.5 passes, inf not
+    assert verdict((Check("x", "<=", 5),), {"x": 12.0}, "", {"x": iv})[0] == MISSED
+    assert seeds_interval([1.0, math.nan, 2.0]) is None and seeds_interval([1.0, math.inf]) is None
 
 
 # --- seeds ----------------------------------------------------------------------------------------------------------
