@@ -149,7 +149,10 @@ SEEDS_NOTE = (
     "judged number of a replicated row is the mean over seeds with its 95 % t-interval (n − 1 degrees of "
     "freedom), in its why; its numbers column is the first seed's, each other seed's are in reproduction.json "
     "(`seeds_numbers`). A rerun of one seed s is one command: `attnlab reproduce STUDY --profile full --seed s "
-    "--targets ID --out DIR` (or `attnlab rerun` of the study run's folder)."
+    "--targets ID --out DIR` (or `attnlab rerun` of the study run's folder); `attnlab reproduce --rejudge "
+    "docs/reproduction.json --merge DIR --docs docs` then adds a new seed to the table's rows as one more replicate, "
+    "or puts a row rerun at one of the table's seeds (a timing on a quiet machine) in place of its own, and the "
+    "header says which."
 )
 COUNTS_NOTE = (
     "Each row is in one group: a claim of the papers, a library check (the spec's CI tier: reducers, gradients, "
