@@ -66,7 +66,7 @@ def print_counts(counts: dict) -> None:
 def rejudge_only(args: argparse.Namespace) -> int:
     """`--rejudge FILE`: judge a saved reproduction.json again by the current targets' code (nothing runs); with
     --docs, export the table there (the figures already under --docs are linked)."""
-    from attnlab.reproduce.run import rejudge_file
+    from attnlab.reproduce.rejudge import rejudge_file
 
     merge = tuple(Path(m) for m in args.merge or ())
     record = rejudge_file(Path(args.rejudge), None if args.docs is None else Path(args.docs), merge)

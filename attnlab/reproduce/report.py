@@ -277,7 +277,7 @@ def check_docs_folder(docs: Path) -> None:
 def export_docs(folder: Path | None, docs: Path, record: dict | None = None) -> Path:
     """Copy the table to docs/reproduction.md and each row's figure to docs/figures/<study>/<run>-<name>.png;
     links to run folders name the path a `make reproduce` run creates (runs/reproduce/...). `record`: the table
-    of an unfinished run (`run.table_so_far`) or a re-judged record (`run.rejudge`), else the folder's
+    of an unfinished run (`run.table_so_far`) or a re-judged record (`rejudge.rejudge`), else the folder's
     reproduction.json. Without a run folder (`folder` None: a re-judged record) the figures already under docs/
     are linked. The counts also go into the README beside docs/ where it holds `COUNTS_MARKS`."""
     if record is None:

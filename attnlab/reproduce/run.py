@@ -162,7 +162,8 @@ def row_intervals(target: Target, numbers: dict, per_seed: dict[int, dict]) -> d
     if not per_seed:
         return _own_intervals(target, numbers)
     runs = [numbers, *per_seed.values()]
-    derived = [_own_intervals(target, n) for n in runs]  # a number the row derives (R19 against chance), per seed
+    derives = any(k not in numbers for k in keys)  # a number the row derives (R19 against chance), per seed
+    derived = [_own_intervals(target, n) if derives else {} for n in runs]
     out = {}
     for k in keys:
         values = [n.get(k) if k in n else (d[k].estimate if k in d else None) for n, d in zip(runs, derived)]
@@ -422,7 +423,7 @@ def _check_resume(saved: dict, config: ReproduceConfig) -> None:
         raise InputError(f"--resume: {', '.join(keys)} differ from the saved run's; resume with the same settings")
 
 
-def _rejudge(target: Target, row: dict) -> dict:
+def rejudge_row(target: Target, row: dict) -> dict:
     """A saved measured row with the registry's current texts, group, checks and intervals applied to its saved
     numbers (and its seeds' numbers, where it has replicates)."""
 
@@ -436,99 +437,6 @@ def _rejudge(target: Target, row: dict) -> dict:
     if recorded and target.recorded is None:  # the hand run's row was dropped: keep the saved words
         new["why"] = row["why"]
     return new | {"runs": row["runs"], "figure": row["figure"]}
-
-
-def rejudge(record: dict) -> dict:
-    """`record` (a saved reproduction.json) judged again by the current registry without running anything: each
-    measured row's saved numbers against the target's current group, checks, second reading and intervals; a
-    not-run row keeps its reason; a target no longer in the registry (a second reading folded into its row) is
-    dropped; a new target reads "not run" (no saved numbers). Returns the new record (`rejudged` dated)."""
-    import datetime as dt
-
-    old = {(r["study"], r["id"]): r for r in record["rows"]}
-    rows = []
-    for t in TARGETS:
-        if t.study not in record["studies"]:
-            continue
-        row = old.get((t.study, t.id))
-        if (row is None or row["numbers"] is None) and t.recorded is not None:
-            rows.append(judged_row(t, t.recorded.as_dict(), "", {}, recorded=True))
-        elif row is None or row["numbers"] is None:
-            reason = row["why"] if row is not None else "not run: a target added after this run (no saved numbers)"
-            rows.append(judged_row(t, None, reason, {}))
-        else:
-            rows.append(_rejudge(t, row))
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return record | {"rows": rows, "counts": report.counts(rows), "rejudged": now, "seed_plan": seed_plan(record)}
-
-
-def merge_rerun(record: dict, other: dict, source: str) -> dict:
-    """`record` with the rows of `other` (a later `attnlab reproduce --targets` run of the same profile, in its own
-    folder `source`) in place of its own: a row rerun alone, as a timing on a quiet machine; or, where `other` is a
-    one-seed run of a seed the table has not run (`--seed s`), that seed added to the seeded rows it measured
-    (`_add_seed`: one more replicate where an interval straddles its bar). The record lists each such run
-    (`reruns`: its folder, rows, end, machine and seconds, and `added_seed`), and the table's header says so."""
-    if other.get("profile") != record.get("profile"):
-        raise InputError(f"--merge {source}: profile {other.get('profile')!r}, not the table's {record['profile']!r}")
-    if other.get("partial"):
-        raise InputError(f"--merge {source}: that run has not finished; merge a finished run")
-    new = {(r["study"], r["id"]): r for r in other["rows"]}
-    unknown = sorted(f"{s} {i}" for s, i in set(new) - {(r["study"], r["id"]) for r in record["rows"]})
-    if unknown:
-        raise InputError(f"--merge {source}: rows {', '.join(unknown)} are not in the table")
-    entry = {"folder": source, "rows": [f"{s} {i}" for s, i in new], "finished": other.get("finished"),
-             "machine": other.get("machine"), "seconds": other.get("seconds")}  # fmt: skip
-    if _is_new_seed(record, other):
-        rows = _add_seed(record["rows"], new, int(other["seed"]), source)
-        entry["added_seed"] = int(other["seed"])
-    else:
-        rows = [new.get((r["study"], r["id"]), r) for r in record["rows"]]
-    return record | {"rows": rows, "reruns": [*record.get("reruns", []), entry]}
-
-
-def _is_new_seed(record: dict, other: dict) -> bool:
-    """Whether `other` is one more seed of `record`'s seeded claim rows: a one-seed run (`--seed s`) whose seed lies
-    outside the table's seeds (seed .. seed + seeds − 1)."""
-    first, n = int(record.get("seed", 0)), int(record.get("seeds", 1))
-    return n > 1 and int(other.get("seeds", 1)) == 1 and not first <= int(other.get("seed", 0)) < first + n
-
-
-def _add_seed(rows: list[dict], new: dict, seed: int, source: str) -> list[dict]:
-    """`rows` with each of `new`'s measured rows added as seed `seed` of the table's row (`seeds_numbers`), so the
-    row's t-interval runs over one more seed; a row the table does not replicate over seeds is refused."""
-    out = []
-    for r in rows:
-        add = new.get((r["study"], r["id"]))
-        if add is not None and add.get("numbers") is not None:
-            if "seeds_numbers" not in r or str(seed) in r["seeds_numbers"]:
-                raise InputError(f"--merge {source}: {r['study']} {r['id']} is not replicated over seeds in the "
-                                 f"table, or already has seed {seed}")  # fmt: skip
-            r = r | {"seeds_numbers": r["seeds_numbers"] | {str(seed): add["numbers"]}}
-        out.append(r)
-    return out
-
-
-def rejudge_file(path: Path, docs: Path | None = None, merge: tuple[Path, ...] = ()) -> dict:
-    """`rejudge` of the reproduction.json at `path`, with the rows of each finished `--targets` run in `merge`
-    (its reproduction.json or its folder) in place of its own (`merge_rerun`); with `docs`, the table exported
-    there (the figures already under `docs` are linked). Returns the new record."""
-    from attnlab.runs import read_json
-
-    if not path.is_file():
-        raise InputError(f"--rejudge {path}: no such file (give a reproduction.json)")
-    others = [(m / "reproduction.json" if m.is_dir() else m, m) for m in merge]
-    for file, m in others:
-        if not file.is_file():
-            raise InputError(f"--merge {m}: no reproduction.json there (give a finished reproduce run)")
-    if docs is not None:
-        report.check_docs_folder(docs)
-    record = read_json(path, "reproduction.json")
-    for file, m in others:
-        record = merge_rerun(record, read_json(file, "reproduction.json"), str(m))
-    record = rejudge(record)
-    if docs is not None:
-        report.export_docs(None, docs, record)
-    return record
 
 
 def seed_plan(record: dict, seeds: int = 3) -> dict:
@@ -582,7 +490,7 @@ def update(folder: str | Path, seed: int = 0) -> dict:
         row = old.get((t.study, t.id))
         fresh = row is None or row["numbers"] is None or t.measure is None or bool(row.get("recorded"))
         fresh = fresh or any(n in new for n in t.needs)
-        rows.append(evaluate(t, done, log, config.profile) if fresh or row is None else _rejudge(t, row))
+        rows.append(evaluate(t, done, log, config.profile) if fresh or row is None else rejudge_row(t, row))
     record |= {"experiments": record["experiments"] | log, "rows": rows, "counts": report.counts(rows)}
     record["seconds"] = round(record["seconds"] + sum(v["seconds"] for v in log.values()), 1)
     record["updated"] = sorted(set(record.get("updated", [])) | set(new))

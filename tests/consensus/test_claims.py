@@ -180,17 +180,22 @@ def _rst_run(tmp_path: Path, finals: dict[str, np.ndarray]) -> dict:
     return {"cons_rst": Outcome(runs={"": run})}  # type: ignore[dict-item]
 
 
+def _finals_by_roughness() -> dict[str, np.ndarray]:
+    """Final E_first per prompt (3 prompts, offsets 0, 0.3, −0.2 decades) of each schedule with roughness r:
+    10^(−4 + 2r) with MLPs off, 10^(−4 − r) with MLPs on."""
+    offsets, finals = np.array([0.0, 0.3, -0.2]), {}
+    for s, r in (("constant", 0.0), ("periodic", 0.5), ("random", 1.4)):
+        finals[f"{s}, MLP off"] = 10.0 ** (-4 + 2 * r + offsets)
+        finals[f"{s}, MLP on"] = 10.0 ** (-4 - r + offsets)
+    return finals
+
+
 def test_r10_reports_the_slope_against_roughness(tmp_path: Path) -> None:
     """R10's slope vs roughness: final log10 E_first = −4 + 2 r per prompt (MLPs off) gives slope 2 with the
     interval [2, 2]; MLPs on, E falling with roughness gives a negative slope; the schedules' roughness is shown."""
     from attnlab.consensus.repro.measures import c_r10
 
-    offsets = np.array([0.0, 0.3, -0.2])
-    finals = {}
-    for s, r in (("constant", 0.0), ("periodic", 0.5), ("random", 1.4)):
-        finals[f"{s}, MLP off"] = 10.0 ** (-4 + 2 * r + offsets)
-        finals[f"{s}, MLP on"] = 10.0 ** (-4 - r + offsets)
-    out = c_r10(_rst_run(tmp_path, finals))
+    out = c_r10(_rst_run(tmp_path, _finals_by_roughness()))
     assert out["slope_vs_roughness_off"] == pytest.approx(2.0, abs=1e-12)
     assert (out["slope_vs_roughness_off_low"], out["slope_vs_roughness_off_high"]) == (
         pytest.approx(2.0, abs=1e-12), pytest.approx(2.0, abs=1e-12))  # fmt: skip
@@ -226,12 +231,7 @@ def test_r10_judges_the_spec_rule_as_an_interval_and_shows_the_paired_bootstrap(
     from attnlab.consensus.repro.targets import r10_intervals
     from attnlab.reproduce.verdict import verdict
 
-    offsets = np.array([0.0, 0.3, -0.2])
-    finals = {}
-    for s, r in (("constant", 0.0), ("periodic", 0.5), ("random", 1.4)):
-        finals[f"{s}, MLP off"] = 10.0 ** (-4 + 2 * r + offsets)
-        finals[f"{s}, MLP on"] = 10.0 ** (-4 - r + offsets)
-    out = c_r10(_rst_run(tmp_path, finals))
+    out = c_r10(_rst_run(tmp_path, _finals_by_roughness()))
     ivs = r10_intervals(out)
     assert [ivs["mean_gap_off_constant_periodic"].low, ivs["mean_gap_off_constant_periodic"].high] == [
         pytest.approx(0.8), pytest.approx(1.2)]  # fmt: skip

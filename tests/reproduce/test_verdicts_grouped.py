@@ -18,7 +18,8 @@ from attnlab.core.targets import CHECK, CLAIM, GROUPS, TIMING, Check, Target, gr
 from attnlab.reproduce import report
 from attnlab.reproduce.config import ReproduceConfig
 from attnlab.reproduce.execute import Outcome
-from attnlab.reproduce.run import evaluate, rejudge, replicated, seed_folder, varies_with_seed
+from attnlab.reproduce.rejudge import rejudge
+from attnlab.reproduce.run import evaluate, replicated, seed_folder, varies_with_seed
 from attnlab.reproduce.targets import TARGETS
 from attnlab.reproduce.verdict import INCONCLUSIVE, MET, MISSED, NOT_RUN, REPORTED, verdict
 
@@ -285,7 +286,7 @@ def test_a_row_rerun_alone_replaces_the_tables_row_and_the_header_says_so(tmp_pa
     its row replaces the table's (judged by the current code: 35 s ≤ 60 s, met), the record lists the rerun, the
     header names it, and a rerun of another profile, an unfinished one or a row not in the table is one clear line."""
     from attnlab.errors import InputError
-    from attnlab.reproduce.run import rejudge_file
+    from attnlab.reproduce.rejudge import rejudge_file
     from attnlab.runs import write_json
 
     base = {"studies": ["consensus"], "profile": "full", "experiments": {}, "seconds": 10.0, "counts": {}}
@@ -320,7 +321,7 @@ def test_a_one_seed_run_of_a_new_seed_adds_a_replicate_to_the_seeded_rows() -> N
     (the row's t-interval then runs over 4), nothing is replaced, and the rerun says which seed it added; a row the
     table does not replicate, or a seed it already has, is refused in one line."""
     from attnlab.errors import InputError
-    from attnlab.reproduce.run import merge_rerun
+    from attnlab.reproduce.rejudge import merge_rerun
 
     row = {"id": "SC-dormant", "study": "real", "numbers": {"x": 0.02}, "verdict": INCONCLUSIVE,
            "seeds_numbers": {"1": {"x": 0.03}, "2": {"x": 0.015}}}  # fmt: skip
