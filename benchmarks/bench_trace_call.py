@@ -6,7 +6,9 @@ Each round runs, interleaved in this one process on the same ids:
 - plain: the model's own forward under `torch.inference_mode()` (its sdpa attention), logits discarded;
 - loaded: `attnlab.trace(loaded, ids)`, `loaded` the `LoadedModel` of `attnlab.load_model` (it keeps its
   architecture and value-norm factors across calls);
-- bare: `attnlab.trace(loaded.model, ids)`, the bare transformers module (architecture and factors found each call).
+- bare: `attnlab.trace(loaded.model, ids)`, the bare transformers module (architecture and factors found each call);
+- logits: `attnlab.trace(loaded, ids, logits=True)`, the `LoadedModel` call that also hands back the [1, T, V] logits
+  (the plain forward makes them too; without `logits=True` a trace lets them go at once).
 
 Prints the median of each, the ratios to plain (median of the per-round ratios) and the load average before and
 after. Quiet machine only (`uptime` load under ~1.5).
@@ -60,7 +62,8 @@ def main() -> None:
             loaded.model(ids)
 
     calls = {"plain": plain, "loaded": lambda: attnlab.trace(loaded, ids),
-             "bare": lambda: attnlab.trace(loaded.model, ids)}  # fmt: skip
+             "bare": lambda: attnlab.trace(loaded.model, ids),
+             "logits": lambda: attnlab.trace(loaded, ids, logits=True)}  # fmt: skip
     for fn in calls.values():  # warm-up: first-call costs (allocators, numba) are not the per-call set-up
         fn()
     load0 = os.getloadavg()[0]

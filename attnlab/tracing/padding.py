@@ -115,28 +115,31 @@ def from_rows(rows: list[list[int]], pad_id: int, side: str) -> Batch:
 
 
 def run_groups(
-    run: Callable[[torch.Tensor, list[int]], tuple[Trace, torch.Tensor]],
+    run: Callable[[torch.Tensor, list[int]], tuple[Trace, torch.Tensor | None]],
     batch: Batch,
     batch_size: int,
     kept: dict[str, list],
-) -> tuple[Trace, torch.Tensor, dict[str, Any]]:
-    """Trace `batch` one real length at a time: `run(ids [n, T], rows) -> (Trace, logits [n, T, V])` for each group
-    (`rows`: the input rows of its n sequences).
+) -> tuple[Trace, torch.Tensor | None, dict[str, Any]]:
+    """Trace `batch` one real length at a time: `run(ids [n, T], rows) -> (Trace, logits [n, T, V] or None)` for each
+    group (`rows`: the input rows of its n sequences).
 
-    Returns the merged `Trace`, the logits [N, P, V] in the layout of `batch.ids` (`padded_logits`) and, for each
+    Returns the merged `Trace`, the logits [N, P, V] in the layout of `batch.ids` (`padded_logits`; None where the
+    runs kept none) and, for each
     cached point in `kept` (the lists the cache hooks append one [b, ...] tensor to per forward, or under grad=True
     a tuple of its b rows, each in autograd's graph), the activations in input order (`join_rows`; rows in the graph
     stay a list: stacked, they would be a copy that no gradient reaches). A `grad_stats` dict the groups' traces
     carry ({name: [n, ...]}) is joined alike."""
     groups = batch.groups()
     traces, logits = [], [torch.empty(0)] * len(batch.lengths)
+    kept_logits = True
     cached: dict[str, list] = {p: [None] * len(batch.lengths) for p in kept}
     for _, rows in groups:
         before = {p: len(parts) for p, parts in kept.items()}
         tr, out = run(torch.stack([batch.sequence(r) for r in rows]), rows)
         traces.append(tr)
+        kept_logits = kept_logits and out is not None
         for k, row in enumerate(rows):
-            logits[row] = out[k]
+            logits[row] = out[k] if out is not None else logits[row]
         for p, parts in kept.items():  # [b, ...] tensors, or (under grad=True) tuples of b rows in the graph
             joined = [one for part in parts[before[p] :] for one in part]
             for k, row in enumerate(rows):
@@ -150,7 +153,7 @@ def run_groups(
         merged.grad_stats = {name: join_rows(rows) for name, rows in rows_of.items()}  # type: ignore[attr-defined]
     # rows in autograd's graph stay a list (stacked, they would be a copy no gradient reaches)
     cache = {p: v if any(r.requires_grad for r in v) else join_rows(v) for p, v in cached.items() if kept[p]}
-    return merged, padded_logits(batch, logits), cache
+    return merged, padded_logits(batch, logits) if kept_logits else None, cache
 
 
 def _in_order(parts: list[torch.Tensor], groups: list[tuple[int, list[int]]]) -> list[torch.Tensor]:

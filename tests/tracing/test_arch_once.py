@@ -60,18 +60,20 @@ def test_a_scan_discovers_the_architecture_once(monkeypatch, tmp_path):
     assert len(calls) == 1
 
 
-def test_repeated_trace_calls_on_a_loaded_model_reuse_its_architecture_and_factors(monkeypatch, tmp_path):
+def test_repeated_trace_calls_on_a_loaded_model_reuse_its_architecture_and_factors(monkeypatch):
     """Issue 41's one-call goal: a notebook's repeated `attnlab.trace(loaded, ids)` walks the module tree once and
     computes the value-norm factors once (they are the same numbers: the statistics of both calls are equal), and
-    again only when W_O changes in place (then the value norms change with it). A bare module walks once a call."""
+    again only when W_O changes in place (then the value norms change with it). A bare module walks once a call.
+    The wrapper is what `attnlab.load_model` makes of a model object; it traces to the same statistics as the
+    module itself."""
     import numpy as np
 
     import attnlab
-    from attnlab.hf.loader import LoadedModel
     from attnlab.tracing.adapters import hf_attention
 
     model = tiny_family("llama")
-    loaded = LoadedModel(model=model, tokenizer=None, name="tiny", given="tiny", path=tmp_path)
+    loaded = attnlab.load_model(model)
+    assert loaded.model is model and loaded.tokenizer is None
     ids = torch.randint(0, 16, (2, 8))
     walks: list[int] = []
     factors: list[int] = []
@@ -89,5 +91,20 @@ def test_repeated_trace_calls_on_a_loaded_model_reuse_its_architecture_and_facto
     assert len(factors) == n_layers + 1  # layer 0's recomputed, the others kept
     assert not np.allclose(third.value_norm[0], first.value_norm[0])
     walks.clear()
-    attnlab.trace(model, ids), attnlab.trace(model, ids)
+    bare = [attnlab.trace(model, ids), attnlab.trace(model, ids)]
     assert len(walks) == 2
+    assert bare[0].heads.equals(third.heads) and bare[0].residuals.equals(third.residuals)
+
+
+def test_load_model_refuses_what_it_cannot_wrap_in_one_line():
+    import pytest
+
+    import attnlab
+    from attnlab.errors import InputError
+    from attnlab.toy.model import ToyConfig, ToyTransformer
+
+    toy = ToyTransformer(ToyConfig(vocab=16, d_model=16, n_heads=2, n_layers=2, max_len=8).validate())
+    for bad, kwargs, says in ((toy, {}, "ToyTransformer"), (tiny_family("llama"), {"dtype": "bfloat16"}, ".to()"),
+                              ("smollm2", {"tokenizer": object()}, "tokenizer=")):  # fmt: skip
+        with pytest.raises(InputError, match=says):
+            attnlab.load_model(bad, **kwargs)

@@ -272,3 +272,32 @@ def test_mean_ablate_writes_exactly_the_chosen_positions_heads_and_dims(position
         if chosen(t, positions) and chosen(h, heads) and chosen(d, dims):
             want[:, t, h, d] = mean[t, h, d]
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("kind", ["hf", "hf-padded", "toy"])
+def test_a_trace_without_logits_keeps_none_and_its_statistics_are_unchanged(kind):
+    """Issue 41: without `logits=True` no batch's [B,T,V] logits are held (nor copied into one tensor); every
+    statistic is the same, bit for bit, as with them kept; kept over batches of one, each row's logits are, bit for
+    bit, that sequence's traced alone (the same ops on the same [1, T] input: no tolerance needed)."""
+    from attnlab.api import RunHow, _run_hf
+
+    if kind == "toy":
+        from attnlab.toy.model import ToyConfig, ToyTransformer
+
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            model = ToyTransformer(ToyConfig(vocab=16, d_model=16, n_heads=2, n_layers=2, max_len=T).validate())
+        ids, mask = _ids(vocab=16), None
+    else:
+        model, ids = tiny_family("llama").double(), _ids()
+        mask = torch.ones_like(ids).index_fill_(1, torch.tensor([0, 1]), 0) if kind == "hf-padded" else None
+        mask = None if mask is None else torch.cat([torch.ones(1, T, dtype=torch.long), mask[1:]])
+    without = attnlab.trace(model, ids, attention_mask=mask, batch_size=1)
+    kept = attnlab.trace(model, ids, attention_mask=mask, batch_size=1, logits=True)
+    assert without.logits is None and kept.logits.shape[:2] == (3, T)
+    assert without.heads.equals(kept.heads) and without.residuals.equals(kept.residuals)
+    start = 2 if kind == "hf-padded" else 0  # row 1's first real position
+    alone = attnlab.trace(model, ids[1:2, start:], logits=True).logits[0]
+    assert np.array_equal(kept.logits[1, start:], alone)
+    if kind == "hf":
+        assert _run_hf(model, ids, [], {}, [], 1, True, RunHow(logits=False))[1] is None
