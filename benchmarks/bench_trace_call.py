@@ -10,8 +10,10 @@ Each round runs, interleaved in this one process on the same ids:
 - logits: `attnlab.trace(loaded, ids, logits=True)`, the `LoadedModel` call that also hands back the [1, T, V] logits
   (the plain forward makes them too; without `logits=True` a trace lets them go at once).
 
-Prints the median of each, the ratios to plain (median of the per-round ratios) and the load average before and
-after. Quiet machine only (`uptime` load under ~1.5).
+The order of the calls rotates from round to round (round r starts with call r mod 4), so that no call always runs
+first or right after the plain forward. Prints the median of each, the ratio to plain (the median of the per-round
+ratios, with its 95 % bootstrap interval over rounds and the quartiles) and the load average before and after.
+Quiet machine only (`uptime` load under ~1.5).
 
     .venv/bin/python benchmarks/bench_trace_call.py [--tokens 512] [--rounds 10] [--threads 2] [--model smollm2]
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -29,6 +32,13 @@ def _timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def _median_interval(ratios: list[float], resamples: int = 2000) -> tuple[float, float]:
+    """The 95 % percentile-bootstrap interval of the median of `ratios` (resampled rounds, a fixed seed)."""
+    rng = random.Random(0)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
+    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
 
 
 def _ids(loaded: object, tokens: int) -> object:
@@ -68,16 +78,20 @@ def main() -> None:
         fn()
     load0 = os.getloadavg()[0]
     times: dict[str, list[float]] = {k: [] for k in calls}
-    for _ in range(args.rounds):
-        for name, fn in calls.items():
-            times[name].append(_timed(fn))
+    names = list(calls)
+    for r in range(args.rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            times[name].append(_timed(calls[name]))
     load1 = os.getloadavg()[0]
     print(f"{args.model}, T = {args.tokens}, {args.threads} threads, {args.rounds} interleaved rounds, "
           f"load {load0:.2f} -> {load1:.2f}")  # fmt: skip
     for name in calls:
-        med = statistics.median(times[name])
-        ratio = statistics.median(t / p for t, p in zip(times[name], times["plain"]))
-        print(f"  {name:7s} median {med * 1000:8.1f} ms   ratio to plain {ratio:.3f}x")
+        ratios = [t / p for t, p in zip(times[name], times["plain"])]
+        low, high = _median_interval(ratios)
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        ms, ratio = statistics.median(times[name]) * 1000, statistics.median(ratios)
+        print(f"  {name:7s} median {ms:8.1f} ms   ratio {ratio:.3f}x [95 % {low:.3f}, {high:.3f}; "
+              f"quartiles {q1:.3f}, {q3:.3f}]")  # fmt: skip
 
 
 if __name__ == "__main__":
