@@ -13,29 +13,30 @@ this module resolves the arguments and compiles `MeanAblate`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnlab.errors import InputError, check_int
 from attnlab.tracing.adapters.held import unwrapping
+from attnlab.tracing.adapters.user_hooks import (
+    HookFn,
+    chain_hooks,
+    check_points,
+    mean_hook,
+    module_hook_points,
+    prepare_hooks,
+)
+from attnlab.tracing.inputs import count_layers_from_end, is_toy, resolve_batch, resolve_inputs
 from attnlab.tracing.interventions import Intervention, MeanAblate
 
 if TYPE_CHECKING:
     import torch
 
     from attnlab.tracing.format import Trace
-    from attnlab.tracing.padding import Batch
 
 # torch is imported by the calls that need it, so that `attnlab.trace` is cheap to reach from a notebook.
-HookFn = Callable[["torch.Tensor", str], Any]
-
-
-def _is_toy(model: Any) -> bool:
-    from attnlab.toy.model import ToyTransformer
-
-    return isinstance(model, ToyTransformer)
 
 
 def load_model(
@@ -66,7 +67,7 @@ def _wrapped(model: Any, tokenizer: Any, placed: bool) -> Any:
 
     from attnlab.hf.loader import LoadedModel
 
-    if not isinstance(model, torch.nn.Module) or _is_toy(model) or not hasattr(model, "config"):
+    if not isinstance(model, torch.nn.Module) or is_toy(model) or not hasattr(model, "config"):
         raise InputError(f"load_model takes a name, a path or a transformers model object, got {type(model).__name__}")
     if placed:
         raise InputError("device= and dtype= go with a name or path; move a model object with .to() first")
@@ -87,173 +88,12 @@ def _resolve_model(model: Any, tokenizer: Any) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def _embedding_rows(model: Any) -> int:
-    if _is_toy(model):
-        return int(model.cfg.vocab)
-    return int(model.get_input_embeddings().weight.shape[0])
-
-
-def _encode(texts: Sequence[str], tokenizer: Any) -> Batch:
-    """The `Batch` of the strings' tokenisations (no special tokens added): padded with the tokenizer's own pad
-    token (0 where it has none: pads never reach the model) on its `padding_side` when their lengths differ."""
-    if tokenizer is None:
-        raise InputError("string inputs need a tokenizer: pass tokenizer=, or a model name/path that has one")
-    from attnlab.tracing.padding import from_rows
-
-    rows = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    pad = getattr(tokenizer, "pad_token_id", None)
-    side = "left" if getattr(tokenizer, "padding_side", "right") == "left" else "right"
-    return from_rows(rows, 0 if pad is None else int(pad), side)
-
-
-def _as_ids(inputs: Any) -> torch.Tensor:
-    """Token ids (long) from a tensor, an array or nested lists of integers, refused in one line otherwise."""
-    import numpy as np
-    import torch
-
-    try:
-        arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"inputs must be a string, strings or token ids [batch, pos]: {exc}") from None
-    if arr.dtype.kind not in "iu":  # a float or bool cast to long would silently become other tokens
-        raise InputError(f"token ids must be integers, got {arr.dtype} (cast them yourself if that is meant)")
-    return torch.as_tensor(arr, dtype=torch.long)
-
-
-def resolve_batch(inputs: Any, model: Any, tokenizer: Any, attention_mask: Any = None) -> Batch:
-    """The `Batch` (ids [batch, pos] with each row's real tokens) from a string, strings, ids with an optional
-    transformers `attention_mask` [batch, pos] of 0/1, or a mapping with `input_ids` (and `attention_mask`), as a
-    tokenizer returns; every row needs >= 2 real tokens inside the embedding (pads are never run)."""
-    from attnlab.tracing.padding import from_mask
-
-    if isinstance(inputs, Mapping) and "input_ids" in inputs:
-        attention_mask = inputs.get("attention_mask") if attention_mask is None else attention_mask
-        inputs = inputs["input_ids"]
-    if isinstance(inputs, str):
-        inputs = [inputs]
-    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
-        if attention_mask is not None:
-            raise InputError("attention_mask goes with token ids; strings of different lengths are padded for you")
-        batch = _encode(inputs, tokenizer)
-    else:
-        ids = _as_ids(inputs)
-        ids = ids[None] if ids.dim() == 1 else ids
-        if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
-            raise InputError(f"inputs must hold at least one sequence of >= 2 tokens, got shape {tuple(ids.shape)}")
-        batch = from_mask(ids, attention_mask)
-    short = [row for row, n in enumerate(batch.lengths) if n < 2]
-    if short:
-        raise InputError(f"inputs must hold at least one sequence of >= 2 tokens, got shape {tuple(batch.ids.shape)}"
-                         if not batch.padded else f"sequence {short[0]} has {batch.lengths[short[0]]} real token(s); "
-                         "each needs >= 2")  # fmt: skip
-    rows = _embedding_rows(model)
-    real = [batch.sequence(r) for r in range(len(batch.lengths))]
-    low, high = min(int(r.min()) for r in real), max(int(r.max()) for r in real)
-    if low < 0 or high >= rows:
-        raise InputError(f"token id {high if high >= rows else low} is outside the embedding's {rows} rows")
-    return batch
-
-
-def resolve_inputs(inputs: Any, model: Any, tokenizer: Any) -> torch.Tensor:
-    """Token ids [batch, pos] (long) of equal-length sequences from a string, strings or ids (`resolve_batch`)."""
-    batch = resolve_batch(inputs, model, tokenizer)
-    if batch.padded:
-        raise InputError(f"the sequences have different lengths {sorted(set(batch.lengths))}; pass equal-length ones")
-    return batch.ids
-
-
-def _by_length(run: Callable, batch: Batch, kept: dict[str, list], ivs: list, batch_size: int) -> Callable:
-    """`run` (`_run_hf`/`_run_toy`'s signature) for a padded batch: pads stripped, one run per real length, merged
-    in input order (`attnlab.tracing.padding`: exact, each sequence as if traced alone; docs/api.md, "Padded
-    batches"). Its logits come in the layout of the given ids, NaN at the pads; each cached point's list ends up
-    holding one item: the [N, ...] tensor, or where the lengths differ the list of one tensor per sequence. A
-    `MoveToSink` query mask, given in the ids' layout, is checked at once (before any forward) and cut like them."""
-    from attnlab.tracing.padding import run_groups
-
-    _check_row_masks(ivs, batch)
-
-    def padded(model: Any, ids: torch.Tensor, group_ivs: list, *rest: Any) -> tuple[Trace, torch.Tensor | None]:
-        def one(x: torch.Tensor, rows: list[int]) -> tuple[Trace, torch.Tensor | None]:
-            return run(model, x, _rows_of_masks(group_ivs, batch, rows), *rest)
-
-        tr, out, cached = run_groups(one, batch, batch_size, kept)
-        for point, joined in cached.items():
-            kept[point][:] = [joined]
-        return tr, out
-
-    return padded
-
-
-def _check_row_masks(ivs: list, batch: Batch) -> None:
-    """One line for a `MoveToSink` query mask that is not [batch, pos] like the padded ids."""
-    import torch
-
-    from attnlab.tracing.interventions import MoveToSink
-
-    for iv in ivs:
-        if isinstance(iv, MoveToSink) and iv.queries is not None:
-            shape = tuple(torch.as_tensor(iv.queries).shape)  # a tensor, an array or nested lists
-            if shape != tuple(batch.ids.shape):
-                raise InputError(f"MoveToSink queries has shape {shape}; with padded ids it is [batch, pos] like "
-                                 f"them, {tuple(batch.ids.shape)}")  # fmt: skip
-
-
-def _rows_of_masks(ivs: list, batch: Batch, rows: list[int]) -> list:
-    """`ivs` with each `MoveToSink` query mask [N, P] cut to `rows`' real positions: [len(rows), T]."""
-    import dataclasses
-
-    import torch
-
-    from attnlab.tracing.interventions import MoveToSink
-
-    def cut(queries: Any) -> torch.Tensor:
-        q = torch.as_tensor(queries)
-        return torch.stack([q[r, batch.starts[r] : batch.starts[r] + batch.lengths[r]] for r in rows])
-
-    masked = [isinstance(iv, MoveToSink) and iv.queries is not None for iv in ivs]
-    return [dataclasses.replace(iv, queries=cut(iv.queries)) if m else iv for iv, m in zip(ivs, masked)]
-
-
-def _n_layers(model: Any) -> int:
-    if _is_toy(model):
-        return int(model.cfg.n_layers)
-    from attnlab.tracing.adapters.arch import get_arch
-
-    return int(get_arch(model).n_layers)
-
-
-def count_layers_from_end(model: Any, interventions: list, keep: list[tuple[int, int]]) -> tuple[list, list]:
-    """Interventions and kept (layer, head) pairs with a negative layer counted from the end, as Python indexes
-    (-1: the last layer); a layer below -n_layers is left for the validation to refuse in one line."""
-    import dataclasses
-
-    if all(getattr(iv, "layer", 0) >= 0 for iv in interventions) and all(layer >= 0 for layer, _ in keep):
-        return interventions, keep  # nothing to count: the model's tree is not walked
-    n = _n_layers(model)
-
-    def fixed(layer: int) -> int:
-        return layer + n if -n <= layer < 0 else layer
-
-    ivs = [
-        dataclasses.replace(iv, layer=fixed(iv.layer)) if getattr(iv, "layer", 0) < 0 else iv for iv in interventions
-    ]
-    return ivs, [(fixed(layer), head) for layer, head in keep]
-
-
 @unwrapping  # a TransformerLens bridge or an nnsight model: the transformers model inside
 def hook_points(model: Any, linear_inputs: bool = False) -> list[str]:
     """The named hook points of `model` (TransformerLens's names): `blocks.{l}.hook_resid_pre`, `hook_resid_post`,
     `attn.hook_z` [batch, pos, head, d_head], `hook_attn_out`, `hook_mlp_out` (and the toy model's others); on
     transformers models `linear_inputs=True` adds `blocks.{l}.{module path}.hook_in`, every Linear's input."""
-    model, _ = _resolve_model(model, None)
-    if _is_toy(model):
-        from attnlab.tracing.adapters.toy import toy_hook_points
-
-        return list(toy_hook_points(model))
-    from attnlab.tracing.adapters.arch import get_arch
-    from attnlab.tracing.adapters.hf import hf_hook_points
-
-    return hf_hook_points(get_arch(model), linear_inputs=linear_inputs, model=model)
+    return module_hook_points(_resolve_model(model, None)[0], linear_inputs=linear_inputs)
 
 
 def _batches(ids: torch.Tensor, batch_size: int) -> Iterable[torch.Tensor]:
@@ -349,206 +189,6 @@ def _reference_mean(model: Any, tokenizer: Any, iv: MeanAblate, run: Callable, b
     return mean if iv.over == "batch" else mean.mean(0)
 
 
-def _mean_hook(iv: MeanAblate, mean: torch.Tensor) -> HookFn:
-    """A hook that writes `mean` where `iv` says (positions x heads x dims) and keeps the rest."""
-
-    import torch
-
-    def fn(x: torch.Tensor, name: str) -> torch.Tensor:
-        T = x.shape[1]
-        if iv.over == "batch" and T > mean.shape[0]:
-            raise InputError(f"MeanAblate at {name}: the reference has {mean.shape[0]} positions, the inputs {T}")
-        m = (mean[:T] if iv.over == "batch" else mean.expand(T, *mean.shape)).to(x.device, x.dtype)
-        write = torch.zeros(x.shape[1:], dtype=torch.bool, device=x.device)  # [pos, ...feature]
-        idx: list[Any] = [slice(None)] * write.dim()
-        for axis, chosen in ((0, iv.positions), (-2, iv.heads), (-1, iv.dims)):
-            if chosen is not None:
-                idx[axis] = torch.tensor(chosen, device=x.device).view(  # an outer product of the chosen indices
-                    [-1 if a == axis % write.dim() else 1 for a in range(write.dim())]
-                )
-        write[tuple(idx)] = True
-        return torch.where(write, m.expand_as(x), x)
-
-    return fn
-
-
-def chain_hooks(first: HookFn, second: HookFn) -> HookFn:
-    """One hook that runs `first`, then `second` on what `first` left (a returned tensor replaces the input)."""
-
-    def both(x: torch.Tensor, name: str) -> Any:
-        y = first(x, name)
-        x = x if y is None else y
-        z = second(x, name)
-        return x if z is None else z
-
-    return both
-
-
-class HookName(str):
-    """The point's name as a hook's second argument: a `str` (so `fn(x, point)` code compares it as before) that
-    also answers TransformerLens' `hook.name` and `hook.layer()`, so `fn(x, hook)` code ports unchanged."""
-
-    __slots__ = ()
-
-    @property
-    def name(self) -> str:
-        return str(self)
-
-    def layer(self) -> int:
-        """The block index of a `blocks.{l}.…` point (TransformerLens' HookPoint.layer())."""
-        parts = self.split(".")
-        if parts[0] != "blocks":
-            raise ValueError(f"{self} is not a point of a block")
-        return int(parts[1])
-
-
-def _with_hook_name(fn: HookFn) -> HookFn:
-    return lambda x, name: fn(x, HookName(name))
-
-
-def resolve_hooks(hooks: Any, model: Any) -> dict[str, HookFn]:
-    """{point: fn(tensor, HookName)} from a dict {point: fn} or TransformerLens' `fwd_hooks` list of
-    (name_or_filter, fn) pairs, a filter being a callable on point names; several hooks at one point run in the
-    order given. Unknown names are refused in one line."""
-    if hooks is None:
-        return {}
-    pairs = list(hooks.items()) if isinstance(hooks, dict) else list(hooks)
-    if any(not (isinstance(p, tuple | list) and len(p) == 2 and callable(p[1])) for p in pairs):
-        raise InputError("hooks must be {point: fn} or a list of (name_or_filter, fn) pairs")
-    named = [p for p, _ in pairs if not callable(p)]
-    _check_points(named, model)
-    everywhere = hook_points(model, linear_inputs=not _is_toy(model)) if len(named) < len(pairs) else []
-    merged: dict[str, HookFn] = {}
-    for where, fn in pairs:
-        for point in [q for q in everywhere if where(q)] if callable(where) else [where]:
-            hook = _with_hook_name(fn)
-            merged[point] = chain_hooks(merged[point], hook) if point in merged else hook
-    return merged
-
-
-def _point_width(point: str, sizes: dict[str, int], T: int) -> int:
-    """Elements per (sequence, position) at `point`: [H, T] for patterns and scores, [H, d_head] for q/k/v/z, the
-    vocabulary for logits, d_model for the residual-stream points, and 4·d_model for a linear layer's input (an
-    MLP's hidden width is at most that in the families traced)."""
-    leaf = point.rsplit(".", 1)[-1]
-    if leaf in ("hook_pattern", "hook_attn_scores"):
-        return sizes["heads"] * T
-    if leaf in ("hook_q", "hook_k", "hook_v", "hook_z"):
-        return sizes["heads"] * sizes["d_head"]
-    if leaf == "hook_logits":
-        return sizes["vocab"]
-    return sizes["d_model"] * (4 if leaf == "hook_in" else 1)
-
-
-def _model_sizes(model: Any) -> dict[str, int]:
-    if _is_toy(model):
-        cfg = model.cfg
-        return {"heads": cfg.n_heads, "d_head": cfg.d_model // cfg.n_heads, "d_model": cfg.d_model, "vocab": cfg.vocab}
-    from attnlab.tracing.adapters.arch import get_arch
-
-    arch = get_arch(model)
-    return {"heads": arch.n_heads, "d_head": arch.head_dim, "d_model": arch.d_model, "vocab": _embedding_rows(model)}
-
-
-GRAD_COPIES = 6  # [B,H,T,T] tensors autograd keeps per layer under grad=True (scores, pattern, the statistics' terms)
-
-
-def _check_grad_memory(model: Any, ids_shape: tuple[int, int]) -> None:
-    """One line before any forward when grad=True's graph would not fit: every layer of every sequence keeps about
-    GRAD_COPIES [H,T,T] tensors until the caller lets the graph go (the logits keep it whole)."""
-    from attnlab.runs.budget import check_memory
-
-    (n, T), heads = ids_shape, _model_sizes(model)["heads"]
-    item = next(iter(model.parameters())).element_size()
-    need = GRAD_COPIES * n * _n_layers(model) * heads * T * T * item
-    check_memory(need, f"grad=True for {n} sequences of {T} tokens (autograd keeps every layer's [batch, head, "
-                 "query, key] scores and pattern)", fix="take gradients over fewer or shorter sequences")  # fmt: skip
-
-
-HOOKED_COPIES = 4  # [b,H,T,T] tensors one hooked layer holds at once: scores, masked scores, pattern, a softmax temp
-
-
-def _check_pattern_memory(model: Any, points: Iterable[str], ids_shape: tuple[int, int], batch_size: int) -> None:
-    """One line before any forward when a layer hooked (or cached) at `attn.hook_attn_scores` / `attn.hook_pattern`
-    would not fit its working set: the layers run one at a time, each holding about HOOKED_COPIES [b, H, T, T]
-    tensors (`hooked.hooked_attention`), b = min(batch_size, N) sequences per forward, in at least float32 (the
-    softmax's dtype). What a cache keeps of them is counted by `cache_hooks`."""
-    from attnlab.runs.budget import check_memory
-
-    hooked = sorted(p for p in points if p.endswith(("hook_pattern", "hook_attn_scores")))
-    if not hooked:
-        return
-    (n, T), heads = ids_shape, _model_sizes(model)["heads"]
-    item = max(4, next(iter(model.parameters())).element_size())
-    b = min(batch_size, n)
-    what = f"hooking {hooked[0]} for {b} sequences of {T} tokens (one layer's [batch, head, query, key] scores"
-    check_memory(HOOKED_COPIES * b * heads * T * T * item, what + " and pattern at a time)",
-                 fix="use a smaller batch_size or shorter inputs")  # fmt: skip
-
-
-def prepare_hooks(module: Any, hooks: Any, cache: Any, batch: Batch, batch_size: int, grad: bool) -> tuple[dict, dict]:
-    """(the user's hooks with the cache's keepers chained after them, {point: [batches]} the cache fills), with
-    every memory check done before any forward (`_check_pattern_memory`, `cache_hooks`)."""
-    user_hooks = resolve_hooks(hooks, module)
-    shape = (int(batch.ids.shape[0]), int(batch.ids.shape[1]))
-    keepers, kept = cache_hooks(module, cache, shape, grad=grad, rows=batch.padded)
-    _check_pattern_memory(module, [*user_hooks, *keepers], shape, batch_size)
-    for point, fn in keepers.items():  # after the user's hooks: the cache holds what the forward went on with
-        user_hooks[point] = chain_hooks(user_hooks[point], fn) if point in user_hooks else fn
-    return user_hooks, kept
-
-
-def cache_hooks(model: Any, cache: Any, ids_shape: tuple[int, int], grad: bool = False,
-                rows: bool = False) -> tuple[dict, dict]:  # fmt: skip
-    """({point: hook that keeps the activation}, {point: [batches]}) for `cache` (names, one name or a filter on
-    names), refused in one line before any forward when the cached tensors (or, with `grad`, autograd's graph) would
-    not fit in memory. With `rows` (a padded batch, cut into sequences after) and `grad` each batch is kept as its
-    rows, and the forward goes on from them stacked, so that each sequence's cached tensor is in the graph."""
-    import torch
-
-    from attnlab.runs.budget import check_memory
-
-    if grad:
-        _check_grad_memory(model, ids_shape)
-    if cache is None:
-        return {}, {}
-    if callable(cache):
-        points = [q for q in hook_points(model, linear_inputs=not _is_toy(model)) if cache(q)]
-    else:
-        points = [cache] if isinstance(cache, str) else list(cache)
-        _check_points(points, model)
-    sizes, (n, T) = _model_sizes(model), ids_shape
-    item = next(iter(model.parameters())).element_size()
-    need = sum(n * T * _point_width(p, sizes, T) * item for p in points)
-    check_memory(need, f"caching {len(points)} hook points for {n} sequences of {T} tokens",
-                 fix="cache fewer points (hook_pattern is [batch, head, query, key]) or shorter inputs")  # fmt: skip
-    kept: dict[str, list] = {p: [] for p in points}
-
-    def keep(x: torch.Tensor, hook: str) -> torch.Tensor | None:
-        if not grad:
-            kept[str(hook)].append(x.detach())
-            return None
-        if not rows:
-            kept[str(hook)].append(x)
-            return None
-        parts = tuple(r.clone() for r in x.unbind(0))  # copies: resid_mid is written back into x in place
-        kept[str(hook)].append(parts)
-        return torch.stack(parts)
-
-    return dict.fromkeys(points, keep), kept
-
-
-def _check_points(points: Iterable[str], model: Any) -> None:
-    """One-line InputError for the first name in `points` that is not a hook point of `model`."""
-    points = list(points)
-    if not points:
-        return
-    valid = set(hook_points(model, linear_inputs=not _is_toy(model)))  # discovered once for every name
-    for point in points:
-        if point not in valid:
-            raise InputError(f"unknown hook point {point!r}; attnlab.hook_points(model) lists the valid ones")
-
-
 def _compile_mean_ablations(
     model: Any, tokenizer: Any, ivs: list, hooks: dict[str, HookFn], run: Callable, batch_size: int, T: int
 ) -> tuple[list, dict[str, HookFn]]:
@@ -558,12 +198,12 @@ def _compile_mean_ablations(
         if not isinstance(iv, MeanAblate):
             rest.append(iv)
             continue
-        _check_points([iv.point], model)
+        check_points([iv.point], model)
         if iv.point.endswith(("hook_pattern", "hook_attn_scores")):  # [batch, head, query, key]: no position axis 1
             raise InputError(f"MeanAblate takes [batch, pos, ...] points, not {iv.point}; edit a pattern with a hook")
         if iv.positions is not None and any(not 0 <= int(p) < T for p in iv.positions):
             raise InputError(f"MeanAblate at {iv.point}: positions must lie in 0..{T - 1}, got {list(iv.positions)}")
-        fn = _mean_hook(iv, _reference_mean(model, tokenizer, iv, run, batch_size))
+        fn = mean_hook(iv, _reference_mean(model, tokenizer, iv, run, batch_size))
         merged[iv.point] = chain_hooks(merged[iv.point], fn) if iv.point in merged else fn
     return rest, merged
 
@@ -613,10 +253,12 @@ def trace(
 
     check_choice(stats, ("fast", "full", "chunked"), "stats")
     ids = (batch := resolve_batch(inputs, module, tok, attention_mask)).ids
-    run = _run_toy if _is_toy(module) else _run_hf
+    run = _run_toy if is_toy(module) else _run_hf
     given, keep = count_layers_from_end(module, list(interventions), [(int(l), int(h)) for l, h in keep_patterns])
     user_hooks, kept = prepare_hooks(module, hooks, cache, batch, batch_size, grad)
-    go = _by_length(run, batch, kept, given, batch_size) if batch.padded else run  # pads stripped (docs/api.md)
+    from attnlab.tracing.padding import by_length
+
+    go = by_length(run, batch, kept, given, batch_size) if batch.padded else run  # pads stripped (docs/api.md)
     ivs, merged = _compile_mean_ablations(module, tok, given, user_hooks, run, batch_size, max(batch.lengths))
     how = RunHow(stats, grad, logits=logits, **_kept_state(model, module))
     tr, out = go(module, ids, ivs, merged, keep, batch_size, True, how)
@@ -628,7 +270,7 @@ def _kept_state(model: Any, module: Any) -> dict:
     on the first call where loading did not; {} for a bare module (found again each call) or a toy model."""
     import torch
 
-    if isinstance(model, torch.nn.Module) or not hasattr(model, "factors") or _is_toy(module):
+    if isinstance(model, torch.nn.Module) or not hasattr(model, "factors") or is_toy(module):
         return {}
     if model.arch is None:
         from attnlab.tracing.adapters.arch import get_arch

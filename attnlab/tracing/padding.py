@@ -328,3 +328,47 @@ def merge_traces(parts: list[Trace], groups: list[list[int]], forwards: list[int
     if getattr(trace, "sink_record", None) is not None:
         setattr(trace, "sink_record", _sink_record(parts, groups))  # noqa: B010 (a field added by issue 41)
     return trace
+
+
+def by_length(run: Callable, batch: Batch, kept: dict[str, list], ivs: list, batch_size: int) -> Callable:
+    """`run` (`_run_hf`/`_run_toy`'s signature) for a padded batch: pads stripped, one run per real length, merged
+    in input order (`run_groups`: exact, each sequence as if traced alone; docs/api.md, "Padded
+    batches"). Its logits come in the layout of the given ids, NaN at the pads; each cached point's list ends up
+    holding one item: the [N, ...] tensor, or where the lengths differ the list of one tensor per sequence. A
+    `MoveToSink` query mask, given in the ids' layout, is checked at once (before any forward) and cut like them."""
+    _check_row_masks(ivs, batch)
+
+    def padded(model: Any, ids: torch.Tensor, group_ivs: list, *rest: Any) -> tuple[Trace, torch.Tensor | None]:
+        def one(x: torch.Tensor, rows: list[int]) -> tuple[Trace, torch.Tensor | None]:
+            return run(model, x, _rows_of_masks(group_ivs, batch, rows), *rest)
+
+        tr, out, cached = run_groups(one, batch, batch_size, kept)
+        for point, joined in cached.items():
+            kept[point][:] = [joined]
+        return tr, out
+
+    return padded
+
+
+def _check_row_masks(ivs: list, batch: Batch) -> None:
+    """One line for a `MoveToSink` query mask that is not [batch, pos] like the padded ids."""
+    from attnlab.tracing.interventions import MoveToSink
+
+    for iv in ivs:
+        if isinstance(iv, MoveToSink) and iv.queries is not None:
+            shape = tuple(torch.as_tensor(iv.queries).shape)  # a tensor, an array or nested lists
+            if shape != tuple(batch.ids.shape):
+                raise InputError(f"MoveToSink queries has shape {shape}; with padded ids it is [batch, pos] like "
+                                 f"them, {tuple(batch.ids.shape)}")  # fmt: skip
+
+
+def _rows_of_masks(ivs: list, batch: Batch, rows: list[int]) -> list:
+    """`ivs` with each `MoveToSink` query mask [N, P] cut to `rows`' real positions: [len(rows), T]."""
+    from attnlab.tracing.interventions import MoveToSink
+
+    def cut(queries: Any) -> torch.Tensor:
+        q = torch.as_tensor(queries)
+        return torch.stack([q[r, batch.starts[r] : batch.starts[r] + batch.lengths[r]] for r in rows])
+
+    masked = [isinstance(iv, MoveToSink) and iv.queries is not None for iv in ivs]
+    return [replace(iv, queries=cut(iv.queries)) if m else iv for iv, m in zip(ivs, masked)]

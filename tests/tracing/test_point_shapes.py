@@ -86,7 +86,7 @@ def test_opt_mlp_out_hook_sees_and_replaces_batch_pos_dmodel():
 
 def pattern_need(model, n: int, T: int) -> int:
     """The documented working set of one hooked layer: HOOKED_COPIES [n, H, T, T] float32 tensors."""
-    from attnlab.api import HOOKED_COPIES
+    from attnlab.tracing.adapters.user_hooks import HOOKED_COPIES
 
     return HOOKED_COPIES * n * model.config.num_attention_heads * T * T * 4
 

@@ -260,12 +260,12 @@ def test_reaching_the_verbs_imports_no_torch():
 @pytest.mark.parametrize("dims", [None, (0, 2)])
 def test_mean_ablate_writes_exactly_the_chosen_positions_heads_and_dims(positions, heads, dims):
     """The hook replaces x[:, t, h, d] by mean[t, h, d] exactly where t, h and d are all chosen (None: all)."""
-    from attnlab.api import _mean_hook
+    from attnlab.tracing.adapters.user_hooks import mean_hook
 
     g = torch.Generator().manual_seed(0)
     x, mean = torch.randn(2, 5, 3, 4, generator=g), torch.randn(5, 3, 4, generator=g)
     iv = attnlab.MeanAblate("blocks.0.attn.hook_z", None, positions=positions, heads=heads, dims=dims)
-    got = _mean_hook(iv, mean)(x, "blocks.0.attn.hook_z")
+    got = mean_hook(iv, mean)(x, "blocks.0.attn.hook_z")
     chosen = lambda i, sel: sel is None or i in sel  # noqa: E731
     want = x.clone()
     for t, h, d in np.ndindex(5, 3, 4):
