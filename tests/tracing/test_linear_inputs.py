@@ -9,7 +9,8 @@ import torch
 
 from attnlab.errors import InputError
 from attnlab.tracing.adapters.arch import get_arch
-from attnlab.tracing.adapters.hf import hf_hook_points, traced
+from attnlab.tracing.adapters.hf import traced
+from attnlab.tracing.adapters.hf_points import hf_hook_points
 from tests.real.families import tiny_family
 
 

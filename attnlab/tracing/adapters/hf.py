@@ -41,15 +41,22 @@ from attnlab.tracing.adapters.hf_attention import (
     register_attention,
     value_factor,
 )
+from attnlab.tracing.adapters.hf_points import (
+    UserHook,
+    attention_hooks,
+    hidden_of,
+    input_device,
+    install_user_hooks,
+    split_point,
+    with_hidden,
+)
 from attnlab.tracing.adapters.hooked import (
     ATTN_POINTS,
     PATTERN_POINTS,
     AttnHooks,
     apply_qkv_hooks,
     hooked_attention,
-    resid_mid_sites,
 )
-from attnlab.tracing.adapters.linear_inputs import LINEAR_INPUT, linear_input_module, linear_input_points
 from attnlab.tracing.extras import ExtraStatistic
 from attnlab.tracing.fast import FlexCalls, head_nll, head_of, next_token_nll
 from attnlab.tracing.format import Trace
@@ -104,15 +111,6 @@ def compile_plan(interventions: Iterable[Intervention], shape: ModelShape) -> Pl
     for layer in plan.sink:
         plan.sink[layer].sort(key=lambda s: s.head)
     return plan
-
-
-def input_device(model: nn.Module) -> torch.device:
-    """Where the model's input ids go: its embedding's device (CPU when a device map offloads it to disk)."""
-    get = getattr(model, "get_input_embeddings", None)
-    w = getattr(get() if callable(get) else None, "weight", None)
-    if isinstance(w, torch.Tensor) and w.device.type != "meta":
-        return w.device
-    return torch.device("cpu")
 
 
 # (layer, n_kv) -> ((W_O module id, data pointer, version), factors): `TraceSession.value_factor`'s cache
@@ -241,20 +239,12 @@ class TraceSession:
         return out
 
 
-def _hidden_of(output: Any) -> torch.Tensor:
-    return output[0] if isinstance(output, tuple) else output
-
-
-def _with_hidden(output: Any, hidden: torch.Tensor) -> Any:
-    return (hidden,) + tuple(output[1:]) if isinstance(output, tuple) else hidden
-
-
 def _zero_output(mod: nn.Module, args: Any, out: Any) -> Any:
     """Forward hook: the module (MLP or attention) adds nothing to the residual stream. A module that adds the
     residual itself (BLOOM's attention and MLP, MPT's MLP: `eager.residual_arg`) returns that residual instead."""
     residual = eager.residual_arg(mod, args)
-    zero = torch.zeros_like(_hidden_of(out)) if residual is None else residual
-    return zero if torch.is_tensor(out) else _with_hidden(out, zero)
+    zero = torch.zeros_like(hidden_of(out)) if residual is None else residual
+    return zero if torch.is_tensor(out) else with_hidden(out, zero)
 
 
 def _zero_heads_hook(heads: tuple[int, ...], n_heads: int, head_dim: int) -> Callable[..., Any]:
@@ -273,7 +263,7 @@ def _block_hook(layer: int, dims: list, rec: TraceRecorder | None) -> Callable[.
     """Forward hook on block `layer`: zero residual coordinates `dims` [(positions|None, [dims])], then record."""
 
     def post(mod: nn.Module, args: Any, output: Any) -> Any:
-        hidden = _hidden_of(output)
+        hidden = hidden_of(output)
         if dims:
             hidden = hidden.clone()
             for pos, d in dims:
@@ -284,194 +274,9 @@ def _block_hook(layer: int, dims: list, rec: TraceRecorder | None) -> Callable[.
                         hidden[:, p, d] = 0.0
         if rec is not None:
             rec.residual(layer + 1, hidden)
-        return _with_hidden(output, hidden) if dims else None
+        return with_hidden(output, hidden) if dims else None
 
     return post
-
-
-UserHook = Callable[[torch.Tensor, str], Any]
-# TransformerLens's names for the points every supported family has: (suffix, what the module hook sees).
-HF_POINTS = ("hook_resid_pre", "hook_resid_post", "attn.hook_z", "hook_attn_out", "hook_mlp_out")
-
-
-MID = "hook_resid_mid"
-EMBED, FINAL = "hook_embed", "ln_final.hook_normalized"  # the model-level points (TransformerLens's names)
-
-
-def _attention_layers(arch: Arch) -> list[int]:
-    """The layers whose attention runs through the "attnlab" function (a hybrid's other layers and the eager
-    fallback's have no q/k/v, scores or pattern points)."""
-    return arch.attention_set if arch.interface else []
-
-
-def hf_hook_points(arch: Arch, linear_inputs: bool = False, model: nn.Module | None = None) -> list[str]:
-    """`hook_embed`, then `blocks.{l}.<point>` for every decoder block found by architecture discovery (`arch`), then
-    `ln_final.hook_normalized` (where the model has a final norm); `hook_embed` and `blocks.{l}.hook_resid_mid` (not
-    on parallel blocks: `hooked.resid_mid_sites`) need `model`. With `linear_inputs` also `blocks.{l}.{path}.hook_in`
-    at the input of every linear layer (`adapters.linear_inputs`)."""
-    mid = model is not None and not isinstance(resid_mid_sites(model, arch, input_device(model)), str)
-    attn = set(_attention_layers(arch))
-    points = [EMBED] if model is not None else []
-    mixing = set(arch.attention_set)  # a hybrid's other layers have no attention output (`Arch.attention_layers`)
-    for l in range(arch.n_layers):
-        here = HF_POINTS if l in mixing else tuple(p for p in HF_POINTS if p not in ("attn.hook_z", "hook_attn_out"))
-        points += [f"blocks.{l}.{p}" for p in here] + ([f"blocks.{l}.{MID}"] if mid else [])
-        points += [f"blocks.{l}.{p}" for p in ATTN_POINTS] if l in attn else []
-    points += [FINAL] if arch.final_norm is not None else []
-    return points + list(linear_input_points(arch)) if linear_inputs else points
-
-
-def _split_point(name: str, arch: Arch) -> tuple[int, str]:
-    """'blocks.3.attn.hook_z' -> (3, 'attn.hook_z'), 'blocks.3.mlp.down_proj.hook_in' -> (3, 'mlp.down_proj.hook_in'),
-    'hook_embed' -> (-1, 'hook_embed'); one-line InputError naming the valid points otherwise."""
-    if name == EMBED or (name == FINAL and arch.final_norm is not None):
-        return -1, name
-    parts = name.split(".", 2)
-    ok = len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit() and int(parts[1]) < arch.n_layers
-    if ok and parts[2] in ATTN_POINTS and int(parts[1]) not in _attention_layers(arch):
-        raise InputError(f"{name}: layer {parts[1]} of {arch.model_type} has no attention function to hook (its "
-                         "attention computes its own weights, or it is not an attention layer)")  # fmt: skip
-    known = (*HF_POINTS, MID, *ATTN_POINTS)
-    if not ok or (parts[2] not in known and linear_input_module(arch, int(parts[1]), parts[2]) is None):
-        raise InputError(
-            f"unknown hook point {name!r}; this model has blocks.0..{arch.n_layers - 1}.{{{', '.join(HF_POINTS)}}} "
-            f"and blocks.{{l}}.<linear layer>.{LINEAR_INPUT}"
-        )
-    if parts[2] in ("attn.hook_z", "hook_attn_out"):
-        arch.check_attention_layer(int(parts[1]), name)  # a hybrid's state-space layer has none
-    return int(parts[1]), parts[2]
-
-
-def _call_user(fn: UserHook, x: torch.Tensor, name: str) -> torch.Tensor | None:
-    """Run a user hook; a returned tensor must keep the activation's shape."""
-    y = fn(x, name)
-    if y is not None and (not torch.is_tensor(y) or y.shape != x.shape):
-        got = tuple(y.shape) if torch.is_tensor(y) else type(y).__name__
-        raise InputError(f"hook at {name} returned {got}; return None or a tensor of shape {tuple(x.shape)}")
-    return y
-
-
-def _user_output_hook(fn: UserHook, name: str, bt: list[tuple[int, int]] | None = None) -> Callable[..., Any]:
-    """Forward hook: `fn(hidden [B,T,D], name)` on a module's output (tuple outputs: their first element). With
-    `bt` (the block's [B,T], `_block_bt`) an output flattened to [B·T,D] (OPT's fc2) is shown as [B,T,D]."""
-
-    def post(mod: nn.Module, args: Any, output: Any) -> Any:
-        x = _hidden_of(output)
-        shown = x.view(*bt[-1], x.shape[-1]) if bt and x.dim() == 2 else x
-        y = _call_user(fn, shown, name)
-        if y is None and (shown is x or not torch.is_grad_enabled()):
-            return None
-        y = shown if y is None else y  # under autograd the forward goes on from the tensor the hook saw
-        return _with_hidden(output, y.reshape(x.shape))
-
-    return post
-
-
-def _block_bt(block: nn.Module, handles: list[Any]) -> list[tuple[int, int]]:
-    """A list that a pre-hook on `block` (its handle appended to `handles`) fills with the [B,T] of each input."""
-    bt: list[tuple[int, int]] = []
-
-    def shape(mod: nn.Module, args: tuple, kwargs: dict) -> None:
-        x = args[0] if args else kwargs["hidden_states"]
-        bt.append(tuple(x.shape[:2]))
-
-    handles.append(block.register_forward_pre_hook(shape, with_kwargs=True))
-    return bt
-
-
-def _user_input_hook(fn: UserHook, name: str, heads: tuple[int, int] | None) -> Callable[..., Any]:
-    """Forward pre-hook: `fn(x, name)` on a module's first input; with `heads` = (H, d_h) the input [B,T,H·d_h]
-    is shown as z [B,T,H,d_h] (TransformerLens's hook_z)."""
-
-    def pre(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-        x = args[0] if args else kwargs["hidden_states"]
-        view = x if heads is None else x.view(*x.shape[:-1], *heads)
-        y = _call_user(fn, view, name)
-        if y is None and (view is x or not torch.is_grad_enabled()):
-            return None
-        y = view if y is None else y  # under autograd the forward goes on from the tensor the hook saw
-        y = y.reshape(x.shape)
-        return ((y,) + tuple(args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": y})
-
-    return pre
-
-
-def _resid_mid_hook(fn: UserHook, name: str, bt: list[tuple[int, int]]) -> Callable[..., Any]:
-    """Forward pre-hook on the module that reads resid_mid (`hooked.resid_mid_sites`): `fn(x [B,T,D], name)`; a
-    replacement is written into x in place, so that the block's residual (the same tensor) carries it too. bt holds
-    the block's [B,T] (OPT flattens the stream to [B·T,D] there; under autograd the hook then sees a copy [B,T,D]
-    that is written back, so that the forward goes on from the tensor the hook saw)."""
-
-    def pre(mod: nn.Module, args: tuple, kwargs: dict) -> None:
-        x = args[0] if args else kwargs["hidden_states"]
-        shown = x.view(*bt[-1], x.shape[-1]) if x.dim() == 2 else x
-        shown = shown.clone() if shown is not x and torch.is_grad_enabled() else shown
-        y = _call_user(fn, shown, name)
-        if y is not None or shown.data_ptr() != x.data_ptr():
-            x.copy_((shown if y is None else y).reshape(x.shape))
-
-    return pre
-
-
-def _install_mid_hooks(model: nn.Module, arch: Arch, hooks: dict[str, UserHook]) -> list[Any]:
-    """The user's `blocks.{l}.hook_resid_mid` hooks (one discovery forward; parallel blocks refused in one line)."""
-    if not hooks:
-        return []
-    sites = resid_mid_sites(model, arch, input_device(model))
-    if isinstance(sites, str):
-        raise InputError(f"{next(iter(hooks))}: {sites}")
-    handles: list[Any] = []
-    for name, fn in hooks.items():
-        layer = int(name.split(".")[1])
-        bt = _block_bt(arch.blocks[layer], handles)
-        handles.append(sites[layer].register_forward_pre_hook(_resid_mid_hook(fn, name, bt), with_kwargs=True))
-    return handles
-
-
-def attention_hooks(hooks: dict[str, UserHook]) -> AttnHooks:
-    """{layer: {point: fn(x) -> replacement or None}} of the user's hooks inside the attention function."""
-    out: AttnHooks = {}
-    for name, fn in hooks.items():
-        _, layer, point = name.split(".", 2)
-        out.setdefault(int(layer), {})[point] = _bound(fn, name)
-    return out
-
-
-def _bound(fn: UserHook, name: str) -> Callable[[torch.Tensor], torch.Tensor | None]:
-    return lambda x: _call_user(fn, x, name)
-
-
-def _install_user_hooks(model: nn.Module, arch: Arch, hooks: dict[str, UserHook]) -> list[Any]:
-    """The user's hooks at named points (`hf_hook_points`, with the linear inputs) but those inside the attention
-    function (`attention_hooks`); handles returned for removal."""
-    handles = _install_mid_hooks(model, arch, {n: f for n, f in hooks.items() if n.endswith(f".{MID}")})
-    for name, fn in hooks.items():
-        layer, point = _split_point(name, arch)
-        if point in (MID, *ATTN_POINTS):
-            continue
-        if point in (EMBED, FINAL):
-            held: Any = model  # a transformers PreTrainedModel
-            where: Any = held.get_input_embeddings() if point == EMBED else arch.final_norm
-            handles.append(where.register_forward_hook(_user_output_hook(fn, name)))
-        elif point == "hook_resid_pre":
-            handles.append(
-                arch.blocks[layer].register_forward_pre_hook(_user_input_hook(fn, name, None), with_kwargs=True)
-            )
-        elif point == "attn.hook_z":
-            hz = (arch.n_heads, arch.head_dim)
-            handles.append(
-                arch.out_proj[layer].register_forward_pre_hook(_user_input_hook(fn, name, hz), with_kwargs=True)
-            )
-        elif point not in HF_POINTS:  # a linear layer's input (`adapters.linear_inputs`), checked by _split_point
-            linear: Any = linear_input_module(arch, layer, point)
-            handles.append(linear.register_forward_pre_hook(_user_input_hook(fn, name, None), with_kwargs=True))
-        elif point == "hook_mlp_out":  # OPT's fc2 works on [B·T, D]: shown as [B, T, D]
-            bt = _block_bt(arch.blocks[layer], handles)
-            handles.append(arch.mlp[layer].register_forward_hook(_user_output_hook(fn, name, bt)))
-        else:
-            module = {"hook_resid_post": arch.blocks, "hook_attn_out": arch.attn}[point]
-            handles.append(module[layer].register_forward_hook(_user_output_hook(fn, name)))
-    return handles
 
 
 def _install_hooks(sess: TraceSession, switch: bool) -> list[Any]:
@@ -521,7 +326,7 @@ def _install_sink_hooks(arch: Arch, rec: TraceRecorder) -> list[Any]:
             resid0[l] = (args[0] if args else kwargs["hidden_states"])[:, 0].detach().clone()
 
         def mlp_out(mod: nn.Module, args: Any, output: Any, l: int = layer) -> None:
-            rec.sinks.mlp(l, _hidden_of(output), resid0.pop(l))
+            rec.sinks.mlp(l, hidden_of(output), resid0.pop(l))
 
         handles.append(arch.blocks[layer].register_forward_pre_hook(keep, with_kwargs=True))
         handles.append(arch.mlp[layer].register_forward_hook(mlp_out))
@@ -561,7 +366,7 @@ def traced(
             f"recorder is for {recorder.L} layers × {recorder.H} heads, the model has {arch.n_layers} × {arch.n_heads}"
         )
     eager.check_layers(arch, plan, model, recorder is not None)
-    inside = attention_hooks({n: f for n, f in (hooks or {}).items() if _split_point(n, arch)[1] in ATTN_POINTS})
+    inside = attention_hooks({n: f for n, f in (hooks or {}).items() if split_point(n, arch)[1] in ATTN_POINTS})
     switch = (recorder is not None or plan.switches_attention or bool(inside)) and arch.interface
     sess = TraceSession(
         model=model,
@@ -577,7 +382,7 @@ def traced(
     previous = model.config._attn_implementation
     if switch and previous == ATTN_NAME:
         raise InputError("traced() blocks cannot be nested on one model")
-    handles = _install_user_hooks(model, arch, dict(hooks or {}))  # before the switch: resid_mid's discovery forward
+    handles = install_user_hooks(model, arch, dict(hooks or {}))  # before the switch: resid_mid's discovery forward
     if switch:
         register_attention()
         model.set_attn_implementation(ATTN_NAME)

@@ -26,7 +26,7 @@ def module_hook_points(model: Any, linear_inputs: bool = False) -> list[str]:
 
         return list(toy_hook_points(model))
     from attnlab.tracing.adapters.arch import get_arch
-    from attnlab.tracing.adapters.hf import hf_hook_points
+    from attnlab.tracing.adapters.hf_points import hf_hook_points
 
     return hf_hook_points(get_arch(model), linear_inputs=linear_inputs, model=model)
 
