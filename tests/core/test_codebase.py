@@ -656,3 +656,18 @@ def test_functions_take_few_parameters():
     assert not bad, "give these a config object (or list them, with the reason):\n" + "\n".join(bad)
     stale = sorted(set(LONG_SIGNATURES) - set(over))
     assert not stale, f"at or under {MAX_PARAMETERS} parameters now: remove from LONG_SIGNATURES: {stale}"
+
+
+def test_the_slow_files_run_first_exist_and_run_first():
+    """tests/conftest.py's SLOW_FILES: each path is a test file (a renamed one would silently fall back to its
+    collection place), and the collection starts with them in that order."""
+    from tests.conftest import SLOW_FILES
+
+    missing = [f for f in SLOW_FILES if not (ROOT / f).is_file()]
+    assert not missing, f"SLOW_FILES names files that do not exist: {missing}"
+    given = ["tests/core/test_lock.py", SLOW_FILES[1], SLOW_FILES[0]]  # the reverse of the order wanted
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *given], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300).stdout  # fmt: skip
+    files = [line.split("::")[0] for line in out.splitlines() if "::" in line]
+    firsts = list(dict.fromkeys(files))
+    assert firsts[:2] == list(SLOW_FILES[:2]) and firsts[-1] == "tests/core/test_lock.py", firsts
