@@ -7,8 +7,9 @@
 `model` is a `ToyTransformer`, a transformers `PreTrainedModel`, what `attnlab.load_model` returns, or a name or
 path (`load_model`'s). `inputs` is a string, a list of strings, token ids [batch, pos] (with a transformers
 `attention_mask` where padded) or a tokenizer's output holding both. Nothing is written to disk. Hooks,
-interventions and recording are the trace adapters' (hooks live only in `attnlab/tracing/adapters/`);
-this module resolves the arguments and compiles `MeanAblate`.
+interventions and recording are the trace adapters' (hooks live only in `attnlab/tracing/adapters/`); the inputs
+are resolved by `attnlab.tracing.inputs` and the user's hooks by `adapters/user_hooks.py`. This module picks the
+adapter, runs the batches and compiles `MeanAblate` (one reference forward each).
 """
 
 from __future__ import annotations
@@ -31,12 +32,11 @@ from attnlab.tracing.adapters.user_hooks import (
 from attnlab.tracing.inputs import count_layers_from_end, is_toy, resolve_batch, resolve_inputs
 from attnlab.tracing.interventions import Intervention, MeanAblate
 
+# torch is imported by the calls that need it, so that `attnlab.trace` is cheap to reach from a notebook.
 if TYPE_CHECKING:
     import torch
 
     from attnlab.tracing.format import Trace
-
-# torch is imported by the calls that need it, so that `attnlab.trace` is cheap to reach from a notebook.
 
 
 def load_model(

@@ -138,8 +138,9 @@ def run_groups(
         tr, out = run(torch.stack([batch.sequence(r) for r in rows]), rows)
         traces.append(tr)
         kept_logits = kept_logits and out is not None
-        for k, row in enumerate(rows):
-            logits[row] = out[k] if out is not None else logits[row]
+        if out is not None:
+            for k, row in enumerate(rows):
+                logits[row] = out[k]
         for p, parts in kept.items():  # [b, ...] tensors, or (under grad=True) tuples of b rows in the graph
             joined = [one for part in parts[before[p] :] for one in part]
             for k, row in enumerate(rows):
