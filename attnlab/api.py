@@ -106,8 +106,9 @@ class RunHow:
     """How `_run_hf` / `_run_toy` run: `stats` (`traced`'s) and `grad` (autograd on); `arch` and `factors`: what a
     `LoadedModel` keeps across calls (its architecture, found once, and the value-norm factors, ~60 ms for SmolLM2,
     recomputed only when W_O changes), so a notebook's repeated `trace` calls do not pay for them again. `logits`:
-    whether the caller keeps the logits; without it (and without `grad`) each batch's [B,T,V] logits are let go at
-    once and the run returns None for them (N·T·V float32 held and one copy of them are what it saves)."""
+    whether the caller keeps the logits; without it (and without `grad`) the run returns None for them and makes
+    none where the family's logits are its head on the final hidden state (`TraceSession.forward_statistics`: the
+    unembedding skipped), else lets each batch's go at once."""
 
     stats: str = "fast"
     grad: bool = False
@@ -133,9 +134,11 @@ def _run_hf(model: Any, ids: torch.Tensor, ivs: list, hooks: dict, keep: list, b
     with torch.set_grad_enabled(grad), traced_model as sess:
         sess.grad = grad
         for batch in _batches(ids, batch_size):
+            if not keep_logits:  # no [B,T,V] logits made where the family allows (`forward_statistics`)
+                sess.forward_statistics(batch)
+                continue
             out = sess.forward(batch)
-            if keep_logits:
-                logits.append(out if grad else out.float().cpu())
+            logits.append(out if grad else out.float().cpu())
     tr = rec.result() if rec is not None else None
     if tr is not None and grad:
         tr.grad_stats = _stack_stats([sess.grad_stats[l] for l in sorted(sess.grad_stats)])

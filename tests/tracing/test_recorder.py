@@ -213,3 +213,25 @@ def test_massive_entries_are_capped_at_the_largest_and_the_maximum_is_the_first(
     first = int(x.abs().argmax())
     tr = rec.result()
     assert (tr.max_abs[0], tr.max_pos[0], tr.max_dim[0]) == (5000.0, (first // 30) % 40, first % 30)
+
+
+def test_massive_frame_has_its_columns_dtypes_and_rows_from_records_or_a_frame():
+    """`Trace.massive` built column by column equals pandas' own records path cast to MASSIVE_COLUMNS (the former
+    implementation, an independent construction), with extra columns kept after them; a frame round-trips; an empty
+    list gives the typed empty frame; a column an older file lacks reads NaN."""
+    import pandas as pd
+
+    from attnlab.tracing.format import MASSIVE_COLUMNS, massive_frame
+
+    rows = [{"layer": i % 3, "sample": i // 4, "pos": i, "dim": 7 * i % 5, "value": 100.5 + i, "median_abs": 0.25,
+             "token": f"t{i}"} for i in range(9)]  # fmt: skip
+    got = massive_frame(rows)
+    want = pd.DataFrame(rows).astype(MASSIVE_COLUMNS)
+    want = want[[*MASSIVE_COLUMNS, "token"]]
+    pd.testing.assert_frame_equal(got, want)
+    pd.testing.assert_frame_equal(massive_frame(got.iloc[::2]), want.iloc[::2].reset_index(drop=True))
+    empty = massive_frame([])
+    assert list(empty.columns) == list(MASSIVE_COLUMNS) and len(empty) == 0
+    assert {c: str(t) for c, t in empty.dtypes.items()} == MASSIVE_COLUMNS
+    old = massive_frame([{k: v for k, v in rows[0].items() if k != "median_abs"}])
+    assert np.isnan(old["median_abs"].iloc[0]) and old["layer"].dtype == np.int64

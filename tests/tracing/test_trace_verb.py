@@ -301,3 +301,34 @@ def test_a_trace_without_logits_keeps_none_and_its_statistics_are_unchanged(kind
     assert np.array_equal(kept.logits[1, start:], alone)
     if kind == "hf":
         assert _run_hf(model, ids, [], {}, [], 1, True, RunHow(logits=False))[1] is None
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+def test_a_trace_without_logits_runs_no_unembedding_and_records_the_same(family):
+    """Issue 41: without `logits=True`, a family whose logits are its head on the final hidden state runs its base
+    model only (`TraceSession.forward_statistics`): the output embedding is never called, every statistic and every
+    cached point up to `ln_final.hook_normalized` is the same, bit for bit, as in the call that kept the logits (the
+    same ops on the same inputs), and those logits are the head on that final hidden state."""
+    model, ids = tiny_family(family).double(), _ids()
+    calls = []
+
+    def count(mod: torch.nn.Module, args: tuple, out: torch.Tensor) -> None:  # the traced forwards (not the cache's
+        if out.shape[1] == T:  # two-token probe of `ln_final`'s output width)
+            calls.append(out.shape)
+
+    handle = model.get_output_embeddings().register_forward_hook(count)
+    try:
+        without = attnlab.trace(model, ids, cache="ln_final.hook_normalized")
+        assert calls == []
+        kept = attnlab.trace(model, ids, cache="ln_final.hook_normalized", logits=True)
+        assert len(calls) == 1
+    finally:
+        handle.remove()
+    assert without.logits is None and without.heads.equals(kept.heads) and without.residuals.equals(kept.residuals)
+    assert torch.equal(without.cache["ln_final.hook_normalized"], kept.cache["ln_final.hook_normalized"])
+    from attnlab.tracing.fast import head_of
+
+    _, head, post = head_of(model)
+    with torch.no_grad():  # the kept logits are the head (and gemma2's soft cap) on that very final hidden state
+        want = head(kept.cache["ln_final.hook_normalized"])
+        assert np.array_equal(kept.logits, (want if post is None else post(want)).float().numpy())

@@ -202,6 +202,16 @@ class TraceSession:
         with torch.set_grad_enabled(self.grad):
             return self._run(self.model, ids, attention_mask).logits
 
+    def forward_statistics(self, ids: torch.Tensor) -> None:
+        """Record `ids` [B,T] as `forward` does, for a caller that keeps no logits (`attnlab.trace` without
+        `logits=True` or `grad=True`): where the family's logits are its head on the final hidden state
+        (`tracing.fast.head_of`), the base model alone runs and the unembedding is skipped (the [B,T,V] product:
+        ~22 % of a SmolLM2 forward at T = 512); else the whole model runs and its logits are let go. Every hook point
+        (`ln_final.hook_normalized` the last) lies inside the base model, so the same hooks fire."""
+        plain = head_of(self.model)
+        with torch.set_grad_enabled(self.grad):
+            self._run(self.model if plain is None else plain[0], ids, None)
+
     def forward_nll(self, ids: torch.Tensor) -> torch.Tensor:
         """[B] next-token NLL of `ids` [B,T] (`tracing.fast.next_token_nll`'s), recording as `forward` does; where the
         family's logits are its head on the final hidden state (`tracing.fast.head_of`) the [B,T,V] logits are never
