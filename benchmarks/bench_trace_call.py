@@ -5,10 +5,11 @@ Each round runs, interleaved in this one process on the same ids:
 
 - plain: the model's own forward under `torch.inference_mode()` (its sdpa attention), logits discarded;
 - loaded: `attnlab.trace(loaded, ids)`, `loaded` the `LoadedModel` of `attnlab.load_model` (it keeps its
-  architecture and value-norm factors across calls);
+  architecture and value-norm factors across calls); without `logits=True` it makes no [1, T, V] logits (the base
+  model runs, not the unembedding: `TraceSession.forward_statistics`), so it does less than the plain forward;
 - bare: `attnlab.trace(loaded.model, ids)`, the bare transformers module (architecture and factors found each call);
-- logits: `attnlab.trace(loaded, ids, logits=True)`, the `LoadedModel` call that also hands back the [1, T, V] logits
-  (the plain forward makes them too; without `logits=True` a trace lets them go at once).
+- logits: `attnlab.trace(loaded, ids, logits=True)`, the `LoadedModel` call that also hands back the [1, T, V] logits:
+  the same work as the plain forward plus the statistics (the like-for-like ratio).
 
 The order of the calls rotates from round to round (round r starts with call r mod 4), so that no call always runs
 first or right after the plain forward. Prints the median of each, the ratio to plain (the median of the per-round
