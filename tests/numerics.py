@@ -38,7 +38,8 @@ def worst_ratio(got, want, atol: float, rtol: float) -> tuple[float, float]:
     g, w = np.broadcast_arrays(_as_array(got), _as_array(want))
     both_nan = np.isnan(g) & np.isnan(w)
     same_inf = np.isinf(g) & (g == w)
-    err = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
+    with np.errstate(invalid="ignore"):  # inf − inf is NaN here; the matching infinities are set to 0 just below
+        err = np.where(both_nan | same_inf, 0.0, np.abs(g - w))
     err = np.where(np.isnan(err), np.inf, err)
     allowed = atol + rtol * np.abs(np.where(np.isfinite(w), w, 0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
