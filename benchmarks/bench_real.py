@@ -194,11 +194,19 @@ def families_bench(names: list[str], tokens: list[int], repeats: int, threads: i
 
 def _round_ratios(wall: dict[str, list[float]], names: tuple[str, ...]) -> dict[str, list[float]]:
     """Per name: [lowest, median, highest] of the rounds' own ratios (its time / the plain forward's time in the same
-    round), which a machine whose speed drifts over minutes moves less than the ratio of medians."""
+    round), which a machine whose speed drifts over minutes moves less than the ratio of medians, and the 95 %
+    percentile-bootstrap interval of their median over rounds (`core.intervals.bootstrap_interval`, seed 0)."""
+    import numpy as np
+
+    from attnlab.core.intervals import bootstrap_interval
+
     out = {}
     for name in names:
         r = sorted(a / b for a, b in zip(wall[name], wall["sdpa"]))
         out[f"{name}_round_ratios"] = [round(r[0], 3), round(statistics.median(r), 3), round(r[-1], 3)]
+        if len(r) >= 3:
+            iv = bootstrap_interval(r, np.random.default_rng(0), over="rounds", statistic=lambda a: np.median(a, -1))
+            out[f"{name}_median_ci95"] = [round(iv.low, 3), round(iv.high, 3)]
     return out
 
 
